@@ -1,0 +1,223 @@
+//! ListFiles: lists repository files matching a glob, relative to the repository root.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use globset::{Glob, GlobMatcher};
+use serde::Deserialize;
+
+use super::path::RepoRoot;
+use super::walk::walk_files;
+use crate::conversation::ToolSpec;
+use crate::tool::{Tool, ToolError, parse_args};
+
+const NAME: &str = "ListFiles";
+
+/// Most files listed in one call.
+pub const MAX_FILES: usize = 200;
+
+/// Lists files matching a glob pattern (gitignore-aware).
+#[derive(Debug, Clone)]
+pub struct ListFiles {
+    root: Arc<RepoRoot>,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    path: Option<String>,
+}
+
+impl ListFiles {
+    /// A ListFiles confined to `root`.
+    pub fn new(root: Arc<RepoRoot>) -> Self {
+        Self { root }
+    }
+}
+
+/// Compiles a glob the way the file tools use it: `*` does not cross `/`, `**` does.
+pub(crate) fn compile_glob(tool: &str, pattern: &str) -> Result<GlobMatcher, ToolError> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|g: Glob| g.compile_matcher())
+        .map_err(|e| ToolError::InvalidArguments {
+            tool: tool.to_owned(),
+            reason: format!("invalid glob {pattern:?}: {e}"),
+        })
+}
+
+/// Whether `glob` matches the file's name, its path relative to the repository root, or
+/// its path relative to `start_rel` (the searched directory, `"."` for the root).
+pub(crate) fn glob_matches(glob: &GlobMatcher, rel: &str, start_rel: &str) -> bool {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    if glob.is_match(name) || glob.is_match(rel) {
+        return true;
+    }
+    if start_rel != "." {
+        if let Some(below) = rel
+            .strip_prefix(start_rel)
+            .and_then(|r| r.strip_prefix('/'))
+        {
+            return glob.is_match(below);
+        }
+    }
+    false
+}
+
+fn list(root: &RepoRoot, pattern: &str, path: Option<&str>) -> Result<String, ToolError> {
+    let glob = compile_glob(NAME, pattern)?;
+    let start = root.resolve(path.unwrap_or(""))?;
+    let start_rel = root.relative(&start);
+    let mut matched: Vec<String> = walk_files(root, &start)
+        .into_iter()
+        .map(|(rel, _)| rel)
+        .filter(|rel| glob_matches(&glob, rel, &start_rel))
+        .take(MAX_FILES + 1)
+        .collect();
+    if matched.is_empty() {
+        return Ok("no files match".to_owned());
+    }
+    let more = matched.len() > MAX_FILES;
+    matched.truncate(MAX_FILES);
+    let mut out = matched.join("\n");
+    if more {
+        out.push_str(&format!(
+            "\n[stopped at {MAX_FILES} files; narrow the pattern]"
+        ));
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Tool for ListFiles {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME,
+            description: "List files matching a glob pattern. Returns paths relative to repo root. Max 200 results.",
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "Glob matched against file names and paths relative to the repository root, e.g. \"*.rs\", \"docs/*.md\", \"**/Cargo.toml\"."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "Directory to list, relative to the repository root (default: the whole repository)."
+                    }
+                },
+                "required": ["pattern"]
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
+        let args: Args = parse_args(NAME, args)?;
+        let root = Arc::clone(&self.root);
+        tokio::task::spawn_blocking(move || list(&root, &args.pattern, args.path.as_deref()))
+            .await
+            .map_err(|e| ToolError::Failed(format!("{NAME} did not finish: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::path::test_support::{repo_with, write_files};
+    use super::*;
+    use serde_json::json;
+
+    async fn run(root: &Arc<RepoRoot>, args: serde_json::Value) -> Result<String, ToolError> {
+        ListFiles::new(Arc::clone(root)).call(args).await
+    }
+
+    fn sample() -> (tempfile::TempDir, Arc<RepoRoot>) {
+        repo_with(&[
+            (".gitignore", "*.log\n"),
+            ("Cargo.toml", "[workspace]"),
+            ("README.md", "r"),
+            ("docs/guide.md", "g"),
+            ("docs/deep/more.md", "m"),
+            ("runner/Cargo.toml", "[package]"),
+            ("runner/src/lib.rs", ""),
+        ])
+    }
+
+    #[tokio::test]
+    async fn patterns_match_names_and_paths() {
+        let (dir, root) = sample();
+        write_files(dir.path(), &[("debug.log", "x"), ("notes.log.md", "n")]);
+        assert_eq!(
+            run(&root, json!({"pattern": "*.md"})).await.unwrap(),
+            "README.md\ndocs/deep/more.md\ndocs/guide.md\nnotes.log.md"
+        );
+        assert_eq!(
+            run(&root, json!({"pattern": "docs/*.md"})).await.unwrap(),
+            "docs/guide.md"
+        );
+        assert_eq!(
+            run(&root, json!({"pattern": "**/*.toml"})).await.unwrap(),
+            "Cargo.toml\nrunner/Cargo.toml"
+        );
+        assert_eq!(
+            run(&root, json!({"pattern": "*.log"})).await.unwrap(),
+            "no files match"
+        );
+    }
+
+    #[tokio::test]
+    async fn path_limits_the_listing() {
+        let (_dir, root) = sample();
+        assert_eq!(
+            run(&root, json!({"pattern": "*", "path": "runner"}))
+                .await
+                .unwrap(),
+            "runner/Cargo.toml\nrunner/src/lib.rs"
+        );
+        assert_eq!(
+            run(&root, json!({"pattern": "src/*.rs", "path": "runner"}))
+                .await
+                .unwrap(),
+            "runner/src/lib.rs"
+        );
+        let err = run(&root, json!({"pattern": "*", "path": "../"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PathRefused { .. }), "{err}");
+        let err = run(&root, json!({"pattern": "*", "path": ".git"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PathRefused { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn results_are_capped() {
+        let files: Vec<(String, String)> = (0..250)
+            .map(|i| (format!("many/f{i:03}.txt"), String::new()))
+            .collect();
+        let refs: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, c)| (p.as_str(), c.as_str()))
+            .collect();
+        let (_dir, root) = repo_with(&refs);
+        let out = run(&root, json!({"pattern": "*.txt"})).await.unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), MAX_FILES + 1);
+        assert_eq!(lines[0], "many/f000.txt");
+        assert_eq!(lines[199], "many/f199.txt");
+        assert_eq!(lines[200], "[stopped at 200 files; narrow the pattern]");
+    }
+
+    #[tokio::test]
+    async fn bad_arguments_are_errors() {
+        let (_dir, root) = sample();
+        let err = run(&root, json!({"pattern": "a[b"})).await.unwrap_err();
+        assert!(err.to_string().contains("invalid glob"), "{err}");
+        let err = run(&root, json!({})).await.unwrap_err();
+        assert!(err.to_string().contains("missing field `pattern`"), "{err}");
+    }
+}

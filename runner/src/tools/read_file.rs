@@ -1,0 +1,289 @@
+//! ReadFile: shows a repository file's text with line numbers, a window at a time.
+
+use std::io::{BufRead, BufReader, Read};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use super::path::RepoRoot;
+use crate::conversation::ToolSpec;
+use crate::tool::{Tool, ToolError, parse_args};
+
+const NAME: &str = "ReadFile";
+
+/// Most lines shown by one call.
+pub const MAX_LINES: usize = 500;
+
+/// Bytes examined for a NUL byte to decide that a file is binary.
+const BINARY_PROBE_BYTES: usize = 8 * 1024;
+
+/// Longest line shown, in characters; longer lines are cut with a marker.
+const MAX_LINE_CHARS: usize = 2000;
+
+/// Reads a text file of the repository with line numbers.
+#[derive(Debug, Clone)]
+pub struct ReadFile {
+    root: Arc<RepoRoot>,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    path: String,
+    offset: Option<i64>,
+    limit: Option<i64>,
+}
+
+impl ReadFile {
+    /// A ReadFile confined to `root`.
+    pub fn new(root: Arc<RepoRoot>) -> Self {
+        Self { root }
+    }
+}
+
+fn invalid(reason: String) -> ToolError {
+    ToolError::InvalidArguments {
+        tool: NAME.to_owned(),
+        reason,
+    }
+}
+
+/// A positive count from the model's optional argument.
+fn positive(name: &str, value: Option<i64>, default: usize) -> Result<usize, ToolError> {
+    match value {
+        None => Ok(default),
+        Some(v) if v >= 1 => {
+            Ok(usize::try_from(v).map_err(|_| invalid(format!("{name} is too large")))?)
+        }
+        Some(v) => Err(invalid(format!("{name} must be at least 1, got {v}"))),
+    }
+}
+
+fn display_line(bytes: &[u8]) -> String {
+    let mut end = bytes.len();
+    while end > 0 && matches!(bytes[end - 1], b'\n' | b'\r') {
+        end -= 1;
+    }
+    let text = String::from_utf8_lossy(&bytes[..end]);
+    match text.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => format!(
+            "{}… [line cut at {MAX_LINE_CHARS} characters]",
+            &text[..cut]
+        ),
+        None => text.into_owned(),
+    }
+}
+
+fn read(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
+    let offset = positive("offset", args.offset, 1)?;
+    let limit = positive("limit", args.limit, MAX_LINES)?.min(MAX_LINES);
+    let path = root.resolve(&args.path)?;
+    let rel = root.relative(&path);
+    let io_err = |e: std::io::Error| ToolError::Failed(format!("cannot read {rel}: {e}"));
+    let meta = std::fs::metadata(&path).map_err(io_err)?;
+    if meta.is_dir() {
+        return Err(invalid(format!("{rel} is a directory; use ListFiles")));
+    }
+    if !meta.is_file() {
+        return Err(ToolError::Failed(format!("{rel} is not a regular file")));
+    }
+    let mut reader = BufReader::new(std::fs::File::open(&path).map_err(io_err)?);
+
+    let mut probe = Vec::with_capacity(BINARY_PROBE_BYTES);
+    (&mut reader)
+        .take(BINARY_PROBE_BYTES as u64)
+        .read_to_end(&mut probe)
+        .map_err(io_err)?;
+    if probe.contains(&0) {
+        return Err(ToolError::Failed(format!("{rel}: binary file, not shown")));
+    }
+    let mut reader = std::io::Cursor::new(probe).chain(reader);
+
+    let last_wanted = offset.saturating_add(limit - 1);
+    let mut shown: Vec<String> = Vec::new();
+    let mut total = 0usize;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf).map_err(io_err)? == 0 {
+            break;
+        }
+        total += 1;
+        if (offset..=last_wanted).contains(&total) {
+            shown.push(format!("{total:>5}│ {}", display_line(&buf)));
+        }
+    }
+    if total == 0 {
+        return Ok(format!("[{rel} is empty]"));
+    }
+    if shown.is_empty() {
+        return Err(invalid(format!(
+            "offset {offset} is past the end of {rel}, which has {total} lines"
+        )));
+    }
+    let end = offset + shown.len() - 1;
+    let mut out = shown.join("\n");
+    if end < total {
+        out.push_str(&format!(
+            "\n[showing lines {offset}-{end} of {total}; use offset to read more]"
+        ));
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Tool for ReadFile {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME,
+            description: "Read the contents of a file in the repository. Returns file text with line numbers. Use offset/limit for large files.",
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "path": {
+                        "type": "string",
+                        "description": "File path relative to the repository root."
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "description": "1-based line to start at (default 1)."
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_LINES,
+                        "description": "Most lines to return (default and maximum 500)."
+                    }
+                },
+                "required": ["path"]
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
+        let args: Args = parse_args(NAME, args)?;
+        let root = Arc::clone(&self.root);
+        tokio::task::spawn_blocking(move || read(&root, &args))
+            .await
+            .map_err(|e| ToolError::Failed(format!("{NAME} did not finish: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::path::test_support::repo_with;
+    use super::*;
+    use serde_json::json;
+
+    async fn run(root: &Arc<RepoRoot>, args: serde_json::Value) -> Result<String, ToolError> {
+        ReadFile::new(Arc::clone(root)).call(args).await
+    }
+
+    fn numbered(n: usize) -> String {
+        (1..=n).map(|i| format!("line {i}\n")).collect()
+    }
+
+    #[tokio::test]
+    async fn shows_numbered_lines() {
+        let (_dir, root) = repo_with(&[("src/a.rs", "fn a() {}\r\n\n  x\n"), ("e", "")]);
+        let out = run(&root, json!({"path": "src/a.rs"})).await.unwrap();
+        assert_eq!(out, "    1│ fn a() {}\n    2│ \n    3│   x");
+        assert_eq!(
+            run(&root, json!({"path": "e"})).await.unwrap(),
+            "[e is empty]"
+        );
+    }
+
+    #[tokio::test]
+    async fn offset_and_limit_select_a_window() {
+        let body = numbered(20);
+        let (_dir, root) = repo_with(&[("f.txt", &body)]);
+        let out = run(&root, json!({"path": "f.txt", "offset": 5, "limit": 3}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            "    5│ line 5\n    6│ line 6\n    7│ line 7\n\
+             [showing lines 5-7 of 20; use offset to read more]"
+        );
+        let tail = run(&root, json!({"path": "f.txt", "offset": 19}))
+            .await
+            .unwrap();
+        assert_eq!(tail, "   19│ line 19\n   20│ line 20");
+        let past = run(&root, json!({"path": "f.txt", "offset": 21}))
+            .await
+            .unwrap_err();
+        assert!(past.to_string().contains("past the end"), "{past}");
+    }
+
+    #[tokio::test]
+    async fn whole_file_is_capped_at_500_lines() {
+        let body = numbered(1234);
+        let (_dir, root) = repo_with(&[("big.txt", &body)]);
+        let out = run(&root, json!({"path": "big.txt"})).await.unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 501);
+        assert_eq!(lines[499], "  500│ line 500");
+        assert_eq!(
+            lines[500],
+            "[showing lines 1-500 of 1234; use offset to read more]"
+        );
+        let capped = run(
+            &root,
+            json!({"path": "big.txt", "offset": 1000, "limit": 900}),
+        )
+        .await
+        .unwrap();
+        assert!(
+            capped.ends_with("\n 1234│ line 1234"),
+            "{}",
+            &capped[capped.len() - 40..]
+        );
+        assert_eq!(capped.lines().count(), 235);
+    }
+
+    #[tokio::test]
+    async fn bad_offsets_and_limits_are_argument_errors() {
+        let (_dir, root) = repo_with(&[("f", "x\n")]);
+        for args in [
+            json!({"path": "f", "offset": 0}),
+            json!({"path": "f", "offset": -3}),
+            json!({"path": "f", "limit": 0}),
+        ] {
+            let err = run(&root, args.clone()).await.unwrap_err();
+            assert!(
+                matches!(err, ToolError::InvalidArguments { .. }),
+                "{args}: {err}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn directories_binaries_and_private_files_are_refused() {
+        let (dir, root) = repo_with(&[("src/a.rs", "a")]);
+        std::fs::write(dir.path().join("img.png"), b"\x89PNG\r\n\x1a\n\0\0\0").unwrap();
+        std::fs::write(dir.path().join("latin1.txt"), b"caf\xe9\n").unwrap();
+        let err = run(&root, json!({"path": "src"})).await.unwrap_err();
+        assert!(
+            err.to_string().contains("is a directory; use ListFiles"),
+            "{err}"
+        );
+        let err = run(&root, json!({"path": "img.png"})).await.unwrap_err();
+        assert_eq!(err.to_string(), "img.png: binary file, not shown");
+        assert_eq!(
+            run(&root, json!({"path": "latin1.txt"})).await.unwrap(),
+            "    1│ caf\u{FFFD}"
+        );
+        let err = run(&root, json!({"path": ".git/config"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PathRefused { .. }), "{err}");
+        let err = run(&root, json!({"path": "missing.rs"})).await.unwrap_err();
+        assert_eq!(err.to_string(), "no such file or directory: missing.rs");
+    }
+}
