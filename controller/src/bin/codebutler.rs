@@ -1,0 +1,99 @@
+//! `codebutler`: runs the daemon for one repository in the foreground, logging to stderr.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use codebutler_controller::config::{self, ConfigSources};
+use codebutler_controller::daemon;
+use codebutler_controller::layout::Layout;
+use codebutler_controller::logging::{self, LogFormat};
+
+/// CodeButler: an AI development team in a Slack channel.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// The repository to serve (default: the one containing the current directory).
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
+    /// Log line format.
+    #[arg(long, value_enum, default_value = "plain")]
+    log_format: LogFormat,
+    /// Log debug lines too.
+    #[arg(short, long)]
+    verbose: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    logging::init(args.log_format, args.verbose);
+    // One process-wide TLS provider for both HTTP stacks (reqwest and Slack's hyper client).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    let repo = match find_repo(args.repo.as_deref()) {
+        Ok(repo) => repo,
+        Err(message) => return fail(&message, 2),
+    };
+    let layout = Layout::new(&repo);
+    if let Err(e) = layout.init() {
+        return fail(&e.to_string(), 1);
+    }
+    let config = match ConfigSources::for_repo(&repo)
+        .and_then(|sources| config::load(&sources, |k| std::env::var(k).ok()))
+    {
+        Ok(config) => config,
+        Err(e) => return fail(&format!("configuration: {e}"), 2),
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("start async runtime: {e}"), 1),
+    };
+    match runtime.block_on(daemon::run(layout, config, shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e.to_string(), 1),
+    }
+}
+
+/// The repository's working tree root: `--repo` or the current directory, resolved with git.
+fn find_repo(dir: Option<&Path>) -> Result<PathBuf, String> {
+    let start = match dir {
+        Some(dir) => dir.to_owned(),
+        None => std::env::current_dir().map_err(|e| format!("read current directory: {e}"))?,
+    };
+    let repo = git2::Repository::discover(&start).map_err(|_| {
+        format!(
+            "{} is not inside a git repository: run codebutler in your repository or pass --repo DIR",
+            start.display()
+        )
+    })?;
+    let workdir = repo.workdir().ok_or_else(|| {
+        format!(
+            "{} is a bare repository; CodeButler needs a working tree",
+            start.display()
+        )
+    })?;
+    workdir
+        .canonicalize()
+        .map_err(|e| format!("resolve {}: {e}", workdir.display()))
+}
+
+/// Completes on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+}
+
+fn fail(message: &str, code: u8) -> ExitCode {
+    eprintln!("codebutler: error: {message}");
+    ExitCode::from(code)
+}

@@ -1,0 +1,295 @@
+//! The daemon: wires configuration, store, Slack, the model gateway, thread dispatch and the
+//! PM together, runs until a shutdown signal, then stops in order — stop taking messages,
+//! let work in flight finish within a bound, close the store.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use codebutler_runner::tools::path::RepoRoot;
+use slack_morphism::prelude::SlackPushEventCallback;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::gateway::{Gateway, GatewayError};
+use crate::layout::Layout;
+use crate::pm::{Pm, PmError};
+use crate::routing::{Route, other_roles_reply, route};
+use crate::slack::api::{Sender, auth_test, build_client};
+use crate::slack::format::render_reply;
+use crate::slack::intake::{Intake, IntakeFilter, classify};
+use crate::slack::socket::{EventSink, SocketMode};
+use crate::store::{IncomingMessage, Store};
+use crate::threads::{Dispatcher, IDLE_TIMEOUT, MessageHandler};
+
+/// How long shutdown waits for work in flight.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+const PM_PREFIX: &str = "*PM:* ";
+
+/// A failure that stops the daemon from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Layout(#[from] crate::layout::LayoutError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Slack(#[from] crate::slack::api::SlackError),
+    #[error("connect to Slack Socket Mode: {0}")]
+    Socket(String),
+    #[error("set up the model gateway: {0}")]
+    Gateway(#[from] GatewayError),
+    #[error("open repository {path}: {source}")]
+    Repo {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// Runs the daemon for the repository at `layout` until `shutdown` completes.
+pub async fn run(
+    layout: Layout,
+    config: Config,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartError> {
+    layout.init()?;
+    let store = Store::open(&layout.store()).await?;
+    let client = build_client(&config.slack.api_url)?;
+    let bot = auth_test(&client, &config.slack.bot_token).await?;
+    tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
+    let sender = Sender::new(
+        client.clone(),
+        &config.slack.bot_token,
+        config.slack.messages_per_second,
+    );
+    let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
+    let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
+        path: layout.repo.clone(),
+        source,
+    })?;
+    let pm = Pm {
+        layout: layout.clone(),
+        root: Arc::new(root),
+        store: store.clone(),
+        gateway,
+        model: config.product_manager.default_model().to_owned(),
+        gh: PathBuf::from(&config.github.cli),
+    };
+    let handler = Arc::new(PmHandler {
+        pm,
+        sender,
+        store: store.clone(),
+    });
+    let dispatcher = Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT);
+    let sink = Arc::new(IntakeSink {
+        filter: IntakeFilter {
+            channel: config.slack.channel_id.clone(),
+            bot_user_id: bot.user_id,
+        },
+        store: store.clone(),
+        dispatcher: dispatcher.clone(),
+    });
+    let socket = SocketMode::start(client, &config.slack.app_token, sink)
+        .await
+        .map_err(|e| StartError::Socket(e.to_string()))?;
+    let resumed = dispatcher.resume_pending().await?;
+    if resumed > 0 {
+        tracing::info!("resuming {resumed} thread(s) with unanswered messages");
+    }
+    tracing::info!(
+        "listening in channel {} (pm model {})",
+        config.slack.channel_id,
+        config.product_manager.default_model()
+    );
+
+    shutdown.await;
+    tracing::info!("shutting down: no new messages; finishing work in flight");
+    socket.shutdown().await;
+    dispatcher.shutdown(SHUTDOWN_GRACE).await;
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Stores accepted events before they are acknowledged and wakes their thread.
+struct IntakeSink {
+    filter: IntakeFilter,
+    store: Store,
+    dispatcher: Dispatcher,
+}
+
+#[async_trait]
+impl EventSink for IntakeSink {
+    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), String> {
+        let msg = match classify(&event, &self.filter) {
+            Intake::Accept(msg) => msg,
+            Intake::Ignore(reason) => {
+                tracing::debug!(event = %event.event_id.0, "ignored event: {reason}");
+                return Ok(());
+            }
+        };
+        let new = self
+            .store
+            .record_message(&msg)
+            .await
+            .map_err(|e| format!("store message {}: {e}", msg.ts))?;
+        if !new {
+            tracing::debug!(event = %event.event_id.0, "duplicate delivery of message {}", msg.ts);
+            return Ok(());
+        }
+        tracing::info!(tag = "MSG", "{}: {:?}", msg.user, preview(&msg.text));
+        // A new message also retries the thread's earlier failed ones, in order.
+        self.store
+            .requeue_failed(Some(&msg.thread()))
+            .await
+            .map_err(|e| e.to_string())?;
+        self.dispatcher.notify(&msg.thread());
+        Ok(())
+    }
+}
+
+/// Handles a thread's messages with the PM.
+struct PmHandler {
+    pm: Pm,
+    sender: Sender,
+    store: Store,
+}
+
+impl PmHandler {
+    async fn say(&self, msg: &IncomingMessage, markdown: &str) -> bool {
+        let parts = render_reply(markdown, PM_PREFIX);
+        match self.sender.send(&msg.channel, &msg.thread_ts, &parts).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "post reply: {e}");
+                false
+            }
+        }
+    }
+
+    async fn react(&self, msg: &IncomingMessage, name: &str) {
+        if let Err(e) = self.sender.react(&msg.channel, &msg.ts, name).await {
+            tracing::warn!(thread = %msg.thread(), "react {name}: {e}");
+        }
+    }
+
+    async fn settle_failed(&self, msg: &IncomingMessage) {
+        if let Err(e) = self.store.mark_failed(msg).await {
+            tracing::error!(thread = %msg.thread(), "mark message {} failed: {e}", msg.ts);
+        }
+    }
+}
+
+#[async_trait]
+impl MessageHandler for PmHandler {
+    async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
+        let thread = msg.thread();
+        if let Route::OtherRoles(named) = route(&msg.text) {
+            tracing::info!(
+                tag = "PM",
+                "thread {thread} → addressed to {}",
+                named.join(", ")
+            );
+            if self.say(&msg, &other_roles_reply(&named)).await {
+                if let Err(e) = self.store.mark_processed(&msg).await {
+                    tracing::error!(thread = %thread, "mark processed: {e}");
+                }
+            } else {
+                self.settle_failed(&msg).await;
+            }
+            return;
+        }
+
+        self.react(&msg, "eyes").await;
+        tracing::info!(tag = "PM", "thread {thread} → pm responding");
+        let turn = match self.pm.answer(&msg, &cancel).await {
+            Ok(turn) => turn,
+            Err(PmError::Cancelled) => {
+                tracing::warn!(thread = %thread, "pm cancelled by shutdown; message kept for the next start");
+                return;
+            }
+            Err(PmError::Model(e)) => {
+                tracing::error!(thread = %thread, "pm model call failed: {e}");
+                self.say(
+                    &msg,
+                    &format!(
+                        "I couldn't reach the model ({}). Your message is saved: I'll try it again when you next write in this thread, or when I restart.",
+                        short_reason(&e)
+                    ),
+                )
+                .await;
+                self.settle_failed(&msg).await;
+                return;
+            }
+            Err(PmError::Store(e)) => {
+                tracing::error!(thread = %thread, "pm store error: {e}");
+                self.say(&msg, "Something went wrong on my side reading this thread's history; your message is saved and will be retried.").await;
+                self.settle_failed(&msg).await;
+                return;
+            }
+        };
+
+        let mut reply = turn.answer.clone();
+        if let Some(plan) = &turn.plan {
+            tracing::info!(tag = "PM", "thread {thread} → plan proposed");
+            reply.push_str("\n\n");
+            reply.push_str(&plan.to_markdown());
+        }
+        if !self.say(&msg, &reply).await {
+            self.settle_failed(&msg).await;
+            return;
+        }
+        if let Err(e) = self
+            .store
+            .complete_turn(&msg, crate::pm::ROLE, &turn.new_messages)
+            .await
+        {
+            tracing::error!(thread = %thread, "store pm turn: {e}");
+            self.settle_failed(&msg).await;
+            return;
+        }
+        self.react(&msg, "white_check_mark").await;
+        tracing::info!(
+            tag = "RSP",
+            "pm: {:?} ({} tool calls)",
+            preview(&turn.answer),
+            turn.tool_calls
+        );
+    }
+
+    async fn on_panic(&self, msg: IncomingMessage, panic: String) {
+        self.say(
+            &msg,
+            &format!("Something broke while I worked on this ({panic}). It is logged; your message is saved and will be retried when you write again."),
+        )
+        .await;
+        self.settle_failed(&msg).await;
+    }
+}
+
+/// The first line of a text, cut to 80 characters, for log lines.
+fn preview(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(80).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A short, person-readable reason for a gateway failure.
+fn short_reason(e: &GatewayError) -> String {
+    match e {
+        GatewayError::RetriesExhausted { attempts, last } => {
+            format!("{} after {attempts} attempts", short_reason(last))
+        }
+        GatewayError::Http { status: 429, .. } => "rate limited by the provider".into(),
+        GatewayError::Http { status, .. } => format!("the provider answered HTTP {status}"),
+        GatewayError::Timeout(d) => format!("no answer within {}s", d.as_secs()),
+        GatewayError::Transport(_) => "the provider is unreachable".into(),
+        GatewayError::Decode(_) => "the provider's answer was unreadable".into(),
+        GatewayError::Cancelled => "cancelled".into(),
+    }
+}

@@ -1,0 +1,462 @@
+//! The model gateway: every chat completion of every role goes through here.
+//!
+//! It speaks OpenRouter's OpenAI-compatible chat completions API with tool calling, holds the
+//! API key, retries 429s, 5xx answers and timeouts with exponential backoff (2 s base, 60 s
+//! cap, jitter) that gives way to the provider's `Retry-After`, bounds each call with a
+//! timeout, and records the usage of every call against its thread and role.
+//!
+//! A small hand-written client rather than a generic OpenAI crate: OpenRouter's numeric error
+//! codes, its `usage.cost` and its error-in-body responses need exact handling.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use codebutler_runner::conversation::{ChatMessage, ToolCall, ToolSpec};
+use codebutler_runner::tool_loop::{AssistantReply, ChatModel};
+use serde::Deserialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::OpenRouterConfig;
+use crate::secret::Secret;
+use crate::store::{Store, ThreadKey, UsageRecord};
+
+/// First backoff delay.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(2);
+/// Longest backoff delay.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(60);
+/// Longest `Retry-After` honoured; a longer one is cut to this.
+const RETRY_AFTER_CAP: Duration = Duration::from_secs(300);
+
+/// A model call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("model provider answered HTTP {status}: {message}")]
+    Http {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("model call timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("cannot reach the model provider: {0}")]
+    Transport(String),
+    #[error("model provider sent an answer we cannot read: {0}")]
+    Decode(String),
+    #[error("gave up after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        attempts: u32,
+        last: Box<GatewayError>,
+    },
+    #[error("model call cancelled")]
+    Cancelled,
+}
+
+impl GatewayError {
+    /// Whether trying again may succeed: rate limits, server errors, timeouts, and
+    /// connection failures.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Http { status, .. } => *status == 429 || *status >= 500 || *status == 408,
+            Self::Timeout(_) | Self::Transport(_) => true,
+            Self::Decode(_) | Self::RetriesExhausted { .. } | Self::Cancelled => false,
+        }
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Http { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// Who a call is for: usage is recorded against the thread and role.
+#[derive(Clone, Debug)]
+pub struct CallContext {
+    pub thread: ThreadKey,
+    pub role: &'static str,
+    pub model: String,
+}
+
+/// The gateway; share it with `Arc`.
+#[derive(Debug)]
+pub struct Gateway {
+    http: reqwest::Client,
+    url: String,
+    api_key: Secret,
+    timeout: Duration,
+    max_retries: u32,
+    store: Store,
+}
+
+impl Gateway {
+    /// A gateway for `config`, recording usage in `store`.
+    pub fn new(config: &OpenRouterConfig, store: Store) -> Result<Self, GatewayError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| GatewayError::Transport(e.to_string()))?;
+        Ok(Self {
+            http,
+            url: format!("{}/chat/completions", config.base_url),
+            api_key: config.api_key.clone(),
+            timeout: Duration::from_secs(config.timeout_secs),
+            max_retries: config.max_retries,
+            store,
+        })
+    }
+
+    /// One chat completion with retries. Usage of the successful attempt is recorded.
+    pub async fn complete(
+        &self,
+        ctx: &CallContext,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        cancel: &CancellationToken,
+    ) -> Result<AssistantReply, GatewayError> {
+        let body = request_body(&ctx.model, messages, tools);
+        let mut attempt = 0;
+        loop {
+            let result = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(GatewayError::Cancelled),
+                r = self.attempt(&body) => r,
+            };
+            let err = match result {
+                Ok((reply, usage)) => {
+                    self.record(ctx, usage).await;
+                    return Ok(reply);
+                }
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                return Err(err);
+            }
+            if attempt >= self.max_retries {
+                return Err(GatewayError::RetriesExhausted {
+                    attempts: attempt + 1,
+                    last: Box::new(err),
+                });
+            }
+            let delay = err
+                .retry_after()
+                .map(|d| d.min(RETRY_AFTER_CAP))
+                .unwrap_or_else(|| backoff_delay(attempt, rand::random::<f64>()));
+            tracing::warn!(
+                thread = %ctx.thread,
+                role = ctx.role,
+                "model call failed ({err}); retry {} of {} in {:.1}s",
+                attempt + 1,
+                self.max_retries,
+                delay.as_secs_f64()
+            );
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Err(GatewayError::Cancelled),
+                () = tokio::time::sleep(delay) => {}
+            }
+            attempt += 1;
+        }
+    }
+
+    async fn attempt(
+        &self,
+        body: &serde_json::Value,
+    ) -> Result<(AssistantReply, Usage), GatewayError> {
+        let send = self
+            .http
+            .post(&self.url)
+            .bearer_auth(self.api_key.expose())
+            .json(body)
+            .send();
+        let read = async {
+            let response = send.await.map_err(transport)?;
+            let status = response.status();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            let text = response.text().await.map_err(transport)?;
+            Ok::<_, GatewayError>((status.as_u16(), retry_after, text))
+        };
+        let (status, retry_after, text) = tokio::time::timeout(self.timeout, read)
+            .await
+            .map_err(|_| GatewayError::Timeout(self.timeout))??;
+        parse_response(status, retry_after, &text)
+    }
+
+    async fn record(&self, ctx: &CallContext, usage: Usage) {
+        let record = UsageRecord {
+            thread: ctx.thread.clone(),
+            role: ctx.role.to_owned(),
+            model: ctx.model.clone(),
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            cached_tokens: usage
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0),
+            cost: usage.cost,
+        };
+        if let Err(e) = self.store.record_usage(&record).await {
+            tracing::warn!(thread = %ctx.thread, "could not record usage: {e}");
+        }
+    }
+}
+
+fn transport(e: reqwest::Error) -> GatewayError {
+    // reqwest's message names the URL, which holds no secret; the key travels in a header.
+    GatewayError::Transport(e.without_url().to_string())
+}
+
+/// The delay before retry `attempt` (0-based): `2 s · 2^attempt`, capped at 60 s, scaled by
+/// a jitter factor in [0.5, 1) so that many clients do not retry in step.
+pub fn backoff_delay(attempt: u32, jitter: f64) -> Duration {
+    let exp = BACKOFF_BASE.saturating_mul(2u32.saturating_pow(attempt.min(16)));
+    let capped = exp.min(BACKOFF_CAP);
+    capped.mul_f64(0.5 + jitter.clamp(0.0, 1.0) / 2.0)
+}
+
+/// A `Retry-After` value: seconds, or an HTTP date.
+fn parse_retry_after(value: &str) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
+}
+
+fn request_body(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "model": model,
+        "messages": messages,
+        "usage": { "include": true },
+    });
+    if !tools.is_empty() {
+        body["tools"] = tools.iter().map(ToolSpec::to_openai).collect();
+        // Route only to providers that support tool calling.
+        body["provider"] = serde_json::json!({ "require_parameters": true });
+    }
+    body
+}
+
+#[derive(Debug, Deserialize)]
+struct CompletionResponse {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<Usage>,
+    error: Option<ProviderError>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Choice {
+    message: Option<ResponseMessage>,
+    finish_reason: Option<String>,
+    error: Option<ProviderError>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ResponseMessage {
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ToolCall>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: i64,
+    #[serde(default)]
+    completion_tokens: i64,
+    cost: Option<f64>,
+    prompt_tokens_details: Option<PromptTokensDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptTokensDetails {
+    cached_tokens: Option<i64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ProviderError {
+    /// OpenRouter sends a number; other providers a string.
+    code: Option<serde_json::Value>,
+    message: Option<String>,
+}
+
+impl ProviderError {
+    fn into_error(self, http_status: u16, retry_after: Option<Duration>) -> GatewayError {
+        let status = match &self.code {
+            Some(serde_json::Value::Number(n)) => n.as_u64().and_then(|n| u16::try_from(n).ok()),
+            _ => None,
+        }
+        .filter(|s| (400..600).contains(s))
+        .unwrap_or(if http_status >= 400 { http_status } else { 502 });
+        GatewayError::Http {
+            status,
+            message: self.message.unwrap_or_else(|| "no message".into()),
+            retry_after,
+        }
+    }
+}
+
+/// Turns an HTTP answer into a reply or a classified error.
+fn parse_response(
+    status: u16,
+    retry_after: Option<Duration>,
+    text: &str,
+) -> Result<(AssistantReply, Usage), GatewayError> {
+    let parsed: Result<CompletionResponse, _> = serde_json::from_str(text);
+    if !(200..300).contains(&status) {
+        let message = match parsed {
+            Ok(CompletionResponse { error: Some(e), .. }) => {
+                return Err(e.into_error(status, retry_after));
+            }
+            _ => text.chars().take(300).collect(),
+        };
+        return Err(GatewayError::Http {
+            status,
+            message,
+            retry_after,
+        });
+    }
+    let response = parsed.map_err(|e| GatewayError::Decode(e.to_string()))?;
+    if let Some(e) = response.error {
+        return Err(e.into_error(status, retry_after));
+    }
+    let Some(choice) = response.choices.into_iter().next() else {
+        return Err(GatewayError::Decode("the response has no choices".into()));
+    };
+    if let Some(e) = choice.error {
+        return Err(e.into_error(502, retry_after));
+    }
+    if choice.finish_reason.as_deref() == Some("error") {
+        return Err(GatewayError::Http {
+            status: 502,
+            message: "the provider ended the answer with an error".into(),
+            retry_after,
+        });
+    }
+    let message = choice
+        .message
+        .ok_or_else(|| GatewayError::Decode("the choice has no message".into()))?;
+    Ok((
+        AssistantReply {
+            content: message.content,
+            tool_calls: message.tool_calls.unwrap_or_default(),
+        },
+        response.usage.unwrap_or_default(),
+    ))
+}
+
+/// One role's view of the gateway inside one thread, as the tool loop's model.
+#[derive(Debug)]
+pub struct RoleModel<'a> {
+    pub gateway: &'a Gateway,
+    pub ctx: CallContext,
+    pub cancel: CancellationToken,
+}
+
+#[async_trait]
+impl ChatModel for RoleModel<'_> {
+    type Error = GatewayError;
+
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<AssistantReply, GatewayError> {
+        self.gateway
+            .complete(&self.ctx, messages, tools, &self.cancel)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_two_seconds_up_to_the_cap() {
+        assert_eq!(backoff_delay(0, 1.0), Duration::from_secs(2));
+        assert_eq!(backoff_delay(1, 1.0), Duration::from_secs(4));
+        assert_eq!(backoff_delay(4, 1.0), Duration::from_secs(32));
+        assert_eq!(backoff_delay(5, 1.0), Duration::from_secs(60));
+        assert_eq!(backoff_delay(40, 1.0), Duration::from_secs(60));
+        assert_eq!(backoff_delay(0, 0.0), Duration::from_secs(1));
+    }
+
+    #[test]
+    fn retry_after_accepts_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn parses_tool_calls_and_usage() {
+        let text = r#"{"choices":[{"finish_reason":"tool_calls","message":{"role":"assistant","content":null,
+            "tool_calls":[{"id":"c1","type":"function","function":{"name":"Grep","arguments":"{\"pattern\":\"x\"}"}}]}}],
+            "usage":{"prompt_tokens":12,"completion_tokens":3,"cost":0.25,"prompt_tokens_details":{"cached_tokens":4}}}"#;
+        let (reply, usage) = parse_response(200, None, text).unwrap();
+        assert_eq!(reply.tool_calls[0].function.name, "Grep");
+        assert_eq!(reply.content, None);
+        assert_eq!(
+            (usage.prompt_tokens, usage.completion_tokens, usage.cost),
+            (12, 3, Some(0.25))
+        );
+    }
+
+    #[test]
+    fn openrouter_errors_are_classified() {
+        let e = parse_response(
+            429,
+            Some(Duration::from_secs(3)),
+            r#"{"error":{"code":429,"message":"slow down"}}"#,
+        )
+        .unwrap_err();
+        assert!(e.is_retryable());
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(3)));
+        assert!(e.to_string().contains("429: slow down"), "{e}");
+
+        let e = parse_response(400, None, r#"{"error":{"code":400,"message":"bad"}}"#).unwrap_err();
+        assert!(!e.is_retryable());
+
+        // An error that arrives in a 200 body keeps the provider's status.
+        let e = parse_response(
+            200,
+            None,
+            r#"{"error":{"code":503,"message":"overloaded"}}"#,
+        )
+        .unwrap_err();
+        assert!(e.is_retryable(), "{e}");
+
+        let e = parse_response(502, None, "<html>bad gateway</html>").unwrap_err();
+        assert!(e.is_retryable());
+        let e = parse_response(200, None, "not json").unwrap_err();
+        assert!(matches!(e, GatewayError::Decode(_)));
+    }
+
+    #[test]
+    fn request_offers_tools_only_when_there_are_some() {
+        let body = request_body("m", &[ChatMessage::user("hi")], &[]);
+        assert!(body.get("tools").is_none());
+        let spec = ToolSpec {
+            name: "Grep",
+            description: "d",
+            parameters: serde_json::json!({"type":"object"}),
+        };
+        let body = request_body("m", &[ChatMessage::user("hi")], &[spec]);
+        assert_eq!(body["tools"][0]["function"]["name"], "Grep");
+        assert_eq!(body["messages"][0]["role"], "user");
+    }
+}

@@ -1,0 +1,139 @@
+//! The per-repository state directory `<repo>/.codebutler/`: where each file lives, and the
+//! first-run set-up that creates it, seeds the role prompts and git-ignores runtime state.
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+/// The shipped default prompts, seeded into `.codebutler/prompts/` on first run.
+pub const DEFAULT_PROMPTS: [(&str, &str); 4] = [
+    ("pm.md", include_str!("../../prompts/pm.md")),
+    ("coder.md", include_str!("../../prompts/coder.md")),
+    ("artist.md", include_str!("../../prompts/artist.md")),
+    ("shared.md", include_str!("../../prompts/shared.md")),
+];
+
+/// Keeps everything in `.codebutler/` out of git except the prompts and memory, which are
+/// meant to be reviewed and committed.
+pub const GITIGNORE: &str = "# Written by CodeButler: runtime state stays out of git;\n\
+# prompts/ and memory/ are committed so the team can review them.\n\
+*\n\
+!.gitignore\n\
+!prompts/\n\
+!prompts/**\n\
+!memory/\n\
+!memory/**\n";
+
+/// Paths of one repository's CodeButler state.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The repository's working tree root.
+    pub repo: PathBuf,
+    /// `<repo>/.codebutler`.
+    pub dir: PathBuf,
+}
+
+/// A failure while preparing `.codebutler/`.
+#[derive(Debug, thiserror::Error)]
+#[error("prepare {path}: {source}")]
+pub struct LayoutError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+impl Layout {
+    /// The layout of the repository rooted at `repo`.
+    pub fn new(repo: &Path) -> Self {
+        Self {
+            repo: repo.to_owned(),
+            dir: repo.join(".codebutler"),
+        }
+    }
+
+    /// `.codebutler/prompts/`.
+    pub fn prompts(&self) -> PathBuf {
+        self.dir.join("prompts")
+    }
+
+    /// `.codebutler/memory/`.
+    pub fn memory(&self) -> PathBuf {
+        self.dir.join("memory")
+    }
+
+    /// `.codebutler/store.db`.
+    pub fn store(&self) -> PathBuf {
+        self.dir.join("store.db")
+    }
+
+    /// Creates `.codebutler/` and its `prompts/` and `memory/`, seeds missing prompts from
+    /// the shipped defaults (never overwriting an edited one) and writes the git-ignore
+    /// rules if absent. Safe to run on every start.
+    pub fn init(&self) -> Result<(), LayoutError> {
+        for dir in [self.dir.clone(), self.prompts(), self.memory()] {
+            std::fs::create_dir_all(&dir).map_err(|source| LayoutError { path: dir, source })?;
+        }
+        for (name, text) in DEFAULT_PROMPTS {
+            create_new(&self.prompts().join(name), text)?;
+        }
+        create_new(&self.dir.join(".gitignore"), GITIGNORE)
+    }
+}
+
+/// Writes `text` to `path` unless the file exists.
+fn create_new(path: &Path, text: &str) -> Result<(), LayoutError> {
+    use std::io::Write;
+    let err = |source| LayoutError {
+        path: path.to_owned(),
+        source,
+    };
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+    {
+        Ok(mut file) => file.write_all(text.as_bytes()).map_err(err),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(err(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_seeds_prompts_without_overwriting_edits() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        layout.init().unwrap();
+        for (name, text) in DEFAULT_PROMPTS {
+            assert_eq!(
+                std::fs::read_to_string(layout.prompts().join(name)).unwrap(),
+                text
+            );
+        }
+        std::fs::write(layout.prompts().join("pm.md"), "edited").unwrap();
+        layout.init().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(layout.prompts().join("pm.md")).unwrap(),
+            "edited"
+        );
+        assert!(layout.memory().is_dir());
+    }
+
+    #[test]
+    fn gitignore_keeps_only_prompts_and_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let layout = Layout::new(dir.path());
+        layout.init().unwrap();
+        std::fs::write(layout.dir.join("config.json"), "{}").unwrap();
+        std::fs::write(layout.store(), "").unwrap();
+        std::fs::write(layout.memory().join("pm.md"), "m").unwrap();
+        let ignored = |p: &str| repo.status_should_ignore(Path::new(p)).unwrap();
+        assert!(ignored(".codebutler/config.json"));
+        assert!(ignored(".codebutler/store.db"));
+        assert!(ignored(".codebutler/branches/x/file"));
+        assert!(!ignored(".codebutler/prompts/pm.md"));
+        assert!(!ignored(".codebutler/memory/pm.md"));
+    }
+}

@@ -1,0 +1,20 @@
+//! The CodeButler controller: the daemon that lives in a Slack channel. It holds every
+//! secret and all network access; see `DESIGN.md` for the architecture.
+//!
+//! Modules, each with one job: [`config`] (files and environment), [`layout`]
+//! (`.codebutler/`), [`store`] (sqlx), [`slack`] (Socket Mode intake, Web API sender,
+//! formatting), [`threads`] (one task per thread), [`routing`] (`@codebutler.<role>`),
+//! [`gateway`] (every model call), [`pm`] (the PM's tool loop), [`daemon`] (wiring),
+//! [`logging`].
+
+pub mod config;
+pub mod daemon;
+pub mod gateway;
+pub mod layout;
+pub mod logging;
+pub mod pm;
+pub mod routing;
+pub mod secret;
+pub mod slack;
+pub mod store;
+pub mod threads;

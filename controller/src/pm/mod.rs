@@ -1,0 +1,127 @@
+//! The PM: a cheap model with read-only tools that answers questions about the repository
+//! and proposes plans. Its conversation per thread lives in the store, so it resumes after
+//! a restart; its system prompt is assembled from the repository's prompt and memory files
+//! on every message, so edits take effect at once.
+
+pub mod prompt;
+pub mod tools;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use codebutler_runner::conversation::ChatMessage;
+use codebutler_runner::tool::{DEFAULT_MAX_TOOL_OUTPUT, ToolRegistry};
+use codebutler_runner::tool_loop::{LoopError, LoopLimits, run_tool_loop};
+use codebutler_runner::tools::path::RepoRoot;
+use codebutler_runner::tools::repository_tools;
+use tokio_util::sync::CancellationToken;
+
+use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
+use crate::layout::Layout;
+use crate::store::{IncomingMessage, Store, StoreError};
+use tools::Plan;
+
+/// Model calls that may use tools before the PM must answer.
+pub const MAX_ITERATIONS: usize = 15;
+/// The role name used for conversations and usage.
+pub const ROLE: &str = "pm";
+
+/// What the PM produced for one message.
+#[derive(Clone, Debug)]
+pub struct PmTurn {
+    /// The answer (Markdown).
+    pub answer: String,
+    /// A plan, if the PM proposed one during this turn.
+    pub plan: Option<Plan>,
+    /// Messages to append to the stored conversation.
+    pub new_messages: Vec<ChatMessage>,
+    /// Tool calls made.
+    pub tool_calls: usize,
+}
+
+/// Why the PM could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum PmError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Model(#[from] GatewayError),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// The PM of one repository.
+#[derive(Clone, Debug)]
+pub struct Pm {
+    pub layout: Layout,
+    pub root: Arc<RepoRoot>,
+    pub store: Store,
+    pub gateway: Arc<Gateway>,
+    pub model: String,
+    pub gh: PathBuf,
+}
+
+impl Pm {
+    /// Runs the PM on one user message: restores the thread's conversation, adds the
+    /// message, and runs the tool loop. Nothing is stored here; the caller stores the turn
+    /// once the answer is posted.
+    pub async fn answer(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Result<PmTurn, PmError> {
+        let thread = msg.thread();
+        let mut history = self.store.conversation(&thread, ROLE).await?;
+        let user_message = ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text));
+        history.push(user_message.clone());
+
+        let proposed = Arc::new(Mutex::new(None));
+        let mut registry = ToolRegistry::new(DEFAULT_MAX_TOOL_OUTPUT);
+        for tool in repository_tools(self.root.clone()) {
+            registry.register(tool);
+        }
+        registry
+            .register(Arc::new(tools::ReadMemory::new(
+                self.layout.memory().join("pm.md"),
+            )))
+            .register(Arc::new(tools::ListThreads::new(self.store.clone())))
+            .register(Arc::new(tools::GhStatus::new(
+                self.gh.clone(),
+                self.layout.repo.clone(),
+            )))
+            .register(Arc::new(tools::ProposePlan::new(
+                self.store.clone(),
+                thread.clone(),
+                proposed.clone(),
+            )));
+
+        let system = prompt::system_prompt(&self.layout);
+        let model = RoleModel {
+            gateway: &self.gateway,
+            ctx: CallContext {
+                thread,
+                role: ROLE,
+                model: self.model.clone(),
+            },
+            cancel: cancel.clone(),
+        };
+        let limits = LoopLimits {
+            max_iterations: MAX_ITERATIONS,
+        };
+        let outcome = run_tool_loop(&model, &registry, &system, &history, limits, cancel)
+            .await
+            .map_err(|e| match e {
+                LoopError::Model(e) => PmError::Model(e),
+                LoopError::Cancelled => PmError::Cancelled,
+            })?;
+        let mut new_messages = vec![user_message];
+        new_messages.extend(outcome.new_messages);
+        let plan = proposed.lock().ok().and_then(|mut p| p.take());
+        Ok(PmTurn {
+            answer: outcome.answer,
+            plan,
+            new_messages,
+            tool_calls: outcome.tool_calls,
+        })
+    }
+}

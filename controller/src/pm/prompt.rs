@@ -1,0 +1,74 @@
+//! The PM's system prompt: `.codebutler/prompts/pm.md` + `shared.md` + `memory/pm.md` (if
+//! present), read on every message so edits take effect at once. A missing prompt file
+//! falls back to the shipped default.
+
+use std::path::Path;
+
+use crate::layout::{DEFAULT_PROMPTS, Layout};
+
+/// Assembles the PM's system prompt for the repository.
+pub fn system_prompt(layout: &Layout) -> String {
+    let mut prompt = read_prompt(&layout.prompts(), "pm.md");
+    prompt.push_str("\n\n");
+    prompt.push_str(&read_prompt(&layout.prompts(), "shared.md"));
+    if let Ok(memory) = std::fs::read_to_string(layout.memory().join("pm.md"))
+        && !memory.trim().is_empty()
+    {
+        prompt.push_str("\n\n# Memory (learned in earlier threads)\n\n");
+        prompt.push_str(memory.trim());
+    }
+    let name = layout
+        .repo
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    prompt.push_str(&format!(
+        "\n\nRepository: {name}. Paths you pass to tools are relative to its root."
+    ));
+    prompt
+}
+
+fn read_prompt(dir: &Path, name: &str) -> String {
+    match std::fs::read_to_string(dir.join(name)) {
+        Ok(text) => text.trim_end().to_owned(),
+        Err(_) => DEFAULT_PROMPTS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, text)| text.trim_end().to_owned())
+            .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_joins_role_shared_and_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        layout.init().unwrap();
+        std::fs::write(layout.prompts().join("pm.md"), "ROLE PROMPT").unwrap();
+        std::fs::write(layout.prompts().join("shared.md"), "SHARED").unwrap();
+        let without = system_prompt(&layout);
+        assert!(without.starts_with("ROLE PROMPT\n\nSHARED"), "{without}");
+        assert!(!without.contains("# Memory"));
+        std::fs::write(
+            layout.memory().join("pm.md"),
+            "deploys go through make ship\n",
+        )
+        .unwrap();
+        let with = system_prompt(&layout);
+        assert!(
+            with.contains("# Memory (learned in earlier threads)\n\ndeploys go through make ship")
+        );
+    }
+
+    #[test]
+    fn missing_prompt_falls_back_to_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        let prompt = system_prompt(&layout);
+        assert!(prompt.starts_with("You are the PM"), "{prompt}");
+    }
+}

@@ -1,0 +1,113 @@
+//! Routing by `@codebutler.<role>` mentions (spec `daemon-routing.md`): plain string
+//! matching, no model involved. The PM takes a message that mentions no role or mentions it;
+//! a message that names only other roles gets a short reply listing the roles that exist.
+
+use crate::config::ROLES;
+
+/// Where a message goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// To the PM.
+    Pm,
+    /// To roles other than the PM only (lower-cased as written, known or not).
+    OtherRoles(Vec<String>),
+}
+
+const PREFIX: &str = "@codebutler.";
+
+/// The roles a message mentions, lower-cased, in order, without repeats.
+pub fn mentioned_roles(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let mut roles: Vec<String> = Vec::new();
+    let mut rest = lower.as_str();
+    while let Some(i) = rest.find(PREFIX) {
+        rest = &rest[i + PREFIX.len()..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
+            .collect();
+        if !name.is_empty() && !roles.contains(&name) {
+            roles.push(name);
+        }
+    }
+    roles
+}
+
+/// Routes a message by its mentions.
+pub fn route(text: &str) -> Route {
+    let roles = mentioned_roles(text);
+    if roles.is_empty() || roles.iter().any(|r| r == "pm") {
+        Route::Pm
+    } else {
+        Route::OtherRoles(roles)
+    }
+}
+
+/// The reply to a message that names only roles other than the PM.
+pub fn other_roles_reply(named: &[String]) -> String {
+    let unknown: Vec<&str> = named
+        .iter()
+        .map(String::as_str)
+        .filter(|r| !ROLES.contains(r))
+        .collect();
+    let mut reply = String::new();
+    if !unknown.is_empty() {
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|r| format!("`@codebutler.{r}`"))
+            .collect();
+        reply.push_str(&format!("There is no {} role here. ", list.join(", ")));
+    } else {
+        reply.push_str(
+            "The Coder and the Artist start from a plan you approve in a thread, so talk to me first. ",
+        );
+    }
+    reply.push_str(
+        "The roles are `@codebutler.pm` (questions and plans; also any message with no mention), \
+         `@codebutler.coder` (implements an approved plan) and `@codebutler.artist` (images).",
+    );
+    reply
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_mentions_case_insensitively() {
+        assert_eq!(
+            mentioned_roles("hey @CodeButler.Coder and @codebutler.reviewer, @codebutler.coder"),
+            vec!["coder", "reviewer"]
+        );
+        assert!(mentioned_roles("no mention, codebutler.pm without at").is_empty());
+        assert!(mentioned_roles("@codebutler. alone").is_empty());
+    }
+
+    #[test]
+    fn pm_takes_unaddressed_and_addressed_messages() {
+        assert_eq!(route("how do we deploy?"), Route::Pm);
+        assert_eq!(route("@codebutler.pm how do we deploy?"), Route::Pm);
+        assert_eq!(route("@codebutler.coder @codebutler.pm both"), Route::Pm);
+        assert_eq!(
+            route("@codebutler.coder fix it"),
+            Route::OtherRoles(vec!["coder".into()])
+        );
+    }
+
+    #[test]
+    fn reply_lists_the_roles_and_names_unknown_ones() {
+        let reply = other_roles_reply(&["reviewer".into()]);
+        assert!(
+            reply.starts_with("There is no `@codebutler.reviewer` role here."),
+            "{reply}"
+        );
+        for role in ROLES {
+            assert!(reply.contains(&format!("`@codebutler.{role}`")), "{reply}");
+        }
+        let reply = other_roles_reply(&["coder".into()]);
+        assert!(
+            reply.starts_with("The Coder and the Artist start from a plan"),
+            "{reply}"
+        );
+    }
+}

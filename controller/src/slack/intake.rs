@@ -1,0 +1,169 @@
+//! Which Slack events become user messages. Pure: it looks at a parsed event and the
+//! channel/bot identity and decides, so every filter rule is unit-tested without a socket.
+//!
+//! Ignored without any model call: other channels, the bot's own and other bots' messages,
+//! edits, deletions, joins and every other non-user subtype, hidden events, empty messages.
+
+use slack_morphism::prelude::*;
+
+use crate::store::IncomingMessage;
+
+/// What the intake knows about where it listens.
+#[derive(Clone, Debug)]
+pub struct IntakeFilter {
+    /// The one channel CodeButler serves.
+    pub channel: String,
+    /// The bot's own user id, learned with `auth.test`.
+    pub bot_user_id: String,
+}
+
+/// The intake's verdict on one event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Intake {
+    /// A user message to store and answer.
+    Accept(IncomingMessage),
+    /// Not for us; the reason is logged at debug level.
+    Ignore(&'static str),
+}
+
+/// Classifies one push event.
+pub fn classify(event: &SlackPushEventCallback, filter: &IntakeFilter) -> Intake {
+    let SlackEventCallbackBody::Message(message) = &event.event else {
+        return Intake::Ignore("not a message event");
+    };
+    match &message.subtype {
+        None
+        | Some(SlackMessageEventType::FileShare)
+        | Some(SlackMessageEventType::ThreadBroadcast) => {}
+        Some(SlackMessageEventType::MessageChanged) => return Intake::Ignore("edit"),
+        Some(SlackMessageEventType::MessageDeleted) => return Intake::Ignore("deletion"),
+        Some(SlackMessageEventType::BotMessage) => return Intake::Ignore("bot message"),
+        Some(SlackMessageEventType::ChannelJoin) => return Intake::Ignore("join"),
+        Some(_) => return Intake::Ignore("non-user subtype"),
+    }
+    if message.hidden == Some(true) {
+        return Intake::Ignore("hidden event");
+    }
+    let Some(channel) = &message.origin.channel else {
+        return Intake::Ignore("no channel");
+    };
+    if channel.0 != filter.channel {
+        return Intake::Ignore("other channel");
+    }
+    if message.sender.bot_id.is_some() {
+        return Intake::Ignore("bot message");
+    }
+    let Some(user) = &message.sender.user else {
+        return Intake::Ignore("no user");
+    };
+    if user.0 == filter.bot_user_id {
+        return Intake::Ignore("own message");
+    }
+    let text = message
+        .content
+        .as_ref()
+        .and_then(|c| c.text.clone())
+        .unwrap_or_default();
+    if text.trim().is_empty() {
+        return Intake::Ignore("empty message");
+    }
+    let ts = message.origin.ts.0.clone();
+    let thread_ts = message
+        .origin
+        .thread_ts
+        .as_ref()
+        .map(|t| t.0.clone())
+        .unwrap_or_else(|| ts.clone());
+    Intake::Accept(IncomingMessage {
+        channel: channel.0.clone(),
+        ts,
+        thread_ts,
+        user: user.0.clone(),
+        text,
+        event_id: Some(event.event_id.0.clone()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn filter() -> IntakeFilter {
+        IntakeFilter {
+            channel: "C1".into(),
+            bot_user_id: "UBOT".into(),
+        }
+    }
+
+    fn push(event: serde_json::Value) -> SlackPushEventCallback {
+        serde_json::from_value(json!({
+            "team_id": "T1", "api_app_id": "A1", "event_id": "Ev1", "event_time": 1700000000,
+            "type": "event_callback", "event": event
+        }))
+        .unwrap()
+    }
+
+    fn user_message() -> serde_json::Value {
+        json!({"type": "message", "channel": "C1", "user": "U1", "text": "how do we deploy?",
+               "ts": "1700000000.000100", "event_ts": "1700000000.000100", "channel_type": "channel"})
+    }
+
+    #[test]
+    fn accepts_a_top_level_user_message_as_its_own_thread() {
+        let Intake::Accept(m) = classify(&push(user_message()), &filter()) else {
+            panic!("not accepted");
+        };
+        assert_eq!(m.thread_ts, "1700000000.000100");
+        assert_eq!(m.user, "U1");
+        assert_eq!(m.event_id.as_deref(), Some("Ev1"));
+    }
+
+    #[test]
+    fn accepts_a_thread_reply_in_its_thread() {
+        let mut e = user_message();
+        e["thread_ts"] = json!("1699999999.000001");
+        let Intake::Accept(m) = classify(&push(e), &filter()) else {
+            panic!("not accepted");
+        };
+        assert_eq!(m.thread_ts, "1699999999.000001");
+        assert_eq!(m.ts, "1700000000.000100");
+    }
+
+    #[test]
+    fn ignores_what_is_not_a_user_message_here() {
+        let cases: Vec<(serde_json::Value, &str)> = vec![
+            (json!({"channel": "C2"}), "other channel"),
+            (json!({"user": "UBOT"}), "own message"),
+            (json!({"bot_id": "B9", "user": "U9"}), "bot message"),
+            (
+                json!({"subtype": "bot_message", "bot_id": "B9"}),
+                "bot message",
+            ),
+            (
+                json!({"subtype": "message_changed", "hidden": true}),
+                "edit",
+            ),
+            (
+                json!({"subtype": "message_deleted", "deleted_ts": "1.2"}),
+                "deletion",
+            ),
+            (json!({"subtype": "channel_join"}), "join"),
+            (json!({"subtype": "channel_topic"}), "non-user subtype"),
+            (json!({"text": "   "}), "empty message"),
+        ];
+        for (patch, reason) in cases {
+            let mut e = user_message();
+            for (k, v) in patch.as_object().unwrap() {
+                e[k] = v.clone();
+            }
+            assert_eq!(classify(&push(e), &filter()), Intake::Ignore(reason));
+        }
+        let reaction = json!({"type": "reaction_added", "user": "U1", "reaction": "eyes",
+            "item": {"type": "message", "channel": "C1", "ts": "1.1"}, "event_ts": "1.2"});
+        assert_eq!(
+            classify(&push(reaction), &filter()),
+            Intake::Ignore("not a message event")
+        );
+    }
+}

@@ -1,0 +1,97 @@
+//! Socket Mode: the websocket through which Slack delivers events.
+//!
+//! slack-morphism keeps the connection (reconnecting on errors and on Slack's `disconnect`
+//! messages) and acknowledges an envelope only after our callback returns `Ok`. So the
+//! callback hands each event to an [`EventSink`], which stores it before returning: an event
+//! is never acknowledged before it is safe, and one the sink could not store is left
+//! unacknowledged for Slack to deliver again.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use slack_morphism::errors::SlackClientError;
+use slack_morphism::prelude::*;
+
+use crate::secret::Secret;
+use crate::slack::api::{Client, Connector};
+
+/// Receives every push event; returning an error leaves the event unacknowledged.
+#[async_trait]
+pub trait EventSink: Send + Sync {
+    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), String>;
+}
+
+/// The sink, as stored in slack-morphism's user state (which is keyed by type).
+#[derive(Clone)]
+struct SinkState(Arc<dyn EventSink>);
+
+/// A running Socket Mode connection.
+pub struct SocketMode {
+    listener: SlackClientSocketModeListener<Connector>,
+}
+
+impl std::fmt::Debug for SocketMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SocketMode").finish_non_exhaustive()
+    }
+}
+
+impl SocketMode {
+    /// Opens Socket Mode with the app token, delivering events to `sink`.
+    pub async fn start(
+        client: Arc<Client>,
+        app_token: &Secret,
+        sink: Arc<dyn EventSink>,
+    ) -> Result<Self, SlackClientError> {
+        let callbacks = SlackSocketModeListenerCallbacks::new()
+            .with_hello_events(on_hello)
+            .with_push_events(on_push);
+        let environment = Arc::new(
+            SlackClientEventsListenerEnvironment::new(client)
+                .with_error_handler(on_error)
+                .with_user_state(SinkState(sink)),
+        );
+        // One connection: Slack delivers each event on one of an app's sockets, and a
+        // second socket buys nothing for one channel.
+        let config = SlackClientSocketModeConfig::new()
+            .with_max_connections_count(1)
+            .with_reconnect_timeout_in_seconds(5)
+            .with_initial_backoff_in_seconds(1);
+        let listener = SlackClientSocketModeListener::new(&config, environment, callbacks);
+        let token = SlackApiToken::new(app_token.expose().into());
+        listener.listen_for(&token).await?;
+        listener.start().await;
+        Ok(Self { listener })
+    }
+
+    /// Closes the connection: no further events are taken.
+    pub async fn shutdown(&self) {
+        self.listener.shutdown().await;
+    }
+}
+
+// Generic because slack-morphism does not export the hello event's type by name.
+async fn on_hello<E>(_event: E, _client: Arc<Client>, _state: SlackClientEventsUserState) {
+    tracing::info!("slack connected");
+}
+
+async fn on_push(
+    event: SlackPushEventCallback,
+    _client: Arc<Client>,
+    state: SlackClientEventsUserState,
+) -> UserCallbackResult<()> {
+    let sink = state.read().await.get_user_state::<SinkState>().cloned();
+    let Some(SinkState(sink)) = sink else {
+        return Err("no event sink installed".into());
+    };
+    sink.accept(event).await.map_err(Into::into)
+}
+
+fn on_error(
+    err: Box<dyn std::error::Error + Send + Sync>,
+    _client: Arc<Client>,
+    _state: SlackClientEventsUserState,
+) -> HttpStatusCode {
+    tracing::warn!("slack event not acknowledged: {err}");
+    HttpStatusCode::INTERNAL_SERVER_ERROR
+}

@@ -1,0 +1,548 @@
+//! The store: the source of truth for messages, threads, conversations and usage.
+//!
+//! SQLite through sqlx (WAL, a busy timeout), with the schema in `migrations/` — written in
+//! portable SQL so the same migrations also run on PostgreSQL. Schema changes are new
+//! migrations, never edits of old ones.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use codebutler_runner::conversation::ChatMessage;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{Row, SqlitePool};
+
+/// The embedded migrations (also usable against PostgreSQL).
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// A store operation that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("open store {path}: {source}")]
+    Open { path: String, source: sqlx::Error },
+    #[error("migrate store: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("store query: {0}")]
+    Query(#[from] sqlx::Error),
+    #[error("stored conversation of thread {thread} is corrupt: {source}")]
+    Corrupt {
+        thread: String,
+        source: serde_json::Error,
+    },
+}
+
+/// A Slack thread, by channel and the ts of its first message.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ThreadKey {
+    pub channel: String,
+    pub thread_ts: String,
+}
+
+impl std::fmt::Display for ThreadKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.thread_ts)
+    }
+}
+
+/// A user message as received from Slack.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IncomingMessage {
+    pub channel: String,
+    pub ts: String,
+    /// The thread it belongs to (its own ts for a top-level message).
+    pub thread_ts: String,
+    pub user: String,
+    pub text: String,
+    pub event_id: Option<String>,
+}
+
+impl IncomingMessage {
+    /// The thread this message belongs to.
+    pub fn thread(&self) -> ThreadKey {
+        ThreadKey {
+            channel: self.channel.clone(),
+            thread_ts: self.thread_ts.clone(),
+        }
+    }
+}
+
+/// The usage of one model call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UsageRecord {
+    pub thread: ThreadKey,
+    pub role: String,
+    pub model: String,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cached_tokens: i64,
+    /// Cost in USD as the provider reported it, if it did.
+    pub cost: Option<f64>,
+}
+
+/// Totals of a thread's usage.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UsageTotals {
+    pub calls: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost: f64,
+}
+
+/// A thread as listed for the PM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSummary {
+    pub key: ThreadKey,
+    pub phase: String,
+    pub plan: Option<String>,
+    pub updated_at: String,
+}
+
+/// The store handle; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: SqlitePool,
+}
+
+fn now() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+}
+
+impl Store {
+    /// Opens (creating if needed) the SQLite database at `path` and applies migrations.
+    pub async fn open(path: &Path) -> Result<Self, StoreError> {
+        let open_err = |source| StoreError::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        let options = SqliteConnectOptions::from_str("sqlite:")
+            .map_err(open_err)?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Duration::from_secs(5))
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(options)
+            .await
+            .map_err(open_err)?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// Stores a user message unless it is already stored (Slack retries an event until it is
+    /// acknowledged, and may deliver it on two connections). Returns whether it was new.
+    pub async fn record_message(&self, msg: &IncomingMessage) -> Result<bool, StoreError> {
+        let now = now();
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO threads (channel_id, thread_ts, created_at, updated_at) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (channel_id, thread_ts) DO NOTHING",
+        )
+        .bind(&msg.channel)
+        .bind(&msg.thread_ts)
+        .bind(&now)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel_id, ts) DO NOTHING",
+        )
+        .bind(&msg.channel)
+        .bind(&msg.ts)
+        .bind(&msg.thread_ts)
+        .bind(&msg.user)
+        .bind(&msg.text)
+        .bind(&msg.event_id)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    /// Threads with messages waiting to be answered, oldest first.
+    pub async fn threads_with_pending(&self) -> Result<Vec<ThreadKey>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT channel_id, thread_ts, MIN(ts) AS first FROM messages WHERE state = 'pending' \
+             GROUP BY channel_id, thread_ts ORDER BY first",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| ThreadKey {
+                channel: r.get("channel_id"),
+                thread_ts: r.get("thread_ts"),
+            })
+            .collect())
+    }
+
+    /// Puts failed messages back in line: all of them (`None`, at start) or one thread's
+    /// (when a new message arrives in it, so the conversation stays in order).
+    pub async fn requeue_failed(&self, thread: Option<&ThreadKey>) -> Result<u64, StoreError> {
+        let result = match thread {
+            None => {
+                sqlx::query("UPDATE messages SET state = 'pending' WHERE state = 'failed'")
+                    .execute(&self.pool)
+                    .await?
+            }
+            Some(t) => {
+                sqlx::query(
+                    "UPDATE messages SET state = 'pending' WHERE state = 'failed' \
+                     AND channel_id = ? AND thread_ts = ?",
+                )
+                .bind(&t.channel)
+                .bind(&t.thread_ts)
+                .execute(&self.pool)
+                .await?
+            }
+        };
+        Ok(result.rows_affected())
+    }
+
+    /// The oldest message of a thread still waiting to be answered.
+    pub async fn next_pending(
+        &self,
+        thread: &ThreadKey,
+    ) -> Result<Option<IncomingMessage>, StoreError> {
+        let row = sqlx::query(
+            "SELECT channel_id, ts, thread_ts, user_id, text, event_id FROM messages \
+             WHERE state = 'pending' AND channel_id = ? AND thread_ts = ? ORDER BY ts LIMIT 1",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| IncomingMessage {
+            channel: r.get("channel_id"),
+            ts: r.get("ts"),
+            thread_ts: r.get("thread_ts"),
+            user: r.get("user_id"),
+            text: r.get("text"),
+            event_id: r.get("event_id"),
+        }))
+    }
+
+    /// Marks a message answered without a conversation change (an ignored or routed message).
+    pub async fn mark_processed(&self, msg: &IncomingMessage) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE messages SET state = 'processed', processed_at = ?, attempts = attempts + 1 \
+             WHERE channel_id = ? AND ts = ?",
+        )
+        .bind(now())
+        .bind(&msg.channel)
+        .bind(&msg.ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Marks a message as failed: kept for a later retry, not retried in a loop.
+    pub async fn mark_failed(&self, msg: &IncomingMessage) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE messages SET state = 'failed', attempts = attempts + 1 WHERE channel_id = ? AND ts = ?",
+        )
+        .bind(&msg.channel)
+        .bind(&msg.ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A role's conversation in a thread, in order.
+    pub async fn conversation(
+        &self,
+        thread: &ThreadKey,
+        role: &str,
+    ) -> Result<Vec<ChatMessage>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT body FROM conversation_messages WHERE channel_id = ? AND thread_ts = ? AND role = ? ORDER BY seq",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(role)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                serde_json::from_str(r.get::<&str, _>("body")).map_err(|source| {
+                    StoreError::Corrupt {
+                        thread: thread.to_string(),
+                        source,
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Appends a turn to a role's conversation and marks the message that caused it
+    /// processed, in one transaction: either both happen or neither.
+    pub async fn complete_turn(
+        &self,
+        msg: &IncomingMessage,
+        role: &str,
+        new_messages: &[ChatMessage],
+    ) -> Result<(), StoreError> {
+        let thread = msg.thread();
+        let now = now();
+        let mut tx = self.pool.begin().await?;
+        let next: i64 = sqlx::query(
+            "SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM conversation_messages \
+             WHERE channel_id = ? AND thread_ts = ? AND role = ?",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(role)
+        .fetch_one(&mut *tx)
+        .await?
+        .get("next");
+        for (i, message) in new_messages.iter().enumerate() {
+            let body = serde_json::to_string(message).map_err(|source| StoreError::Corrupt {
+                thread: thread.to_string(),
+                source,
+            })?;
+            sqlx::query(
+                "INSERT INTO conversation_messages (channel_id, thread_ts, role, seq, body, created_at) \
+                 VALUES (?, ?, ?, ?, ?, ?)",
+            )
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .bind(role)
+            .bind(next + i as i64)
+            .bind(body)
+            .bind(&now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "UPDATE messages SET state = 'processed', processed_at = ?, attempts = attempts + 1 \
+             WHERE channel_id = ? AND ts = ?",
+        )
+        .bind(&now)
+        .bind(&msg.channel)
+        .bind(&msg.ts)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE threads SET updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
+            .bind(&now)
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Records the usage of one model call.
+    pub async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
+             cached_tokens, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(format!("{:032x}", rand::random::<u128>()))
+        .bind(&usage.thread.channel)
+        .bind(&usage.thread.thread_ts)
+        .bind(&usage.role)
+        .bind(&usage.model)
+        .bind(usage.prompt_tokens)
+        .bind(usage.completion_tokens)
+        .bind(usage.cached_tokens)
+        .bind(usage.cost)
+        .bind(now())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A thread's usage so far.
+    pub async fn usage_totals(&self, thread: &ThreadKey) -> Result<UsageTotals, StoreError> {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS p, \
+             COALESCE(SUM(completion_tokens), 0) AS c, COALESCE(SUM(cost), 0.0) AS cost \
+             FROM usage WHERE channel_id = ? AND thread_ts = ?",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(UsageTotals {
+            calls: row.get("calls"),
+            prompt_tokens: row.get("p"),
+            completion_tokens: row.get("c"),
+            cost: row.get("cost"),
+        })
+    }
+
+    /// Records the thread's structured plan (JSON).
+    pub async fn set_plan(&self, thread: &ThreadKey, plan_json: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE threads SET plan = ?, updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+        )
+        .bind(plan_json)
+        .bind(now())
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The most recently active threads, newest first.
+    pub async fn list_threads(&self, limit: i64) -> Result<Vec<ThreadSummary>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT channel_id, thread_ts, phase, plan, updated_at FROM threads ORDER BY updated_at DESC LIMIT ?",
+        )
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| ThreadSummary {
+                key: ThreadKey {
+                    channel: r.get("channel_id"),
+                    thread_ts: r.get("thread_ts"),
+                },
+                phase: r.get("phase"),
+                plan: r.get("plan"),
+                updated_at: r.get("updated_at"),
+            })
+            .collect())
+    }
+
+    /// The thread's stored plan, if any.
+    pub async fn plan(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ?")
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|r| r.get("plan")))
+    }
+
+    /// Closes the pool, flushing the WAL.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(ts: &str, thread_ts: &str) -> IncomingMessage {
+        IncomingMessage {
+            channel: "C1".into(),
+            ts: ts.into(),
+            thread_ts: thread_ts.into(),
+            user: "U1".into(),
+            text: format!("message {ts}"),
+            event_id: Some(format!("Ev{ts}")),
+        }
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn a_message_is_stored_once() {
+        let (_d, s) = store().await;
+        assert!(s.record_message(&msg("1.1", "1.1")).await.unwrap());
+        assert!(!s.record_message(&msg("1.1", "1.1")).await.unwrap());
+        assert_eq!(s.threads_with_pending().await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn pending_messages_come_in_order_and_leave_when_processed() {
+        let (_d, s) = store().await;
+        let (a, b) = (msg("1.1", "1.1"), msg("1.2", "1.1"));
+        s.record_message(&b).await.unwrap();
+        s.record_message(&a).await.unwrap();
+        let t = a.thread();
+        assert_eq!(s.next_pending(&t).await.unwrap(), Some(a.clone()));
+        s.complete_turn(
+            &a,
+            "pm",
+            &[ChatMessage::user("q"), ChatMessage::assistant_text("r")],
+        )
+        .await
+        .unwrap();
+        assert_eq!(s.next_pending(&t).await.unwrap(), Some(b.clone()));
+        s.complete_turn(&b, "pm", &[ChatMessage::user("q2")])
+            .await
+            .unwrap();
+        assert_eq!(s.next_pending(&t).await.unwrap(), None);
+        let conv = s.conversation(&t, "pm").await.unwrap();
+        assert_eq!(conv.len(), 3);
+        assert_eq!(conv[2], ChatMessage::user("q2"));
+        assert!(s.conversation(&t, "coder").await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn failed_messages_wait_until_requeued() {
+        let (_d, s) = store().await;
+        let a = msg("1.1", "1.1");
+        s.record_message(&a).await.unwrap();
+        s.mark_failed(&a).await.unwrap();
+        assert_eq!(s.next_pending(&a.thread()).await.unwrap(), None);
+        assert_eq!(s.requeue_failed(Some(&a.thread())).await.unwrap(), 1);
+        assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a));
+    }
+
+    #[tokio::test]
+    async fn usage_and_plan_are_recorded() {
+        let (_d, s) = store().await;
+        let a = msg("1.1", "1.1");
+        s.record_message(&a).await.unwrap();
+        for _ in 0..2 {
+            s.record_usage(&UsageRecord {
+                thread: a.thread(),
+                role: "pm".into(),
+                model: "m".into(),
+                prompt_tokens: 10,
+                completion_tokens: 5,
+                cached_tokens: 0,
+                cost: Some(0.5),
+            })
+            .await
+            .unwrap();
+        }
+        let totals = s.usage_totals(&a.thread()).await.unwrap();
+        assert_eq!(
+            totals,
+            UsageTotals {
+                calls: 2,
+                prompt_tokens: 20,
+                completion_tokens: 10,
+                cost: 1.0
+            }
+        );
+        s.set_plan(&a.thread(), r#"{"summary":"x"}"#).await.unwrap();
+        assert_eq!(
+            s.plan(&a.thread()).await.unwrap().as_deref(),
+            Some(r#"{"summary":"x"}"#)
+        );
+        assert_eq!(s.list_threads(10).await.unwrap()[0].key, a.thread());
+    }
+
+    #[tokio::test]
+    async fn data_survives_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let a = msg("1.1", "1.1");
+        {
+            let s = Store::open(&path).await.unwrap();
+            s.record_message(&a).await.unwrap();
+            s.close().await;
+        }
+        let s = Store::open(&path).await.unwrap();
+        assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a));
+    }
+}
