@@ -1,0 +1,301 @@
+//! Shared set-up: a repository with known content, a `CODEBUTLER_HOME` with the global
+//! config, the fakes, and the daemon as a child process whose stderr goes to a file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use codebutler_test_support::model::FakeModel;
+use codebutler_test_support::slack::{self, FakeSlack, Post};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+pub const USER: &str = "U0ALICE";
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The secret that lives outside the repository; no test output may contain it.
+pub const OUTSIDE_SECRET: &str = "outside-secret-7f3a9c";
+
+pub struct Env {
+    pub slack: FakeSlack,
+    pub model: FakeModel,
+    pub home: TempDir,
+    pub repo: TempDir,
+    /// Outside the repository: secret files and the fake `gh`.
+    pub outside: TempDir,
+}
+
+impl Env {
+    /// Fakes, a committed repository, and configs (repo settings merged over `overrides`).
+    pub async fn new() -> Env {
+        Self::with_config(json!({})).await
+    }
+
+    pub async fn with_config(overrides: Value) -> Env {
+        let slack = FakeSlack::start().await;
+        let model = FakeModel::start().await;
+        let env = Env {
+            slack,
+            model,
+            home: tempfile::tempdir().unwrap(),
+            repo: tempfile::tempdir().unwrap(),
+            outside: tempfile::tempdir().unwrap(),
+        };
+        env.make_repo();
+        std::fs::write(env.outside.path().join("secret.txt"), OUTSIDE_SECRET).unwrap();
+        codebutler_test_support::gh::install_fake_gh(env.outside.path());
+        env.write_global(json!({
+            "slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN},
+            "openrouter": {"apiKey": "sk-or-test-key"}
+        }));
+        let mut repo_config = json!({
+            "slack": {"channelID": slack::CHANNEL, "apiUrl": env.slack.api_url(), "messagesPerSecond": 100.0},
+            "openrouter": {"baseUrl": env.model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
+            "github": {"cli": env.outside.path().join("gh").display().to_string()}
+        });
+        merge(&mut repo_config, overrides);
+        env.write_repo_config(&repo_config.to_string());
+        env
+    }
+
+    pub fn repo_path(&self) -> &Path {
+        self.repo.path()
+    }
+
+    fn make_repo(&self) {
+        let root = self.repo.path();
+        let files: &[(&str, &str)] = &[
+            (
+                "README.md",
+                "# Acme\n\n## Deploying\n\nRun `make deploy`. CI deploys `main` on merge via .github/workflows/deploy.yml.\n",
+            ),
+            ("Makefile", "deploy:\n\tkubectl apply -f k8s/\n"),
+            (
+                "src/auth/session.rs",
+                "//! Sessions.\n\n/// How long a session lives.\npub const SESSION_EXPIRY_SECS: u64 = 3600;\n",
+            ),
+            ("src/lib.rs", "pub mod auth;\n"),
+        ];
+        for (path, text) in files {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        std::os::unix::fs::symlink(
+            self.outside.path().join("secret.txt"),
+            root.join("link-out"),
+        )
+        .unwrap();
+        let repo = git2::Repository::init(root).unwrap();
+        let mut index = repo.index().unwrap();
+        index
+            .add_all(
+                ["README.md", "Makefile", "src"],
+                git2::IndexAddOption::DEFAULT,
+                None,
+            )
+            .unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("Alice", "alice@example.com").unwrap();
+        repo.commit(Some("HEAD"), &sig, &sig, "Initial commit", &tree, &[])
+            .unwrap();
+    }
+
+    pub fn write_global(&self, config: Value) {
+        std::fs::write(self.home.path().join("config.json"), config.to_string()).unwrap();
+    }
+
+    pub fn write_repo_config(&self, text: &str) {
+        let dir = self.repo.path().join(".codebutler");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("config.json"), text).unwrap();
+    }
+
+    /// The daemon's command line, with a clean environment apart from PATH.
+    pub fn command(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebutler"));
+        cmd.arg("--repo")
+            .arg(self.repo.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("CODEBUTLER_HOME", self.home.path())
+            .env(
+                "RUST_LOG",
+                "warn,codebutler_controller=debug,codebutler=debug",
+            )
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    /// Starts the daemon and waits until it has connected to Socket Mode.
+    pub async fn start(&self) -> Daemon {
+        let opened = self.slack.connections_opened();
+        let daemon = self.spawn();
+        let connected = self
+            .slack
+            .wait_until(WAIT, || {
+                self.slack.connections_opened() > opened && self.slack.open_connections() > 0
+            })
+            .await;
+        assert!(connected, "daemon did not connect; log:\n{}", daemon.log());
+        daemon
+    }
+
+    pub fn spawn(&self) -> Daemon {
+        let log = self
+            .outside
+            .path()
+            .join(format!("daemon-{}.log", rand_suffix()));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = self
+            .command()
+            .stdout(Stdio::null())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        Daemon { child, log }
+    }
+
+    /// Sends a top-level user message; returns its ts (the thread's ts).
+    pub fn say(&self, text: &str) -> String {
+        self.slack.user_message(slack::CHANNEL, USER, text, None).ts
+    }
+
+    /// Posts by the bot in one thread.
+    pub fn thread_posts(&self, thread_ts: &str) -> Vec<Post> {
+        self.slack
+            .posts()
+            .into_iter()
+            .filter(|p| p.thread_ts.as_deref() == Some(thread_ts))
+            .collect()
+    }
+
+    /// Waits until the thread has at least `n` bot posts and returns them.
+    pub async fn wait_thread_posts(&self, thread_ts: &str, n: usize) -> Vec<Post> {
+        let ok = self
+            .slack
+            .wait_until(WAIT, || self.thread_posts(thread_ts).len() >= n)
+            .await;
+        assert!(
+            ok,
+            "thread {thread_ts}: expected {n} posts, got {:?}",
+            self.thread_posts(thread_ts)
+        );
+        self.thread_posts(thread_ts)
+    }
+
+    /// Asserts both fakes saw only protocol-conformant traffic.
+    pub fn assert_clean(&self) {
+        assert!(
+            self.model.violations().is_empty(),
+            "model protocol violations: {:?}",
+            self.model.violations()
+        );
+        assert!(
+            self.slack.violations().is_empty(),
+            "slack protocol violations: {:?}",
+            self.slack.violations()
+        );
+    }
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(existing) => merge(existing, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// The daemon process; killed when dropped.
+pub struct Daemon {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Daemon {
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "daemon did not exit; log:\n{}",
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// SIGKILL, and wait until it is gone.
+    pub async fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.wait_exit(WAIT).await;
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The text of every tool result in a recorded request, joined.
+pub fn tool_results(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// The contents of the user messages of a recorded request.
+pub fn user_messages(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests: the real `codebutler` binary against the fake Slack and the fake model
+//! server of `codebutler-test-support`, with real git repositories.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod harness;
+
+mod config_errors;
+mod intake;
+mod output;
+mod pm;
+mod resilience;

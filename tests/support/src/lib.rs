@@ -1,0 +1,41 @@
+//! Fakes of CodeButler's outside world for end-to-end tests that spawn the real daemon:
+//!
+//! * [`FakeSlack`] — the Slack Web API and Socket Mode, as `slack-morphism` 2.31 speaks them.
+//! * [`FakeModel`] — an OpenAI-compatible `POST /v1/chat/completions` (OpenRouter flavour),
+//!   scripted per conversation and checking requests like a strict provider.
+//! * [`install_fake_gh`] — a `gh` shell script that logs its invocations.
+//!
+//! Plus [`wait_until`], a small polling helper.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod gh;
+pub mod model;
+pub mod slack;
+
+pub use gh::{gh_log, install_fake_gh};
+pub use model::{FakeModel, Recorded, Reply};
+pub use slack::{
+    APP_ID, APP_TOKEN, Ack, BOT_ID, BOT_TOKEN, BOT_USER_ID, CHANNEL, Call, FakeSlack, Post,
+    Reaction, Sent, TEAM_ID, Update, Upload,
+};
+
+use std::time::{Duration, Instant};
+
+/// Polls `condition` every ~20 ms until it returns true (→ `true`) or `timeout` passes
+/// (→ `false`, after one last check).
+pub async fn wait_until(timeout: Duration, mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if condition() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,747 @@
+//! `FakeModel`: `POST /v1/chat/completions` of the OpenAI-compatible API, answering like
+//! OpenRouter (non-streaming), driven by per-conversation scripts, and checking each request the
+//! way a strict provider would.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+/// One scripted answer.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// An assistant text answer (`finish_reason: "stop"`).
+    Text(String),
+    /// Tool calls `(name, raw arguments text)`; the arguments may be invalid JSON on purpose.
+    /// Ids are generated (`call_<n>`), content is null, `finish_reason: "tool_calls"`.
+    ToolCalls(Vec<(String, String)>),
+    /// An HTTP error with OpenRouter's body `{"error":{"code":status,"message":…}}`.
+    Error {
+        status: u16,
+        retry_after: Option<String>,
+        message: String,
+    },
+    /// Sleeps, then answers with the inner reply.
+    Delayed(Duration, Box<Reply>),
+}
+
+impl Reply {
+    /// `Reply::Text`.
+    pub fn text(text: impl Into<String>) -> Reply {
+        Reply::Text(text.into())
+    }
+
+    /// A single tool call.
+    pub fn tool_call(name: impl Into<String>, arguments: impl Into<String>) -> Reply {
+        Reply::ToolCalls(vec![(name.into(), arguments.into())])
+    }
+
+    /// `Reply::Error` without `Retry-After`.
+    pub fn error(status: u16, message: impl Into<String>) -> Reply {
+        Reply::Error {
+            status,
+            retry_after: None,
+            message: message.into(),
+        }
+    }
+
+    /// `Reply::Delayed`.
+    pub fn delayed(delay: Duration, reply: Reply) -> Reply {
+        Reply::Delayed(delay, Box::new(reply))
+    }
+}
+
+/// A request the fake received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The JSON body (`Value::Null` if it was not JSON).
+    pub body: Value,
+    /// The `Authorization` header as sent.
+    pub authorization: Option<String>,
+    /// The matcher of the script that answered, if any.
+    pub script: Option<String>,
+    /// When it arrived.
+    pub at: Instant,
+    /// The HTTP status the fake answered with (before any scripted delay).
+    pub status: u16,
+}
+
+/// A local fake of an OpenAI-compatible chat completions server. Cheap to clone; the server
+/// stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct FakeModel {
+    inner: Arc<Inner>,
+    _guard: Arc<ServerGuard>,
+}
+
+impl std::fmt::Debug for FakeModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeModel")
+            .field("addr", &self.inner.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+struct ServerGuard(tokio::task::JoinHandle<()>);
+
+impl Drop for ServerGuard {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct Inner {
+    addr: SocketAddr,
+    state: Mutex<ModelState>,
+}
+
+#[derive(Default)]
+struct ModelState {
+    /// Scripts in registration order: (matcher, remaining replies).
+    scripts: Vec<(String, VecDeque<Reply>)>,
+    requests: Vec<Recorded>,
+    violations: Vec<String>,
+    unscripted: Vec<String>,
+    api_key: Option<String>,
+    next_id: u64,
+}
+
+impl Inner {
+    fn lock(&self) -> MutexGuard<'_, ModelState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl FakeModel {
+    /// Starts the fake on `127.0.0.1:0`.
+    pub async fn start() -> FakeModel {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("FakeModel: bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("FakeModel: local_addr");
+        let inner = Arc::new(Inner {
+            addr,
+            state: Mutex::new(ModelState::default()),
+        });
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .fallback(not_found)
+            .with_state(inner.clone());
+        let server = tokio::spawn(async move {
+            if let Err(err) = axum::serve(listener, app).await {
+                tracing::error!("FakeModel server stopped: {err}");
+            }
+        });
+        FakeModel {
+            inner,
+            _guard: Arc::new(ServerGuard(server)),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/v1`.
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.inner.addr)
+    }
+
+    /// Adds replies to the script whose matcher is `matcher` (created if new). A request belongs
+    /// to the script whose matcher occurs in its first user message (the longest such matcher
+    /// wins, so `""` acts as a catch-all); each request takes the next reply.
+    pub fn script(&self, matcher: &str, replies: Vec<Reply>) {
+        let mut st = self.inner.lock();
+        match st.scripts.iter_mut().find(|(m, _)| m == matcher) {
+            Some((_, queue)) => queue.extend(replies),
+            None => st.scripts.push((matcher.to_owned(), replies.into())),
+        }
+    }
+
+    /// Makes the fake answer 401 unless the request carries `Authorization: Bearer <key>`.
+    pub fn require_api_key(&self, key: &str) {
+        self.inner.lock().api_key = Some(key.to_owned());
+    }
+
+    /// How many replies the script still holds.
+    pub fn remaining(&self, matcher: &str) -> usize {
+        self.inner
+            .lock()
+            .scripts
+            .iter()
+            .find(|(m, _)| m == matcher)
+            .map_or(0, |(_, q)| q.len())
+    }
+
+    /// Every request, in arrival order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.inner.lock().requests.clone()
+    }
+
+    /// The requests answered by the script `matcher`.
+    pub fn requests_for(&self, matcher: &str) -> Vec<Recorded> {
+        self.inner
+            .lock()
+            .requests
+            .iter()
+            .filter(|r| r.script.as_deref() == Some(matcher))
+            .cloned()
+            .collect()
+    }
+
+    /// Requests a real provider would have rejected, with the reason. Tests assert it is empty.
+    pub fn violations(&self) -> Vec<String> {
+        self.inner.lock().violations.clone()
+    }
+
+    /// Requests that matched no script, or whose script had run out of replies.
+    pub fn unscripted(&self) -> Vec<String> {
+        self.inner.lock().unscripted.clone()
+    }
+}
+
+fn openrouter_error(status: u16, message: &str) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = (
+        code,
+        json!({"error": {"code": status, "message": message}}).to_string(),
+    )
+        .into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+async fn not_found() -> Response {
+    openrouter_error(404, "Not Found")
+}
+
+/// The text of a message's `content` (a string, or the text parts of an array).
+fn content_text(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+fn unix_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(1_700_000_000)
+}
+
+struct Prepared {
+    request: Value,
+    reply: Reply,
+    delay: Duration,
+    gen_id: u64,
+    call_ids: Vec<String>,
+}
+
+async fn completions(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    let prepared = match prepare(&inner, &headers, &body) {
+        Ok(p) => p,
+        Err((status, message)) => return openrouter_error(status, &message),
+    };
+    answer(prepared).await
+}
+
+/// Checks, records and picks the scripted reply, all under the lock.
+fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared, (u16, String)> {
+    let at = Instant::now();
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let parsed: Option<Value> = serde_json::from_slice(body).ok();
+    let body_value = parsed.clone().unwrap_or(Value::Null);
+
+    let mut st = inner.lock();
+    let record = |st: &mut ModelState, script: Option<String>, status: u16| {
+        st.requests.push(Recorded {
+            body: body_value.clone(),
+            authorization: authorization.clone(),
+            script,
+            at,
+            status,
+        });
+    };
+
+    // Authentication, as OpenRouter: 401 without a usable key.
+    let key = authorization
+        .as_deref()
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    let auth_problem = match (key, st.api_key.as_deref()) {
+        (None, _) => Some("No auth credentials found"),
+        (Some(k), Some(expected)) if k != expected => Some("User not found."),
+        _ => None,
+    };
+    if let Some(problem) = auth_problem {
+        st.violations
+            .push(format!("401 {problem} (Authorization: {authorization:?})"));
+        record(&mut st, None, 401);
+        return Err((401, problem.to_string()));
+    }
+
+    let Some(request) = parsed else {
+        let msg = "request body is not valid JSON".to_owned();
+        st.violations.push(msg.clone());
+        record(&mut st, None, 400);
+        return Err((400, msg));
+    };
+    let problems = validate(&request);
+    if !problems.is_empty() {
+        let msg = problems.join("; ");
+        st.violations.push(msg.clone());
+        record(&mut st, None, 400);
+        return Err((400, format!("Provider returned error: {msg}")));
+    }
+
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let first_user = messages
+        .iter()
+        .find(|m| m["role"] == "user")
+        .map(|m| content_text(m.get("content")))
+        .unwrap_or_default();
+    let script_idx = st
+        .scripts
+        .iter()
+        .enumerate()
+        .filter(|(_, (m, _))| first_user.contains(m.as_str()))
+        .max_by_key(|(i, (m, _))| (m.len(), std::cmp::Reverse(*i)))
+        .map(|(i, _)| i);
+    let Some(script_idx) = script_idx else {
+        let msg = format!(
+            "fake model: no scripted reply for a conversation whose first user message is {first_user:?}"
+        );
+        st.unscripted.push(msg.clone());
+        record(&mut st, None, 500);
+        return Err((500, msg));
+    };
+    let matcher = st.scripts[script_idx].0.clone();
+    let Some(reply) = st.scripts[script_idx].1.pop_front() else {
+        let msg = format!(
+            "fake model: no scripted reply for request #{} of script {matcher:?} (script exhausted)",
+            st.requests
+                .iter()
+                .filter(|r| r.script.as_deref() == Some(&matcher))
+                .count()
+                + 1
+        );
+        st.unscripted.push(msg.clone());
+        record(&mut st, None, 500);
+        return Err((500, msg));
+    };
+
+    // Resolve delays now (status known up front) and sleep after releasing the lock.
+    let mut delay = Duration::ZERO;
+    let mut reply = reply;
+    while let Reply::Delayed(d, inner_reply) = reply {
+        delay += d;
+        reply = *inner_reply;
+    }
+    let status = match &reply {
+        Reply::Error { status, .. } => *status,
+        _ => 200,
+    };
+    record(&mut st, Some(matcher), status);
+    let gen_id = {
+        st.next_id += 1;
+        st.next_id
+    };
+    let mut call_ids = Vec::new();
+    if let Reply::ToolCalls(calls) = &reply {
+        for _ in calls {
+            st.next_id += 1;
+            call_ids.push(format!("call_{}", st.next_id));
+        }
+    }
+    drop(st);
+    Ok(Prepared {
+        request,
+        reply,
+        delay,
+        gen_id,
+        call_ids,
+    })
+}
+
+async fn answer(prepared: Prepared) -> Response {
+    let Prepared {
+        request,
+        reply,
+        delay,
+        gen_id,
+        call_ids,
+    } = prepared;
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+
+    let prompt_chars: usize = messages
+        .iter()
+        .map(|m| {
+            content_text(m.get("content")).chars().count()
+                + m["tool_calls"].as_array().map_or(0, |calls| {
+                    calls
+                        .iter()
+                        .map(|c| {
+                            c["function"]["arguments"]
+                                .as_str()
+                                .map_or(0, |a| a.chars().count())
+                                + c["function"]["name"]
+                                    .as_str()
+                                    .map_or(0, |n| n.chars().count())
+                        })
+                        .sum()
+                })
+        })
+        .sum();
+    let prompt_tokens = prompt_chars / 4;
+    let model = request["model"].clone();
+
+    let (message, finish_reason, reply_chars) = match reply {
+        Reply::Error {
+            status,
+            retry_after,
+            message,
+        } => {
+            let mut resp = openrouter_error(status, &message);
+            if let Some(ra) = retry_after
+                && let Ok(v) = HeaderValue::from_str(&ra)
+            {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            return resp;
+        }
+        Reply::Text(text) => {
+            let chars = text.chars().count();
+            (
+                json!({"role": "assistant", "content": text, "refusal": null, "reasoning": null}),
+                "stop",
+                chars,
+            )
+        }
+        Reply::ToolCalls(calls) => {
+            let chars = calls
+                .iter()
+                .map(|(n, a)| n.chars().count() + a.chars().count())
+                .sum();
+            let tool_calls: Vec<Value> = calls
+                .into_iter()
+                .zip(call_ids)
+                .map(|((name, arguments), id)| {
+                    json!({
+                        "id": id,
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments},
+                    })
+                })
+                .collect();
+            (
+                json!({
+                    "role": "assistant",
+                    "content": null,
+                    "refusal": null,
+                    "reasoning": null,
+                    "tool_calls": tool_calls,
+                }),
+                "tool_calls",
+                chars,
+            )
+        }
+        Reply::Delayed(..) => unreachable!("delays were unwrapped above"),
+    };
+    let completion_tokens = reply_chars / 4 + 1;
+    let body = json!({
+        "id": format!("gen-{gen_id}"),
+        "object": "chat.completion",
+        "created": unix_secs(),
+        "model": model,
+        "provider": "Fake",
+        "system_fingerprint": null,
+        "choices": [{
+            "index": 0,
+            "logprobs": null,
+            "finish_reason": finish_reason,
+            "native_finish_reason": finish_reason,
+            "message": message,
+        }],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "cost": 0.0001,
+            "prompt_tokens_details": {"cached_tokens": 0},
+        },
+    });
+    let mut resp = (StatusCode::OK, body.to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn valid_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Checks a chat completions request as a strict provider would; returns the problems.
+pub(crate) fn validate(request: &Value) -> Vec<String> {
+    let mut p = Vec::new();
+    let Some(obj) = request.as_object() else {
+        return vec!["request body is not a JSON object".into()];
+    };
+    match obj.get("model") {
+        Some(Value::String(m)) if !m.is_empty() => {}
+        _ => p.push("`model` must be a non-empty string".into()),
+    }
+    if obj.get("stream") == Some(&Value::Bool(true)) {
+        p.push("`stream: true` is not supported by this fake (the client is non-streaming)".into());
+    }
+    for key in ["max_tokens", "max_completion_tokens"] {
+        if let Some(v) = obj.get(key)
+            && !v.is_null()
+            && v.as_u64().is_none_or(|n| n == 0)
+        {
+            p.push(format!("`{key}` must be a positive integer, got {v}"));
+        }
+    }
+    if let Some(t) = obj.get("temperature")
+        && !t.is_null()
+        && t.as_f64().is_none_or(|t| !(0.0..=2.0).contains(&t))
+    {
+        p.push(format!("`temperature` must be a number in [0, 2], got {t}"));
+    }
+
+    // tools
+    let mut tool_names = HashSet::new();
+    if let Some(tools) = obj.get("tools").filter(|t| !t.is_null()) {
+        match tools.as_array() {
+            None => p.push("`tools` must be an array".into()),
+            Some(tools) if tools.is_empty() => {
+                p.push("`tools` must not be an empty array (omit it instead)".into())
+            }
+            Some(tools) => {
+                for (i, tool) in tools.iter().enumerate() {
+                    if tool.get("type").and_then(Value::as_str) != Some("function") {
+                        p.push(format!("tools[{i}].type must be \"function\""));
+                    }
+                    let Some(function) = tool.get("function").and_then(Value::as_object) else {
+                        p.push(format!("tools[{i}].function must be an object"));
+                        continue;
+                    };
+                    match function.get("name").and_then(Value::as_str) {
+                        Some(name) if valid_tool_name(name) => {
+                            if !tool_names.insert(name.to_owned()) {
+                                p.push(format!("tools[{i}]: duplicate tool name {name:?}"));
+                            }
+                        }
+                        other => p.push(format!(
+                            "tools[{i}].function.name must match ^[a-zA-Z0-9_-]{{1,64}}$, got {other:?}"
+                        )),
+                    }
+                    match function.get("parameters") {
+                        Some(Value::Object(schema)) => {
+                            if schema.get("type").and_then(Value::as_str) != Some("object") {
+                                p.push(format!(
+                                    "tools[{i}].function.parameters must be a JSON schema of type \"object\""
+                                ));
+                            }
+                        }
+                        _ => p.push(format!("tools[{i}].function.parameters must be an object")),
+                    }
+                    if let Some(d) = function.get("description")
+                        && !d.is_string()
+                    {
+                        p.push(format!("tools[{i}].function.description must be a string"));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(choice) = obj.get("tool_choice").filter(|c| !c.is_null()) {
+        let ok = match choice {
+            Value::String(s) => {
+                s == "none" || ((s == "auto" || s == "required") && !tool_names.is_empty())
+            }
+            Value::Object(_) => {
+                choice["type"] == "function"
+                    && choice["function"]["name"]
+                        .as_str()
+                        .is_some_and(|n| tool_names.contains(n))
+            }
+            _ => false,
+        };
+        if !ok {
+            p.push(format!(
+                "invalid `tool_choice` {choice} for the given tools"
+            ));
+        }
+    }
+
+    // messages
+    let Some(messages) = obj.get("messages").and_then(Value::as_array) else {
+        p.push("`messages` must be an array".into());
+        return p;
+    };
+    if messages.is_empty() {
+        p.push("`messages` must not be empty".into());
+    }
+    let mut pending: Vec<String> = Vec::new();
+    let mut all_ids: HashMap<String, usize> = HashMap::new();
+    let check_content = |p: &mut Vec<String>, i: usize, m: &Value, role: &str| -> bool {
+        match m.get("content") {
+            Some(Value::String(_)) => true,
+            Some(Value::Array(parts)) => {
+                for (j, part) in parts.iter().enumerate() {
+                    let ty = part.get("type").and_then(Value::as_str);
+                    let ok = match ty {
+                        Some("text") => part.get("text").is_some_and(Value::is_string),
+                        Some("image_url") => part.get("image_url").is_some(),
+                        Some("file" | "input_audio") => true,
+                        _ => false,
+                    };
+                    if !ok {
+                        p.push(format!(
+                            "messages[{i}] ({role}) content[{j}] is not a valid part"
+                        ));
+                    }
+                }
+                true
+            }
+            Some(Value::Null) | None => false,
+            Some(other) => {
+                p.push(format!(
+                    "messages[{i}] ({role}) content must be a string or an array of parts, got {other}"
+                ));
+                true
+            }
+        }
+    };
+    for (i, m) in messages.iter().enumerate() {
+        if !m.is_object() {
+            p.push(format!("messages[{i}] is not an object"));
+            continue;
+        }
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        if matches!(role, "system" | "developer" | "user" | "assistant") && !pending.is_empty() {
+            p.push(format!(
+                "messages[{i}] ({role}) comes before the tool results for {pending:?}: every tool call of an assistant message must be answered by a tool message right after it"
+            ));
+            pending.clear();
+        }
+        match role {
+            "system" | "developer" | "user" => {
+                if !check_content(&mut p, i, m, role) {
+                    p.push(format!("messages[{i}] ({role}) has no content"));
+                } else if role == "user"
+                    && content_text(m.get("content")).trim().is_empty()
+                    && !m["content"]
+                        .as_array()
+                        .is_some_and(|a| a.iter().any(|part| part["type"] != "text"))
+                {
+                    p.push(format!(
+                        "messages[{i}] (user) has empty text content (rejected by several providers)"
+                    ));
+                }
+            }
+            "assistant" => {
+                let has_content = check_content(&mut p, i, m, role);
+                let tool_calls = m.get("tool_calls").filter(|t| !t.is_null());
+                match tool_calls {
+                    None => {
+                        if !has_content {
+                            p.push(format!(
+                                "messages[{i}] (assistant) needs `content` or `tool_calls`"
+                            ));
+                        }
+                    }
+                    Some(Value::Array(calls)) if !calls.is_empty() => {
+                        for (j, call) in calls.iter().enumerate() {
+                            let id = call.get("id").and_then(Value::as_str);
+                            match id {
+                                Some(id) if !id.is_empty() => {
+                                    if let Some(prev) = all_ids.insert(id.to_owned(), i) {
+                                        p.push(format!(
+                                            "messages[{i}].tool_calls[{j}]: id {id:?} already used in messages[{prev}]"
+                                        ));
+                                    }
+                                    pending.push(id.to_owned());
+                                }
+                                _ => p.push(format!(
+                                    "messages[{i}].tool_calls[{j}].id must be a non-empty string"
+                                )),
+                            }
+                            if call.get("type").and_then(Value::as_str) != Some("function") {
+                                p.push(format!(
+                                    "messages[{i}].tool_calls[{j}].type must be \"function\""
+                                ));
+                            }
+                            if !call["function"]["name"]
+                                .as_str()
+                                .is_some_and(valid_tool_name)
+                            {
+                                p.push(format!(
+                                    "messages[{i}].tool_calls[{j}].function.name must be a valid tool name"
+                                ));
+                            }
+                            if !call["function"]["arguments"].is_string() {
+                                p.push(format!(
+                                    "messages[{i}].tool_calls[{j}].function.arguments must be a string (JSON text)"
+                                ));
+                            }
+                        }
+                    }
+                    Some(_) => p.push(format!(
+                        "messages[{i}].tool_calls must be a non-empty array (omit it instead)"
+                    )),
+                }
+            }
+            "tool" => {
+                if !check_content(&mut p, i, m, role) {
+                    p.push(format!("messages[{i}] (tool) has no content"));
+                }
+                match m.get("tool_call_id").and_then(Value::as_str) {
+                    None => p.push(format!("messages[{i}] (tool) has no `tool_call_id`")),
+                    Some(id) => match pending.iter().position(|x| x == id) {
+                        Some(pos) => {
+                            pending.remove(pos);
+                        }
+                        None => p.push(format!(
+                            "messages[{i}] (tool) answers {id:?}, which is not an unanswered tool call of the preceding assistant message"
+                        )),
+                    },
+                }
+            }
+            other => p.push(format!("messages[{i}] has invalid role {other:?}")),
+        }
+    }
+    if !pending.is_empty() {
+        p.push(format!(
+            "tool calls {pending:?} of the last assistant message have no tool result"
+        ));
+    }
+    p
+}

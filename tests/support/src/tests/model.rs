@@ -1,0 +1,299 @@
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::http;
+use crate::{FakeModel, Reply};
+
+async fn call(fake: &FakeModel, body: &Value) -> (u16, reqwest::header::HeaderMap, Value) {
+    let resp = http()
+        .post(format!("{}/chat/completions", fake.base_url()))
+        .bearer_auth("sk-or-test")
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, headers, resp.json().await.unwrap())
+}
+
+fn tools() -> Value {
+    json!([{
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+        },
+    }])
+}
+
+#[tokio::test]
+async fn scripts_follow_their_conversation() {
+    let fake = FakeModel::start().await;
+    assert!(fake.base_url().starts_with("http://127.0.0.1:"));
+    assert!(fake.base_url().ends_with("/v1"));
+    fake.script(
+        "fix the login bug",
+        vec![
+            Reply::tool_call("read_file", r#"{"path":"src/login.rs"}"#),
+            Reply::text("Done: fixed it."),
+        ],
+    );
+    fake.script("write docs", vec![Reply::text("Docs written.")]);
+
+    // First turn of conversation A → tool call.
+    let mut messages = vec![
+        json!({"role": "system", "content": "You are CodeButler."}),
+        json!({"role": "user", "content": "please fix the login bug"}),
+    ];
+    let (status, _, body) = call(
+        &fake,
+        &json!({"model": "acme/model-1", "messages": messages, "tools": tools()}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(body["model"], "acme/model-1");
+    assert_eq!(body["provider"], "Fake");
+    assert!(body["id"].as_str().unwrap().starts_with("gen-"));
+    let choice = &body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    assert!(choice["message"]["content"].is_null());
+    let call0 = &choice["message"]["tool_calls"][0];
+    assert_eq!(call0["type"], "function");
+    assert_eq!(call0["function"]["name"], "read_file");
+    assert_eq!(call0["function"]["arguments"], r#"{"path":"src/login.rs"}"#);
+    let call_id = call0["id"].as_str().unwrap().to_owned();
+    assert!(call_id.starts_with("call_"));
+    let usage = &body["usage"];
+    let prompt_chars = "You are CodeButler.".len() + "please fix the login bug".len();
+    assert_eq!(usage["prompt_tokens"], prompt_chars / 4);
+    assert_eq!(
+        usage["completion_tokens"],
+        ("read_file".len() + r#"{"path":"src/login.rs"}"#.len()) / 4 + 1
+    );
+    assert_eq!(
+        usage["total_tokens"].as_u64().unwrap(),
+        usage["prompt_tokens"].as_u64().unwrap() + usage["completion_tokens"].as_u64().unwrap()
+    );
+    assert_eq!(usage["cost"], 0.0001);
+    assert_eq!(usage["prompt_tokens_details"]["cached_tokens"], 0);
+
+    // Conversation B in between gets its own script.
+    let (status, _, body) = call(
+        &fake,
+        &json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text", "text": "write docs please"}]}]}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(body["choices"][0]["message"]["content"], "Docs written.");
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+
+    // Second turn of A: assistant tool call + tool result.
+    messages.push(choice["message"].clone());
+    messages.push(json!({"role": "tool", "tool_call_id": call_id, "content": "fn login() {}"}));
+    let (status, _, body) = call(
+        &fake,
+        &json!({"model": "acme/model-1", "messages": messages, "tools": tools()}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "Done: fixed it.");
+
+    assert_eq!(fake.requests().len(), 3);
+    assert_eq!(fake.requests_for("fix the login bug").len(), 2);
+    assert_eq!(fake.requests_for("write docs").len(), 1);
+    let rec = &fake.requests()[0];
+    assert_eq!(rec.authorization.as_deref(), Some("Bearer sk-or-test"));
+    assert_eq!(rec.script.as_deref(), Some("fix the login bug"));
+    assert_eq!(rec.status, 200);
+    assert_eq!(fake.remaining("fix the login bug"), 0);
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+    assert!(fake.unscripted().is_empty());
+
+    // Script exhausted → 500 + unscripted.
+    let (status, _, body) = call(
+        &fake,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "write docs"}]}),
+    )
+    .await;
+    assert_eq!(status, 500);
+    assert_eq!(body["error"]["code"], 500);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("fake model: no scripted reply for")
+    );
+    // No script at all → 500 + unscripted.
+    let (status, _, _) = call(
+        &fake,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "something else"}]}),
+    )
+    .await;
+    assert_eq!(status, 500);
+    assert_eq!(fake.unscripted().len(), 2);
+    assert!(fake.violations().is_empty());
+}
+
+#[tokio::test]
+async fn longest_matcher_wins() {
+    let fake = FakeModel::start().await;
+    fake.script("bug", vec![Reply::text("short")]);
+    fake.script("login bug", vec![Reply::text("long")]);
+    let (_, _, body) = call(
+        &fake,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "the login bug"}]}),
+    )
+    .await;
+    assert_eq!(body["choices"][0]["message"]["content"], "long");
+}
+
+#[tokio::test]
+async fn errors_and_delays() {
+    let fake = FakeModel::start().await;
+    fake.script(
+        "hello",
+        vec![
+            Reply::Error {
+                status: 429,
+                retry_after: Some("3".into()),
+                message: "Rate limit exceeded".into(),
+            },
+            Reply::error(502, "upstream down"),
+            Reply::delayed(Duration::from_millis(300), Reply::text("late")),
+            Reply::ToolCalls(vec![
+                ("a".into(), "{not json".into()),
+                ("b".into(), "{}".into()),
+            ]),
+        ],
+    );
+    let req = json!({"model": "m", "messages": [{"role": "user", "content": "hello"}]});
+    let (status, headers, body) = call(&fake, &req).await;
+    assert_eq!(status, 429);
+    assert_eq!(headers["retry-after"], "3");
+    assert_eq!(
+        body,
+        json!({"error": {"code": 429, "message": "Rate limit exceeded"}})
+    );
+
+    let (status, headers, body) = call(&fake, &req).await;
+    assert_eq!(status, 502);
+    assert!(headers.get("retry-after").is_none());
+    assert_eq!(body["error"]["code"], 502);
+
+    let started = Instant::now();
+    let (status, _, body) = call(&fake, &req).await;
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    assert_eq!(status, 200);
+    assert_eq!(body["choices"][0]["message"]["content"], "late");
+
+    let (_, _, body) = call(&fake, &req).await;
+    let calls = body["choices"][0]["message"]["tool_calls"]
+        .as_array()
+        .unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0]["function"]["arguments"], "{not json");
+    assert_ne!(calls[0]["id"], calls[1]["id"]);
+    assert!(fake.violations().is_empty());
+    let statuses: Vec<u16> = fake.requests().iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![429, 502, 200, 200]);
+}
+
+#[tokio::test]
+async fn protocol_violations_are_rejected_and_recorded() {
+    let fake = FakeModel::start().await;
+    fake.script("x", vec![Reply::text("never"); 10]);
+    let user = json!({"role": "user", "content": "x"});
+    let asst_call = json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    ]});
+    let cases: Vec<(Value, &str)> = vec![
+        (json!({"messages": [user]}), "`model`"),
+        (json!({"model": "m", "messages": []}), "must not be empty"),
+        (
+            json!({"model": "m", "messages": [{"role": "robot", "content": "x"}]}),
+            "invalid role",
+        ),
+        (
+            json!({"model": "m", "messages": [user, {"role": "tool", "tool_call_id": "call_9", "content": "r"}]}),
+            "not an unanswered tool call",
+        ),
+        (
+            json!({"model": "m", "messages": [user, asst_call, {"role": "user", "content": "x again"}]}),
+            "comes before the tool results",
+        ),
+        (
+            json!({"model": "m", "messages": [user, asst_call]}),
+            "have no tool result",
+        ),
+        (
+            json!({"model": "m", "messages": [user], "tools": [{"type": "function", "function": {"name": "bad name!", "parameters": {"type": "object"}}}]}),
+            "function.name",
+        ),
+        (
+            json!({"model": "m", "messages": [user], "tools": [{"type": "function", "function": {"name": "ok"}}]}),
+            "parameters",
+        ),
+        (
+            json!({"model": "m", "messages": [user, {"role": "assistant", "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": {"a": 1}}}]}, {"role": "tool", "tool_call_id": "c", "content": "r"}]}),
+            "arguments must be a string",
+        ),
+    ];
+    for (i, (body, needle)) in cases.iter().enumerate() {
+        let (status, _, resp) = call(&fake, body).await;
+        assert_eq!(status, 400, "case {i}: {resp}");
+        assert_eq!(resp["error"]["code"], 400);
+        let v = fake.violations();
+        assert_eq!(v.len(), i + 1, "case {i}");
+        assert!(
+            v[i].contains(needle),
+            "case {i}: {:?} lacks {needle:?}",
+            v[i]
+        );
+    }
+    assert_eq!(
+        fake.remaining("x"),
+        10,
+        "rejected requests consume no reply"
+    );
+
+    // Missing key → 401, also a violation.
+    let resp = http()
+        .post(format!("{}/chat/completions", fake.base_url()))
+        .json(&json!({"model": "m", "messages": [user]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    assert_eq!(fake.violations().len(), cases.len() + 1);
+
+    // Invalid JSON → 400.
+    let resp = http()
+        .post(format!("{}/chat/completions", fake.base_url()))
+        .bearer_auth("k")
+        .header("content-type", "application/json")
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 400);
+    assert_eq!(fake.violations().len(), cases.len() + 2);
+}
+
+#[tokio::test]
+async fn required_api_key() {
+    let fake = FakeModel::start().await;
+    fake.require_api_key("sk-right");
+    fake.script("hi", vec![Reply::text("ok")]);
+    let (status, _, body) = call(
+        &fake,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]}),
+    )
+    .await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["code"], 401);
+    assert_eq!(fake.violations().len(), 1);
+}

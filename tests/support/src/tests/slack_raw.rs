@@ -1,0 +1,707 @@
+//! FakeSlack driven by reqwest and a bare tokio-tungstenite client.
+
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use super::http;
+use crate::slack::*;
+
+fn urlencode(pairs: &[(&str, &str)]) -> String {
+    let enc = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                b' ' => "+".to_owned(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", enc(k), enc(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+const T: Duration = Duration::from_secs(5);
+
+async fn post_json(fake: &FakeSlack, method: &str, token: &str, body: Value) -> Value {
+    http()
+        .post(format!("{}{method}", fake.api_url()))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn get(fake: &FakeSlack, method: &str, token: &str, query: &[(&str, &str)]) -> Value {
+    http()
+        .get(format!("{}{method}?{}", fake.api_url(), urlencode(query)))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn connect(fake: &FakeSlack) -> Ws {
+    let open = post_json(fake, "apps.connections.open", APP_TOKEN, json!({})).await;
+    assert_eq!(open["ok"], true, "{open}");
+    let url = open["url"].as_str().unwrap();
+    assert!(url.starts_with(&format!("ws://{}/ws?ticket=", fake.addr())));
+    let (ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    ws
+}
+
+async fn next_json(ws: &mut Ws) -> Value {
+    loop {
+        let msg = tokio::time::timeout(T, ws.next())
+            .await
+            .expect("timed out waiting for a frame")
+            .expect("socket closed")
+            .unwrap();
+        match msg {
+            Message::Text(t) => return serde_json::from_str(t.as_str()).unwrap(),
+            Message::Ping(_) | Message::Pong(_) => continue,
+            other => panic!("unexpected frame {other:?}"),
+        }
+    }
+}
+
+async fn hello(ws: &mut Ws) {
+    let hello = next_json(ws).await;
+    assert_eq!(
+        hello,
+        json!({
+            "type": "hello",
+            "num_connections": 1,
+            "debug_info": {"host": "fake-slack", "build_number": 1, "approximate_connection_time": 18060},
+            "connection_info": {"app_id": APP_ID},
+        })
+    );
+}
+
+#[tokio::test]
+async fn web_api_auth_and_errors() {
+    let fake = FakeSlack::start().await;
+    assert!(fake.api_url().starts_with("http://127.0.0.1:"));
+    assert!(fake.api_url().ends_with("/api/"));
+
+    let auth = get(&fake, "auth.test", BOT_TOKEN, &[]).await;
+    assert_eq!(
+        auth,
+        json!({
+            "ok": true, "url": "https://fake.slack.com/", "team": "Fake", "user": "codebutler",
+            "team_id": TEAM_ID, "user_id": BOT_USER_ID, "bot_id": BOT_ID, "is_enterprise_install": false,
+        })
+    );
+    assert_eq!(
+        get(&fake, "auth.test", "xoxb-wrong", &[]).await["error"],
+        "invalid_auth"
+    );
+    assert_eq!(
+        get(&fake, "auth.test", APP_TOKEN, &[]).await["error"],
+        "not_allowed_token_type"
+    );
+    assert_eq!(
+        post_json(&fake, "apps.connections.open", BOT_TOKEN, json!({})).await["error"],
+        "not_allowed_token_type"
+    );
+    let resp = http()
+        .post(format!("{}auth.test", fake.api_url()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(resp.json::<Value>().await.unwrap()["error"], "not_authed");
+    // The token may also come as a form parameter.
+    let resp: Value = http()
+        .post(format!("{}auth.test", fake.api_url()))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(urlencode(&[("token", BOT_TOKEN)]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resp["ok"], true);
+    assert_eq!(
+        post_json(
+            &fake,
+            "conversations.replies",
+            BOT_TOKEN,
+            json!({"channel": CHANNEL})
+        )
+        .await["error"],
+        "unknown_method"
+    );
+    assert_eq!(
+        post_json(
+            &fake,
+            "chat.postMessage",
+            BOT_TOKEN,
+            json!({"text": "no channel"})
+        )
+        .await["error"],
+        "invalid_arguments"
+    );
+    assert_eq!(
+        post_json(
+            &fake,
+            "chat.postMessage",
+            BOT_TOKEN,
+            json!({"channel": CHANNEL})
+        )
+        .await["error"],
+        "no_text"
+    );
+
+    let calls = fake.calls();
+    assert_eq!(calls.len(), 9);
+    assert_eq!(calls[0].method, "auth.test");
+    assert_eq!(calls[0].http_method, "GET");
+    assert_eq!(calls[0].error, None);
+    assert_eq!(calls[1].error.as_deref(), Some("invalid_auth"));
+    let unknown = fake.calls_of("conversations.replies");
+    assert_eq!(unknown.len(), 1);
+    assert_eq!(unknown[0].params, json!({"channel": CHANNEL}));
+    assert!(fake.posts().is_empty());
+}
+
+#[tokio::test]
+async fn socket_mode_hello_event_ack_resend_and_ping() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    assert!(fake.wait_connected(T).await);
+    assert_eq!(fake.connections_opened(), 1);
+    assert_eq!(fake.hellos_sent(), 1);
+
+    let sent = fake.user_message(CHANNEL, "U0ALICE", "hi bot", None);
+    let env = next_json(&mut ws).await;
+    assert_eq!(env["envelope_id"], sent.envelope_id);
+    assert_eq!(env["type"], "events_api");
+    assert_eq!(env["accepts_response_payload"], false);
+    assert_eq!(env["retry_attempt"], 0);
+    assert_eq!(env["retry_reason"], "");
+    let payload = &env["payload"];
+    assert_eq!(payload["type"], "event_callback");
+    assert_eq!(payload["team_id"], TEAM_ID);
+    assert_eq!(payload["api_app_id"], APP_ID);
+    assert_eq!(payload["event_id"], sent.event_id);
+    assert!(payload["event_time"].as_u64().unwrap() > 1_600_000_000);
+    assert_eq!(
+        payload["authorizations"][0]["user_id"], BOT_USER_ID,
+        "{payload}"
+    );
+    let ev = &payload["event"];
+    assert_eq!(ev["type"], "message");
+    assert_eq!(ev["channel"], CHANNEL);
+    assert_eq!(ev["user"], "U0ALICE");
+    assert_eq!(ev["text"], "hi bot");
+    assert_eq!(ev["ts"], sent.ts);
+    assert_eq!(ev["event_ts"], sent.ts);
+    assert_eq!(ev["channel_type"], "channel");
+    assert!(ev["client_msg_id"].is_string());
+    assert!(ev.get("thread_ts").is_none());
+    assert!(ev.get("subtype").is_none());
+
+    // Ack it.
+    ws.send(Message::Text(
+        json!({"envelope_id": sent.envelope_id}).to_string().into(),
+    ))
+    .await
+    .unwrap();
+    assert!(fake.wait_acked(&sent.envelope_id, T).await);
+    let acks = fake.acks();
+    assert_eq!(acks.len(), 1);
+    assert!(acks[0].at >= fake.sent_at(&sent.envelope_id));
+    assert_eq!(acks[0].payload, None);
+
+    // Resend: same ids, retry bumped.
+    fake.resend(&sent.envelope_id);
+    let again = next_json(&mut ws).await;
+    assert_eq!(again["envelope_id"], sent.envelope_id);
+    assert_eq!(again["retry_attempt"], 1);
+    assert_eq!(again["retry_reason"], "timeout");
+    assert_eq!(again["payload"]["event_id"], sent.event_id);
+    fake.resend(&sent.envelope_id);
+    assert_eq!(next_json(&mut ws).await["retry_attempt"], 2);
+
+    // Thread reply.
+    let reply = fake.user_message(CHANNEL, "U0ALICE", "more", Some(&sent.ts));
+    let env = next_json(&mut ws).await;
+    assert_eq!(env["payload"]["event"]["thread_ts"], sent.ts);
+    assert_eq!(env["payload"]["event"]["parent_user_id"], "U0ALICE");
+    assert!(reply.ts > sent.ts, "ts are monotonic");
+
+    // Arbitrary event.
+    let s = fake
+        .send_event(json!({"type": "member_joined_channel", "user": "U0BOB", "channel": CHANNEL}));
+    let env = next_json(&mut ws).await;
+    assert_eq!(env["payload"]["event"]["type"], "member_joined_channel");
+    assert_eq!(env["payload"]["event"]["event_ts"], s.ts);
+
+    // Pings are answered.
+    ws.send(Message::Ping(b"abc".to_vec().into()))
+        .await
+        .unwrap();
+    let pong = tokio::time::timeout(T, async {
+        loop {
+            if let Message::Pong(p) = ws.next().await.unwrap().unwrap() {
+                return p;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(&pong[..], b"abc");
+
+    // Acks of unknown envelopes are flagged.
+    assert!(fake.violations().is_empty());
+    ws.send(Message::Text(r#"{"envelope_id":"nope"}"#.into()))
+        .await
+        .unwrap();
+    assert!(fake.wait_until(T, || !fake.violations().is_empty()).await);
+}
+
+#[tokio::test]
+async fn events_wait_for_a_connection_then_round_robin() {
+    let fake = FakeSlack::start().await;
+    let first = fake.user_message(CHANNEL, "U1", "queued one", None);
+    let second = fake.user_message(CHANNEL, "U1", "queued two", None);
+    assert!(!fake.wait_connected(Duration::from_millis(50)).await);
+
+    let mut a = connect(&fake).await;
+    hello(&mut a).await;
+    assert_eq!(next_json(&mut a).await["envelope_id"], first.envelope_id);
+    assert_eq!(next_json(&mut a).await["envelope_id"], second.envelope_id);
+
+    let mut b = connect(&fake).await;
+    hello(&mut b).await;
+    assert!(fake.wait_until(T, || fake.open_connections() == 2).await);
+    let ids: Vec<String> = (0..4)
+        .map(|i| {
+            fake.user_message(CHANNEL, "U1", &format!("m{i}"), None)
+                .envelope_id
+        })
+        .collect();
+    let mut got_a = vec![
+        next_json(&mut a).await["envelope_id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        next_json(&mut a).await["envelope_id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    ];
+    let got_b = vec![
+        next_json(&mut b).await["envelope_id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        next_json(&mut b).await["envelope_id"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    ];
+    got_a.extend(got_b);
+    got_a.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(got_a, want, "each event goes to exactly one socket");
+
+    // disconnect_all: every socket gets `disconnect` then a close.
+    fake.disconnect_all();
+    for ws in [&mut a, &mut b] {
+        let msg = next_json(ws).await;
+        assert_eq!(
+            msg,
+            json!({"type": "disconnect", "reason": "refresh_requested", "debug_info": {"host": "fake-slack"}})
+        );
+        let close = tokio::time::timeout(T, ws.next()).await.unwrap();
+        assert!(
+            matches!(close, Some(Ok(Message::Close(_))) | None),
+            "{close:?}"
+        );
+    }
+    assert_eq!(fake.open_connections(), 0);
+    // Sent while nobody is connected → queued for the next socket.
+    let later = fake.user_message(CHANNEL, "U1", "after disconnect", None);
+    let mut c = connect(&fake).await;
+    hello(&mut c).await;
+    assert_eq!(next_json(&mut c).await["envelope_id"], later.envelope_id);
+    assert_eq!(fake.connections_opened(), 3);
+    assert_eq!(fake.hellos_sent(), 3);
+}
+
+#[tokio::test]
+async fn tickets_are_single_use() {
+    let fake = FakeSlack::start().await;
+    let open = post_json(&fake, "apps.connections.open", APP_TOKEN, json!({})).await;
+    let url = open["url"].as_str().unwrap().to_owned();
+    let (_ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    assert!(tokio_tungstenite::connect_async(&url).await.is_err());
+    assert!(
+        tokio_tungstenite::connect_async(format!("ws://{}/ws", fake.addr()))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn post_message_echo_update_and_reactions() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let user = fake.user_message(CHANNEL, "U0ALICE", "do it", None);
+    next_json(&mut ws).await;
+
+    let resp = post_json(
+        &fake,
+        "chat.postMessage",
+        BOT_TOKEN,
+        json!({"channel": CHANNEL, "text": "on it", "thread_ts": user.ts}),
+    )
+    .await;
+    assert_eq!(resp["ok"], true, "{resp}");
+    assert_eq!(resp["channel"], CHANNEL);
+    let ts = resp["ts"].as_str().unwrap().to_owned();
+    assert!(ts > user.ts);
+    assert_eq!(resp["message"]["ts"], ts);
+    assert_eq!(resp["message"]["text"], "on it");
+    assert_eq!(resp["message"]["user"], BOT_USER_ID);
+    assert_eq!(resp["message"]["bot_id"], BOT_ID);
+    assert_eq!(resp["message"]["type"], "message");
+
+    let echo = next_json(&mut ws).await;
+    let ev = &echo["payload"]["event"];
+    assert_eq!(ev["type"], "message");
+    assert!(ev.get("subtype").is_none());
+    assert_eq!(ev["user"], BOT_USER_ID);
+    assert_eq!(ev["bot_id"], BOT_ID);
+    assert_eq!(ev["app_id"], APP_ID);
+    assert_eq!(ev["ts"], ts);
+    assert_eq!(ev["thread_ts"], user.ts);
+    assert_eq!(ev["text"], "on it");
+
+    // Form-encoded post works too (blocks as a JSON string).
+    let resp: Value = http()
+        .post(format!("{}chat.postMessage", fake.api_url()))
+        .bearer_auth(BOT_TOKEN)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(urlencode(&[
+            ("channel", CHANNEL),
+            ("blocks", r#"[{"type":"divider"}]"#),
+        ]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(resp["ok"], true, "{resp}");
+    next_json(&mut ws).await;
+
+    let posts = fake.wait_posts(2, T).await;
+    assert_eq!(
+        posts[0],
+        Post {
+            channel: CHANNEL.into(),
+            ts: ts.clone(),
+            thread_ts: Some(user.ts.clone()),
+            text: "on it".into(),
+            blocks: None,
+        }
+    );
+    assert_eq!(posts[1].text, "");
+    assert_eq!(posts[1].blocks, Some(json!([{"type": "divider"}])));
+
+    // chat.update of the bot's message → ok + message_changed event.
+    let upd = post_json(
+        &fake,
+        "chat.update",
+        BOT_TOKEN,
+        json!({"channel": CHANNEL, "ts": ts, "text": "done"}),
+    )
+    .await;
+    assert_eq!(upd["ok"], true, "{upd}");
+    assert_eq!(upd["ts"], ts);
+    let changed = next_json(&mut ws).await;
+    assert_eq!(changed["payload"]["event"]["subtype"], "message_changed");
+    assert_eq!(changed["payload"]["event"]["message"]["text"], "done");
+    assert_eq!(
+        changed["payload"]["event"]["previous_message"]["text"],
+        "on it"
+    );
+    assert_eq!(
+        fake.updates(),
+        vec![Update {
+            channel: CHANNEL.into(),
+            ts: ts.clone(),
+            text: "done".into(),
+            blocks: None
+        }]
+    );
+    // Not the bot's / unknown message.
+    assert_eq!(
+        post_json(
+            &fake,
+            "chat.update",
+            BOT_TOKEN,
+            json!({"channel": CHANNEL, "ts": user.ts, "text": "x"})
+        )
+        .await["error"],
+        "cant_update_message"
+    );
+    assert_eq!(
+        post_json(
+            &fake,
+            "chat.update",
+            BOT_TOKEN,
+            json!({"channel": CHANNEL, "ts": "1.000001", "text": "x"})
+        )
+        .await["error"],
+        "message_not_found"
+    );
+
+    // Reactions.
+    let add = json!({"channel": CHANNEL, "timestamp": user.ts, "name": "eyes"});
+    assert_eq!(
+        post_json(&fake, "reactions.add", BOT_TOKEN, add.clone()).await["ok"],
+        true
+    );
+    assert_eq!(
+        post_json(&fake, "reactions.add", BOT_TOKEN, add.clone()).await["error"],
+        "already_reacted"
+    );
+    assert_eq!(
+        post_json(&fake, "reactions.remove", BOT_TOKEN, add.clone()).await["ok"],
+        true
+    );
+    assert_eq!(
+        post_json(&fake, "reactions.remove", BOT_TOKEN, add.clone()).await["error"],
+        "no_reaction"
+    );
+    assert_eq!(
+        post_json(
+            &fake,
+            "reactions.add",
+            BOT_TOKEN,
+            json!({"channel": CHANNEL, "timestamp": "1.000001", "name": "eyes"})
+        )
+        .await["error"],
+        "message_not_found"
+    );
+    assert_eq!(
+        fake.reactions(),
+        vec![Reaction {
+            channel: CHANNEL.into(),
+            ts: user.ts.clone(),
+            name: "eyes".into()
+        }]
+    );
+    assert!(fake.current_reactions().is_empty());
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+#[tokio::test]
+async fn rate_limited_calls_get_429_with_retry_after() {
+    let fake = FakeSlack::start().await;
+    fake.rate_limit("chat.postMessage", 2, 7);
+    let body = json!({"channel": CHANNEL, "text": "hi"});
+    for _ in 0..2 {
+        let resp = http()
+            .post(format!("{}chat.postMessage", fake.api_url()))
+            .bearer_auth(BOT_TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 429);
+        assert_eq!(resp.headers()["retry-after"], "7");
+        assert_eq!(
+            resp.json::<Value>().await.unwrap(),
+            json!({"ok": false, "error": "ratelimited"})
+        );
+    }
+    assert_eq!(
+        post_json(&fake, "chat.postMessage", BOT_TOKEN, body).await["ok"],
+        true
+    );
+    assert_eq!(get(&fake, "auth.test", BOT_TOKEN, &[]).await["ok"], true);
+    let errors: Vec<_> = fake
+        .calls_of("chat.postMessage")
+        .into_iter()
+        .map(|c| c.error)
+        .collect();
+    assert_eq!(
+        errors,
+        vec![Some("ratelimited".into()), Some("ratelimited".into()), None]
+    );
+    assert_eq!(fake.posts().len(), 1);
+}
+
+#[tokio::test]
+async fn upload_flow_raw_and_multipart() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let user = fake.user_message(CHANNEL, "U0ALICE", "send the diff", None);
+    next_json(&mut ws).await;
+
+    let content = "diff --git a/x b/x\n+hello\n";
+    let len = content.len().to_string();
+    let got = get(
+        &fake,
+        "files.getUploadURLExternal",
+        BOT_TOKEN,
+        &[("filename", "change.diff"), ("length", &len)],
+    )
+    .await;
+    assert_eq!(got["ok"], true, "{got}");
+    let file_id = got["file_id"].as_str().unwrap().to_owned();
+    assert!(file_id.starts_with('F'));
+    let upload_url = got["upload_url"].as_str().unwrap().to_owned();
+    assert_eq!(upload_url, format!("{}/upload/{file_id}", fake.base_url()));
+
+    // Raw body, as slack-morphism sends it.
+    let resp = http()
+        .post(&upload_url)
+        .bearer_auth(BOT_TOKEN)
+        .header("content-type", "text/plain")
+        .body(content)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    assert_eq!(
+        resp.text().await.unwrap(),
+        format!("OK - {}", content.len())
+    );
+
+    // Completing an id that was never uploaded fails.
+    assert_eq!(
+        post_json(
+            &fake,
+            "files.completeUploadExternal",
+            BOT_TOKEN,
+            json!({"files": [{"id": "F0NOPE"}]})
+        )
+        .await["error"],
+        "file_not_found"
+    );
+    let done = post_json(
+        &fake,
+        "files.completeUploadExternal",
+        BOT_TOKEN,
+        json!({"files": [{"id": file_id, "title": "The diff"}], "channel_id": CHANNEL, "thread_ts": user.ts, "initial_comment": "here"}),
+    )
+    .await;
+    assert_eq!(
+        done,
+        json!({"ok": true, "files": [{"id": file_id, "name": "change.diff", "title": "The diff"}]})
+    );
+    assert_eq!(
+        fake.uploads(),
+        vec![Upload {
+            file_id: file_id.clone(),
+            filename: "change.diff".into(),
+            title: "The diff".into(),
+            content: content.into(),
+            channel: Some(CHANNEL.into()),
+            thread_ts: Some(user.ts.clone()),
+            initial_comment: Some("here".into()),
+        }]
+    );
+    let share = next_json(&mut ws).await;
+    let ev = &share["payload"]["event"];
+    assert_eq!(ev["subtype"], "file_share");
+    assert_eq!(ev["bot_id"], BOT_ID);
+    assert_eq!(ev["thread_ts"], user.ts);
+    assert_eq!(ev["files"][0]["id"], file_id);
+
+    // Multipart upload, form-encoded complete (files as a JSON string), POST for the URL.
+    let got: Value = http()
+        .post(format!("{}files.getUploadURLExternal", fake.api_url()))
+        .bearer_auth(BOT_TOKEN)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(urlencode(&[("filename", "a.txt"), ("length", "3")]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let file_id = got["file_id"].as_str().unwrap().to_owned();
+    let boundary = "XyZbOuNdArY";
+    let body = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"filename\"\r\n\r\na.txt\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"a.txt\"\r\nContent-Type: text/plain\r\n\r\nabc\r\n--{boundary}--\r\n"
+    );
+    let resp = http()
+        .post(got["upload_url"].as_str().unwrap())
+        .header(
+            "content-type",
+            format!("multipart/form-data; boundary={boundary}"),
+        )
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.text().await.unwrap(), "OK - 3");
+    let files = json!([{"id": file_id}]).to_string();
+    let done: Value = http()
+        .post(format!("{}files.completeUploadExternal", fake.api_url()))
+        .bearer_auth(BOT_TOKEN)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(urlencode(&[("files", files.as_str())]))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["ok"], true, "{done}");
+    let up = &fake.uploads()[1];
+    assert_eq!(
+        (
+            up.content.as_str(),
+            up.title.as_str(),
+            up.channel.as_deref()
+        ),
+        ("abc", "a.txt", None)
+    );
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+
+    // A size that differs from `length` is flagged.
+    let got = get(
+        &fake,
+        "files.getUploadURLExternal",
+        BOT_TOKEN,
+        &[("filename", "b"), ("length", "10")],
+    )
+    .await;
+    http()
+        .post(got["upload_url"].as_str().unwrap())
+        .body("short")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fake.violations().len(), 1);
+}
