@@ -140,11 +140,6 @@ impl EventSink for IntakeSink {
             return Ok(());
         }
         tracing::info!(tag = "MSG", "{}: {:?}", msg.user, preview(&msg.text));
-        // A new message also retries the thread's earlier failed ones, in order.
-        self.store
-            .requeue_failed(Some(&msg.thread()))
-            .await
-            .map_err(|e| e.to_string())?;
         self.dispatcher.notify(&msg.thread());
         Ok(())
     }
@@ -172,6 +167,29 @@ impl PmHandler {
     async fn react(&self, msg: &IncomingMessage, name: &str) {
         if let Err(e) = self.sender.react(&msg.channel, &msg.ts, name).await {
             tracing::warn!(thread = %msg.thread(), "react {name}: {e}");
+        }
+    }
+
+    /// Stores a turn, retrying briefly: the answer is already posted.
+    async fn store_turn(
+        &self,
+        msg: &IncomingMessage,
+        messages: &[codebutler_runner::conversation::ChatMessage],
+    ) -> Result<(), crate::store::StoreError> {
+        let mut attempt = 0;
+        loop {
+            match self
+                .store
+                .complete_turn(msg, crate::pm::ROLE, messages)
+                .await
+            {
+                Err(e) if attempt < 3 => {
+                    tracing::warn!(thread = %msg.thread(), "store pm turn: {e}; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                }
+                result => return result,
+            }
         }
     }
 
@@ -241,13 +259,12 @@ impl MessageHandler for PmHandler {
             self.settle_failed(&msg).await;
             return;
         }
-        if let Err(e) = self
-            .store
-            .complete_turn(&msg, crate::pm::ROLE, &turn.new_messages)
-            .await
-        {
-            tracing::error!(thread = %thread, "store pm turn: {e}");
-            self.settle_failed(&msg).await;
+        if let Err(e) = self.store_turn(&msg, &turn.new_messages).await {
+            // The answer is posted: never answer again. The thread's history misses this turn.
+            tracing::error!(thread = %thread, "store pm turn: {e}; the answer was posted but is not in the thread's history");
+            if let Err(e) = self.store.mark_processed(&msg).await {
+                tracing::error!(thread = %thread, "mark processed: {e}");
+            }
             return;
         }
         self.react(&msg, "white_check_mark").await;

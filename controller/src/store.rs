@@ -131,11 +131,19 @@ impl Store {
         Ok(Self { pool })
     }
 
+    /// A write transaction that takes SQLite's write lock at once (`BEGIN IMMEDIATE`), so
+    /// concurrent writers wait for each other (busy timeout) instead of failing when a read
+    /// transaction cannot be upgraded.
+    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
     /// Stores a user message unless it is already stored (Slack retries an event until it is
-    /// acknowledged, and may deliver it on two connections). Returns whether it was new.
+    /// acknowledged, and may deliver it on two connections). Returns whether it was new; a
+    /// new message puts its thread's failed messages back in line, so they are retried first.
     pub async fn record_message(&self, msg: &IncomingMessage) -> Result<bool, StoreError> {
         let now = now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO threads (channel_id, thread_ts, created_at, updated_at) VALUES (?, ?, ?, ?) \
              ON CONFLICT (channel_id, thread_ts) DO NOTHING",
@@ -161,6 +169,17 @@ impl Store {
         .await?
         .rows_affected()
             == 1;
+        if inserted {
+            // A new message also puts the thread's failed ones back in line, before it.
+            sqlx::query(
+                "UPDATE messages SET state = 'pending' WHERE state = 'failed' \
+                 AND channel_id = ? AND thread_ts = ?",
+            )
+            .bind(&msg.channel)
+            .bind(&msg.thread_ts)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(inserted)
     }
@@ -182,26 +201,11 @@ impl Store {
             .collect())
     }
 
-    /// Puts failed messages back in line: all of them (`None`, at start) or one thread's
-    /// (when a new message arrives in it, so the conversation stays in order).
-    pub async fn requeue_failed(&self, thread: Option<&ThreadKey>) -> Result<u64, StoreError> {
-        let result = match thread {
-            None => {
-                sqlx::query("UPDATE messages SET state = 'pending' WHERE state = 'failed'")
-                    .execute(&self.pool)
-                    .await?
-            }
-            Some(t) => {
-                sqlx::query(
-                    "UPDATE messages SET state = 'pending' WHERE state = 'failed' \
-                     AND channel_id = ? AND thread_ts = ?",
-                )
-                .bind(&t.channel)
-                .bind(&t.thread_ts)
-                .execute(&self.pool)
-                .await?
-            }
-        };
+    /// Puts every failed message back in line (at start).
+    pub async fn requeue_failed(&self) -> Result<u64, StoreError> {
+        let result = sqlx::query("UPDATE messages SET state = 'pending' WHERE state = 'failed'")
+            .execute(&self.pool)
+            .await?;
         Ok(result.rows_affected())
     }
 
@@ -290,7 +294,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         let thread = msg.thread();
         let now = now();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.begin_write().await?;
         let next: i64 = sqlx::query(
             "SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM conversation_messages \
              WHERE channel_id = ? AND thread_ts = ? AND role = ?",
@@ -492,8 +496,38 @@ mod tests {
         s.record_message(&a).await.unwrap();
         s.mark_failed(&a).await.unwrap();
         assert_eq!(s.next_pending(&a.thread()).await.unwrap(), None);
-        assert_eq!(s.requeue_failed(Some(&a.thread())).await.unwrap(), 1);
+        // A new message in the thread brings it back, ahead of itself.
+        let b = msg("1.2", "1.1");
+        s.record_message(&b).await.unwrap();
+        assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a.clone()));
+        s.mark_failed(&a).await.unwrap();
+        assert_eq!(s.requeue_failed().await.unwrap(), 1);
         assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a));
+    }
+
+    #[tokio::test]
+    async fn concurrent_writers_wait_instead_of_failing() {
+        let (_d, s) = store().await;
+        let tasks: Vec<_> = (0..40)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let m = msg(&format!("{i}.1"), &format!("{i}.1"));
+                    s.record_message(&m).await?;
+                    s.conversation(&m.thread(), "pm").await?;
+                    s.complete_turn(
+                        &m,
+                        "pm",
+                        &[ChatMessage::user("q"), ChatMessage::assistant_text("a")],
+                    )
+                    .await
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap().unwrap();
+        }
+        assert!(s.threads_with_pending().await.unwrap().is_empty());
     }
 
     #[tokio::test]

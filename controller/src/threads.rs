@@ -106,7 +106,7 @@ impl Dispatcher {
 
     /// Wakes every thread that has messages stored but not processed (after a restart).
     pub async fn resume_pending(&self) -> Result<usize, crate::store::StoreError> {
-        self.inner.store.requeue_failed(None).await?;
+        self.inner.store.requeue_failed().await?;
         let threads = self.inner.store.threads_with_pending().await?;
         for thread in &threads {
             self.notify(thread);

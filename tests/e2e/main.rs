@@ -9,4 +9,5 @@ mod config_errors;
 mod intake;
 mod output;
 mod pm;
+mod postgres;
 mod resilience;
