@@ -131,8 +131,13 @@ impl Env {
 
     /// Starts the daemon and waits until it has connected to Socket Mode.
     pub async fn start(&self) -> Daemon {
+        self.start_with(&[]).await
+    }
+
+    /// Starts the daemon with extra arguments and waits until it has connected.
+    pub async fn start_with(&self, args: &[&str]) -> Daemon {
         let opened = self.slack.connections_opened();
-        let daemon = self.spawn();
+        let daemon = self.spawn_with(args);
         let connected = self
             .slack
             .wait_until(WAIT, || {
@@ -144,6 +149,10 @@ impl Env {
     }
 
     pub fn spawn(&self) -> Daemon {
+        self.spawn_with(&[])
+    }
+
+    pub fn spawn_with(&self, args: &[&str]) -> Daemon {
         let log = self
             .outside
             .path()
@@ -151,6 +160,7 @@ impl Env {
         let file = std::fs::File::create(&log).unwrap();
         let child = self
             .command()
+            .args(args)
             .stdout(Stdio::null())
             .stderr(file)
             .spawn()

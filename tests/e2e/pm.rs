@@ -6,6 +6,9 @@ use std::time::Duration;
 use codebutler_test_support::model::Reply;
 use serde_json::json;
 
+use codebutler_controller::store::{Store, ThreadKey};
+use codebutler_test_support::slack::{APP_TOKEN, BOT_TOKEN, CHANNEL};
+
 use crate::harness::{Env, OUTSIDE_SECRET, USER, WAIT, tool_results, user_messages};
 
 #[tokio::test]
@@ -20,7 +23,7 @@ async fn question_is_answered_after_grep_and_read_file() {
             Reply::text("It is `SESSION_EXPIRY_SECS` in **src/auth/session.rs:4**: 3600 seconds."),
         ],
     );
-    let _daemon = env.start().await;
+    let daemon = env.start().await;
     let thread = env.say(q);
     let posts = env.wait_thread_posts(&thread, 1).await;
     assert_eq!(
@@ -99,6 +102,54 @@ async fn question_is_answered_after_grep_and_read_file() {
         env.model.unscripted()
     );
     env.assert_clean();
+
+    // Usage of the three calls is recorded against the thread and role.
+    let store = Store::open(&env.repo_path().join(".codebutler/store.db"))
+        .await
+        .unwrap();
+    let key = ThreadKey {
+        channel: CHANNEL.into(),
+        thread_ts: thread.clone(),
+    };
+    let totals = store.usage_totals(&key).await.unwrap();
+    assert_eq!(totals.calls, 3);
+    assert!(
+        totals.prompt_tokens > 0 && totals.completion_tokens > 0,
+        "{totals:?}"
+    );
+    assert!((totals.cost - 0.0003).abs() < 1e-9, "{totals:?}");
+
+    // No secret reached the log, even at debug level.
+    let log = daemon.log();
+    assert!(
+        log.contains("MSG  U0ALICE: \"where is the session expiry set?\""),
+        "{log}"
+    );
+    for secret in [BOT_TOKEN, APP_TOKEN, "sk-or-test-key"] {
+        assert!(!log.contains(secret), "{secret} in log:\n{log}");
+    }
+}
+
+#[tokio::test]
+async fn json_log_format_prints_one_object_per_line() {
+    let env = Env::new().await;
+    let q = "json please";
+    env.model.script(q, vec![Reply::text("ok")]);
+    let daemon = env.start_with(&["--log-format", "json"]).await;
+    let thread = env.say(q);
+    env.wait_thread_posts(&thread, 1).await;
+    let log = daemon.log();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(lines.iter().any(|l| l["tag"] == "MSG"), "{log}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["timestamp"].is_string()),
+        "{log}"
+    );
 }
 
 #[tokio::test]
@@ -324,12 +375,8 @@ async fn conversation_continues_in_the_thread_and_gh_status_runs_gh() {
     assert_eq!(log.len(), 1);
     assert!(log[0].starts_with("pr view 7 --json "), "{log:?}");
 
-    env.slack.user_message(
-        codebutler_test_support::slack::CHANNEL,
-        USER,
-        "what did I ask?",
-        Some(&thread),
-    );
+    env.slack
+        .user_message(CHANNEL, USER, "what did I ask?", Some(&thread));
     let posts = env.wait_thread_posts(&thread, 2).await;
     assert_eq!(posts[1].text, "*PM:* You asked about PR 7.");
     let last = env.model.requests_for(q).pop().unwrap();
