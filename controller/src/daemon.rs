@@ -81,6 +81,7 @@ pub async fn run(
         pm,
         sender,
         store: store.clone(),
+        allowed_users: config.access.allowed_users.clone(),
     });
     let dispatcher = Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT);
     let sink = Arc::new(IntakeSink {
@@ -150,6 +151,8 @@ struct PmHandler {
     pm: Pm,
     sender: Sender,
     store: Store,
+    /// Who may ask for work; empty means everyone in the channel.
+    allowed_users: Vec<String>,
 }
 
 impl PmHandler {
@@ -204,6 +207,22 @@ impl PmHandler {
 impl MessageHandler for PmHandler {
     async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
         let thread = msg.thread();
+        if !self.allowed_users.is_empty() && !self.allowed_users.contains(&msg.user) {
+            tracing::info!(
+                tag = "PM",
+                "thread {thread} → {} is not in access.allowedUsers",
+                msg.user
+            );
+            let reply = "Sorry, I only take requests from the people on this channel's allow-list (`access.allowedUsers`). Ask whoever runs CodeButler to add you.";
+            if self.say(&msg, reply).await {
+                if let Err(e) = self.store.mark_processed(&msg).await {
+                    tracing::error!(thread = %thread, "mark processed: {e}");
+                }
+            } else {
+                self.settle_failed(&msg).await;
+            }
+            return;
+        }
         if let Route::OtherRoles(named) = route(&msg.text) {
             tracing::info!(
                 tag = "PM",

@@ -107,3 +107,24 @@ async fn reconnects_after_a_disconnect_message() {
     let posts = env.wait_thread_posts(&thread, 1).await;
     assert_eq!(posts[0].text, "*PM:* yes");
 }
+
+#[tokio::test]
+async fn users_outside_the_allow_list_are_told_without_a_model_call() {
+    let env = Env::with_config(json!({"access": {"allowedUsers": ["U0BOSS"]}})).await;
+    let q = "boss question";
+    env.model.script(q, vec![Reply::text("yes boss")]);
+    let _daemon = env.start().await;
+    let stranger = env.say("can I ask something?");
+    let posts = env.wait_thread_posts(&stranger, 1).await;
+    assert!(
+        posts[0].text.starts_with(
+            "*PM:* Sorry, I only take requests from the people on this channel's allow-list"
+        ),
+        "{}",
+        posts[0].text
+    );
+    let boss = env.slack.user_message(CHANNEL, "U0BOSS", q, None);
+    let posts = env.wait_thread_posts(&boss.ts, 1).await;
+    assert_eq!(posts[0].text, "*PM:* yes boss");
+    assert_eq!(env.model.requests().len(), 1);
+}
