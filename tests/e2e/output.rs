@@ -21,12 +21,18 @@ async fn long_answers_are_split_and_long_code_is_uploaded() {
     env.model.script(q, vec![Reply::text(answer)]);
     let _daemon = env.start().await;
     let thread = env.say(q);
+    // The reply ends with the text after the snippet: wait for it.
     let ok = env
         .slack
-        .wait_until(crate::harness::WAIT, || !env.slack.uploads().is_empty())
+        .wait_until(crate::harness::WAIT, || {
+            env.thread_posts(&thread)
+                .last()
+                .is_some_and(|p| p.text.contains("make deploy"))
+        })
         .await;
-    assert!(ok, "no upload");
-    let posts = env.wait_thread_posts(&thread, 3).await;
+    assert!(ok, "reply incomplete: {:?}", env.thread_posts(&thread));
+    let posts = env.thread_posts(&thread);
+    assert!(posts.len() >= 3, "{posts:?}");
     assert!(posts[0].text.starts_with("*PM:* Part 0:"));
     for p in &posts {
         assert!(
