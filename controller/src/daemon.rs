@@ -32,8 +32,6 @@ const PM_PREFIX: &str = "*PM:* ";
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
     #[error(transparent)]
-    Layout(#[from] crate::layout::LayoutError),
-    #[error(transparent)]
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Slack(#[from] crate::slack::api::SlackError),
@@ -48,13 +46,13 @@ pub enum StartError {
     },
 }
 
-/// Runs the daemon for the repository at `layout` until `shutdown` completes.
+/// Runs the daemon for the repository at `layout` (already set up with [`Layout::init`])
+/// until `shutdown` completes.
 pub async fn run(
     layout: Layout,
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
-    layout.init()?;
     let store = Store::open(&layout.store()).await?;
     let client = build_client(&config.slack.api_url)?;
     let bot = auth_test(&client, &config.slack.bot_token).await?;

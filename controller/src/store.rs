@@ -12,6 +12,9 @@ use codebutler_runner::conversation::ChatMessage;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
+/// Attempts after which a failed message is no longer retried (it stays stored).
+pub const MAX_ATTEMPTS: i64 = 3;
+
 /// The embedded migrations (also usable against PostgreSQL).
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
@@ -173,8 +176,9 @@ impl Store {
             // A new message also puts the thread's failed ones back in line, before it.
             sqlx::query(
                 "UPDATE messages SET state = 'pending' WHERE state = 'failed' \
-                 AND channel_id = ? AND thread_ts = ?",
+                 AND attempts < ? AND channel_id = ? AND thread_ts = ?",
             )
+            .bind(MAX_ATTEMPTS)
             .bind(&msg.channel)
             .bind(&msg.thread_ts)
             .execute(&mut *tx)
@@ -201,11 +205,14 @@ impl Store {
             .collect())
     }
 
-    /// Puts every failed message back in line (at start).
+    /// Puts every failed message with attempts left back in line (at start).
     pub async fn requeue_failed(&self) -> Result<u64, StoreError> {
-        let result = sqlx::query("UPDATE messages SET state = 'pending' WHERE state = 'failed'")
-            .execute(&self.pool)
-            .await?;
+        let result = sqlx::query(
+            "UPDATE messages SET state = 'pending' WHERE state = 'failed' AND attempts < ?",
+        )
+        .bind(MAX_ATTEMPTS)
+        .execute(&self.pool)
+        .await?;
         Ok(result.rows_affected())
     }
 
@@ -502,7 +509,15 @@ mod tests {
         assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a.clone()));
         s.mark_failed(&a).await.unwrap();
         assert_eq!(s.requeue_failed().await.unwrap(), 1);
-        assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a));
+        assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a.clone()));
+        // The third failure is the last: a message that always fails is not retried forever.
+        s.mark_failed(&a).await.unwrap();
+        assert_eq!(s.requeue_failed().await.unwrap(), 0);
+        s.record_message(&msg("1.3", "1.1")).await.unwrap();
+        assert_eq!(
+            s.next_pending(&a.thread()).await.unwrap().unwrap().ts,
+            "1.2"
+        );
     }
 
     #[tokio::test]

@@ -226,8 +226,8 @@ mod tests {
         }
 
         async fn on_panic(&self, msg: IncomingMessage, panic: String) {
-            self.panics.lock().unwrap().push(panic);
             self.store.mark_failed(&msg).await.unwrap();
+            self.panics.lock().unwrap().push(panic);
         }
     }
 
@@ -293,11 +293,17 @@ mod tests {
         let other = msg("2.1", "2.1", "fine");
         store.record_message(&other).await.unwrap();
         disp.notify(&other.thread());
+        eventually(|| rec.panics.lock().unwrap().len() == 1).await;
+        // The next message in the thread retries the failed one first (it panics again),
+        // then is handled itself.
         let after = msg("1.2", "1.1", "after");
         store.record_message(&after).await.unwrap();
         disp.notify(&after.thread());
         eventually(|| rec.handled.lock().unwrap().len() == 2).await;
-        assert_eq!(*rec.panics.lock().unwrap(), vec!["boom in handler"]);
+        assert_eq!(
+            *rec.panics.lock().unwrap(),
+            vec!["boom in handler", "boom in handler"]
+        );
         let mut handled = rec.handled.lock().unwrap().clone();
         handled.sort();
         assert_eq!(handled, vec!["after", "fine"]);
