@@ -52,17 +52,33 @@ fn display_line(line: &str) -> String {
 }
 
 fn search(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
+    search_files(
+        NAME,
+        root,
+        &args.pattern,
+        args.glob.as_deref(),
+        args.path.as_deref(),
+    )
+}
+
+/// Searches the files under `path` (relative to `root`; default the whole repository),
+/// optionally only those matching `glob`, for lines matching the regex `pattern`. Returns
+/// `path:line:text` lines sorted by path and line, at most [`MAX_MATCHES`], or
+/// `no matches`. `tool` names the calling tool in argument errors.
+pub(crate) fn search_files(
+    tool: &str,
+    root: &RepoRoot,
+    pattern: &str,
+    glob: Option<&str>,
+    path: Option<&str>,
+) -> Result<String, ToolError> {
     let matcher =
-        RegexMatcher::new_line_matcher(&args.pattern).map_err(|e| ToolError::InvalidArguments {
-            tool: NAME.to_owned(),
-            reason: format!("invalid regex {:?}: {e}", args.pattern),
+        RegexMatcher::new_line_matcher(pattern).map_err(|e| ToolError::InvalidArguments {
+            tool: tool.to_owned(),
+            reason: format!("invalid regex {pattern:?}: {e}"),
         })?;
-    let glob = args
-        .glob
-        .as_deref()
-        .map(|g| compile_glob(NAME, g))
-        .transpose()?;
-    let start = root.resolve(args.path.as_deref().unwrap_or(""))?;
+    let glob = glob.map(|g| compile_glob(tool, g)).transpose()?;
+    let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
     let mut searcher = SearcherBuilder::new()
         .binary_detection(BinaryDetection::quit(b'\x00'))

@@ -1,5 +1,6 @@
 //! ListFiles: lists repository files matching a glob, relative to the repository root.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -65,18 +66,37 @@ pub(crate) fn glob_matches(glob: &GlobMatcher, rel: &str, start_rel: &str) -> bo
     false
 }
 
-fn list(root: &RepoRoot, pattern: &str, path: Option<&str>) -> Result<String, ToolError> {
-    let glob = compile_glob(NAME, pattern)?;
+/// The files under `path` (relative to `root`; default the whole repository) whose name or
+/// path matches the glob `pattern`, as (path relative to the root, absolute path), sorted
+/// by path. `tool` names the calling tool in argument errors.
+pub(crate) fn matching_files(
+    tool: &str,
+    root: &RepoRoot,
+    pattern: &str,
+    path: Option<&str>,
+) -> Result<Vec<(String, PathBuf)>, ToolError> {
+    let glob = compile_glob(tool, pattern)?;
     let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
-    let mut matched: Vec<String> = walk_files(root, &start)
+    Ok(walk_files(root, &start)
         .into_iter()
-        .map(|(rel, _)| rel)
-        .filter(|rel| glob_matches(&glob, rel, &start_rel))
-        .take(MAX_FILES + 1)
-        .collect();
+        .filter(|(rel, _)| glob_matches(&glob, rel, &start_rel))
+        .collect())
+}
+
+fn list(root: &RepoRoot, pattern: &str, path: Option<&str>) -> Result<String, ToolError> {
+    let matched = matching_files(NAME, root, pattern, path)?
+        .into_iter()
+        .map(|(rel, _)| rel);
+    Ok(render_file_list(matched))
+}
+
+/// One path per line, at most [`MAX_FILES`] with a marker when there were more, or
+/// `no files match`.
+pub(crate) fn render_file_list(paths: impl IntoIterator<Item = String>) -> String {
+    let mut matched: Vec<String> = paths.into_iter().take(MAX_FILES + 1).collect();
     if matched.is_empty() {
-        return Ok("no files match".to_owned());
+        return "no files match".to_owned();
     }
     let more = matched.len() > MAX_FILES;
     matched.truncate(MAX_FILES);
@@ -86,7 +106,7 @@ fn list(root: &RepoRoot, pattern: &str, path: Option<&str>) -> Result<String, To
             "\n[stopped at {MAX_FILES} files; narrow the pattern]"
         ));
     }
-    Ok(out)
+    out
 }
 
 #[async_trait]

@@ -2,6 +2,7 @@
 //! confined to one repository root by [`path::RepoRoot`]. The controller adds the tools
 //! that need its state (ReadMemory, ListThreads, GHStatus, ProposePlan).
 
+pub mod coder;
 pub mod git;
 pub mod grep;
 pub mod list_files;

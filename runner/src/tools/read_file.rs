@@ -41,21 +41,26 @@ impl ReadFile {
     }
 }
 
-fn invalid(reason: String) -> ToolError {
+fn invalid(tool: &str, reason: String) -> ToolError {
     ToolError::InvalidArguments {
-        tool: NAME.to_owned(),
+        tool: tool.to_owned(),
         reason,
     }
 }
 
 /// A positive count from the model's optional argument.
-fn positive(name: &str, value: Option<i64>, default: usize) -> Result<usize, ToolError> {
+fn positive(
+    tool: &str,
+    name: &str,
+    value: Option<i64>,
+    default: usize,
+) -> Result<usize, ToolError> {
     match value {
         None => Ok(default),
         Some(v) if v >= 1 => {
-            Ok(usize::try_from(v).map_err(|_| invalid(format!("{name} is too large")))?)
+            Ok(usize::try_from(v).map_err(|_| invalid(tool, format!("{name} is too large")))?)
         }
-        Some(v) => Err(invalid(format!("{name} must be at least 1, got {v}"))),
+        Some(v) => Err(invalid(tool, format!("{name} must be at least 1, got {v}"))),
     }
 }
 
@@ -74,15 +79,47 @@ fn display_line(bytes: &[u8]) -> String {
     }
 }
 
+/// How a file-reading tool presents a file: its name (for argument errors), its line cap,
+/// and the tool it points to when asked to read a directory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReadStyle {
+    pub(crate) tool: &'static str,
+    pub(crate) max_lines: usize,
+    pub(crate) list_tool: &'static str,
+}
+
+const STYLE: ReadStyle = ReadStyle {
+    tool: NAME,
+    max_lines: MAX_LINES,
+    list_tool: "ListFiles",
+};
+
 fn read(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
-    let offset = positive("offset", args.offset, 1)?;
-    let limit = positive("limit", args.limit, MAX_LINES)?.min(MAX_LINES);
-    let path = root.resolve(&args.path)?;
+    read_numbered(root, &args.path, args.offset, args.limit, STYLE)
+}
+
+/// Reads the text file at `rel` (resolved through `root`) as numbered lines
+/// (`{:>5}│ {line}`), from line `offset` (1-based, default 1) for at most `limit` lines
+/// (default and cap `style.max_lines`). Binary files and directories are refused.
+pub(crate) fn read_numbered(
+    root: &RepoRoot,
+    rel: &str,
+    offset: Option<i64>,
+    limit: Option<i64>,
+    style: ReadStyle,
+) -> Result<String, ToolError> {
+    let tool = style.tool;
+    let offset = positive(tool, "offset", offset, 1)?;
+    let limit = positive(tool, "limit", limit, style.max_lines)?.min(style.max_lines);
+    let path = root.resolve(rel)?;
     let rel = root.relative(&path);
     let io_err = |e: std::io::Error| ToolError::Failed(format!("cannot read {rel}: {e}"));
     let meta = std::fs::metadata(&path).map_err(io_err)?;
     if meta.is_dir() {
-        return Err(invalid(format!("{rel} is a directory; use ListFiles")));
+        return Err(invalid(
+            tool,
+            format!("{rel} is a directory; use {}", style.list_tool),
+        ));
     }
     if !meta.is_file() {
         return Err(ToolError::Failed(format!("{rel} is not a regular file")));
@@ -117,9 +154,10 @@ fn read(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
         return Ok(format!("[{rel} is empty]"));
     }
     if shown.is_empty() {
-        return Err(invalid(format!(
-            "offset {offset} is past the end of {rel}, which has {total} lines"
-        )));
+        return Err(invalid(
+            tool,
+            format!("offset {offset} is past the end of {rel}, which has {total} lines"),
+        ));
     }
     let end = offset + shown.len() - 1;
     let mut out = shown.join("\n");

@@ -1,0 +1,141 @@
+//! Grep: the PM's regex search (same engine, rules and output), with worktree paths.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use super::files::worktree_relative;
+use crate::conversation::ToolSpec;
+use crate::tool::{Tool, ToolError, parse_args};
+use crate::tools::grep::search_files;
+use crate::tools::path::RepoRoot;
+
+const NAME: &str = "Grep";
+
+/// Searches the worktree's files for a regex (gitignore-aware).
+#[derive(Debug, Clone)]
+pub struct GrepTool {
+    root: Arc<RepoRoot>,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    path: Option<String>,
+    glob: Option<String>,
+}
+
+impl GrepTool {
+    /// A Grep confined to `root`.
+    pub fn new(root: Arc<RepoRoot>) -> Self {
+        Self { root }
+    }
+}
+
+fn search(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
+    let path = args
+        .path
+        .as_deref()
+        .map(|p| worktree_relative(root, p))
+        .transpose()?;
+    search_files(
+        NAME,
+        root,
+        &args.pattern,
+        args.glob.as_deref(),
+        path.as_deref(),
+    )
+}
+
+#[async_trait]
+impl Tool for GrepTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME,
+            description: "Search file contents for a regex (Rust regex syntax, matched line by line), skipping .gitignore'd, hidden and binary files. Returns `path:line:text` lines with paths relative to the worktree root, at most 100 matches; narrow with path or glob.",
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "Regular expression, e.g. \"fn \\\\w+_test\" or \"TODO|FIXME\"."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "File or directory to search (absolute inside the worktree, or relative to its root); default the whole worktree."
+                    },
+                    "glob": {
+                        "type": "string",
+                        "description": "Only search files whose name or path matches this glob, e.g. \"*.rs\" or \"src/**/*.ts\"."
+                    }
+                },
+                "required": ["pattern"]
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
+        let args: Args = parse_args(NAME, args)?;
+        let root = Arc::clone(&self.root);
+        tokio::task::spawn_blocking(move || search(&root, &args))
+            .await
+            .map_err(|e| ToolError::Failed(format!("{NAME} did not finish: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::worktree;
+    use super::*;
+    use crate::tools::path::test_support::write_files;
+    use serde_json::json;
+
+    async fn run(root: &Arc<RepoRoot>, args: serde_json::Value) -> Result<String, ToolError> {
+        GrepTool::new(Arc::clone(root)).call(args).await
+    }
+
+    #[tokio::test]
+    async fn finds_matches_and_respects_gitignore() {
+        let (dir, root) = worktree(&[
+            (".gitignore", "target/\n"),
+            ("src/lib.rs", "pub fn alpha() {}\n// needle\n"),
+            ("b.txt", "needle\n"),
+        ]);
+        write_files(dir.path(), &[("target/out.txt", "needle\n")]);
+        assert_eq!(
+            run(&root, json!({"pattern": "needle"})).await.unwrap(),
+            "b.txt:1:needle\nsrc/lib.rs:2:// needle"
+        );
+        assert_eq!(
+            run(&root, json!({"pattern": "needle", "glob": "*.rs"}))
+                .await
+                .unwrap(),
+            "src/lib.rs:2:// needle"
+        );
+        let abs = root.root().join("src");
+        assert_eq!(
+            run(
+                &root,
+                json!({"pattern": "fn", "path": abs.to_string_lossy()})
+            )
+            .await
+            .unwrap(),
+            "src/lib.rs:1:pub fn alpha() {}"
+        );
+        let err = run(&root, json!({"pattern": "x", "path": "/etc"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PathRefused { .. }), "{err}");
+        let err = run(&root, json!({"pattern": "("})).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("invalid arguments for Grep: invalid regex"),
+            "{err}"
+        );
+    }
+}

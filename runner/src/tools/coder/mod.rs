@@ -1,0 +1,91 @@
+//! The Coder's core tools: Read, Write, Edit, Bash, Grep and Glob, confined to the worktree
+//! root. They run inside the runner's kernel sandbox, which is the security boundary; the
+//! path checks of [`RepoRoot`] still apply (absolute paths are accepted when they lie
+//! inside the root, since coding models use them), and `.git` is never written.
+//!
+//! Read, Grep and Glob share their rendering and search code with the PM's ReadFile, Grep
+//! and ListFiles.
+
+mod bash;
+mod edit;
+mod files;
+mod glob;
+mod grep;
+mod read;
+mod write;
+
+use std::sync::Arc;
+
+pub use bash::{BashConfig, BashTool};
+pub use edit::EditTool;
+pub use glob::GlobTool;
+pub use grep::GrepTool;
+pub use read::ReadTool;
+pub use write::WriteTool;
+
+use super::path::RepoRoot;
+use crate::tool::Tool;
+
+/// The Coder's core tools confined to `root`, in the order they are offered: Read, Write,
+/// Edit, Bash, Grep, Glob.
+pub fn coder_tools(root: Arc<RepoRoot>, bash: BashConfig) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(ReadTool::new(Arc::clone(&root))),
+        Arc::new(WriteTool::new(Arc::clone(&root))),
+        Arc::new(EditTool::new(Arc::clone(&root))),
+        Arc::new(BashTool::new(Arc::clone(&root), bash)),
+        Arc::new(GrepTool::new(Arc::clone(&root))),
+        Arc::new(GlobTool::new(root)),
+    ]
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::tools::path::test_support::repo_with;
+
+    /// A git worktree holding `files` in one commit.
+    pub(crate) fn worktree(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<RepoRoot>) {
+        repo_with(files)
+    }
+
+    /// The sorted names in `dir`.
+    pub(crate) fn entries(dir: &std::path::Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn tools_come_in_order_with_their_parameters() {
+        let (_dir, root) = worktree(&[]);
+        let tools = coder_tools(root, BashConfig::default());
+        let names: Vec<&str> = tools.iter().map(|t| t.spec().name).collect();
+        assert_eq!(names, ["Read", "Write", "Edit", "Bash", "Grep", "Glob"]);
+        let read_only: Vec<bool> = tools.iter().map(|t| t.read_only()).collect();
+        assert_eq!(read_only, [true, false, false, false, true, true]);
+        let required: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|t| t.spec().parameters["required"].clone())
+            .collect();
+        assert_eq!(
+            required,
+            [
+                serde_json::json!(["file_path"]),
+                serde_json::json!(["file_path", "content"]),
+                serde_json::json!(["file_path", "old_string", "new_string"]),
+                serde_json::json!(["command"]),
+                serde_json::json!(["pattern"]),
+                serde_json::json!(["pattern"]),
+            ]
+        );
+        for tool in &tools {
+            let spec = tool.spec();
+            assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
+            assert!(spec.description.len() < 600, "{}", spec.name);
+        }
+    }
+}
