@@ -6,7 +6,11 @@
 //! Nothing here talks to the network or holds a secret: the model is reached through the
 //! [`tool_loop::ChatModel`] trait, which the controller implements with its gateway.
 
+pub mod agent;
 pub mod conversation;
+pub mod hub;
+pub mod run;
+pub mod sandbox;
 pub mod tool;
 pub mod tool_loop;
 pub mod tools;

@@ -1,0 +1,942 @@
+//! The sandbox's escape battery, driven through the real binary:
+//! `codebutler-runner sandbox-exec --spec FILE -- bash -c '…'`, every outcome asserted from
+//! the host.
+//!
+//! The fixture is what the controller sets up: a repository with a main checkout, a git
+//! worktree under `<repo>/.codebutler/branches/t` (the sandbox's worktree) and another one
+//! next to it, a repository config and a global config (`$HOME/.codebutler/config.json`)
+//! holding a token, and API keys in the runner's environment.
+//!
+//! Every escape test must fail without the sandbox. To check that, run the suite with
+//! `CODEBUTLER_SANDBOX_TEST_MODE=none` (the specs then say `"mode": "none"`): the escape
+//! tests fail, the positive ones pass, and the fork bomb refuses to run at all.
+//!
+//! Nothing here is skipped: a kernel feature or tool the tests need that is missing makes
+//! the test fail with an explanation.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::ErrorKind;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+const BIN: &str = env!("CARGO_BIN_EXE_codebutler-runner");
+const SLACK_TOKEN: &str = "xoxb-must-not-leak";
+const API_KEY: &str = "sk-or-must-not-leak";
+const MAIN_ONLY: &str = "main-checkout-only-content";
+const OTHER_ONLY: &str = "other-worktree-only-content";
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn sandbox_mode() -> &'static str {
+    match std::env::var("CODEBUTLER_SANDBOX_TEST_MODE").as_deref() {
+        Ok("none") => "none",
+        _ => "enforce",
+    }
+}
+
+fn git(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=Test", "-c", "user.email=test@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git must be installed for the sandbox tests");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+struct Fixture {
+    _dir: TempDir,
+    root: PathBuf,
+    home: PathBuf,
+    repo: PathBuf,
+    worktree: PathBuf,
+    other: PathBuf,
+    /// The worktree's gitdir (`<repo>/.git/worktrees/t`).
+    gitdir: PathBuf,
+    /// The main repository's `.git`.
+    commondir: PathBuf,
+}
+
+struct Outcome {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Outcome {
+    fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+
+    fn assert_no_secret(&self) {
+        for secret in [SLACK_TOKEN, API_KEY, MAIN_ONLY, OTHER_ONLY] {
+            assert!(
+                !self.all().contains(secret),
+                "{secret} leaked into the sandbox:\n{}",
+                self.all()
+            );
+        }
+    }
+}
+
+impl std::fmt::Debug for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+impl Fixture {
+    fn new() -> Self {
+        // Under the target directory rather than /tmp, as a real repository would be: the
+        // sandbox's /tmp is a private tmpfs, so a repository under the host's /tmp would have
+        // the directories leading to its git metadata recreated in that writable tmpfs.
+        let dir = tempfile::Builder::new()
+            .prefix("sandbox-")
+            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .unwrap();
+        let root = fs::canonicalize(dir.path()).unwrap();
+        let home = root.join("home");
+        fs::create_dir_all(home.join(".codebutler")).unwrap();
+        fs::write(
+            home.join(".codebutler/config.json"),
+            format!(r#"{{"slack": {{"botToken": "{SLACK_TOKEN}"}}}}"#),
+        )
+        .unwrap();
+
+        let repo = root.join("repo");
+        fs::create_dir_all(&repo).unwrap();
+        git(&repo, &home, &["init", "-q", "-b", "main"]);
+        fs::write(repo.join("README.md"), "hello from the repository\n").unwrap();
+        git(&repo, &home, &["add", "README.md"]);
+        git(&repo, &home, &["commit", "-q", "-m", "initial commit"]);
+        fs::write(
+            repo.join(".git/info/exclude"),
+            ".codebutler/\nmain-only.txt\n",
+        )
+        .unwrap();
+        fs::write(repo.join("main-only.txt"), MAIN_ONLY).unwrap();
+        fs::create_dir_all(repo.join(".codebutler/branches")).unwrap();
+        fs::write(
+            repo.join(".codebutler/config.json"),
+            format!(r#"{{"openrouter": {{"apiKey": "{API_KEY}"}}}}"#),
+        )
+        .unwrap();
+
+        let worktree = repo.join(".codebutler/branches/t");
+        let other = repo.join(".codebutler/branches/other");
+        git(
+            &repo,
+            &home,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "codebutler/t",
+                worktree.to_str().unwrap(),
+            ],
+        );
+        git(
+            &repo,
+            &home,
+            &[
+                "worktree",
+                "add",
+                "-q",
+                "-b",
+                "codebutler/other",
+                other.to_str().unwrap(),
+            ],
+        );
+        fs::write(other.join("other.txt"), OTHER_ONLY).unwrap();
+        let gitdir = repo.join(".git/worktrees/t");
+        assert!(gitdir.is_dir(), "git worktree layout changed");
+        let commondir = repo.join(".git");
+        Fixture {
+            _dir: dir,
+            root,
+            home,
+            repo,
+            worktree,
+            other,
+            gitdir,
+            commondir,
+        }
+    }
+
+    /// Writes a spec for the worktree with `overrides` merged in, and returns its path.
+    fn spec(&self, overrides: Value) -> PathBuf {
+        let mut spec = json!({
+            "worktree": self.worktree,
+            "mode": sandbox_mode(),
+        });
+        if let (Some(base), Some(extra)) = (spec.as_object_mut(), overrides.as_object()) {
+            for (k, v) in extra {
+                base.insert(k.clone(), v.clone());
+            }
+        }
+        let path = self.root.join(format!(
+            "spec-{}.json",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        fs::write(&path, serde_json::to_vec_pretty(&spec).unwrap()).unwrap();
+        path
+    }
+
+    /// The runner command as the controller would start it: the host's environment plus
+    /// secrets, `HOME` pointing at the global config.
+    fn command(&self, spec: &Path, argv: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.arg("sandbox-exec")
+            .arg("--spec")
+            .arg(spec)
+            .arg("--")
+            .args(argv)
+            .current_dir(&self.root)
+            .env("HOME", &self.home)
+            .env("OPENROUTER_API_KEY", API_KEY)
+            .env("SLACK_BOT_TOKEN", SLACK_TOKEN)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    fn run_argv(&self, overrides: Value, argv: &[&str]) -> Outcome {
+        let spec = self.spec(overrides);
+        finish(self.command(&spec, argv).spawn().unwrap(), TIMEOUT)
+    }
+
+    fn run_with(&self, overrides: Value, script: &str) -> Outcome {
+        self.run_argv(overrides, &["bash", "-c", script])
+    }
+
+    fn run(&self, script: &str) -> Outcome {
+        self.run_with(json!({}), script)
+    }
+
+    fn path(&self, p: &Path) -> String {
+        p.to_str().unwrap().to_owned()
+    }
+}
+
+/// Waits for `child` (killing it after `timeout`) and collects its output.
+fn finish(child: Child, timeout: Duration) -> Outcome {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output: Output = match rx.recv_timeout(timeout) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the sandboxed command did not finish within {timeout:?}");
+        }
+    };
+    Outcome {
+        code: output.status.code(),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+/// Tests whose attempt would harm the host without the sandbox refuse to run without it
+/// (and so fail, as every escape test must when the sandbox is absent).
+fn refuse_without_sandbox(what: &str) {
+    assert_eq!(
+        sandbox_mode(),
+        "enforce",
+        "refusing to run {what} without the sandbox"
+    );
+}
+
+fn require_tool(path: &str) {
+    assert!(
+        Path::new(path).exists(),
+        "this test needs {path} on the host (it is visible inside through /usr); install it"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// What must work.
+
+#[test]
+fn worktree_is_readable_and_writable_and_git_reads_work() {
+    let f = Fixture::new();
+    let out = f.run(
+        "set -e
+         cat README.md
+         echo from-the-sandbox > new.txt
+         echo edited >> README.md
+         git status --porcelain
+         git log --oneline -1
+         git diff --stat",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("hello from the repository"), "{out:?}");
+    assert!(out.stdout.contains("?? new.txt"), "{out:?}");
+    assert!(out.stdout.contains(" M README.md"), "{out:?}");
+    assert!(out.stdout.contains("initial commit"), "{out:?}");
+    assert_eq!(
+        fs::read_to_string(f.worktree.join("new.txt")).unwrap(),
+        "from-the-sandbox\n"
+    );
+    assert!(
+        fs::read_to_string(f.worktree.join("README.md"))
+            .unwrap()
+            .ends_with("edited\n")
+    );
+}
+
+#[test]
+fn the_sandbox_reports_what_it_enforced() {
+    if sandbox_mode() == "none" {
+        panic!("no sandbox report without the sandbox");
+    }
+    let f = Fixture::new();
+    let spec = f.spec(json!({}));
+    let mut cmd = Command::new(BIN);
+    cmd.args(["sandbox-exec", "--print-report", "--spec"])
+        .arg(&spec)
+        .args(["--", "true"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let report: Value = serde_json::from_str(out.stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(report["mode"], "enforce");
+    assert!(report["landlockAbi"].as_i64().unwrap() >= 3, "{report}");
+    assert!(report["seccompRules"].as_u64().unwrap() > 40, "{report}");
+    // As root the pids cgroup is mandatory (RLIMIT_NPROC does not bind uid 0).
+    if nix::unistd::getuid().is_root() {
+        assert_eq!(report["cgroup"]["pids"]["status"], "applied", "{report}");
+    }
+}
+
+#[test]
+fn hostname_and_network_are_the_sandboxs_own() {
+    let f = Fixture::new();
+    let out = f.run("hostname; cat /proc/net/dev");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.stdout.lines().next(), Some("codebutler"), "{out:?}");
+    let interfaces: Vec<&str> = out
+        .stdout
+        .lines()
+        .skip(3)
+        .filter_map(|l| l.split(':').next())
+        .map(str::trim)
+        .collect();
+    assert_eq!(interfaces, vec!["lo"], "{out:?}");
+}
+
+#[test]
+fn only_kept_descriptors_survive() {
+    let f = Fixture::new();
+    let spec = f.spec(json!({}));
+    // fd 3 stands for the controller's socket (kept by default); fd 5 must be closed.
+    let inner = format!(
+        "exec 3</dev/null 5</dev/null; exec {BIN} sandbox-exec --spec {} -- \
+         bash -c 'test -e /proc/self/fd/3 && echo fd3-open; test -e /proc/self/fd/5 && echo fd5-open; true'",
+        spec.display()
+    );
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &inner])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let out = finish(cmd.spawn().unwrap(), TIMEOUT);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("fd3-open"), "{out:?}");
+    assert!(!out.stdout.contains("fd5-open"), "{out:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading what the sandbox must not see.
+
+fn assert_unreadable(f: &Fixture, path: &Path) {
+    let out = f.run(&format!(
+        "if cat '{0}'; then echo READABLE; else echo BLOCKED; fi",
+        path.display()
+    ));
+    assert!(
+        out.stdout.contains("BLOCKED"),
+        "{} readable: {out:?}",
+        path.display()
+    );
+    out.assert_no_secret();
+}
+
+#[test]
+fn global_config_is_not_visible() {
+    let f = Fixture::new();
+    assert_unreadable(&f, &f.home.join(".codebutler/config.json"));
+    let out = f.run(&format!(
+        "ls -a '{}' || echo NO-HOME; ls -a /root || echo NO-ROOT",
+        f.home.display()
+    ));
+    assert!(
+        out.stdout.contains("NO-HOME") && out.stdout.contains("NO-ROOT"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn repository_codebutler_directory_is_not_visible() {
+    let f = Fixture::new();
+    assert_unreadable(&f, &f.repo.join(".codebutler/config.json"));
+}
+
+#[test]
+fn main_checkout_is_not_visible_only_its_git_metadata() {
+    let f = Fixture::new();
+    assert_unreadable(&f, &f.repo.join("main-only.txt"));
+    assert_unreadable(&f, &f.repo.join("README.md"));
+    let out = f.run(&format!(
+        "ls -a '{}'; test -d '{}' && echo METADATA-VISIBLE",
+        f.path(&f.repo),
+        f.path(&f.commondir)
+    ));
+    assert!(out.stdout.contains("METADATA-VISIBLE"), "{out:?}");
+    assert!(!out.stdout.contains("main-only.txt"), "{out:?}");
+    assert!(!out.stdout.contains("README.md"), "{out:?}");
+}
+
+#[test]
+fn other_worktrees_are_not_visible() {
+    let f = Fixture::new();
+    assert_unreadable(&f, &f.other.join("other.txt"));
+    assert_unreadable(&f, &f.other.join("README.md"));
+}
+
+#[test]
+fn environment_is_exactly_the_allow_list() {
+    let f = Fixture::new();
+    let out = f.run_argv(json!({}), &["env"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    out.assert_no_secret();
+    let keys: BTreeSet<&str> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    let expected: BTreeSet<&str> = ["CARGO_TARGET_DIR", "HOME", "LANG", "PATH", "TERM"]
+        .into_iter()
+        .collect();
+    assert_eq!(keys, expected, "{out:?}");
+    assert!(out.stdout.contains("HOME=/tmp/home\n"), "{out:?}");
+    assert!(out.stdout.contains("TERM=dumb\n"), "{out:?}");
+}
+
+#[test]
+fn no_process_environment_inside_holds_a_token() {
+    let f = Fixture::new();
+    let out =
+        f.run("sleep 5 & grep -l -r -s -e sk-or-must -e xoxb-must /proc/*/environ; echo grep-done");
+    assert!(out.stdout.contains("grep-done"), "{out:?}");
+    assert!(
+        !out.stdout.contains("environ"),
+        "a token is readable: {out:?}"
+    );
+    out.assert_no_secret();
+}
+
+#[test]
+fn the_controllers_environ_is_not_reachable() {
+    let f = Fixture::new();
+    // A stand-in controller holding the secrets in its environment.
+    let mut controller = Command::new("sleep")
+        .arg("60")
+        .env("OPENROUTER_API_KEY", API_KEY)
+        .env("SLACK_BOT_TOKEN", SLACK_TOKEN)
+        .spawn()
+        .unwrap();
+    let pid = controller.id();
+    let out = f.run(&format!(
+        "if cat /proc/{pid}/environ; then echo READABLE; else echo BLOCKED; fi; \
+         ls /proc/{pid} >/dev/null 2>&1 && echo PID-VISIBLE; true"
+    ));
+    let _ = controller.kill();
+    let _ = controller.wait();
+    assert!(out.stdout.contains("BLOCKED"), "{out:?}");
+    assert!(!out.stdout.contains("PID-VISIBLE"), "{out:?}");
+    out.assert_no_secret();
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing outside the worktree.
+
+#[test]
+fn writes_outside_the_worktree_fail_and_change_nothing() {
+    let f = Fixture::new();
+    let tag = format!("codebutler-escape-{}", std::process::id());
+    let files = [
+        f.repo.join("README.md"),
+        f.home.join(".codebutler/config.json"),
+        f.repo.join(".codebutler/config.json"),
+        f.other.join("README.md"),
+        PathBuf::from("/etc/passwd"),
+    ];
+    let before: Vec<Vec<u8>> = files.iter().map(|p| fs::read(p).unwrap()).collect();
+    let dirs = [
+        f.repo.clone(),
+        f.home.clone(),
+        f.other.clone(),
+        PathBuf::from("/usr"),
+        PathBuf::from("/etc"),
+        PathBuf::from("/"),
+        PathBuf::from("/proc"),
+        PathBuf::from("/dev"),
+    ];
+    let mut script = String::new();
+    for p in &files {
+        // Opening for append is the write attempt; nothing is written even if it succeeds.
+        script.push_str(&format!(
+            "if : >> '{0}'; then echo 'OPENED {0}'; fi\n",
+            p.display()
+        ));
+    }
+    for d in &dirs {
+        script.push_str(&format!(
+            "if touch '{0}/{tag}'; then echo 'CREATED {0}'; fi\n",
+            d.display()
+        ));
+    }
+    // /tmp inside is private: writing works, but not to the host's /tmp.
+    script.push_str(&format!("echo private > /tmp/{tag} && echo TMP-OK\n"));
+    let out = f.run(&script);
+    let leftovers: Vec<PathBuf> = dirs
+        .iter()
+        .map(|d| d.join(&tag))
+        .chain([PathBuf::from("/tmp").join(&tag)])
+        .filter(|p| p.exists())
+        .collect();
+    for p in &leftovers {
+        let _ = fs::remove_file(p);
+    }
+    assert!(!out.stdout.contains("OPENED"), "{out:?}");
+    assert!(!out.stdout.contains("CREATED"), "{out:?}");
+    assert!(out.stdout.contains("TMP-OK"), "{out:?}");
+    assert!(
+        leftovers.is_empty(),
+        "files appeared on the host: {leftovers:?}"
+    );
+    for (p, b) in files.iter().zip(&before) {
+        assert_eq!(&fs::read(p).unwrap(), b, "{} changed", p.display());
+    }
+}
+
+#[test]
+fn root_owned_kernel_knobs_are_not_writable() {
+    let f = Fixture::new();
+    let out = f.run(
+        "for k in /proc/sys/kernel/core_pattern /proc/sys/vm/drop_caches /proc/sysrq-trigger; do
+           if : >> $k; then echo OPENED $k; fi
+         done; true",
+    );
+    assert!(!out.stdout.contains("OPENED"), "{out:?}");
+}
+
+#[test]
+fn git_hooks_config_and_refs_are_protected() {
+    let f = Fixture::new();
+    let config_before = fs::read(f.commondir.join("config")).unwrap();
+    let dot_git_before = fs::read(f.worktree.join(".git")).unwrap();
+    let main_before = git(&f.repo, &f.home, &["rev-parse", "refs/heads/main"]);
+    let other_before = git(
+        &f.repo,
+        &f.home,
+        &["rev-parse", "refs/heads/codebutler/other"],
+    );
+    let out = f.run(&format!(
+        r#"hook='#!/bin/sh
+echo pwned > /tmp/pwned'
+if printf '%s\n' "$hook" > '{common}/hooks/post-checkout'; then echo HOOK-COMMON; fi
+if mkdir -p '{gitdir}/hooks' && printf '%s\n' "$hook" > '{gitdir}/hooks/post-checkout'; then echo HOOK-WORKTREE; fi
+if git config core.hooksPath /tmp/x; then echo CONFIG-SET; fi
+if echo '[core] fsmonitor = /tmp/x' >> '{common}/config'; then echo CONFIG-APPENDED; fi
+if echo '[core] hooksPath = /tmp/x' >> '{gitdir}/config.worktree'; then echo WORKTREE-CONFIG; fi
+if git update-ref refs/heads/main HEAD; then echo REF-MAIN; fi
+if git branch -f codebutler/other HEAD; then echo REF-OTHER; fi
+if echo 'gitdir: /tmp/evil' > .git; then echo DOTGIT-REPLACED; fi
+if rm -f .git; then echo DOTGIT-REMOVED; fi
+git status --porcelain >/dev/null && echo STATUS-OK"#,
+        common = f.path(&f.commondir),
+        gitdir = f.path(&f.gitdir),
+    ));
+    for marker in [
+        "HOOK-COMMON",
+        "HOOK-WORKTREE",
+        "CONFIG-SET",
+        "CONFIG-APPENDED",
+        "WORKTREE-CONFIG",
+        "REF-MAIN",
+        "REF-OTHER",
+        "DOTGIT-REPLACED",
+        "DOTGIT-REMOVED",
+    ] {
+        assert!(!out.stdout.contains(marker), "{marker}: {out:?}");
+    }
+    assert!(out.stdout.contains("STATUS-OK"), "{out:?}");
+    assert!(!f.commondir.join("hooks/post-checkout").exists());
+    assert!(!f.gitdir.join("hooks").exists());
+    assert!(!f.gitdir.join("config.worktree").exists());
+    assert_eq!(fs::read(f.commondir.join("config")).unwrap(), config_before);
+    assert_eq!(fs::read(f.worktree.join(".git")).unwrap(), dot_git_before);
+    assert_eq!(
+        git(&f.repo, &f.home, &["rev-parse", "refs/heads/main"]),
+        main_before
+    );
+    assert_eq!(
+        git(
+            &f.repo,
+            &f.home,
+            &["rev-parse", "refs/heads/codebutler/other"]
+        ),
+        other_before
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Network, signals, ptrace, namespaces, mounts.
+
+#[test]
+fn tcp_to_the_hosts_loopback_fails() {
+    let f = Fixture::new();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = f.run(&format!(
+        "if exec 3<>/dev/tcp/127.0.0.1/{port}; then echo CONNECTED; else echo REFUSED; fi"
+    ));
+    assert!(out.stdout.contains("REFUSED"), "{out:?}");
+    listener.set_nonblocking(true).unwrap();
+    match listener.accept() {
+        Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+        other => panic!("the host listener was reached: {other:?}"),
+    }
+}
+
+#[test]
+fn only_unix_sockets_can_be_created() {
+    require_tool("/usr/bin/python3");
+    let f = Fixture::new();
+    let out = f.run(
+        r#"python3 - <<'EOF'
+import socket
+for name in ["AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET", "AF_UNIX"]:
+    try:
+        socket.socket(getattr(socket, name), socket.SOCK_DGRAM if name != "AF_PACKET" else socket.SOCK_RAW).close()
+        print(name, "created")
+    except OSError as e:
+        print(name, "errno", e.errno)
+a, b = socket.socketpair()
+print("socketpair unix created")
+try:
+    socket.socketpair(socket.AF_INET)
+    print("socketpair inet created")
+except OSError as e:
+    print("socketpair inet errno", e.errno)
+EOF"#,
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    for family in ["AF_INET", "AF_INET6", "AF_NETLINK", "AF_PACKET"] {
+        assert!(
+            out.stdout.contains(&format!("{family} errno 1\n")),
+            "{family}: {out:?}"
+        );
+    }
+    assert!(out.stdout.contains("AF_UNIX created"), "{out:?}");
+    assert!(out.stdout.contains("socketpair unix created"), "{out:?}");
+    assert!(!out.stdout.contains("socketpair inet created"), "{out:?}");
+}
+
+#[test]
+fn terminal_input_cannot_be_injected() {
+    require_tool("/usr/bin/python3");
+    let f = Fixture::new();
+    // stdin is /dev/null: without the filter the ioctl fails with ENOTTY (25), with it EPERM.
+    let out = f.run(
+        r#"python3 -c '
+import fcntl, termios
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("INJECTED")
+except OSError as e:
+    print("errno", e.errno)
+'"#,
+    );
+    assert!(out.stdout.contains("errno 1\n"), "{out:?}");
+}
+
+#[test]
+fn host_processes_cannot_be_signalled() {
+    let f = Fixture::new();
+    let mut victim = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = victim.id();
+    let out = f.run(&format!(
+        "kill -0 {pid}; echo probe=$?; kill -TERM {pid}; echo term=$?"
+    ));
+    let still_running = victim.try_wait().unwrap().is_none();
+    let _ = victim.kill();
+    let _ = victim.wait();
+    assert!(out.stdout.contains("probe=1"), "{out:?}");
+    assert!(out.stdout.contains("term=1"), "{out:?}");
+    assert!(still_running, "the host process was killed: {out:?}");
+}
+
+#[test]
+fn ptrace_is_refused() {
+    require_tool("/usr/bin/strace");
+    let f = Fixture::new();
+    let out =
+        f.run("strace -f true; echo strace=$?; grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status");
+    assert!(!out.stdout.contains("strace=0"), "{out:?}");
+    assert!(out.stderr.contains("Operation not permitted"), "{out:?}");
+    assert!(out.stdout.contains("Seccomp:\t2"), "{out:?}");
+    assert!(out.stdout.contains("NoNewPrivs:\t1"), "{out:?}");
+}
+
+#[test]
+fn new_namespaces_and_mounts_are_refused() {
+    let f = Fixture::new();
+    let out = f.run(
+        "unshare -U true; echo user=$?
+         unshare -m true; echo mnt=$?
+         unshare -n true; echo net=$?
+         mkdir -p /tmp/y && mount -t tmpfs x /tmp/y && umount /tmp/y; echo mount=$?
+         mount --bind /usr /tmp/y && umount /tmp/y; echo bind=$?
+         chroot / true; echo chroot=$?",
+    );
+    for probe in ["user", "mnt", "net", "mount", "bind", "chroot"] {
+        assert!(
+            !out.stdout.contains(&format!("{probe}=0")),
+            "{probe} succeeded: {out:?}"
+        );
+        assert!(out.stdout.contains(&format!("{probe}=")), "{out:?}");
+    }
+}
+
+#[test]
+fn every_capability_is_dropped() {
+    let f = Fixture::new();
+    let out = f.run("grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' /proc/self/status");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{out:?}");
+    for l in lines {
+        assert!(l.ends_with("0000000000000000"), "{l}: {out:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Limits.
+
+/// Pids of the processes in `pid`'s PID namespace, seen from the host.
+fn processes_in_namespace_of(pid: u32) -> Option<usize> {
+    let ns = fs::read_link(format!("/proc/{pid}/ns/pid")).ok()?;
+    let mut count = 0;
+    for entry in fs::read_dir("/proc").ok()?.flatten() {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        if fs::read_link(entry.path().join("ns/pid")).ok().as_ref() == Some(&ns) {
+            count += 1;
+        }
+    }
+    Some(count)
+}
+
+#[test]
+fn a_fork_bomb_is_contained_and_the_host_stays_responsive() {
+    refuse_without_sandbox("a fork bomb");
+    let f = Fixture::new();
+    const LIMIT: usize = 64;
+    let spec = f.spec(json!({"limits": {"maxProcesses": LIMIT}}));
+    let child = f
+        .command(
+            &spec,
+            // The bomb's first call returns at once, leaving orphans that multiply: keep
+            // the sandbox alive with a `sleep` started before it (`wait` is a builtin).
+            &[
+                "bash",
+                "-c",
+                "sleep 10 & s=$!; bash -c ':(){ :|:& };:' 2>/dev/null; wait $s; echo bomb-over",
+            ],
+        )
+        .spawn()
+        .unwrap();
+    let runner = child.id();
+    let sampler = thread::spawn(move || {
+        let start = Instant::now();
+        let mut init = None;
+        let mut max_seen = 0;
+        let mut slowest_spawn = Duration::ZERO;
+        let mut last_spawn = Instant::now() - Duration::from_secs(1);
+        while start.elapsed() < Duration::from_secs(14) {
+            if init.is_none() {
+                init = fs::read_to_string(format!("/proc/{runner}/task/{runner}/children"))
+                    .ok()
+                    .and_then(|s| s.split_whitespace().next().map(str::to_owned))
+                    .and_then(|s| s.parse::<u32>().ok());
+            }
+            if let Some(init) = init {
+                match processes_in_namespace_of(init) {
+                    Some(n) => max_seen = max_seen.max(n),
+                    None if start.elapsed() > Duration::from_secs(2) => break,
+                    None => {}
+                }
+            }
+            if last_spawn.elapsed() >= Duration::from_millis(500) {
+                let t = Instant::now();
+                let ok = Command::new("true").status().map(|s| s.success());
+                assert!(matches!(ok, Ok(true)), "the host could not spawn `true`");
+                slowest_spawn = slowest_spawn.max(t.elapsed());
+                last_spawn = Instant::now();
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        (init.is_some(), max_seen, slowest_spawn)
+    });
+    let out = finish(child, TIMEOUT);
+    let (saw_init, max_seen, slowest_spawn) = sampler.join().unwrap();
+    assert!(saw_init, "never saw the sandbox's init: {out:?}");
+    assert!(out.stdout.contains("bomb-over"), "{out:?}");
+    assert!(
+        max_seen >= LIMIT / 2,
+        "the bomb never got going ({max_seen} processes): {out:?}"
+    );
+    assert!(
+        max_seen <= LIMIT,
+        "{max_seen} processes in the sandbox, limit {LIMIT}"
+    );
+    assert!(
+        slowest_spawn < Duration::from_secs(2),
+        "spawning on the host took {slowest_spawn:?} during the bomb"
+    );
+}
+
+#[test]
+fn a_memory_hog_fails_instead_of_taking_the_host() {
+    refuse_without_sandbox("a memory hog");
+    require_tool("/usr/bin/python3");
+    let f = Fixture::new();
+    let started = Instant::now();
+    let out = f.run_with(
+        json!({"limits": {"memoryBytes": 512u64 << 20}}),
+        "python3 -c 'b = bytearray(4 << 30); print(\"ALLOCATED\")'; echo python=$?
+         head -c 3G /dev/zero | tail > /dev/null; echo tail=$?",
+    );
+    assert!(out.stderr.contains("MemoryError"), "{out:?}");
+    assert!(!out.stdout.contains("ALLOCATED"), "{out:?}");
+    assert!(!out.stdout.contains("python=0"), "{out:?}");
+    assert!(!out.stdout.contains("tail=0"), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(60), "{out:?}");
+}
+
+#[test]
+fn the_memory_cgroup_bounds_the_whole_sandbox() {
+    refuse_without_sandbox("a memory hog");
+    require_tool("/usr/bin/python3");
+    if nix::unistd::getuid().is_root() {
+        assert!(
+            Path::new("/sys/fs/cgroup/memory").exists()
+                || Path::new("/sys/fs/cgroup/cgroup.controllers").exists(),
+            "this test needs a memory cgroup on the host"
+        );
+    }
+    let f = Fixture::new();
+    // Four processes of 160 MiB each, every one under RLIMIT_AS, together over 384 MiB.
+    let out = f.run_with(
+        json!({"limits": {"memoryBytes": 384u64 << 20}}),
+        "for i in 1 2 3 4; do
+           python3 -c 'import time; b = bytearray(160 << 20); time.sleep(3)' &
+         done
+         failed=0; for j in 1 2 3 4; do wait -n || failed=$((failed+1)); done
+         echo failed=$failed",
+    );
+    assert!(out.stdout.contains("failed="), "{out:?}");
+    assert!(!out.stdout.contains("failed=0"), "all four fitted: {out:?}");
+}
+
+#[test]
+fn private_tmp_is_size_capped() {
+    let f = Fixture::new();
+    let big = format!("/tmp/codebutler-big-{}", std::process::id());
+    let out = f.run_with(
+        json!({"limits": {"tmpBytes": 8u64 << 20}}),
+        &format!("head -c 16M /dev/zero > {big}; echo rc=$?"),
+    );
+    let _ = fs::remove_file(&big);
+    assert!(!out.stdout.contains("rc=0"), "{out:?}");
+    assert!(out.stderr.contains("No space left"), "{out:?}");
+}
+
+#[test]
+fn file_size_is_capped() {
+    let f = Fixture::new();
+    let out = f.run_with(
+        json!({"limits": {"fileSizeBytes": 1u64 << 20}}),
+        "head -c 2M /dev/zero > big.bin; echo rc=$?",
+    );
+    assert!(!out.stdout.contains("rc=0"), "{out:?}");
+    let size = fs::metadata(f.worktree.join("big.bin")).unwrap().len();
+    assert!(size <= 1 << 20, "wrote {size} bytes");
+}
+
+// ---------------------------------------------------------------------------------------
+// Failures are reported by step; the opt-out is loud.
+
+#[test]
+fn a_failing_step_is_named() {
+    let f = Fixture::new();
+    let out = f.run_with(json!({"worktree": "/nonexistent/worktree"}), "echo RAN");
+    assert_eq!(out.code, Some(125), "{out:?}");
+    assert!(!out.stdout.contains("RAN"), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("sandbox step `resolve_worktree` failed: canonicalize /nonexistent/worktree"),
+        "{out:?}"
+    );
+
+    let out = f.run_with(json!({"readOnly": [f.repo]}), "echo RAN");
+    assert_eq!(out.code, Some(125), "{out:?}");
+    assert!(!out.stdout.contains("RAN"), "{out:?}");
+    assert!(
+        out.stderr.contains("sandbox step `validate_spec` failed"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn mode_none_warns_loudly() {
+    let f = Fixture::new();
+    let out = f.run_with(json!({"mode": "none"}), "echo RAN");
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("RAN"), "{out:?}");
+    assert!(out.stderr.contains("WARNING: SANDBOX DISABLED"), "{out:?}");
+}
