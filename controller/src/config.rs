@@ -35,6 +35,33 @@ pub struct Config {
     pub artist: ArtistConfig,
     pub access: AccessConfig,
     pub github: GithubConfig,
+    pub sandbox: SandboxConfig,
+    pub fetch: FetchConfig,
+}
+
+/// The runner's sandbox.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SandboxConfig {
+    /// `enforce` (default) or `none` (no sandbox at all: said loudly, for platforms without one).
+    pub mode: String,
+    pub max_processes: u64,
+    pub memory_mb: u64,
+    pub file_size_mb: u64,
+    pub cpu_seconds: u64,
+    pub tmp_mb: u64,
+    /// Extra host paths the sandbox sees read-only (toolchains such as `~/.cargo`).
+    pub read_only: Vec<String>,
+    /// The `codebutler-runner` binary (default: beside `codebutler`).
+    pub runner_path: Option<String>,
+}
+
+/// What runners may fetch from the web (through the controller).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct FetchConfig {
+    /// Host suffixes allowed; empty allows any public host.
+    pub allow: Vec<String>,
+    /// Host suffixes refused.
+    pub deny: Vec<String>,
 }
 
 /// Slack connection and channel.
@@ -74,8 +101,8 @@ pub struct OpenAiConfig {
 pub struct CoderConfig {
     pub model: String,
     pub max_turns: u32,
-    /// Minutes.
-    pub timeout_mins: u32,
+    /// Minutes (fractions allowed).
+    pub timeout_mins: f64,
 }
 
 /// The PM role's model pool.
@@ -409,7 +436,39 @@ fn finish(
         }
     }
 
+    if let Some(t) = coder.timeout
+        && !(t.is_finite() && t > 0.0 && t <= 1440.0)
+    {
+        return Err(field_error(
+            "coder.timeout",
+            format!("{t} is not a number of minutes between 0 and 1440 (a day)"),
+        ));
+    }
+    let sandbox = raw.sandbox.unwrap_or_default();
+    let mode = sandbox.mode.unwrap_or_else(|| "enforce".into());
+    if mode != "enforce" && mode != "none" {
+        return Err(field_error(
+            "sandbox.mode",
+            format!("`{mode}` is not a sandbox mode: use \"enforce\" (default) or \"none\""),
+        ));
+    }
+    let fetch = raw.fetch.unwrap_or_default();
+
     Ok(Config {
+        sandbox: SandboxConfig {
+            mode,
+            max_processes: sandbox.max_processes.unwrap_or(256),
+            memory_mb: sandbox.memory_mb.unwrap_or(4096),
+            file_size_mb: sandbox.file_size_mb.unwrap_or(1024),
+            cpu_seconds: sandbox.cpu_seconds.unwrap_or(3600),
+            tmp_mb: sandbox.tmp_mb.unwrap_or(1024),
+            read_only: sandbox.read_only,
+            runner_path: sandbox.runner_path,
+        },
+        fetch: FetchConfig {
+            allow: fetch.allow,
+            deny: fetch.deny,
+        },
         slack: SlackConfig {
             bot_token,
             app_token,
@@ -441,7 +500,7 @@ fn finish(
                 .model
                 .unwrap_or_else(|| "anthropic/claude-opus-4-6".into()),
             max_turns: coder.max_turns.unwrap_or(25),
-            timeout_mins: coder.timeout.unwrap_or(30),
+            timeout_mins: coder.timeout.unwrap_or(30.0),
         },
         product_manager: ProductManagerConfig {
             default,
@@ -481,6 +540,34 @@ struct RawConfig {
     artist: Option<RawArtist>,
     access: Option<RawAccess>,
     github: Option<RawGithub>,
+    sandbox: Option<RawSandbox>,
+    fetch: Option<RawFetch>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawSandbox {
+    mode: Option<String>,
+    max_processes: Option<u64>,
+    #[serde(rename = "memoryMB")]
+    memory_mb: Option<u64>,
+    #[serde(rename = "fileSizeMB")]
+    file_size_mb: Option<u64>,
+    cpu_seconds: Option<u64>,
+    #[serde(rename = "tmpMB")]
+    tmp_mb: Option<u64>,
+    #[serde(default)]
+    read_only: Vec<String>,
+    runner_path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawFetch {
+    #[serde(default)]
+    allow: Vec<String>,
+    #[serde(default)]
+    deny: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -516,7 +603,7 @@ struct RawOpenAi {
 struct RawCoder {
     model: Option<String>,
     max_turns: Option<u32>,
-    timeout: Option<u32>,
+    timeout: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -596,7 +683,7 @@ mod tests {
         assert_eq!(c.slack.api_url, "http://127.0.0.1:9/api");
         assert_eq!(c.openrouter.base_url, "http://x/v1");
         assert_eq!(c.coder.max_turns, 7);
-        assert_eq!(c.coder.timeout_mins, 30);
+        assert_eq!(c.coder.timeout_mins, 30.0);
         assert_eq!(c.product_manager.default_model(), "moonshotai/kimi-k2");
 
         let f = files(

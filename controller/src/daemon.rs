@@ -17,6 +17,7 @@ use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
 use crate::pm::{Pm, PmError};
 use crate::routing::{Route, other_roles_reply, route};
+use crate::runners;
 use crate::slack::api::{Sender, auth_test, build_client};
 use crate::slack::format::render_reply;
 use crate::slack::intake::{Intake, IntakeFilter, classify};
@@ -39,6 +40,8 @@ pub enum StartError {
     Socket(String),
     #[error("set up the model gateway: {0}")]
     Gateway(#[from] GatewayError),
+    #[error("set up runners: {0}")]
+    Runners(String),
     #[error("open repository {path}: {source}")]
     Repo {
         path: PathBuf,
@@ -63,6 +66,17 @@ pub async fn run(
         config.slack.messages_per_second,
     );
     let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
+    let supervisor = runners::supervisor_for(&layout, &config, store.clone(), gateway.clone())
+        .await
+        .map_err(StartError::Runners)?;
+    let admin_stop = CancellationToken::new();
+    let admin = tokio::spawn(runners::admin::serve(
+        runners::admin::AdminService {
+            supervisor: supervisor.clone(),
+            layout: layout.clone(),
+        },
+        admin_stop.clone(),
+    ));
     let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
         path: layout.repo.clone(),
         source,
@@ -107,6 +121,13 @@ pub async fn run(
     tracing::info!("shutting down: no new messages; finishing work in flight");
     socket.shutdown().await;
     dispatcher.shutdown(SHUTDOWN_GRACE).await;
+    supervisor.shutdown().await;
+    admin_stop.cancel();
+    match admin.await {
+        Ok(Err(e)) => tracing::warn!("admin socket: {e}"),
+        Err(e) => tracing::warn!("admin socket task: {e}"),
+        Ok(Ok(())) => {}
+    }
     store.close().await;
     tracing::info!("stopped");
     Ok(())

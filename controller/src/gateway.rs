@@ -92,6 +92,7 @@ pub struct Gateway {
 impl Gateway {
     /// A gateway for `config`, recording usage in `store`.
     pub fn new(config: &OpenRouterConfig, store: Store) -> Result<Self, GatewayError> {
+        crate::tls::ensure_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
@@ -107,14 +108,29 @@ impl Gateway {
         })
     }
 
-    /// One chat completion with retries. Usage of the successful attempt is recorded.
+    /// One chat completion with retries. Usage of the successful attempt is recorded against
+    /// the thread and role, and returned with the reply.
     pub async fn complete(
         &self,
         ctx: &CallContext,
         messages: &[ChatMessage],
         tools: &[ToolSpec],
         cancel: &CancellationToken,
-    ) -> Result<AssistantReply, GatewayError> {
+    ) -> Result<Completion, GatewayError> {
+        let tools: Vec<serde_json::Value> = tools.iter().map(ToolSpec::to_openai).collect();
+        self.complete_with_tool_json(ctx, messages, tools, cancel)
+            .await
+    }
+
+    /// [`Gateway::complete`] with the tools already in the protocol's JSON shape (as a runner
+    /// sends them).
+    pub async fn complete_with_tool_json(
+        &self,
+        ctx: &CallContext,
+        messages: &[ChatMessage],
+        tools: Vec<serde_json::Value>,
+        cancel: &CancellationToken,
+    ) -> Result<Completion, GatewayError> {
         let body = request_body(&ctx.model, messages, tools);
         let mut attempt = 0;
         loop {
@@ -125,8 +141,8 @@ impl Gateway {
             };
             let err = match result {
                 Ok((reply, usage)) => {
-                    self.record(ctx, usage).await;
-                    return Ok(reply);
+                    let usage = self.record(ctx, usage).await;
+                    return Ok(Completion { reply, usage });
                 }
                 Err(err) => err,
             };
@@ -187,7 +203,7 @@ impl Gateway {
         parse_response(status, retry_after, &text)
     }
 
-    async fn record(&self, ctx: &CallContext, usage: Usage) {
+    async fn record(&self, ctx: &CallContext, usage: Usage) -> UsageRecord {
         let record = UsageRecord {
             thread: ctx.thread.clone(),
             role: ctx.role.to_owned(),
@@ -203,7 +219,15 @@ impl Gateway {
         if let Err(e) = self.store.record_usage(&record).await {
             tracing::warn!(thread = %ctx.thread, "could not record usage: {e}");
         }
+        record
     }
+}
+
+/// A successful model call: the reply and what it used.
+#[derive(Clone, Debug)]
+pub struct Completion {
+    pub reply: AssistantReply,
+    pub usage: UsageRecord,
 }
 
 fn transport(e: reqwest::Error) -> GatewayError {
@@ -232,14 +256,18 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
     )
 }
 
-fn request_body(model: &str, messages: &[ChatMessage], tools: &[ToolSpec]) -> serde_json::Value {
+fn request_body(
+    model: &str,
+    messages: &[ChatMessage],
+    tools: Vec<serde_json::Value>,
+) -> serde_json::Value {
     let mut body = serde_json::json!({
         "model": model,
         "messages": messages,
         "usage": { "include": true },
     });
     if !tools.is_empty() {
-        body["tools"] = tools.iter().map(ToolSpec::to_openai).collect();
+        body["tools"] = serde_json::Value::Array(tools);
         // Route only to providers that support tool calling.
         body["provider"] = serde_json::json!({ "require_parameters": true });
     }
@@ -375,6 +403,7 @@ impl ChatModel for RoleModel<'_> {
         self.gateway
             .complete(&self.ctx, messages, tools, &self.cancel)
             .await
+            .map(|c| c.reply)
     }
 }
 
@@ -448,14 +477,14 @@ mod tests {
 
     #[test]
     fn request_offers_tools_only_when_there_are_some() {
-        let body = request_body("m", &[ChatMessage::user("hi")], &[]);
+        let body = request_body("m", &[ChatMessage::user("hi")], vec![]);
         assert!(body.get("tools").is_none());
         let spec = ToolSpec {
             name: "Grep",
             description: "d",
             parameters: serde_json::json!({"type":"object"}),
         };
-        let body = request_body("m", &[ChatMessage::user("hi")], &[spec]);
+        let body = request_body("m", &[ChatMessage::user("hi")], vec![spec.to_openai()]);
         assert_eq!(body["tools"][0]["function"]["name"], "Grep");
         assert_eq!(body["messages"][0]["role"], "user");
     }

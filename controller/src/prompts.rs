@@ -1,13 +1,14 @@
-//! The PM's system prompt: `.codebutler/prompts/pm.md` + `shared.md` + `memory/pm.md` (if
-//! present), read on every message so edits take effect at once. A missing prompt file
-//! falls back to the shipped default.
+//! Role system prompts, assembled from the repository's files on every use so edits take
+//! effect at once: the PM's is `.codebutler/prompts/pm.md` + `shared.md` + `memory/pm.md` (if
+//! present); the Coder's is `coder.md` + `shared.md` (its plan comes as the first user
+//! message). A missing prompt file falls back to the shipped default.
 
 use std::path::Path;
 
 use crate::layout::{DEFAULT_PROMPTS, Layout};
 
 /// Assembles the PM's system prompt for the repository.
-pub fn system_prompt(layout: &Layout) -> String {
+pub fn pm_system_prompt(layout: &Layout) -> String {
     let mut prompt = read_prompt(&layout.prompts(), "pm.md");
     prompt.push_str("\n\n");
     prompt.push_str(&read_prompt(&layout.prompts(), "shared.md"));
@@ -26,6 +27,16 @@ pub fn system_prompt(layout: &Layout) -> String {
         "\n\nRepository: {name}. Paths you pass to tools are relative to its root."
     ));
     prompt
+}
+
+/// Assembles the Coder's system prompt for the repository.
+pub fn coder_system_prompt(layout: &Layout) -> String {
+    format!(
+        "{}\n\n{}\n\nYou work in a git worktree of the repository, which is your current directory. \
+         Paths you pass to tools are relative to it. Your tools run inside a sandbox without network access.",
+        read_prompt(&layout.prompts(), "coder.md"),
+        read_prompt(&layout.prompts(), "shared.md")
+    )
 }
 
 fn read_prompt(dir: &Path, name: &str) -> String {
@@ -50,7 +61,7 @@ mod tests {
         layout.init().unwrap();
         std::fs::write(layout.prompts().join("pm.md"), "ROLE PROMPT").unwrap();
         std::fs::write(layout.prompts().join("shared.md"), "SHARED").unwrap();
-        let without = system_prompt(&layout);
+        let without = pm_system_prompt(&layout);
         assert!(without.starts_with("ROLE PROMPT\n\nSHARED"), "{without}");
         assert!(!without.contains("# Memory"));
         std::fs::write(
@@ -58,7 +69,7 @@ mod tests {
             "deploys go through make ship\n",
         )
         .unwrap();
-        let with = system_prompt(&layout);
+        let with = pm_system_prompt(&layout);
         assert!(
             with.contains("# Memory (learned in earlier threads)\n\ndeploys go through make ship")
         );
@@ -68,7 +79,10 @@ mod tests {
     fn missing_prompt_falls_back_to_the_default() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
-        let prompt = system_prompt(&layout);
+        let prompt = pm_system_prompt(&layout);
         assert!(prompt.starts_with("You are the PM"), "{prompt}");
+        let coder = coder_system_prompt(&layout);
+        assert!(coder.starts_with("You are the Coder"), "{coder}");
+        assert!(coder.contains("## The team"), "{coder}");
     }
 }

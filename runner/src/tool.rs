@@ -137,7 +137,7 @@ impl ToolRegistry {
     }
 
     /// Whether every call of a reply names a read-only tool.
-    fn all_read_only(&self, calls: &[ToolCall]) -> bool {
+    pub fn all_read_only(&self, calls: &[ToolCall]) -> bool {
         calls
             .iter()
             .all(|c| self.find(&c.function.name).is_some_and(|t| t.read_only()))

@@ -11,3 +11,4 @@ mod output;
 mod pm;
 mod postgres;
 mod resilience;
+mod runners;

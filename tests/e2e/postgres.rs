@@ -167,6 +167,8 @@ async fn migrations_run_on_postgresql() {
             "_sqlx_migrations",
             "conversation_messages",
             "messages",
+            "run_events",
+            "runs",
             "threads",
             "usage"
         ]

@@ -27,8 +27,6 @@ struct Args {
 fn main() -> ExitCode {
     let args = Args::parse();
     logging::init(args.log_format, args.verbose);
-    // One process-wide TLS provider for both HTTP stacks (reqwest and Slack's hyper client).
-    let _ = rustls::crypto::ring::default_provider().install_default();
 
     let repo = match find_repo(args.repo.as_deref()) {
         Ok(repo) => repo,

@@ -1,23 +1,129 @@
-//! `runnerctl`: inspects and controls the sandboxed Coder runners through the controller's
-//! admin socket. The runners and the admin API do not exist yet, so this binary has no
-//! commands; it says so rather than pretending.
+//! `runnerctl`: inspects and controls the sandboxed Coder runners of a running controller
+//! through its admin socket (`<repo>/.codebutler/run/admin.sock`).
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
+use codebutler_controller::runnerctl::{self, Client, Format};
 
 /// Inspect and control CodeButler's sandboxed Coder runners.
-///
-/// Not available yet: the sandboxed runner and the controller's admin API come in a later
-/// release, so there is nothing to list, follow or cancel.
 #[derive(Debug, Parser)]
 #[command(version, about)]
-struct Args {}
+struct Args {
+    /// The admin socket (default: `.codebutler/run/admin.sock` of the repository).
+    #[arg(long, global = true, value_name = "PATH")]
+    socket: Option<PathBuf>,
+    /// The repository (default: the one containing the current directory).
+    #[arg(long, global = true, value_name = "DIR")]
+    repo: Option<PathBuf>,
+    /// Print JSON instead of text.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// List runs, newest first.
+    Ls {
+        /// Only queued and running runs.
+        #[arg(long)]
+        active: bool,
+    },
+    /// Show a thread's latest run.
+    Show { thread: String },
+    /// Print a run's events; with -f, keep following until it ends.
+    Logs {
+        thread: String,
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Cancel a thread's run.
+    Cancel {
+        thread: String,
+        #[arg(long, default_value = "cancelled with runnerctl")]
+        reason: String,
+    },
+    /// Start a run from a plan file in a fresh worktree and follow it.
+    Run {
+        #[arg(long, value_name = "FILE")]
+        plan: PathBuf,
+        /// Start it and return without following.
+        #[arg(long)]
+        detach: bool,
+    },
+}
 
 fn main() -> ExitCode {
-    let Args {} = Args::parse();
-    eprintln!(
-        "runnerctl: no runner support in this build yet (the sandboxed Coder runner is not built); nothing to inspect"
-    );
+    let args = Args::parse();
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    let socket = match args
+        .socket
+        .clone()
+        .map_or_else(|| default_socket(args.repo.as_deref()), Ok)
+    {
+        Ok(socket) => socket,
+        Err(message) => return fail(&message),
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("start async runtime: {e}")),
+    };
+    runtime.block_on(async move {
+        let mut client = match Client::connect(&socket).await {
+            Ok(client) => client,
+            Err(e) => return fail(&e.to_string()),
+        };
+        let mut out = std::io::stdout();
+        let result = match args.command {
+            Cmd::Ls { active } => client.ls(active, format, &mut out).await,
+            Cmd::Show { thread } => client.show(&thread, format, &mut out).await,
+            Cmd::Logs { thread, follow } => client.logs(&thread, follow, format, &mut out).await,
+            Cmd::Cancel { thread, reason } => {
+                client.cancel(&thread, &reason, format, &mut out).await
+            }
+            Cmd::Run { plan, detach } => match std::fs::read_to_string(&plan) {
+                Ok(text) => client.run(&text, !detach, format, &mut out).await,
+                Err(e) => Err(runnerctl::Error::Input(format!(
+                    "read {}: {e}",
+                    plan.display()
+                ))),
+            },
+        };
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => fail(&e.to_string()),
+        }
+    })
+}
+
+fn default_socket(repo: Option<&Path>) -> Result<PathBuf, String> {
+    let start = match repo {
+        Some(dir) => dir.to_owned(),
+        None => std::env::current_dir().map_err(|e| format!("read current directory: {e}"))?,
+    };
+    let repository = git2::Repository::discover(&start).map_err(|_| {
+        format!(
+            "{} is not inside a git repository: run runnerctl in the repository or pass --socket",
+            start.display()
+        )
+    })?;
+    let root = repository
+        .workdir()
+        .ok_or_else(|| "a bare repository has no CodeButler controller".to_owned())?;
+    Ok(root.join(".codebutler").join("run").join("admin.sock"))
+}
+
+fn fail(message: &str) -> ExitCode {
+    eprintln!("runnerctl: error: {message}");
     ExitCode::from(2)
 }

@@ -3,7 +3,6 @@
 //! a restart; its system prompt is assembled from the repository's prompt and memory files
 //! on every message, so edits take effect at once.
 
-pub mod prompt;
 pub mod tools;
 
 use std::path::PathBuf;
@@ -95,7 +94,7 @@ impl Pm {
                 proposed.clone(),
             )));
 
-        let system = prompt::system_prompt(&self.layout);
+        let system = crate::prompts::pm_system_prompt(&self.layout);
         let model = RoleModel {
             gateway: &self.gateway,
             ctx: CallContext {

@@ -39,6 +39,7 @@ pub enum SlackError {
 
 /// Builds the client for the Web API at `api_url` (no trailing slash).
 pub fn build_client(api_url: &str) -> Result<Arc<Client>, SlackError> {
+    crate::tls::ensure_provider();
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
         .map_err(|e| SlackError::Setup(format!("load system TLS roots: {e}")))?

@@ -12,6 +12,9 @@ use codebutler_runner::conversation::ChatMessage;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
+mod runs;
+pub use runs::{RunRecord, RunState};
+
 /// Attempts after which a failed message is no longer retried (it stays stored).
 pub const MAX_ATTEMPTS: i64 = 3;
 
@@ -103,10 +106,10 @@ pub struct ThreadSummary {
 /// The store handle; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
 }
 
-fn now() -> String {
+pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
@@ -137,7 +140,9 @@ impl Store {
     /// A write transaction that takes SQLite's write lock at once (`BEGIN IMMEDIATE`), so
     /// concurrent writers wait for each other (busy timeout) instead of failing when a read
     /// transaction cannot be upgraded.
-    async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
+    pub(crate) async fn begin_write(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
         Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
     }
 

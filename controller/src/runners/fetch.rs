@@ -1,0 +1,204 @@
+//! Web fetches on a runner's behalf (the runner has no network). The policy: http and https
+//! only; hosts on the deny list refused, and when an allow list is set only hosts on it;
+//! addresses that resolve to loopback, private, link-local or otherwise internal networks
+//! refused (a runner must not reach the controller's own network); redirects not followed
+//! (the answer says where they point); the body cut at a size cap.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use codebutler_proto::runner::v1::FetchResponse;
+use tonic::Status;
+
+/// Largest body returned, whatever the runner asks.
+pub const MAX_FETCH_BYTES: u64 = 2 * 1024 * 1024;
+
+/// What a runner may fetch.
+#[derive(Debug, Clone)]
+pub struct FetchPolicy {
+    /// Host suffixes allowed (empty: any public host).
+    pub allow: Vec<String>,
+    /// Host suffixes refused.
+    pub deny: Vec<String>,
+    pub http: reqwest::Client,
+}
+
+impl FetchPolicy {
+    /// A policy with the given host lists.
+    pub fn new(allow: Vec<String>, deny: Vec<String>) -> Result<Self, String> {
+        crate::tls::ensure_provider();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(Duration::from_secs(30))
+            .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| e.to_string())?;
+        Ok(Self { allow, deny, http })
+    }
+
+    /// Checks a URL's scheme and host name against the lists.
+    pub fn check_url(&self, url: &str) -> Result<reqwest::Url, Status> {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| Status::invalid_argument(format!("not a URL ({e})")))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(Status::permission_denied(
+                "only http and https URLs are fetched",
+            ));
+        }
+        let host = parsed
+            .host_str()
+            .ok_or_else(|| Status::invalid_argument("the URL has no host"))?
+            .to_lowercase();
+        let matches = |suffix: &String| {
+            let suffix = suffix.trim_start_matches('.').to_lowercase();
+            host == suffix || host.ends_with(&format!(".{suffix}"))
+        };
+        if self.deny.iter().any(matches) {
+            return Err(Status::permission_denied(format!(
+                "{host} is on the fetch deny list"
+            )));
+        }
+        if !self.allow.is_empty() && !self.allow.iter().any(matches) {
+            return Err(Status::permission_denied(format!(
+                "{host} is not on the fetch allow list"
+            )));
+        }
+        Ok(parsed)
+    }
+
+    /// Fetches `url` under the policy.
+    pub async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchResponse, Status> {
+        let parsed = self.check_url(url)?;
+        let host = parsed.host_str().unwrap_or_default().to_owned();
+        let port = parsed.port_or_known_default().unwrap_or(80);
+        let addrs: Vec<IpAddr> = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .map_err(|e| Status::unavailable(format!("resolve {host}: {e}")))?
+            .map(|a| a.ip())
+            .collect();
+        if addrs.is_empty() || addrs.iter().any(|ip| !is_public(ip)) {
+            return Err(Status::permission_denied(format!(
+                "{host} resolves to an internal address; only public hosts are fetched"
+            )));
+        }
+        let cap = max_bytes.clamp(1, MAX_FETCH_BYTES);
+        let mut response = self
+            .http
+            .get(parsed.clone())
+            .send()
+            .await
+            .map_err(|e| Status::unavailable(format!("fetch {host}: {}", e.without_url())))?;
+        let status = u32::from(response.status().as_u16());
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let mut body = Vec::new();
+        let mut truncated = false;
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| Status::unavailable(format!("read {host}: {}", e.without_url())))?
+        {
+            let room = usize::try_from(cap)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(body.len());
+            if chunk.len() > room {
+                body.extend_from_slice(&chunk[..room]);
+                truncated = true;
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(FetchResponse {
+            status,
+            content_type,
+            body,
+            truncated,
+            final_url: parsed.to_string(),
+        })
+    }
+}
+
+/// Whether an address is on the public internet.
+pub fn is_public(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            !(v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || v4.is_documentation()
+                || o[0] == 0
+                || (o[0] == 100 && (64..128).contains(&o[1]))
+                || (o[0] == 198 && (o[1] == 18 || o[1] == 19))
+                || o[0] >= 240)
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public(&IpAddr::V4(v4));
+            }
+            let s = v6.segments();
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (s[0] & 0xfe00) == 0xfc00
+                || (s[0] & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_addresses_are_not_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+        ] {
+            assert!(!is_public(&ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:2800:220:1::1"] {
+            assert!(is_public(&ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[tokio::test]
+    async fn policy_checks_scheme_lists_and_addresses() {
+        let open = FetchPolicy::new(vec![], vec!["evil.example".into()]).unwrap();
+        assert!(open.check_url("https://docs.rs/x").is_ok());
+        assert_eq!(
+            open.check_url("file:///etc/passwd").unwrap_err().code(),
+            tonic::Code::PermissionDenied
+        );
+        assert_eq!(
+            open.check_url("https://api.evil.example/")
+                .unwrap_err()
+                .code(),
+            tonic::Code::PermissionDenied
+        );
+        let err = open.fetch("http://127.0.0.1:9/", 100).await.unwrap_err();
+        assert!(err.message().contains("internal address"), "{err}");
+        let err = open.fetch("http://localhost:9/", 100).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        let allow = FetchPolicy::new(vec!["docs.rs".into()], vec![]).unwrap();
+        assert!(allow.check_url("https://docs.rs/tokio").is_ok());
+        assert!(allow.check_url("https://crates.io/").is_err());
+    }
+}

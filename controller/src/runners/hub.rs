@@ -1,0 +1,176 @@
+//! The controller's side of one runner's hub: `RunnerHub` served on the one socket that
+//! runner holds, so the controller knows which thread a call is for by the connection it
+//! came in on — a runner can act only on its own thread.
+//!
+//! `Session` carries the runner's events to the supervisor and the supervisor's commands to
+//! the runner. `Complete` sends the runner's model requests through the gateway (which adds
+//! the key and records usage) and streams the reply back. `Fetch` fetches a web page for the
+//! runner under the fetch policy.
+
+use std::sync::{Arc, Mutex};
+
+use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
+use codebutler_proto::runner::v1::{
+    CompleteChunk, CompleteRequest, FetchRequest, FetchResponse, RunnerCommand, RunnerEvent,
+    ToolCallDelta, Usage, complete_chunk::Chunk,
+};
+use codebutler_runner::conversation::ChatMessage;
+use futures::StreamExt;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::store::Store;
+
+use super::fetch::FetchPolicy;
+
+/// The hub of one run.
+#[derive(Debug)]
+pub struct RunHub {
+    pub run_id: String,
+    pub ctx: CallContext,
+    pub gateway: Arc<Gateway>,
+    pub store: Store,
+    pub fetch: Arc<FetchPolicy>,
+    /// Runner events go here (to the supervisor).
+    pub events: mpsc::Sender<RunnerEvent>,
+    /// Commands for the runner; taken by the one `Session` call.
+    pub commands: Mutex<Option<mpsc::Receiver<RunnerCommand>>>,
+    /// Cancels model calls in flight when the run ends.
+    pub cancel: CancellationToken,
+}
+
+impl RunHub {
+    /// Serves this hub on the runner's socket until `shutdown` fires.
+    pub async fn serve(self, socket: tokio::net::UnixStream, shutdown: CancellationToken) {
+        let incoming = futures::stream::iter([Ok::<_, std::io::Error>(socket)])
+            .chain(futures::stream::pending());
+        let result = tonic::transport::Server::builder()
+            .add_service(RunnerHubServer::new(self))
+            .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+            .await;
+        if let Err(e) = result {
+            tracing::warn!("runner hub stopped: {e}");
+        }
+    }
+}
+
+type ChunkStream = ReceiverStream<Result<CompleteChunk, Status>>;
+type CommandStream = ReceiverStream<Result<RunnerCommand, Status>>;
+
+#[tonic::async_trait]
+impl RunnerHub for RunHub {
+    type SessionStream = CommandStream;
+    type CompleteStream = ChunkStream;
+
+    async fn session(
+        &self,
+        request: Request<Streaming<RunnerEvent>>,
+    ) -> Result<Response<CommandStream>, Status> {
+        let mut commands = self
+            .commands
+            .lock()
+            .ok()
+            .and_then(|mut c| c.take())
+            .ok_or_else(|| Status::failed_precondition("this run's session is already open"))?;
+        let mut inbound = request.into_inner();
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(event)) = inbound.message().await {
+                if events.send(event).await.is_err() {
+                    break;
+                }
+            }
+        });
+        let (tx, rx) = mpsc::channel(16);
+        tokio::spawn(async move {
+            while let Some(command) = commands.recv().await {
+                if tx.send(Ok(command)).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn complete(
+        &self,
+        request: Request<CompleteRequest>,
+    ) -> Result<Response<ChunkStream>, Status> {
+        let request = request.into_inner();
+        let messages: Vec<ChatMessage> = serde_json::from_str(&request.messages_json)
+            .map_err(|e| Status::invalid_argument(format!("messages_json: {e}")))?;
+        let tools: Vec<serde_json::Value> = if request.tools_json.trim().is_empty() {
+            Vec::new()
+        } else {
+            serde_json::from_str(&request.tools_json)
+                .map_err(|e| Status::invalid_argument(format!("tools_json: {e}")))?
+        };
+        let completion = self
+            .gateway
+            .complete_with_tool_json(&self.ctx, &messages, tools, &self.cancel)
+            .await
+            .map_err(|e| match e {
+                GatewayError::Cancelled => Status::cancelled("the run ended"),
+                other => Status::unavailable(other.to_string()),
+            })?;
+        if let Err(e) = self
+            .store
+            .add_run_usage(
+                &self.run_id,
+                completion.usage.prompt_tokens,
+                completion.usage.completion_tokens,
+                completion.usage.cost.unwrap_or(0.0),
+            )
+            .await
+        {
+            tracing::warn!(run = %self.run_id, "record run usage: {e}");
+        }
+        let (tx, rx) = mpsc::channel(16);
+        let reply = completion.reply;
+        let usage = completion.usage;
+        let mut chunks = Vec::new();
+        if let Some(text) = reply.content {
+            chunks.push(Chunk::TextDelta(text));
+        }
+        for (index, call) in reply.tool_calls.into_iter().enumerate() {
+            chunks.push(Chunk::ToolCallDelta(ToolCallDelta {
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                id: call.id,
+                name: call.function.name,
+                arguments: call.function.arguments,
+            }));
+        }
+        chunks.push(Chunk::Usage(Usage {
+            prompt_tokens: u64::try_from(usage.prompt_tokens).unwrap_or(0),
+            completion_tokens: u64::try_from(usage.completion_tokens).unwrap_or(0),
+            cached_tokens: u64::try_from(usage.cached_tokens).unwrap_or(0),
+            cost_usd: usage.cost.unwrap_or(0.0),
+        }));
+        tokio::spawn(async move {
+            for chunk in chunks {
+                if tx
+                    .send(Ok(CompleteChunk { chunk: Some(chunk) }))
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn fetch(
+        &self,
+        request: Request<FetchRequest>,
+    ) -> Result<Response<FetchResponse>, Status> {
+        let request = request.into_inner();
+        self.fetch
+            .fetch(&request.url, request.max_bytes)
+            .await
+            .map(Response::new)
+    }
+}

@@ -1,0 +1,465 @@
+//! Runner supervision: start runs (queued beyond `access.maxConcurrentThreads`), drive each
+//! runner's session, record every event and the run's outcome in the store, enforce the time
+//! limit from outside, cancel on request, reap the process and clean up its hub.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use codebutler_proto::runner::v1::{
+    Cancel, FinishReason, RunnerCommand, RunnerEvent, Task, runner_command::Command,
+    runner_event::Event,
+};
+use prost::Message;
+use tokio::sync::{Semaphore, broadcast, mpsc};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::fetch::FetchPolicy;
+use super::hub::RunHub;
+use super::launcher::{LaunchRequest, Launcher};
+use crate::gateway::{CallContext, Gateway};
+use crate::store::{RunRecord, RunState, Store, StoreError, ThreadKey};
+
+/// Time a runner gets to stop after a cancel before it is killed.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
+/// Time past the run's own limit before the controller kills the runner.
+const HARD_LIMIT_GRACE: Duration = Duration::from_secs(30);
+
+/// A run to start.
+#[derive(Clone, Debug)]
+pub struct RunRequest {
+    pub thread: ThreadKey,
+    pub plan: String,
+    pub worktree: PathBuf,
+    pub system_prompt: String,
+}
+
+/// Limits and model of every run.
+#[derive(Clone, Debug)]
+pub struct RunLimits {
+    pub model: String,
+    pub max_turns: u32,
+    pub timeout: Duration,
+    pub max_concurrent: usize,
+}
+
+/// One event of a run, as broadcast to followers.
+#[derive(Clone, Debug)]
+pub struct RunEvent {
+    pub run_id: String,
+    pub seq: i64,
+    pub at_unix_ms: i64,
+    pub event: RunnerEvent,
+    /// Set on the run's last broadcast: the run's final state.
+    pub ended: Option<RunState>,
+}
+
+/// Why a run could not be started or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    #[error("thread {0} already has a run in progress")]
+    Busy(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Builds the sandbox spec (JSON) for a worktree.
+pub type SpecBuilder = Arc<dyn Fn(&std::path::Path) -> String + Send + Sync>;
+
+/// The supervisor; cheap to clone.
+#[derive(Clone)]
+pub struct Supervisor {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Supervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Supervisor").finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    store: Store,
+    gateway: Arc<Gateway>,
+    launcher: Arc<dyn Launcher>,
+    fetch: Arc<FetchPolicy>,
+    limits: RunLimits,
+    spec: SpecBuilder,
+    log_dir: PathBuf,
+    slots: Arc<Semaphore>,
+    active: Mutex<HashMap<String, Active>>,
+    events: broadcast::Sender<RunEvent>,
+    tracker: TaskTracker,
+}
+
+struct Active {
+    run_id: String,
+    commands: mpsc::Sender<RunnerCommand>,
+    cancel: CancellationToken,
+}
+
+/// Everything a supervisor needs.
+#[allow(missing_debug_implementations)] // holds a closure
+pub struct SupervisorParts {
+    pub store: Store,
+    pub gateway: Arc<Gateway>,
+    pub launcher: Arc<dyn Launcher>,
+    pub fetch: Arc<FetchPolicy>,
+    pub limits: RunLimits,
+    pub spec: SpecBuilder,
+    /// Where runner logs go (`.codebutler/run/`).
+    pub log_dir: PathBuf,
+}
+
+impl Supervisor {
+    /// A supervisor. Marks runs left running by a previous controller as interrupted.
+    pub async fn new(parts: SupervisorParts) -> Result<Self, StoreError> {
+        let interrupted = parts.store.interrupt_unfinished_runs().await?;
+        if interrupted > 0 {
+            tracing::warn!(
+                tag = "CLD",
+                "{interrupted} run(s) were interrupted by the last stop"
+            );
+        }
+        let (events, _) = broadcast::channel(1024);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                slots: Arc::new(Semaphore::new(parts.limits.max_concurrent.max(1))),
+                store: parts.store,
+                gateway: parts.gateway,
+                launcher: parts.launcher,
+                fetch: parts.fetch,
+                limits: parts.limits,
+                spec: parts.spec,
+                log_dir: parts.log_dir,
+                active: Mutex::new(HashMap::new()),
+                events,
+                tracker: TaskTracker::new(),
+            }),
+        })
+    }
+
+    /// Starts a run (queued while all slots are busy). One run per thread at a time.
+    pub async fn start(&self, request: RunRequest) -> Result<RunRecord, SupervisorError> {
+        let thread_ts = request.thread.thread_ts.clone();
+        let cancel = CancellationToken::new();
+        let (commands, command_rx) = mpsc::channel(16);
+        let run_id = format!("{}", rand::random::<u64>() >> 11);
+        {
+            let mut active = self.lock_active();
+            if active.contains_key(&thread_ts) {
+                return Err(SupervisorError::Busy(thread_ts));
+            }
+            active.insert(
+                thread_ts.clone(),
+                Active {
+                    run_id: run_id.clone(),
+                    commands: commands.clone(),
+                    cancel: cancel.clone(),
+                },
+            );
+        }
+        let record = match self
+            .inner
+            .store
+            .create_run(
+                &run_id,
+                &request.thread,
+                &request.plan,
+                &self.inner.limits.model,
+                &request.worktree.display().to_string(),
+                i64::from(self.inner.limits.max_turns),
+            )
+            .await
+        {
+            Ok(record) => record,
+            Err(e) => {
+                self.lock_active().remove(&thread_ts);
+                return Err(e.into());
+            }
+        };
+        tracing::info!(tag = "CLD", "thread {thread_ts} → run {run_id} queued");
+        let inner = self.inner.clone();
+        self.inner.tracker.spawn(async move {
+            let state = inner
+                .drive(&run_id, request, commands, command_rx, &cancel)
+                .await;
+            if let Ok(mut active) = inner.active.lock() {
+                active.remove(&thread_ts);
+            }
+            tracing::info!(
+                tag = "CLD",
+                "thread {thread_ts} → run {run_id} {}",
+                state.as_str()
+            );
+        });
+        Ok(record)
+    }
+
+    /// Asks the thread's run to stop. Returns whether a run was in progress.
+    pub async fn cancel(&self, thread_ts: &str, reason: &str) -> bool {
+        let found = self
+            .lock_active()
+            .get(thread_ts)
+            .map(|a| (a.commands.clone(), a.cancel.clone(), a.run_id.clone()));
+        let Some((commands, cancel, run_id)) = found else {
+            return false;
+        };
+        tracing::info!(
+            tag = "CLD",
+            "thread {thread_ts} → cancelling run {run_id}: {reason}"
+        );
+        let _ = commands
+            .send(RunnerCommand {
+                command: Some(Command::Cancel(Cancel {
+                    reason: reason.to_owned(),
+                })),
+            })
+            .await;
+        cancel.cancel();
+        true
+    }
+
+    /// Follows every run's events.
+    pub fn subscribe(&self) -> broadcast::Receiver<RunEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// The store runs are recorded in.
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    /// The limits runs get.
+    pub fn limits(&self) -> &RunLimits {
+        &self.inner.limits
+    }
+
+    /// Cancels every run and waits (bounded) for them to be reaped.
+    pub async fn shutdown(&self) {
+        let all: Vec<String> = self.lock_active().keys().cloned().collect();
+        for thread in all {
+            self.cancel(&thread, "the controller is stopping").await;
+        }
+        self.inner.tracker.close();
+        let _ = tokio::time::timeout(
+            CANCEL_GRACE + Duration::from_secs(5),
+            self.inner.tracker.wait(),
+        )
+        .await;
+    }
+
+    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
+        match self.inner.active.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+}
+
+impl Inner {
+    /// Runs one run to its end and records it; returns its final state.
+    async fn drive(
+        &self,
+        run_id: &str,
+        request: RunRequest,
+        commands: mpsc::Sender<RunnerCommand>,
+        command_rx: mpsc::Receiver<RunnerCommand>,
+        cancel: &CancellationToken,
+    ) -> RunState {
+        let permit = tokio::select! {
+            permit = self.slots.clone().acquire_owned() => permit.ok(),
+            () = cancel.cancelled() => None,
+        };
+        let Some(_permit) = permit else {
+            return self
+                .finish(run_id, RunState::Cancelled, "cancelled while queued", None)
+                .await;
+        };
+        let launched = match self
+            .launcher
+            .launch(&LaunchRequest {
+                spec_json: (self.spec)(&request.worktree),
+                log: self.log_dir.join(format!("run-{run_id}.log")),
+            })
+            .await
+        {
+            Ok(launched) => launched,
+            Err(e) => {
+                return self
+                    .finish(run_id, RunState::Failed, &e.to_string(), None)
+                    .await;
+            }
+        };
+        let mut child = launched.child;
+        let pid = child.id().map_or(0, i64::from);
+        if let Err(e) = self.store.run_started(run_id, pid).await {
+            tracing::error!(run = run_id, "record run start: {e}");
+        }
+        tracing::info!(
+            tag = "CLD",
+            "thread {} → coder running (run {run_id}, pid {pid})",
+            request.thread
+        );
+
+        let (event_tx, mut event_rx) = mpsc::channel(64);
+        let hub_stop = CancellationToken::new();
+        let hub = RunHub {
+            run_id: run_id.to_owned(),
+            ctx: CallContext {
+                thread: request.thread.clone(),
+                role: "coder",
+                model: self.limits.model.clone(),
+            },
+            gateway: self.gateway.clone(),
+            store: self.store.clone(),
+            fetch: self.fetch.clone(),
+            events: event_tx,
+            commands: Mutex::new(Some(command_rx)),
+            cancel: hub_stop.clone(),
+        };
+        let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
+        let task = RunnerCommand {
+            command: Some(Command::Task(Task {
+                plan: request.plan.clone(),
+                system_prompt: request.system_prompt.clone(),
+                model: self.limits.model.clone(),
+                max_turns: self.limits.max_turns,
+                timeout_seconds: u32::try_from(self.limits.timeout.as_secs()).unwrap_or(u32::MAX),
+                resume_messages_json: String::new(),
+            })),
+        };
+        let _ = commands.send(task).await;
+
+        let mut seq = 0;
+        let mut ending: Option<(RunState, String)> = None;
+        let hard_limit = Instant::now() + self.limits.timeout + HARD_LIMIT_GRACE;
+        let mut kill_at: Option<Instant> = None;
+        let exit = loop {
+            let kill_deadline = kill_at.unwrap_or(hard_limit).min(hard_limit);
+            tokio::select! {
+                Some(event) = event_rx.recv() => {
+                    if let Some(end) = ending_of(&event) {
+                        ending = Some(end);
+                    }
+                    self.record_event(run_id, &mut seq, event).await;
+                }
+                status = child.wait() => break status.ok(),
+                () = cancel.cancelled(), if kill_at.is_none() => {
+                    kill_at = Some(Instant::now() + CANCEL_GRACE);
+                }
+                () = tokio::time::sleep_until(kill_deadline) => {
+                    if ending.is_none() {
+                        ending = Some(if kill_at.is_some() {
+                            (RunState::Cancelled, "killed: it did not stop after the cancel".into())
+                        } else {
+                            (RunState::Finished, "killed at the hard time limit".into())
+                        });
+                    }
+                    let _ = child.start_kill();
+                    break child.wait().await.ok();
+                }
+            }
+        };
+        // Events sent just before the exit.
+        while let Ok(event) = event_rx.try_recv() {
+            if let Some(end) = ending_of(&event) {
+                ending = Some(end);
+            }
+            self.record_event(run_id, &mut seq, event).await;
+        }
+        hub_stop.cancel();
+        let _ = hub_task.await;
+        let code = exit.and_then(|s| s.code()).map(i64::from);
+        let (state, text) = ending.unwrap_or_else(|| {
+            let how = match exit {
+                Some(s) => s.to_string(),
+                None => "an unknown status".into(),
+            };
+            (
+                RunState::Failed,
+                format!("the runner exited with {how} without finishing"),
+            )
+        });
+        self.finish(run_id, state, &text, code).await
+    }
+
+    async fn record_event(&self, run_id: &str, seq: &mut i64, event: RunnerEvent) {
+        let turn = match &event.event {
+            Some(Event::TurnBegun(t)) => Some(i64::from(t.turn)),
+            _ => None,
+        };
+        if let Err(e) = self
+            .store
+            .add_run_event(run_id, *seq, &event.encode_to_vec(), turn)
+            .await
+        {
+            tracing::error!(run = run_id, "record run event: {e}");
+        }
+        let _ = self.events.send(RunEvent {
+            run_id: run_id.to_owned(),
+            seq: *seq,
+            at_unix_ms: chrono::Utc::now().timestamp_millis(),
+            event,
+            ended: None,
+        });
+        *seq += 1;
+    }
+
+    async fn finish(
+        &self,
+        run_id: &str,
+        state: RunState,
+        ending: &str,
+        code: Option<i64>,
+    ) -> RunState {
+        if let Err(e) = self.store.finish_run(run_id, state, ending, code).await {
+            tracing::error!(run = run_id, "record run end: {e}");
+        }
+        let _ = self.events.send(RunEvent {
+            run_id: run_id.to_owned(),
+            seq: -1,
+            at_unix_ms: chrono::Utc::now().timestamp_millis(),
+            event: RunnerEvent { event: None },
+            ended: Some(state),
+        });
+        state
+    }
+}
+
+/// The run state and words an ending event stands for.
+fn ending_of(event: &RunnerEvent) -> Option<(RunState, String)> {
+    match &event.event {
+        Some(Event::Finished(f)) => {
+            let reason = FinishReason::try_from(f.reason).unwrap_or(FinishReason::Unspecified);
+            Some(match reason {
+                FinishReason::Cancelled => {
+                    (RunState::Cancelled, format!("cancelled: {}", f.summary))
+                }
+                FinishReason::MaxTurns => (RunState::Finished, "stopped at the turn limit".into()),
+                FinishReason::Timeout => (RunState::Finished, "stopped at the time limit".into()),
+                FinishReason::Completed | FinishReason::Unspecified => (
+                    RunState::Finished,
+                    format!("completed: {}", first_line(&f.summary)),
+                ),
+            })
+        }
+        Some(Event::Failed(f)) => Some((
+            RunState::Failed,
+            format!("{} failed: {}", f.step, f.message),
+        )),
+        _ => None,
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines()
+        .next()
+        .unwrap_or_default()
+        .chars()
+        .take(200)
+        .collect()
+}

@@ -1,0 +1,381 @@
+//! Coder runs and their event logs: what `runnerctl` lists and follows, and what survives a
+//! controller restart (runs that were running are marked interrupted).
+
+use sqlx::Row;
+
+use super::{Store, StoreError, ThreadKey, now};
+
+/// Where a run is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    Queued,
+    Running,
+    Finished,
+    Failed,
+    Cancelled,
+    Interrupted,
+}
+
+impl RunState {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Finished => "finished",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+            Self::Interrupted => "interrupted",
+        }
+    }
+
+    /// Parses a stored name.
+    pub fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Queued,
+            Self::Running,
+            Self::Finished,
+            Self::Failed,
+            Self::Cancelled,
+            Self::Interrupted,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+
+    /// Whether the run has ended.
+    pub fn is_final(self) -> bool {
+        !matches!(self, Self::Queued | Self::Running)
+    }
+}
+
+/// One run as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    pub id: String,
+    pub thread: ThreadKey,
+    pub state: RunState,
+    pub plan: String,
+    pub model: String,
+    pub worktree: String,
+    pub max_turns: i64,
+    pub turns: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub cost: f64,
+    /// How it ended, in words ("completed: …", "stopped at the turn limit", "sandbox step …").
+    pub ending: Option<String>,
+    pub exit_code: Option<i64>,
+    pub runner_pid: Option<i64>,
+    pub created_at: String,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+}
+
+const COLUMNS: &str = "id, channel_id, thread_ts, state, plan, model, worktree, max_turns, turns, \
+    prompt_tokens, completion_tokens, cost, ending, exit_code, runner_pid, created_at, started_at, ended_at";
+
+fn record(r: &sqlx::sqlite::SqliteRow) -> RunRecord {
+    RunRecord {
+        id: r.get("id"),
+        thread: ThreadKey {
+            channel: r.get("channel_id"),
+            thread_ts: r.get("thread_ts"),
+        },
+        state: RunState::parse(r.get("state")).unwrap_or(RunState::Interrupted),
+        plan: r.get("plan"),
+        model: r.get("model"),
+        worktree: r.get("worktree"),
+        max_turns: r.get("max_turns"),
+        turns: r.get("turns"),
+        prompt_tokens: r.get("prompt_tokens"),
+        completion_tokens: r.get("completion_tokens"),
+        cost: r.get("cost"),
+        ending: r.get("ending"),
+        exit_code: r.get("exit_code"),
+        runner_pid: r.get("runner_pid"),
+        created_at: r.get("created_at"),
+        started_at: r.get("started_at"),
+        ended_at: r.get("ended_at"),
+    }
+}
+
+impl Store {
+    /// Records a new run (queued).
+    pub async fn create_run(
+        &self,
+        id: &str,
+        thread: &ThreadKey,
+        plan: &str,
+        model: &str,
+        worktree: &str,
+        max_turns: i64,
+    ) -> Result<RunRecord, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let now = now();
+        sqlx::query(
+            "INSERT INTO threads (channel_id, thread_ts, created_at, updated_at) VALUES (?, ?, ?, ?) \
+             ON CONFLICT (channel_id, thread_ts) DO NOTHING",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(&now)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO runs (id, channel_id, thread_ts, state, plan, model, worktree, max_turns, created_at) \
+             VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(plan)
+        .bind(model)
+        .bind(worktree)
+        .bind(max_turns)
+        .bind(&now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.run(id)
+            .await?
+            .ok_or(StoreError::Query(sqlx::Error::RowNotFound))
+    }
+
+    /// One run.
+    pub async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM runs WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(record))
+    }
+
+    /// The thread's latest run.
+    pub async fn latest_run(&self, thread_ts: &str) -> Result<Option<RunRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE thread_ts = ? ORDER BY created_at DESC, id DESC LIMIT 1"
+        ))
+        .bind(thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(record))
+    }
+
+    /// Runs, newest first.
+    pub async fn list_runs(
+        &self,
+        active_only: bool,
+        limit: i64,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let filter = if active_only {
+            "WHERE state IN ('queued', 'running')"
+        } else {
+            ""
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ?"
+        ))
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(record).collect())
+    }
+
+    /// Marks a run running in the process `pid`.
+    pub async fn run_started(&self, id: &str, pid: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE runs SET state = 'running', runner_pid = ?, started_at = ? WHERE id = ?",
+        )
+        .bind(pid)
+        .bind(now())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Appends an event (protobuf bytes) to a run's log; `turn` updates the turn count.
+    pub async fn add_run_event(
+        &self,
+        id: &str,
+        seq: i64,
+        encoded: &[u8],
+        turn: Option<i64>,
+    ) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query("INSERT INTO run_events (run_id, seq, body, created_at) VALUES (?, ?, ?, ?)")
+            .bind(id)
+            .bind(seq)
+            .bind(hex(encoded))
+            .bind(now())
+            .execute(&mut *tx)
+            .await?;
+        if let Some(turn) = turn {
+            sqlx::query("UPDATE runs SET turns = ? WHERE id = ?")
+                .bind(turn)
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// A run's events from `from_seq` on, in order, as (seq, protobuf bytes).
+    pub async fn run_events(
+        &self,
+        id: &str,
+        from_seq: i64,
+    ) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT seq, body FROM run_events WHERE run_id = ? AND seq >= ? ORDER BY seq",
+        )
+        .bind(id)
+        .bind(from_seq)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .filter_map(|r| Some((r.get("seq"), unhex(r.get("body"))?)))
+            .collect())
+    }
+
+    /// Adds a model call's usage to a run's totals.
+    pub async fn add_run_usage(
+        &self,
+        id: &str,
+        prompt_tokens: i64,
+        completion_tokens: i64,
+        cost: f64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE runs SET prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, \
+             cost = cost + ? WHERE id = ?",
+        )
+        .bind(prompt_tokens)
+        .bind(completion_tokens)
+        .bind(cost)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Records how a run ended.
+    pub async fn finish_run(
+        &self,
+        id: &str,
+        state: RunState,
+        ending: &str,
+        exit_code: Option<i64>,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE runs SET state = ?, ending = ?, exit_code = ?, ended_at = ? WHERE id = ?",
+        )
+        .bind(state.as_str())
+        .bind(ending)
+        .bind(exit_code)
+        .bind(now())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// At start: runs that were queued or running when the controller died are interrupted.
+    pub async fn interrupt_unfinished_runs(&self) -> Result<u64, StoreError> {
+        let result = sqlx::query(
+            "UPDATE runs SET state = 'interrupted', ending = 'the controller stopped while it ran', \
+             ended_at = ? WHERE state IN ('queued', 'running')",
+        )
+        .bind(now())
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| {
+            text.get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread() -> ThreadKey {
+        ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_run_goes_from_queued_to_finished_with_its_events() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let run = s
+            .create_run("r1", &thread(), "plan", "m", "/w", 10)
+            .await
+            .unwrap();
+        assert_eq!(run.state, RunState::Queued);
+        s.run_started("r1", 42).await.unwrap();
+        s.add_run_event("r1", 0, &[1, 2, 255], None).await.unwrap();
+        s.add_run_event("r1", 1, &[], Some(3)).await.unwrap();
+        s.add_run_usage("r1", 10, 5, 0.25).await.unwrap();
+        s.add_run_usage("r1", 1, 1, 0.25).await.unwrap();
+        assert_eq!(s.list_runs(true, 10).await.unwrap().len(), 1);
+        s.finish_run("r1", RunState::Finished, "completed", Some(0))
+            .await
+            .unwrap();
+        let run = s.run("r1").await.unwrap().unwrap();
+        assert_eq!(
+            (run.state, run.turns, run.prompt_tokens, run.cost),
+            (RunState::Finished, 3, 11, 0.5)
+        );
+        assert_eq!(run.runner_pid, Some(42));
+        assert_eq!(
+            s.run_events("r1", 0).await.unwrap(),
+            vec![(0, vec![1, 2, 255]), (1, vec![])]
+        );
+        assert_eq!(s.run_events("r1", 1).await.unwrap().len(), 1);
+        assert!(s.list_runs(true, 10).await.unwrap().is_empty());
+        assert_eq!(s.latest_run("1.1").await.unwrap().unwrap().id, "r1");
+    }
+
+    #[tokio::test]
+    async fn unfinished_runs_are_interrupted_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        s.create_run("r1", &thread(), "p", "m", "/w", 1)
+            .await
+            .unwrap();
+        s.create_run("r2", &thread(), "p", "m", "/w", 1)
+            .await
+            .unwrap();
+        s.finish_run("r2", RunState::Cancelled, "cancelled", None)
+            .await
+            .unwrap();
+        assert_eq!(s.interrupt_unfinished_runs().await.unwrap(), 1);
+        assert_eq!(
+            s.run("r1").await.unwrap().unwrap().state,
+            RunState::Interrupted
+        );
+        assert_eq!(
+            s.run("r2").await.unwrap().unwrap().state,
+            RunState::Cancelled
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! The runner's side of the hub: the gRPC client on the one socket the controller handed
+//! over (fd 3), and the [`HubModel`] through which every model request goes to the
+//! controller's gateway (which holds the key and records usage). The runner holds no secret
+//! and has no other way out.
+
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
+use codebutler_proto::runner::v1::{CompleteRequest, complete_chunk::Chunk};
+use hyper_util::rt::TokioIo;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+use crate::conversation::{ChatMessage, ToolCall, ToolSpec};
+use crate::tool_loop::{AssistantReply, ChatModel};
+
+/// A hub call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("connect to the controller: {0}")]
+    Connect(String),
+    #[error("hub call failed: {0}")]
+    Call(#[from] tonic::Status),
+    #[error("the controller refused the model call: {0}")]
+    Refused(String),
+    #[error("encode request: {0}")]
+    Encode(#[from] serde_json::Error),
+}
+
+/// A gRPC channel over an already connected socket. The connector hands the socket out once:
+/// if the connection drops there is no way to reconnect, by design.
+pub async fn connect(stream: StdUnixStream) -> Result<Channel, HubError> {
+    stream
+        .set_nonblocking(true)
+        .map_err(|e| HubError::Connect(e.to_string()))?;
+    let slot = Arc::new(Mutex::new(Some(stream)));
+    Endpoint::from_static("http://controller.invalid")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let taken = slot.lock().ok().and_then(|mut s| s.take());
+            async move {
+                let std_stream = taken.ok_or_else(|| {
+                    std::io::Error::new(std::io::ErrorKind::NotConnected, "the hub socket is gone")
+                })?;
+                let stream = tokio::net::UnixStream::from_std(std_stream)?;
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }))
+        .await
+        .map_err(|e| HubError::Connect(e.to_string()))
+}
+
+/// The model, reached through the hub's `Complete`.
+#[derive(Clone, Debug)]
+pub struct HubModel {
+    client: RunnerHubClient<Channel>,
+}
+
+impl HubModel {
+    /// A model on the hub channel.
+    pub fn new(channel: Channel) -> Self {
+        Self {
+            client: RunnerHubClient::new(channel),
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for HubModel {
+    type Error = HubError;
+
+    async fn complete(
+        &self,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+    ) -> Result<AssistantReply, HubError> {
+        let tools: Vec<serde_json::Value> = tools.iter().map(ToolSpec::to_openai).collect();
+        let request = CompleteRequest {
+            messages_json: serde_json::to_string(messages)?,
+            tools_json: serde_json::to_string(&tools)?,
+            max_tokens: None,
+        };
+        let mut stream = self.client.clone().complete(request).await?.into_inner();
+        let mut reply = Accumulator::default();
+        while let Some(chunk) = stream.message().await? {
+            match chunk.chunk {
+                Some(Chunk::Refusal(r)) => return Err(HubError::Refused(r.reason)),
+                Some(chunk) => reply.add(chunk),
+                None => {}
+            }
+        }
+        Ok(reply.finish())
+    }
+}
+
+/// Accumulates streamed text and tool-call deltas (by index) into one reply.
+#[derive(Debug, Default)]
+struct Accumulator {
+    text: Option<String>,
+    calls: Vec<ToolCall>,
+}
+
+impl Accumulator {
+    fn add(&mut self, chunk: Chunk) {
+        match chunk {
+            Chunk::TextDelta(t) => self.text.get_or_insert_with(String::new).push_str(&t),
+            Chunk::ToolCallDelta(d) => {
+                let index = d.index as usize;
+                while self.calls.len() <= index {
+                    self.calls.push(ToolCall::new("", "", ""));
+                }
+                let call = &mut self.calls[index];
+                if !d.id.is_empty() {
+                    call.id = d.id;
+                }
+                if !d.name.is_empty() {
+                    call.function.name = d.name;
+                }
+                call.function.arguments.push_str(&d.arguments);
+            }
+            Chunk::Usage(_) | Chunk::FinishReason(_) | Chunk::Refusal(_) => {}
+        }
+    }
+
+    fn finish(self) -> AssistantReply {
+        AssistantReply {
+            content: self.text,
+            tool_calls: self.calls,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codebutler_proto::runner::v1::ToolCallDelta;
+
+    #[test]
+    fn deltas_accumulate_by_index() {
+        let mut acc = Accumulator::default();
+        for chunk in [
+            Chunk::TextDelta("Let me ".into()),
+            Chunk::ToolCallDelta(ToolCallDelta {
+                index: 1,
+                id: "b".into(),
+                name: "Bash".into(),
+                arguments: "{\"command\":".into(),
+            }),
+            Chunk::ToolCallDelta(ToolCallDelta {
+                index: 0,
+                id: "a".into(),
+                name: "Read".into(),
+                arguments: "{}".into(),
+            }),
+            Chunk::ToolCallDelta(ToolCallDelta {
+                index: 1,
+                id: String::new(),
+                name: String::new(),
+                arguments: "\"ls\"}".into(),
+            }),
+            Chunk::TextDelta("look.".into()),
+        ] {
+            acc.add(chunk);
+        }
+        let reply = acc.finish();
+        assert_eq!(reply.content.as_deref(), Some("Let me look."));
+        assert_eq!(reply.tool_calls[0], ToolCall::new("a", "Read", "{}"));
+        assert_eq!(
+            reply.tool_calls[1],
+            ToolCall::new("b", "Bash", "{\"command\":\"ls\"}")
+        );
+    }
+}

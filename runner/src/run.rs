@@ -1,0 +1,175 @@
+//! The runner's life: enter the sandbox, connect to the hub on fd 3, announce itself, take
+//! the task, run the Coder loop, report how it ended. The task arrives over the hub — never
+//! through argv or the environment, which hold no secret.
+//!
+//! If a sandbox step fails the model is never called: the failure (naming the step) is
+//! reported over the hub and on stderr, and the runner exits non-zero.
+
+#![allow(unsafe_code)]
+
+use std::os::fd::FromRawFd;
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use codebutler_proto::runner::v1::runner_command::Command;
+use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
+use codebutler_proto::runner::v1::{Failed, RunnerEvent, Started, runner_event::Event};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+use crate::agent::{CoderTask, Ending, Inbox, run_coder};
+use crate::hub::{HubModel, connect};
+use crate::sandbox::{SandboxSpec, enter};
+use crate::tool::ToolRegistry;
+use crate::tools::coder::{BashConfig, coder_tools};
+use crate::tools::path::RepoRoot;
+
+/// The inherited hub socket.
+pub const HUB_FD: i32 = 3;
+/// Cap on one tool result entering the conversation: above Bash's own output cap, so its
+/// exit code (at the end) is kept.
+const MAX_TOOL_OUTPUT: usize = 32 * 1024;
+
+/// Runs the runner. Must be called while the process has a single thread (the sandbox
+/// set-up requires it), so before any async runtime exists.
+pub fn main(spec: &SandboxSpec) -> ExitCode {
+    // SAFETY: fd 3 is the hub socket the launcher placed there for this process; nothing
+    // else in this process owns it, and it is taken exactly once, here.
+    let hub = unsafe { StdUnixStream::from_raw_fd(HUB_FD) };
+    let setup = enter(spec)
+        .map_err(|e| ("sandbox".to_owned(), e.to_string()))
+        .and_then(|report| {
+            for warning in &report.warnings {
+                eprintln!("codebutler-runner: WARNING: {warning}");
+            }
+            // The hub socket must not leak into the commands the Bash tool runs.
+            set_cloexec(&hub).map_err(|e| ("hub_cloexec".to_owned(), e.to_string()))
+        });
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("codebutler-runner: start async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let workdir = spec.mount_point.clone();
+    runtime.block_on(async move {
+        match session(hub, setup.map(|_| ()), workdir).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::from(1),
+            Err(message) => {
+                eprintln!("codebutler-runner: {message}");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
+
+fn set_cloexec(stream: &StdUnixStream) -> nix::Result<()> {
+    use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+    let flags = FdFlag::from_bits_truncate(fcntl(stream, FcntlArg::F_GETFD)?);
+    fcntl(stream, FcntlArg::F_SETFD(flags | FdFlag::FD_CLOEXEC))?;
+    Ok(())
+}
+
+/// Talks to the hub for the whole run. Returns whether the run completed without failure.
+async fn session(
+    hub: StdUnixStream,
+    setup: Result<(), (String, String)>,
+    workdir: PathBuf,
+) -> Result<bool, String> {
+    let channel = connect(hub).await.map_err(|e| e.to_string())?;
+    let (events, event_rx) = mpsc::channel::<RunnerEvent>(64);
+    let mut client = RunnerHubClient::new(channel.clone());
+    let mut commands = client
+        .session(ReceiverStream::new(event_rx))
+        .await
+        .map_err(|e| format!("open session: {e}"))?
+        .into_inner();
+    let send = |event: Event| {
+        let events = events.clone();
+        async move {
+            let _ = events.send(RunnerEvent { event: Some(event) }).await;
+        }
+    };
+    if let Err((step, message)) = setup {
+        eprintln!("codebutler-runner: {message}");
+        send(Event::Failed(Failed { step, message })).await;
+        drop(events);
+        // Let the event reach the controller before the process exits.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        return Ok(false);
+    }
+    send(Event::Started(Started {
+        runner_version: env!("CARGO_PKG_VERSION").to_owned(),
+    }))
+    .await;
+
+    // The first command is the task.
+    let task = loop {
+        match commands
+            .message()
+            .await
+            .map_err(|e| format!("receive task: {e}"))?
+        {
+            Some(cmd) => match cmd.command {
+                Some(Command::Task(task)) => break task,
+                Some(Command::Cancel(_)) => return Ok(false),
+                _ => continue,
+            },
+            None => return Err("the controller closed the session before sending a task".into()),
+        }
+    };
+    let resume = if task.resume_messages_json.trim().is_empty() {
+        Vec::new()
+    } else {
+        serde_json::from_str(&task.resume_messages_json)
+            .map_err(|e| format!("resume conversation: {e}"))?
+    };
+    let root = RepoRoot::new(&workdir).map_err(|e| format!("open {}: {e}", workdir.display()))?;
+    let mut tools = ToolRegistry::new(MAX_TOOL_OUTPUT);
+    for tool in coder_tools(Arc::new(root), BashConfig::default()) {
+        tools.register(tool);
+    }
+
+    // Commands after the task go to the loop's inbox.
+    let (inbox_tx, mut inbox) = mpsc::channel(16);
+    tokio::spawn(async move {
+        while let Ok(Some(cmd)) = commands.message().await {
+            let item = match cmd.command {
+                Some(Command::UserMessage(m)) => Inbox::UserMessage {
+                    text: m.text,
+                    author: m.author,
+                },
+                Some(Command::Cancel(c)) => Inbox::Cancel { reason: c.reason },
+                _ => continue,
+            };
+            if inbox_tx.send(item).await.is_err() {
+                break;
+            }
+        }
+    });
+
+    let model = HubModel::new(channel);
+    let coder_task = CoderTask {
+        system_prompt: task.system_prompt,
+        plan: task.plan,
+        max_turns: task.max_turns,
+        timeout: Duration::from_secs(u64::from(task.timeout_seconds)),
+        resume,
+    };
+    let (ending, _conversation) = run_coder(&model, &tools, coder_task, &mut inbox, &events).await;
+    let ok = !matches!(ending, Ending::ModelFailed { .. });
+    let _ = events.send(ending.to_event()).await;
+    drop(events);
+    // Give the session a moment to deliver the last event.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    Ok(ok)
+}

@@ -1,0 +1,333 @@
+//! Sandboxed Coder runs started and inspected with `runnerctl` against a running controller,
+//! with a scripted model: the happy path, each ending, and escape attempts made through the
+//! Coder's Bash tool and checked from the host.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use codebutler_test_support::model::Reply;
+use serde_json::json;
+
+use crate::harness::{Env, OUTSIDE_SECRET, WAIT, tool_results};
+
+/// Runs `runnerctl` without blocking the test's runtime (the fakes live on it).
+async fn runnerctl(env: &Env, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_runnerctl"))
+        .arg("--repo")
+        .arg(env.repo_path())
+        .args(args)
+        .output()
+        .await
+        .unwrap()
+}
+
+/// Polls a `runnerctl` command until its output contains `needle`; returns the output.
+async fn wait_output(env: &Env, args: &[&str], needle: &str) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let out = stdout(&runnerctl(env, args).await);
+        if out.contains(needle) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never saw {needle:?}; last output:\n{out}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn write_plan(env: &Env, text: &str) -> PathBuf {
+    let path = env.outside.path().join(format!("plan-{}.md", text.len()));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Env whose controller runs Coder runs with the test's limits.
+async fn runner_env(coder: serde_json::Value) -> Env {
+    Env::with_config(json!({
+        "coder": coder,
+        "sandbox": {"runnerPath": runner_bin().display().to_string()}
+    }))
+    .await
+}
+
+fn runner_bin() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner")
+}
+
+fn worktree_of(env: &Env, slug: &str) -> PathBuf {
+    env.repo_path().join(".codebutler/branches").join(slug)
+}
+
+#[tokio::test]
+async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
+    assert!(
+        runner_bin().is_file(),
+        "build the runner first: cargo build -p codebutler-runner"
+    );
+    let env = runner_env(json!({"maxTurns": 10, "timeout": 1})).await;
+    let plan = "Mark the deploy section PLAN-HAPPY\n\nEdit README.md and check it.";
+    env.model.script(
+        "PLAN-HAPPY",
+        vec![
+            Reply::tool_call("Read", r#"{"file_path": "README.md"}"#),
+            Reply::tool_call(
+                "Edit",
+                json!({"file_path": "README.md", "old_string": "## Deploying", "new_string": "## Deploying (reviewed)"})
+                    .to_string(),
+            ),
+            Reply::tool_call("Bash", r#"{"command": "grep -c reviewed README.md && git status --short"}"#),
+            Reply::text("Done: marked the section."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let plan_file = write_plan(&env, plan);
+    let out = runnerctl(&env, &["run", "--plan", plan_file.to_str().unwrap()]).await;
+    let text = stdout(&out);
+    for expected in [
+        "runner 0.1.0 started",
+        "turn 1 of 10",
+        "→ reading README.md",
+        "→ editing README.md",
+        "→ running grep -c reviewed README.md && git status --short",
+        "✓ Bash",
+        "finished (completed): Done: marked the section.",
+        "run finished: completed: Done: marked the section.",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    // The worktree changed on the host; the main checkout did not.
+    let worktree = worktree_of(&env, "mark-the-deploy-section-plan-happy");
+    let readme = std::fs::read_to_string(worktree.join("README.md")).unwrap();
+    assert!(readme.contains("## Deploying (reviewed)"), "{readme}");
+    let main = std::fs::read_to_string(env.repo_path().join("README.md")).unwrap();
+    assert!(!main.contains("reviewed"));
+    // The command ran inside the worktree, and git works there.
+    let requests = env.model.requests_for("PLAN-HAPPY");
+    let all = tool_results(&requests[3].body);
+    let bash = all.rsplit("\n---\n").next().unwrap();
+    assert!(bash.starts_with("1\n M README.md"), "{bash}");
+    assert!(bash.contains("exit code: 0"), "{bash}");
+    // The model got the Coder's prompt and tools, through the controller's key.
+    assert!(
+        requests[0].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are the Coder")
+    );
+    assert_eq!(
+        requests[0].authorization.as_deref(),
+        Some("Bearer sk-or-test-key")
+    );
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(tools, ["Read", "Write", "Edit", "Bash", "Grep", "Glob"]);
+
+    // ls / show / logs, text and JSON.
+    let ls = stdout(&runnerctl(&env, &["ls"]).await);
+    assert!(
+        ls.contains("finished") && ls.contains("completed: Done"),
+        "{ls}"
+    );
+    let listed: serde_json::Value =
+        serde_json::from_str(&stdout(&runnerctl(&env, &["ls", "--json"]).await)).unwrap();
+    let thread = listed[0]["thread"].as_str().unwrap().to_owned();
+    assert_eq!(listed[0]["state"], "finished");
+    assert_eq!(listed[0]["turns"], 4);
+    assert!(listed[0]["promptTokens"].as_u64().unwrap() > 0);
+    let show = stdout(&runnerctl(&env, &["show", &thread]).await);
+    assert!(
+        show.contains("branch:   codebutler/mark-the-deploy-section-plan-happy"),
+        "{show}"
+    );
+    let logs = stdout(&runnerctl(&env, &["logs", &thread, "--json"]).await);
+    let events: Vec<serde_json::Value> = logs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events.first().unwrap()["event"], "started");
+    assert_eq!(events.last().unwrap()["event"], "finished");
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn max_turns_and_timeout_end_runs_as_such() {
+    let env = runner_env(json!({"maxTurns": 2, "timeout": 0.05})).await;
+    env.model.script(
+        "PLAN-TURNS",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "true"}"#),
+            Reply::tool_call("Bash", r#"{"command": "true"}"#),
+            Reply::tool_call("Bash", r#"{"command": "true"}"#),
+        ],
+    );
+    env.model.script(
+        "PLAN-SLOW",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "sleep 30"}"#),
+            Reply::text("never"),
+        ],
+    );
+    let _daemon = env.start().await;
+    let out = stdout(
+        &runnerctl(
+            &env,
+            &[
+                "run",
+                "--plan",
+                write_plan(&env, "PLAN-TURNS").to_str().unwrap(),
+            ],
+        )
+        .await,
+    );
+    assert!(out.contains("finished (max turns)"), "{out}");
+    assert!(
+        out.contains("run finished: stopped at the turn limit"),
+        "{out}"
+    );
+    assert_eq!(env.model.requests_for("PLAN-TURNS").len(), 2);
+
+    let out = stdout(
+        &runnerctl(
+            &env,
+            &[
+                "run",
+                "--plan",
+                write_plan(&env, "PLAN-SLOW, a slower plan")
+                    .to_str()
+                    .unwrap(),
+            ],
+        )
+        .await,
+    );
+    assert!(out.contains("finished (timeout)"), "{out}");
+    assert!(
+        out.contains("run finished: stopped at the time limit"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn cancel_stops_a_running_command() {
+    let env = runner_env(json!({"maxTurns": 5, "timeout": 5})).await;
+    env.model.script(
+        "PLAN-CANCEL",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "sleep 300"}"#),
+            Reply::text("never"),
+        ],
+    );
+    let _daemon = env.start().await;
+    let plan = write_plan(&env, "PLAN-CANCEL");
+    let started = stdout(
+        &runnerctl(
+            &env,
+            &[
+                "run",
+                "--detach",
+                "--json",
+                "--plan",
+                plan.to_str().unwrap(),
+            ],
+        )
+        .await,
+    );
+    let started: serde_json::Value = serde_json::from_str(started.trim()).unwrap();
+    let thread = started["thread"].as_str().unwrap().to_owned();
+    wait_output(&env, &["logs", &thread], "→ running sleep 300").await;
+    let cancel = runnerctl(&env, &["cancel", &thread]).await;
+    assert!(
+        stdout(&cancel).contains("cancelling the run"),
+        "{}",
+        stdout(&cancel)
+    );
+    wait_output(&env, &["show", &thread], "state:    cancelled").await;
+    let logs = stdout(&runnerctl(&env, &["logs", &thread]).await);
+    assert!(logs.contains("finished (cancelled)"), "{logs}");
+    // No model call after the cancel.
+    assert_eq!(env.model.requests_for("PLAN-CANCEL").len(), 1);
+}
+
+#[tokio::test]
+async fn escape_attempts_through_the_bash_tool_fail() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let env = runner_env(json!({"maxTurns": 5, "timeout": 2})).await;
+    let passwd_before = std::fs::read_to_string("/etc/passwd").unwrap();
+    let home = env.home.path().display().to_string();
+    let repo = env.repo_path().display().to_string();
+    let commands = [
+        // Secrets: the global config, the repository's config, the environment.
+        format!("cat {home}/config.json; cat {repo}/.codebutler/config.json; env; cat /proc/1/environ | tr '\\0' '\\n'"),
+        // Writes outside the worktree.
+        format!("echo pwned > {repo}/README.md; echo pwned > {home}/planted; echo x >> /etc/passwd; echo done"),
+        // The network: the host's loopback.
+        format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo CONNECTED || echo refused"),
+        // The hub: no socket of the runner is reachable from a command.
+        "ls -l /proc/[0-9]*/fd 2>&1 | grep -c socket; echo end".to_owned(),
+        // Git hooks and config the host's git would run.
+        "git config core.hooksPath /tmp/hooks; echo x > $(git rev-parse --git-common-dir)/hooks/post-checkout; echo attempted".to_owned(),
+    ];
+    let calls: Vec<(String, String)> = commands
+        .iter()
+        .map(|c| ("Bash".to_owned(), json!({"command": c}).to_string()))
+        .collect();
+    env.model.script(
+        "PLAN-ESCAPE",
+        vec![Reply::ToolCalls(calls), Reply::text("tried")],
+    );
+    let _daemon = env.start().await;
+    let out = stdout(
+        &runnerctl(
+            &env,
+            &[
+                "run",
+                "--plan",
+                write_plan(&env, "PLAN-ESCAPE").to_str().unwrap(),
+            ],
+        )
+        .await,
+    );
+    assert!(out.contains("run finished: completed: tried"), "{out}");
+    let results = tool_results(&env.model.requests_for("PLAN-ESCAPE")[1].body);
+    let parts: Vec<&str> = results.split("\n---\n").collect();
+    assert_eq!(parts.len(), 5, "{results}");
+    for secret in ["xoxb-", "xapp-", "sk-or-", OUTSIDE_SECRET] {
+        assert!(!results.contains(secret), "{secret} visible in:\n{results}");
+    }
+    assert!(!parts[2].contains("CONNECTED"), "{}", parts[2]);
+    assert!(parts[3].starts_with("0\nend"), "{}", parts[3]);
+    // Checked from the host: nothing outside the worktree changed.
+    let readme = std::fs::read_to_string(env.repo_path().join("README.md")).unwrap();
+    assert!(!readme.contains("pwned"));
+    assert!(!env.home.path().join("planted").exists());
+    assert_eq!(
+        std::fs::read_to_string("/etc/passwd").unwrap(),
+        passwd_before
+    );
+    let git_config = std::fs::read_to_string(env.repo_path().join(".git/config")).unwrap();
+    assert!(!git_config.contains("hooksPath"), "{git_config}");
+    assert!(!env.repo_path().join(".git/hooks/post-checkout").exists());
+}
+
+#[tokio::test]
+async fn runnerctl_without_a_controller_says_so() {
+    let env = Env::new().await;
+    let out = runnerctl(&env, &["ls"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("cannot reach the controller at"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("is `codebutler` running"), "{stderr}");
+}
