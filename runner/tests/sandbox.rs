@@ -110,9 +110,17 @@ impl Fixture {
         // Under the target directory rather than /tmp, as a real repository would be: the
         // sandbox's /tmp is a private tmpfs, so a repository under the host's /tmp would have
         // the directories leading to its git metadata recreated in that writable tmpfs.
+        // A checkout that itself lives under /tmp (CI may clone there) falls back to
+        // /var/tmp, which the sandbox does not shadow.
+        let target_tmp = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+        let base = if target_tmp.starts_with("/tmp") {
+            std::path::PathBuf::from("/var/tmp")
+        } else {
+            target_tmp.to_owned()
+        };
         let dir = tempfile::Builder::new()
-            .prefix("sandbox-")
-            .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+            .prefix("codebutler-sandbox-")
+            .tempdir_in(base)
             .unwrap();
         let root = fs::canonicalize(dir.path()).unwrap();
         let home = root.join("home");

@@ -331,3 +331,28 @@ async fn runnerctl_without_a_controller_says_so() {
     );
     assert!(stderr.contains("is `codebutler` running"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_failed_sandbox_step_is_reported_and_the_model_is_never_called() {
+    let env = Env::with_config(json!({
+        "sandbox": {
+            "runnerPath": runner_bin().display().to_string(),
+            "readOnly": ["/nonexistent/codebutler-toolchain"]
+        }
+    }))
+    .await;
+    env.model
+        .script("PLAN-NOSANDBOX", vec![Reply::text("must not be asked")]);
+    let _daemon = env.start().await;
+    let plan = write_plan(&env, "PLAN-NOSANDBOX");
+    let out = stdout(&runnerctl(&env, &["run", "--plan", plan.to_str().unwrap()]).await);
+    assert!(
+        out.contains("failed at step sandbox: sandbox step `"),
+        "{out}"
+    );
+    assert!(out.contains("run failed: sandbox failed:"), "{out}");
+    assert!(
+        env.model.requests().is_empty(),
+        "the model was called without a sandbox"
+    );
+}
