@@ -177,4 +177,8 @@ async fn sigterm_lets_work_in_flight_finish_then_exits_cleanly() {
     let log = daemon.log();
     assert!(log.contains("INF  shutting down"), "{log}");
     assert!(log.contains("INF  stopped"), "{log}");
+    assert!(
+        !env.repo_path().join(".codebutler/run/admin.sock").exists(),
+        "the admin socket is removed at exit"
+    );
 }

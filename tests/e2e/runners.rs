@@ -37,6 +37,26 @@ async fn wait_output(env: &Env, args: &[&str], needle: &str) -> String {
     }
 }
 
+/// Starts a run without following it; returns its thread.
+async fn start_detached(env: &Env, plan: &str) -> String {
+    let path = write_plan(env, plan);
+    let out = stdout(
+        &runnerctl(
+            env,
+            &[
+                "run",
+                "--detach",
+                "--json",
+                "--plan",
+                path.to_str().unwrap(),
+            ],
+        )
+        .await,
+    );
+    let started: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    started["thread"].as_str().unwrap().to_owned()
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -354,5 +374,88 @@ async fn a_failed_sandbox_step_is_reported_and_the_model_is_never_called() {
     assert!(
         env.model.requests().is_empty(),
         "the model was called without a sandbox"
+    );
+}
+
+#[tokio::test]
+async fn runs_beyond_the_concurrency_cap_wait_in_a_queue() {
+    let env = Env::with_config(json!({
+        "coder": {"maxTurns": 5, "timeout": 5},
+        "access": {"maxConcurrentThreads": 1},
+        "sandbox": {"runnerPath": runner_bin().display().to_string()}
+    }))
+    .await;
+    env.model.script(
+        "PLAN-FIRST",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "sleep 300"}"#),
+            Reply::text("never"),
+        ],
+    );
+    env.model
+        .script("PLAN-SECOND", vec![Reply::text("second done")]);
+    let _daemon = env.start().await;
+    let first = start_detached(&env, "PLAN-FIRST").await;
+    wait_output(&env, &["logs", &first], "→ running sleep 300").await;
+    let second = start_detached(&env, "PLAN-SECOND, the queued one").await;
+    let listed = wait_output(&env, &["ls", "--active"], "queued").await;
+    assert!(
+        listed.contains(&second) && listed.contains("running"),
+        "{listed}"
+    );
+    assert!(
+        env.model.requests_for("PLAN-SECOND").is_empty(),
+        "the queued run started"
+    );
+    runnerctl(&env, &["cancel", &first]).await;
+    let shown = wait_output(&env, &["show", &second], "state:    finished").await;
+    assert!(
+        shown.contains("ending:   completed: second done"),
+        "{shown}"
+    );
+}
+
+#[tokio::test]
+async fn a_fork_bomb_is_contained_while_the_daemon_keeps_answering() {
+    let env = runner_env(json!({"maxTurns": 5, "timeout": 5})).await;
+    env.model.script(
+        "PLAN-BOMB",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": ":(){ :|:& };:", "timeout": 8}"#),
+            Reply::text("bombed"),
+        ],
+    );
+    env.model
+        .script("still answering?", vec![Reply::text("yes, still here")]);
+    let _daemon = env.start().await;
+    let plan = write_plan(&env, "PLAN-BOMB");
+    let out = runnerctl(
+        &env,
+        &[
+            "run",
+            "--detach",
+            "--json",
+            "--plan",
+            plan.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let thread = serde_json::from_str::<serde_json::Value>(stdout(&out).trim()).unwrap()["thread"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wait_output(&env, &["logs", &thread], "→ running :(){ :|:& };:").await;
+    // While the bomb goes off in the sandbox, the daemon answers Slack.
+    let asked = env.say("still answering?");
+    let posts = env.wait_thread_posts(&asked, 1).await;
+    assert_eq!(posts[0].text, "*PM:* yes, still here");
+    let shown = wait_output(&env, &["show", &thread], "state:    finished").await;
+    assert!(shown.contains("completed: bombed"), "{shown}");
+    // The host can still start processes.
+    assert!(
+        std::process::Command::new("true")
+            .status()
+            .unwrap()
+            .success()
     );
 }
