@@ -8,8 +8,11 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
-use codebutler_proto::runner::v1::{CompleteRequest, complete_chunk::Chunk};
+use codebutler_proto::runner::v1::{
+    CompleteRequest, RunnerEvent, complete_chunk::Chunk, runner_event,
+};
 use hyper_util::rt::TokioIo;
+use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::conversation::{ChatMessage, ToolCall, ToolSpec};
@@ -54,6 +57,8 @@ pub async fn connect(stream: StdUnixStream) -> Result<Channel, HubError> {
 #[derive(Clone, Debug)]
 pub struct HubModel {
     client: RunnerHubClient<Channel>,
+    /// Where each call's usage is reported as a `Usage` event, if anywhere.
+    usage_events: Option<mpsc::Sender<RunnerEvent>>,
 }
 
 impl HubModel {
@@ -61,7 +66,14 @@ impl HubModel {
     pub fn new(channel: Channel) -> Self {
         Self {
             client: RunnerHubClient::new(channel),
+            usage_events: None,
         }
+    }
+
+    /// Also reports each call's usage as a `Usage` event on `events`.
+    pub fn with_usage_events(mut self, events: mpsc::Sender<RunnerEvent>) -> Self {
+        self.usage_events = Some(events);
+        self
     }
 }
 
@@ -85,6 +97,14 @@ impl ChatModel for HubModel {
         while let Some(chunk) = stream.message().await? {
             match chunk.chunk {
                 Some(Chunk::Refusal(r)) => return Err(HubError::Refused(r.reason)),
+                Some(Chunk::Usage(usage)) => {
+                    if let Some(events) = &self.usage_events {
+                        let event = RunnerEvent {
+                            event: Some(runner_event::Event::Usage(usage)),
+                        };
+                        let _ = events.send(event).await;
+                    }
+                }
                 Some(chunk) => reply.add(chunk),
                 None => {}
             }

@@ -157,7 +157,7 @@ async fn session(
         }
     });
 
-    let model = HubModel::new(channel);
+    let model = HubModel::new(channel).with_usage_events(events.clone());
     let coder_task = CoderTask {
         system_prompt: task.system_prompt,
         plan: task.plan,

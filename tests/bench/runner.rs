@@ -284,6 +284,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         events,
         commands: Mutex::new(Some(command_rx)),
         cancel: stop.clone(),
+        calls_per_hour: 0,
     };
     tokio::spawn(hub.serve(
         tokio::net::UnixStream::from_std(ours).unwrap(),

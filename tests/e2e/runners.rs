@@ -71,7 +71,7 @@ fn write_plan(env: &Env, text: &str) -> PathBuf {
 async fn runner_env(coder: serde_json::Value) -> Env {
     Env::with_config(json!({
         "coder": coder,
-        "sandbox": {"runnerPath": runner_bin().display().to_string()}
+        "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
     }))
     .await
 }
@@ -285,6 +285,8 @@ async fn escape_attempts_through_the_bash_tool_fail() {
     let passwd_before = std::fs::read_to_string("/etc/passwd").unwrap();
     let home = env.home.path().display().to_string();
     let repo = env.repo_path().display().to_string();
+    let daemon = env.start().await;
+    let pid = daemon.pid();
     let commands = [
         // Secrets: the global config, the repository's config, the environment.
         format!("cat {home}/config.json; cat {repo}/.codebutler/config.json; env; cat /proc/1/environ | tr '\\0' '\\n'"),
@@ -296,6 +298,10 @@ async fn escape_attempts_through_the_bash_tool_fail() {
         "ls -l /proc/[0-9]*/fd 2>&1 | grep -c socket; echo end".to_owned(),
         // Git hooks and config the host's git would run.
         "git config core.hooksPath /tmp/hooks; echo x > $(git rev-parse --git-common-dir)/hooks/post-checkout; echo attempted".to_owned(),
+        // The controller's process: its environment and a signal.
+        format!("cat /proc/{pid}/environ; kill -TERM {pid} && echo SIGNALLED; echo end"),
+        // A memory hog.
+        "head -c 8G /dev/zero | tail >/dev/null && echo ALLOCATED || echo contained".to_owned(),
     ];
     let calls: Vec<(String, String)> = commands
         .iter()
@@ -305,27 +311,27 @@ async fn escape_attempts_through_the_bash_tool_fail() {
         "PLAN-ESCAPE",
         vec![Reply::ToolCalls(calls), Reply::text("tried")],
     );
-    let _daemon = env.start().await;
-    let out = stdout(
-        &runnerctl(
-            &env,
-            &[
-                "run",
-                "--plan",
-                write_plan(&env, "PLAN-ESCAPE").to_str().unwrap(),
-            ],
-        )
-        .await,
-    );
+    let plan = write_plan(&env, "PLAN-ESCAPE");
+    let out = stdout(&runnerctl(&env, &["run", "--plan", plan.to_str().unwrap()]).await);
     assert!(out.contains("run finished: completed: tried"), "{out}");
     let results = tool_results(&env.model.requests_for("PLAN-ESCAPE")[1].body);
     let parts: Vec<&str> = results.split("\n---\n").collect();
-    assert_eq!(parts.len(), 5, "{results}");
+    assert_eq!(parts.len(), 7, "{results}");
     for secret in ["xoxb-", "xapp-", "sk-or-", OUTSIDE_SECRET] {
         assert!(!results.contains(secret), "{secret} visible in:\n{results}");
     }
     assert!(!parts[2].contains("CONNECTED"), "{}", parts[2]);
     assert!(parts[3].starts_with("0\nend"), "{}", parts[3]);
+    assert!(!parts[5].contains("SIGNALLED\n"), "{}", parts[5]);
+    assert!(parts[6].contains("contained"), "{}", parts[6]);
+    // The controller is unharmed and still answers Slack.
+    env.model.script("alive?", vec![Reply::text("alive")]);
+    let asked = env.say("alive?");
+    assert_eq!(
+        env.wait_thread_posts(&asked, 1).await[0].text,
+        "*PM:* alive"
+    );
+    drop(daemon);
     // Checked from the host: nothing outside the worktree changed.
     let readme = std::fs::read_to_string(env.repo_path().join("README.md")).unwrap();
     assert!(!readme.contains("pwned"));
@@ -458,4 +464,30 @@ async fn a_fork_bomb_is_contained_while_the_daemon_keeps_answering() {
             .unwrap()
             .success()
     );
+}
+
+#[tokio::test]
+async fn the_controller_refuses_calls_beyond_the_hourly_limit_and_the_run_says_why() {
+    let env = Env::with_config(json!({
+        "coder": {"maxTurns": 5, "timeout": 2},
+        "access": {"maxClaudeCallsPerHour": 1},
+        "sandbox": {"runnerPath": runner_bin().display().to_string()}
+    }))
+    .await;
+    env.model.script(
+        "PLAN-BUDGET",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "true"}"#),
+            Reply::text("never"),
+        ],
+    );
+    let _daemon = env.start().await;
+    let plan = write_plan(&env, "PLAN-BUDGET");
+    let out = stdout(&runnerctl(&env, &["run", "--plan", plan.to_str().unwrap()]).await);
+    assert!(out.contains("usage: "), "usage events are reported: {out}");
+    assert!(
+        out.contains("failed at step model: the controller refused the model call: the limit of 1 Coder model calls per hour"),
+        "{out}"
+    );
+    assert_eq!(env.model.requests_for("PLAN-BUDGET").len(), 1);
 }

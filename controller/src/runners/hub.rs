@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
 use codebutler_proto::runner::v1::{
-    CompleteChunk, CompleteRequest, FetchRequest, FetchResponse, RunnerCommand, RunnerEvent,
-    ToolCallDelta, Usage, complete_chunk::Chunk,
+    CompleteChunk, CompleteRequest, FetchRequest, FetchResponse, Refusal, RunnerCommand,
+    RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
 };
 use codebutler_runner::conversation::ChatMessage;
 use futures::StreamExt;
@@ -40,6 +40,9 @@ pub struct RunHub {
     pub commands: Mutex<Option<mpsc::Receiver<RunnerCommand>>>,
     /// Cancels model calls in flight when the run ends.
     pub cancel: CancellationToken,
+    /// Coder model calls allowed per hour across all runs (`access.maxClaudeCallsPerHour`);
+    /// beyond it the hub refuses and the runner stops, saying why. 0: no limit.
+    pub calls_per_hour: u32,
 }
 
 impl RunHub {
@@ -53,6 +56,25 @@ impl RunHub {
             .await;
         if let Err(e) = result {
             tracing::warn!("runner hub stopped: {e}");
+        }
+    }
+}
+
+impl RunHub {
+    /// Why the next model call must not be made, if it must not.
+    async fn refusal(&self) -> Option<String> {
+        if self.calls_per_hour == 0 {
+            return None;
+        }
+        let since = chrono::Utc::now() - chrono::Duration::hours(1);
+        match self.store.calls_since(self.ctx.role, since).await {
+            Ok(n) if n >= i64::from(self.calls_per_hour) => Some(format!(
+                "the limit of {} Coder model calls per hour (access.maxClaudeCallsPerHour) is reached",
+                self.calls_per_hour
+            )),
+            Ok(_) => None,
+            // Fail closed: without the count the limit cannot be checked.
+            Err(e) => Some(format!("cannot check the hourly call limit: {e}")),
         }
     }
 }
@@ -100,6 +122,16 @@ impl RunnerHub for RunHub {
         request: Request<CompleteRequest>,
     ) -> Result<Response<ChunkStream>, Status> {
         let request = request.into_inner();
+        if let Some(reason) = self.refusal().await {
+            tracing::warn!(tag = "CLD", run = %self.run_id, "model call refused: {reason}");
+            let (tx, rx) = mpsc::channel(1);
+            let _ = tx
+                .send(Ok(CompleteChunk {
+                    chunk: Some(Chunk::Refusal(Refusal { reason })),
+                }))
+                .await;
+            return Ok(Response::new(ReceiverStream::new(rx)));
+        }
         let messages: Vec<ChatMessage> = serde_json::from_str(&request.messages_json)
             .map_err(|e| Status::invalid_argument(format!("messages_json: {e}")))?;
         let tools: Vec<serde_json::Value> = if request.tools_json.trim().is_empty() {

@@ -67,6 +67,7 @@ pub async fn supervisor_for(
             timeout: Duration::try_from_secs_f64(config.coder.timeout_mins * 60.0)
                 .unwrap_or(Duration::from_secs(86_400)),
             max_concurrent: usize::try_from(config.access.max_concurrent_threads).unwrap_or(1),
+            calls_per_hour: config.access.max_claude_calls_per_hour,
         },
         spec,
         log_dir: layout.dir.join("run"),

@@ -44,6 +44,8 @@ pub struct RunLimits {
     pub max_turns: u32,
     pub timeout: Duration,
     pub max_concurrent: usize,
+    /// Coder model calls per hour across runs; 0 for no limit.
+    pub calls_per_hour: u32,
 }
 
 /// One event of a run, as broadcast to followers.
@@ -320,6 +322,7 @@ impl Inner {
             events: event_tx,
             commands: Mutex::new(Some(command_rx)),
             cancel: hub_stop.clone(),
+            calls_per_hour: self.limits.calls_per_hour,
         };
         let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
         let task = RunnerCommand {

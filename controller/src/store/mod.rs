@@ -375,6 +375,21 @@ impl Store {
         Ok(())
     }
 
+    /// Model calls made by `role` since `since` (RFC 3339, UTC), across all threads.
+    pub async fn calls_since(
+        &self,
+        role: &str,
+        since: chrono::DateTime<chrono::Utc>,
+    ) -> Result<i64, StoreError> {
+        let since = since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM usage WHERE role = ? AND created_at > ?")
+            .bind(role)
+            .bind(since)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.get("n"))
+    }
+
     /// A thread's usage so far.
     pub async fn usage_totals(&self, thread: &ThreadKey) -> Result<UsageTotals, StoreError> {
         let row = sqlx::query(
