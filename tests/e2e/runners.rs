@@ -76,8 +76,16 @@ async fn runner_env(coder: serde_json::Value) -> Env {
     .await
 }
 
+/// The workspace's runner binary (built by `cargo nextest run --workspace`, or
+/// `cargo build -p codebutler-runner`).
 fn runner_bin() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner")
+    let bin = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run the suite with --workspace or `cargo build -p codebutler-runner`",
+        bin.display()
+    );
+    bin
 }
 
 fn worktree_of(env: &Env, slug: &str) -> PathBuf {
@@ -86,10 +94,6 @@ fn worktree_of(env: &Env, slug: &str) -> PathBuf {
 
 #[tokio::test]
 async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
-    assert!(
-        runner_bin().is_file(),
-        "build the runner first: cargo build -p codebutler-runner"
-    );
     let env = runner_env(json!({"maxTurns": 10, "timeout": 1})).await;
     let plan = "Mark the deploy section PLAN-HAPPY\n\nEdit README.md and check it.";
     env.model.script(
