@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use codebutler_proto::runner::v1::admin_client::AdminClient;
 use codebutler_proto::runner::v1::{
-    CancelRunRequest, FinishReason, FollowRunRequest, GetRunRequest, ListRunsRequest,
+    CancelRunRequest, FinishReason, FollowRunRequest, GetRunRequest, ListRunsRequest, RunDetail,
     RunEventRecord, RunState, RunSummary, StartRunRequest, runner_event::Event,
 };
 use hyper_util::rt::TokioIo;
@@ -128,13 +128,7 @@ impl Client {
         format: Format,
         out: &mut impl Write,
     ) -> Result<(), Error> {
-        let detail = self
-            .admin
-            .get_run(GetRunRequest {
-                thread_ts: thread.to_owned(),
-            })
-            .await?
-            .into_inner();
+        let detail = self.detail(thread).await?;
         let summary = detail.summary.clone().unwrap_or_default();
         match format {
             Format::Json => writeln!(
@@ -281,19 +275,23 @@ impl Client {
         Ok(())
     }
 
+    async fn detail(&mut self, thread: &str) -> Result<RunDetail, Error> {
+        Ok(self
+            .admin
+            .get_run(GetRunRequest {
+                thread_ts: thread.to_owned(),
+            })
+            .await?
+            .into_inner())
+    }
+
     async fn show_ending(
         &mut self,
         thread: &str,
         format: Format,
         out: &mut impl Write,
     ) -> Result<(), Error> {
-        let detail = self
-            .admin
-            .get_run(GetRunRequest {
-                thread_ts: thread.to_owned(),
-            })
-            .await?
-            .into_inner();
+        let detail = self.detail(thread).await?;
         let summary = detail.summary.unwrap_or_default();
         match format {
             Format::Json => writeln!(
