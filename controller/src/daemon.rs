@@ -12,6 +12,8 @@ use codebutler_runner::tools::path::RepoRoot;
 use slack_morphism::prelude::SlackPushEventCallback;
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::is_approval;
+use crate::coder::SlackCoder;
 use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
@@ -91,6 +93,12 @@ pub async fn run(
     };
     let handler = Arc::new(PmHandler {
         pm,
+        coder: SlackCoder {
+            supervisor: supervisor.clone(),
+            layout: layout.clone(),
+            sender: sender.clone(),
+            store: store.clone(),
+        },
         sender,
         store: store.clone(),
         allowed_users: config.access.allowed_users.clone(),
@@ -170,6 +178,8 @@ struct PmHandler {
     pm: Pm,
     sender: Sender,
     store: Store,
+    /// Starts and reports Coder runs of approved plans.
+    coder: SlackCoder,
     /// Who may ask for work; empty means everyone in the channel.
     allowed_users: Vec<String>,
 }
@@ -189,6 +199,44 @@ impl PmHandler {
     async fn react(&self, msg: &IncomingMessage, name: &str) {
         if let Err(e) = self.sender.react(&msg.channel, &msg.ts, name).await {
             tracing::warn!(thread = %msg.thread(), "react {name}: {e}");
+        }
+    }
+
+    /// An approval of the thread's pending plan: starts the Coder (at most once).
+    async fn approve(&self, msg: &IncomingMessage) {
+        let thread = msg.thread();
+        let plan = match self.store.approve_plan(&thread).await {
+            Ok(Some(plan)) => plan,
+            Ok(None) => {
+                // Approved a moment ago by someone else: nothing more to start.
+                self.done(msg).await;
+                return;
+            }
+            Err(e) => {
+                tracing::error!(thread = %thread, "approve plan: {e}");
+                self.settle_failed(msg).await;
+                return;
+            }
+        };
+        tracing::info!(
+            tag = "INF",
+            "thread {thread} → approved by {}, starting coder",
+            msg.user
+        );
+        if let Err(e) = self.coder.start(msg, &plan).await {
+            tracing::error!(thread = %thread, "start coder: {e}");
+            let _ = self.store.set_phase(&thread, "pm").await;
+            let reply = format!(
+                "I couldn't start the Coder ({e}). The plan is still waiting; approve it again to retry."
+            );
+            let _ = self.say(msg, &reply).await;
+        }
+        self.done(msg).await;
+    }
+
+    async fn done(&self, msg: &IncomingMessage) {
+        if let Err(e) = self.store.mark_processed(msg).await {
+            tracing::error!(thread = %msg.thread(), "mark processed: {e}");
         }
     }
 
@@ -240,6 +288,10 @@ impl MessageHandler for PmHandler {
             } else {
                 self.settle_failed(&msg).await;
             }
+            return;
+        }
+        if is_approval(&msg.text) && self.store.has_pending_plan(&thread).await.unwrap_or(false) {
+            self.approve(&msg).await;
             return;
         }
         if let Route::OtherRoles(named) = route(&msg.text) {

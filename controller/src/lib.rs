@@ -7,6 +7,8 @@
 //! [`gateway`] (every model call), [`pm`] (the PM's tool loop), [`daemon`] (wiring),
 //! [`logging`].
 
+pub mod approval;
+pub mod coder;
 pub mod config;
 pub mod daemon;
 pub mod gateway;

@@ -495,3 +495,120 @@ async fn the_controller_refuses_calls_beyond_the_hourly_limit_and_the_run_says_w
     );
     assert_eq!(env.model.requests_for("PLAN-BUDGET").len(), 1);
 }
+
+/// A PM plan, approved in the thread, becomes a Coder run whose progress and outcome show in
+/// the thread.
+#[tokio::test]
+async fn an_approved_plan_starts_the_coder_and_the_thread_follows_it() {
+    let env = runner_env(json!({"maxTurns": 5, "timeout": 2})).await;
+    let plan = json!({
+        "summary": "Mark the deploy section CODER-TOKEN",
+        "steps": ["Edit README.md"],
+        "files": ["README.md"]
+    });
+    env.model.script(
+        "please mark the deploy section",
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Here is the plan. Approve it to start."),
+            Reply::text("Tell me what to change."),
+        ],
+    );
+    env.model.script(
+        "CODER-TOKEN",
+        vec![
+            Reply::tool_call(
+                "Edit",
+                json!({"file_path": "README.md", "old_string": "## Deploying", "new_string": "## Deploying (marked)"})
+                    .to_string(),
+            ),
+            Reply::text("Marked the deploy section in README.md."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = env.say("please mark the deploy section");
+    env.wait_thread_posts(&thread, 1).await;
+
+    // "yes but …" is not an approval: it goes back to the PM.
+    env.slack.user_message(
+        codebutler_test_support::slack::CHANNEL,
+        crate::harness::USER,
+        "yes but use a shorter word",
+        Some(&thread),
+    );
+    let posts = env.wait_thread_posts(&thread, 2).await;
+    assert_eq!(posts[1].text, "*PM:* Tell me what to change.");
+    assert!(env.model.requests_for("CODER-TOKEN").is_empty());
+
+    // A plain approval starts the run.
+    let approval = env.slack.user_message(
+        codebutler_test_support::slack::CHANNEL,
+        crate::harness::USER,
+        "LGTM!",
+        Some(&thread),
+    );
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.slack
+                .reactions()
+                .iter()
+                .any(|r| r.ts == approval.ts && r.name == "white_check_mark")
+        })
+        .await;
+    assert!(
+        ok,
+        "no ✅ on the approval; posts: {:?}",
+        env.thread_posts(&thread)
+    );
+    let posts = env.thread_posts(&thread);
+    assert!(
+        posts[2].text.starts_with("*Coder:* working on _Mark the deploy section CODER-TOKEN_ in `codebutler/mark-the-deploy-section-coder-token`"),
+        "{}",
+        posts[2].text
+    );
+    assert_eq!(
+        posts.last().unwrap().text,
+        "*Coder:* Marked the deploy section in README.md."
+    );
+    let updates = env.slack.updates();
+    let final_status = &updates.last().unwrap().text;
+    assert!(
+        final_status.starts_with("*Coder:* finished _Mark the deploy section CODER-TOKEN_"),
+        "{final_status}"
+    );
+    assert!(final_status.contains("2 turns"), "{final_status}");
+    let names: Vec<String> = env
+        .slack
+        .reactions()
+        .into_iter()
+        .filter(|r| r.ts == approval.ts)
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(names, ["eyes", "white_check_mark"]);
+    let readme = std::fs::read_to_string(
+        worktree_of(&env, "mark-the-deploy-section-coder-token").join("README.md"),
+    )
+    .unwrap();
+    assert!(readme.contains("## Deploying (marked)"), "{readme}");
+    // The Coder was given the approved plan.
+    let first = &env.model.requests_for("CODER-TOKEN")[0].body;
+    let task = first["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        task.contains("📋 **Plan:** Mark the deploy section CODER-TOKEN"),
+        "{task}"
+    );
+
+    // A second approval starts nothing: the plan was used.
+    env.slack.user_message(
+        codebutler_test_support::slack::CHANNEL,
+        crate::harness::USER,
+        "yes",
+        Some(&thread),
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert_eq!(env.model.requests_for("CODER-TOKEN").len(), 2);
+    let runs = stdout(&runnerctl(&env, &["ls", "--json"]).await);
+    let runs: serde_json::Value = serde_json::from_str(&runs).unwrap();
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+}

@@ -124,6 +124,23 @@ impl Sender {
         Ok(response.ts.0)
     }
 
+    /// Replaces the text of a message the bot posted.
+    pub async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<(), SlackError> {
+        let request = SlackApiChatUpdateRequest::new(
+            channel.into(),
+            SlackMessageContent::new().with_text(text.into()),
+            ts.into(),
+        );
+        self.retrying("chat.update", || async {
+            self.client
+                .open_session(&self.token)
+                .chat_update(&request)
+                .await
+        })
+        .await?;
+        Ok(())
+    }
+
     /// Adds a reaction; one that is already there is fine.
     pub async fn react(&self, channel: &str, ts: &str, name: &str) -> Result<(), SlackError> {
         let request = SlackApiReactionsAddRequest::new(channel.into(), name.into(), ts.into());

@@ -412,7 +412,7 @@ impl Store {
     /// Records the thread's structured plan (JSON).
     pub async fn set_plan(&self, thread: &ThreadKey, plan_json: &str) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE threads SET plan = ?, updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+            "UPDATE threads SET plan = ?, phase = 'pm', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(plan_json)
         .bind(now())
@@ -443,6 +443,58 @@ impl Store {
                 updated_at: r.get("updated_at"),
             })
             .collect())
+    }
+
+    /// Sets the thread's phase: `pm` (talking, maybe a plan pending approval) or `coder`
+    /// (the plan was approved and a run started).
+    pub async fn set_phase(&self, thread: &ThreadKey, phase: &str) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE threads SET phase = ?, updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+        )
+        .bind(phase)
+        .bind(now())
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Takes the thread's pending plan for a run: moves the thread from `pm` to `coder` and
+    /// returns the plan, or `None` if there is no plan waiting (none proposed, or already
+    /// approved). Atomic, so one approval starts at most one run.
+    pub async fn approve_plan(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(
+            "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let plan: Option<String> = row.map(|r| r.get("plan"));
+        if plan.is_some() {
+            sqlx::query("UPDATE threads SET phase = 'coder', updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
+                .bind(now())
+                .bind(&thread.channel)
+                .bind(&thread.thread_ts)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(plan)
+    }
+
+    /// Whether the thread has a plan waiting for approval.
+    pub async fn has_pending_plan(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT 1 AS x FROM threads WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.is_some())
     }
 
     /// The thread's stored plan, if any.

@@ -1,0 +1,99 @@
+//! Typed approvals of a pending plan: a message that is nothing more than an approval word
+//! ("yes", "sí", "dale", "go", "lgtm", "ship it", …), case, punctuation, mentions and
+//! approval emoji ignored. "yes but change X" is not an approval: it goes back to the PM.
+
+/// Words and phrases that approve a plan on their own.
+const APPROVALS: &[&str] = &[
+    "yes",
+    "y",
+    "yep",
+    "yeah",
+    "yup",
+    "si",
+    "sí",
+    "dale",
+    "go",
+    "go ahead",
+    "do it",
+    "proceed",
+    "ok",
+    "okay",
+    "lgtm",
+    "ship it",
+    "approve",
+    "approved",
+    "sounds good",
+    "let's go",
+    "lets go",
+    "+1",
+    ":+1:",
+    ":thumbsup:",
+    ":white_check_mark:",
+    "👍",
+    "✅",
+];
+
+/// Whether `text` is an approval and nothing more.
+pub fn is_approval(text: &str) -> bool {
+    let normalized = normalize(text);
+    !normalized.is_empty() && APPROVALS.contains(&normalized.as_str())
+}
+
+/// Lower-cased, without `<@U…>` mentions or `@codebutler.*` addresses, trailing and leading
+/// punctuation stripped, inner whitespace collapsed.
+fn normalize(text: &str) -> String {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .filter(|w| !(w.starts_with("<@") && w.ends_with('>')))
+        .filter(|w| !w.to_lowercase().starts_with("@codebutler"))
+        .map(|w| w.to_lowercase())
+        .collect();
+    let joined = words.join(" ");
+    if APPROVALS.contains(&joined.as_str()) {
+        return joined;
+    }
+    joined
+        .trim_matches(|c: char| c.is_ascii_punctuation() || c == '¡' || c == '¿')
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_approvals_count_whatever_their_case_and_punctuation() {
+        for text in [
+            "yes",
+            "Yes!",
+            "  YES.  ",
+            "sí",
+            "¡Dale!",
+            "go",
+            "LGTM",
+            "ship it!!",
+            "👍",
+            ":+1:",
+            "<@U0BOT> yes",
+            "@codebutler.pm go ahead",
+        ] {
+            assert!(is_approval(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn anything_more_than_an_approval_goes_back_to_the_pm() {
+        for text in [
+            "yes but change the test name",
+            "yes, and also fix the docs",
+            "no",
+            "go away",
+            "is it ok?x",
+            "",
+            "   ",
+            "okay so what about X",
+        ] {
+            assert!(!is_approval(text), "{text:?}");
+        }
+    }
+}

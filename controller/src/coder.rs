@@ -1,0 +1,292 @@
+//! The Coder in a Slack thread: an approved plan becomes a run in a fresh worktree, and the
+//! run's progress lives in one status message edited in place (at most every 10 s: turn,
+//! what the Coder is doing now, elapsed time, tokens, cost). 👀 on the approval while it
+//! runs, then ✅ or ❌, and a short summary of how it ended.
+
+use std::time::Duration;
+
+use codebutler_proto::runner::v1::runner_event::Event;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use crate::layout::Layout;
+use crate::pm::tools::Plan;
+use crate::runners::supervisor::{RunEvent, RunRequest, Supervisor};
+use crate::runners::worktree;
+use crate::slack::api::Sender;
+use crate::store::{IncomingMessage, RunState, Store};
+
+/// Least time between two edits of a status message.
+pub const STATUS_INTERVAL: Duration = Duration::from_secs(10);
+const PREFIX: &str = "*Coder:* ";
+
+/// Starts and reports Coder runs for Slack threads.
+#[derive(Clone, Debug)]
+pub struct SlackCoder {
+    pub supervisor: Supervisor,
+    pub layout: Layout,
+    pub sender: Sender,
+    pub store: Store,
+}
+
+impl SlackCoder {
+    /// Starts the run of an approved plan (stored JSON) in a fresh worktree, posts its
+    /// status message and follows it in the background.
+    pub async fn start(&self, approval: &IncomingMessage, plan_json: &str) -> Result<(), String> {
+        let plan: Plan =
+            serde_json::from_str(plan_json).map_err(|e| format!("read the plan: {e}"))?;
+        let repo = self.layout.repo.clone();
+        let plan_text = plan.to_markdown();
+        let slug_source = plan.summary.clone();
+        let tree = tokio::task::spawn_blocking(move || worktree::create(&repo, &slug_source))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())?;
+        let events = self.supervisor.subscribe();
+        let run = self
+            .supervisor
+            .start(RunRequest {
+                thread: approval.thread(),
+                plan: plan_text,
+                worktree: tree.path.clone(),
+                system_prompt: crate::prompts::coder_system_prompt(&self.layout),
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = self
+            .sender
+            .react(&approval.channel, &approval.ts, "eyes")
+            .await;
+        let status = Status {
+            summary: plan.summary.clone(),
+            branch: tree.branch.clone(),
+            max_turns: u32::try_from(run.max_turns).unwrap_or(0),
+            ..Status::default()
+        };
+        let status_ts = self
+            .sender
+            .post(
+                &approval.channel,
+                &approval.thread_ts,
+                &status.render(Duration::ZERO),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let follower = Follower {
+            coder: self.clone(),
+            run_id: run.id,
+            approval: approval.clone(),
+            status_ts,
+            status,
+        };
+        tokio::spawn(follower.run(events));
+        Ok(())
+    }
+}
+
+/// What the status message shows.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Status {
+    summary: String,
+    branch: String,
+    turn: u32,
+    max_turns: u32,
+    doing: String,
+    tokens: u64,
+    cost: f64,
+    last_text: String,
+}
+
+impl Status {
+    fn apply(&mut self, event: &Event) {
+        match event {
+            Event::TurnBegun(t) => {
+                self.turn = t.turn;
+                self.max_turns = t.max_turns;
+                self.doing = "thinking".into();
+            }
+            Event::ToolStarted(t) => self.doing = t.summary.clone(),
+            Event::Usage(u) => {
+                self.tokens += u.prompt_tokens + u.completion_tokens;
+                self.cost += u.cost_usd;
+            }
+            Event::AssistantText(a) => self.last_text = a.text.clone(),
+            _ => {}
+        }
+    }
+
+    fn render(&self, elapsed: Duration) -> String {
+        let mut line = format!(
+            "{PREFIX}working on _{}_ in `{}`\n",
+            self.summary, self.branch
+        );
+        if self.turn == 0 {
+            line.push_str("starting the sandbox…");
+        } else {
+            line.push_str(&format!(
+                "turn {} of {} · {} · {} · {} tokens · ${:.2}",
+                self.turn,
+                self.max_turns,
+                self.doing,
+                elapsed_text(elapsed),
+                self.tokens,
+                self.cost
+            ));
+        }
+        line
+    }
+}
+
+fn elapsed_text(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{}m {:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+struct Follower {
+    coder: SlackCoder,
+    run_id: String,
+    approval: IncomingMessage,
+    status_ts: String,
+    status: Status,
+}
+
+impl Follower {
+    async fn run(mut self, mut events: tokio::sync::broadcast::Receiver<RunEvent>) {
+        let started = Instant::now();
+        let mut last_edit = Instant::now();
+        let mut dirty = false;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let state = loop {
+            tokio::select! {
+                event = events.recv() => match event {
+                    Ok(e) if e.run_id != self.run_id => {}
+                    Ok(e) => {
+                        if let Some(state) = e.ended {
+                            break state;
+                        }
+                        if let Some(event) = &e.event.event {
+                            self.status.apply(event);
+                            dirty = true;
+                        }
+                    }
+                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Closed) => break RunState::Interrupted,
+                },
+                _ = tick.tick() => {
+                    if dirty && last_edit.elapsed() >= STATUS_INTERVAL {
+                        self.edit(started.elapsed()).await;
+                        last_edit = Instant::now();
+                        dirty = false;
+                    }
+                }
+            }
+        };
+        self.finish(state, started.elapsed()).await;
+    }
+
+    async fn edit(&self, elapsed: Duration) {
+        let text = self.status.render(elapsed);
+        if let Err(e) = self
+            .coder
+            .sender
+            .update(&self.approval.channel, &self.status_ts, &text)
+            .await
+        {
+            tracing::warn!(thread = %self.approval.thread(), "update status: {e}");
+        }
+    }
+
+    async fn finish(&self, state: RunState, elapsed: Duration) {
+        let run = self.coder.store.run(&self.run_id).await.ok().flatten();
+        let ending = run
+            .as_ref()
+            .and_then(|r| r.ending.clone())
+            .unwrap_or_else(|| state.as_str().to_owned());
+        let ok = state == RunState::Finished && ending.starts_with("completed");
+        let turns = run
+            .as_ref()
+            .map_or(i64::from(self.status.turn), |r| r.turns);
+        let final_status = format!(
+            "{PREFIX}{} _{}_ in `{}` · {} turns · {} · {} tokens · ${:.2}",
+            if ok { "finished" } else { "stopped" },
+            self.status.summary,
+            self.status.branch,
+            turns,
+            elapsed_text(elapsed),
+            self.status.tokens,
+            self.status.cost
+        );
+        let channel = &self.approval.channel;
+        if let Err(e) = self
+            .coder
+            .sender
+            .update(channel, &self.status_ts, &final_status)
+            .await
+        {
+            tracing::warn!("update status: {e}");
+        }
+        let mut summary = format!("{ending}.");
+        if ok && !self.status.last_text.is_empty() {
+            summary = self.status.last_text.clone();
+        }
+        let parts = crate::slack::format::render_reply(&summary, PREFIX);
+        if let Err(e) = self
+            .coder
+            .sender
+            .send(channel, &self.approval.thread_ts, &parts)
+            .await
+        {
+            tracing::warn!("post run summary: {e}");
+        }
+        // The thread stays in the coder phase: its plan was used. A new plan from the PM
+        // puts it back in line for approval.
+        let reaction = if ok { "white_check_mark" } else { "x" };
+        let _ = self
+            .coder
+            .sender
+            .react(channel, &self.approval.ts, reaction)
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codebutler_proto::runner::v1::{ToolStarted, TurnBegun, Usage};
+
+    #[test]
+    fn status_shows_turn_activity_time_tokens_and_cost() {
+        let mut s = Status {
+            summary: "Fix expiry".into(),
+            branch: "codebutler/fix-expiry".into(),
+            ..Status::default()
+        };
+        assert_eq!(
+            s.render(Duration::ZERO),
+            "*Coder:* working on _Fix expiry_ in `codebutler/fix-expiry`\nstarting the sandbox…"
+        );
+        s.apply(&Event::TurnBegun(TurnBegun {
+            turn: 3,
+            max_turns: 25,
+        }));
+        s.apply(&Event::ToolStarted(ToolStarted {
+            call_id: "c".into(),
+            tool: "Edit".into(),
+            summary: "editing src/auth.rs".into(),
+        }));
+        s.apply(&Event::Usage(Usage {
+            prompt_tokens: 1000,
+            completion_tokens: 200,
+            cached_tokens: 0,
+            cost_usd: 0.125,
+        }));
+        assert_eq!(
+            s.render(Duration::from_secs(72)),
+            "*Coder:* working on _Fix expiry_ in `codebutler/fix-expiry`\nturn 3 of 25 · editing src/auth.rs · 1m 12s · 1200 tokens · $0.12"
+        );
+    }
+}
