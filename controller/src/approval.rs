@@ -33,6 +33,14 @@ const APPROVALS: &[&str] = &[
     "✅",
 ];
 
+/// Whether `text` asks a running Coder to stop ("stop", "cancel", …) and nothing more.
+pub fn is_stop(text: &str) -> bool {
+    matches!(
+        normalize(text).as_str(),
+        "stop" | "cancel" | "abort" | "para" | "stop it" | "cancel it"
+    )
+}
+
 /// Whether `text` is an approval and nothing more.
 pub fn is_approval(text: &str) -> bool {
     let normalized = normalize(text);
@@ -78,6 +86,16 @@ mod tests {
             "@codebutler.pm go ahead",
         ] {
             assert!(is_approval(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn stop_words_stop_and_nothing_else_does() {
+        for text in ["stop", "Cancel!", "<@U0BOT> stop"] {
+            assert!(is_stop(text), "{text:?}");
+        }
+        for text in ["stop using tabs", "don't cancel", "yes"] {
+            assert!(!is_stop(text), "{text:?}");
         }
     }
 

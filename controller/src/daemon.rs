@@ -12,7 +12,7 @@ use codebutler_runner::tools::path::RepoRoot;
 use slack_morphism::prelude::SlackPushEventCallback;
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::is_approval;
+use crate::approval::{is_approval, is_stop};
 use crate::coder::SlackCoder;
 use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
@@ -202,6 +202,35 @@ impl PmHandler {
         }
     }
 
+    /// A message in a thread whose Coder is running: "stop" stops it, anything else reaches
+    /// it before its next turn. Returns false if the run ended meanwhile (the PM takes it).
+    async fn to_running_coder(&self, msg: &IncomingMessage) -> bool {
+        let thread = &msg.thread_ts;
+        let taken = if is_stop(&msg.text) {
+            let reason = format!("stopped in Slack by <@{}>", msg.user);
+            let stopped = self.coder.supervisor.cancel(thread, &reason).await;
+            if stopped {
+                self.react(msg, "octagonal_sign").await;
+            }
+            stopped
+        } else {
+            let passed = self
+                .coder
+                .supervisor
+                .message(thread, &msg.text, &msg.user)
+                .await;
+            if passed {
+                tracing::info!(tag = "CLD", "thread {thread} → message passed to the coder");
+                self.react(msg, "incoming_envelope").await;
+            }
+            passed
+        };
+        if taken {
+            self.done(msg).await;
+        }
+        taken
+    }
+
     /// An approval of the thread's pending plan: starts the Coder (at most once).
     async fn approve(&self, msg: &IncomingMessage) {
         let thread = msg.thread();
@@ -288,6 +317,9 @@ impl MessageHandler for PmHandler {
             } else {
                 self.settle_failed(&msg).await;
             }
+            return;
+        }
+        if self.coder.supervisor.is_active(&thread.thread_ts) && self.to_running_coder(&msg).await {
             return;
         }
         if is_approval(&msg.text) && self.store.has_pending_plan(&thread).await.unwrap_or(false) {

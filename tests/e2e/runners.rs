@@ -612,3 +612,95 @@ async fn an_approved_plan_starts_the_coder_and_the_thread_follows_it() {
     let runs: serde_json::Value = serde_json::from_str(&runs).unwrap();
     assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
 }
+
+/// Messages in the thread reach the running Coder before its next turn; "stop" stops it.
+#[tokio::test]
+async fn thread_messages_reach_the_running_coder_and_stop_stops_it() {
+    let env = runner_env(json!({"maxTurns": 8, "timeout": 2})).await;
+    let plan = |token: &str| {
+        json!({"summary": format!("Work on {token}"), "steps": ["Do it"], "files": ["README.md"]})
+            .to_string()
+    };
+    for (ask, token) in [("first job", "JOB-ONE"), ("second job", "JOB-TWO")] {
+        env.model.script(
+            ask,
+            vec![
+                Reply::tool_call("ProposePlan", plan(token)),
+                Reply::text("Plan ready."),
+            ],
+        );
+    }
+    env.model.script(
+        "JOB-ONE",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "sleep 2"}"#),
+            Reply::text("Used tabs as asked."),
+        ],
+    );
+    env.model.script(
+        "JOB-TWO",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "sleep 300"}"#),
+            Reply::text("never"),
+        ],
+    );
+    let _daemon = env.start().await;
+    let channel = codebutler_test_support::slack::CHANNEL;
+    let user = crate::harness::USER;
+
+    let one = env.say("first job");
+    env.wait_thread_posts(&one, 1).await;
+    env.slack.user_message(channel, user, "go", Some(&one));
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env.model.requests_for("JOB-ONE").len() == 1)
+            .await
+    );
+    let note = env
+        .slack
+        .user_message(channel, user, "use tabs please", Some(&one));
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.thread_posts(&one)
+                .iter()
+                .any(|p| p.text == "*Coder:* Used tabs as asked.")
+        })
+        .await;
+    assert!(ok, "{:?}", env.thread_posts(&one));
+    let second_call = &env.model.requests_for("JOB-ONE")[1].body;
+    let users: Vec<String> = crate::harness::user_messages(second_call);
+    assert_eq!(
+        users.last().unwrap(),
+        "<@U0ALICE>: use tabs please",
+        "{users:?}"
+    );
+    assert!(
+        env.slack
+            .reactions()
+            .iter()
+            .any(|r| r.ts == note.ts && r.name == "incoming_envelope")
+    );
+
+    let two = env.say("second job");
+    env.wait_thread_posts(&two, 1).await;
+    let approval = env.slack.user_message(channel, user, "dale", Some(&two));
+    wait_output(&env, &["logs", &two], "→ running sleep 300").await;
+    env.slack.user_message(channel, user, "stop", Some(&two));
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.slack
+                .reactions()
+                .iter()
+                .any(|r| r.ts == approval.ts && r.name == "x")
+        })
+        .await;
+    assert!(ok, "{:?}", env.thread_posts(&two));
+    let last = env.thread_posts(&two).last().unwrap().text.clone();
+    assert!(
+        last.starts_with("*Coder:* cancelled: stopped in Slack by <@U0ALICE>"),
+        "{last}"
+    );
+    assert_eq!(env.model.requests_for("JOB-TWO").len(), 1);
+}

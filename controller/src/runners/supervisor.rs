@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::{
-    Cancel, FinishReason, RunnerCommand, RunnerEvent, Task, runner_command::Command,
+    Cancel, FinishReason, RunnerCommand, RunnerEvent, Task, UserMessage, runner_command::Command,
     runner_event::Event,
 };
 use prost::Message;
@@ -223,6 +223,32 @@ impl Supervisor {
             .await;
         cancel.cancel();
         true
+    }
+
+    /// Whether the thread has a run queued or in progress.
+    pub fn is_active(&self, thread_ts: &str) -> bool {
+        self.lock_active().contains_key(thread_ts)
+    }
+
+    /// Passes a message from the thread to its running Coder (added before its next turn).
+    /// Returns whether a run was there to take it.
+    pub async fn message(&self, thread_ts: &str, text: &str, author: &str) -> bool {
+        let commands = self
+            .lock_active()
+            .get(thread_ts)
+            .map(|a| a.commands.clone());
+        let Some(commands) = commands else {
+            return false;
+        };
+        commands
+            .send(RunnerCommand {
+                command: Some(Command::UserMessage(UserMessage {
+                    text: text.to_owned(),
+                    author: author.to_owned(),
+                })),
+            })
+            .await
+            .is_ok()
     }
 
     /// Follows every run's events.

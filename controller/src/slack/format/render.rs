@@ -12,7 +12,7 @@
 
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 
-use super::escape::{escape, push_guarded};
+use super::escape::{escape, protect_references, push_guarded, restore_references};
 use super::links::{render_image, render_link};
 use super::names::NameHints;
 use super::output::{Container, Ink, Output, Sep};
@@ -33,10 +33,18 @@ pub(super) struct Converted {
 pub(super) fn convert(markdown: &str, extract_snippets: bool) -> Converted {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
     let mut renderer = Renderer::new(extract_snippets);
-    for event in Parser::new_ext(markdown, options) {
+    let protected = protect_references(markdown);
+    for event in Parser::new_ext(&protected, options) {
         renderer.event(event);
     }
-    renderer.finish()
+    let mut converted = renderer.finish();
+    for piece in &mut converted.pieces {
+        match piece {
+            Outgoing::Text(text) => *text = restore_references(text),
+            Outgoing::Snippet { content, .. } => *content = restore_references(content),
+        }
+    }
+    converted
 }
 
 /// An inline span whose rendering needs its whole content (link label,
