@@ -15,6 +15,7 @@ use codebutler_proto::runner::v1::{
 };
 use tokio::sync::mpsc;
 
+use crate::compaction::{Compaction, compacted, summary_request};
 use crate::conversation::{ChatMessage, ToolCall};
 use crate::tool::ToolRegistry;
 use crate::tool_loop::ChatModel;
@@ -89,6 +90,18 @@ pub async fn run_coder<M: ChatModel>(
     inbox: &mut mpsc::Receiver<Inbox>,
     events: &mpsc::Sender<RunnerEvent>,
 ) -> (Ending, Vec<ChatMessage>) {
+    run_coder_with(model, tools, task, Compaction::default(), inbox, events).await
+}
+
+/// [`run_coder`] with explicit compaction settings (the model's context window).
+pub async fn run_coder_with<M: ChatModel>(
+    model: &M,
+    tools: &ToolRegistry,
+    task: CoderTask,
+    compaction: Compaction,
+    inbox: &mut mpsc::Receiver<Inbox>,
+    events: &mpsc::Sender<RunnerEvent>,
+) -> (Ending, Vec<ChatMessage>) {
     let mut messages = vec![ChatMessage::system(task.system_prompt.clone())];
     if task.resume.is_empty() {
         messages.push(ChatMessage::user(format!(
@@ -103,7 +116,7 @@ pub async fn run_coder<M: ChatModel>(
     let ending = tokio::select! {
         biased;
         () = &mut deadline => Ending::Timeout,
-        ending = turns(model, tools, &task, &mut messages, inbox, events) => ending,
+        ending = turns(model, tools, &task, compaction, &mut messages, inbox, events) => ending,
     };
     messages.remove(0);
     (ending, messages)
@@ -113,6 +126,7 @@ async fn turns<M: ChatModel>(
     model: &M,
     tools: &ToolRegistry,
     task: &CoderTask,
+    compaction: Compaction,
     messages: &mut Vec<ChatMessage>,
     inbox: &mut mpsc::Receiver<Inbox>,
     events: &mpsc::Sender<RunnerEvent>,
@@ -129,6 +143,25 @@ async fn turns<M: ChatModel>(
                 }
                 Inbox::Cancel { reason } => return Ending::Cancelled { reason },
             }
+        }
+        if compaction.needed(messages) {
+            let request = summary_request(messages);
+            let summary = tokio::select! {
+                biased;
+                cancel = wait_cancel(inbox, &mut pending) => return cancel,
+                reply = model.complete(&request, &[]) => match reply {
+                    Ok(reply) => reply.content.unwrap_or_default(),
+                    Err(e) => return Ending::ModelFailed { message: format!("compaction: {e}") },
+                },
+            };
+            *messages = compacted(messages, &summary);
+            emit(
+                events,
+                Event::AssistantText(AssistantText {
+                    text: "(compacted the conversation to stay within the context window)".into(),
+                }),
+            )
+            .await;
         }
         emit(
             events,
@@ -466,6 +499,92 @@ mod tests {
             seen[0]
                 .iter()
                 .any(|m| *m == ChatMessage::user("<@U1>: use tabs"))
+        );
+    }
+
+    /// Answers summary calls (no tools offered) with a summary, everything else with a tool
+    /// call whose result is large, until `turns` tool calls were made; records the size of
+    /// every request.
+    struct LongSession {
+        turns: usize,
+        made: Mutex<usize>,
+        sizes: Mutex<Vec<u64>>,
+        summaries: Mutex<usize>,
+    }
+
+    #[async_trait]
+    impl ChatModel for LongSession {
+        type Error = Exhausted;
+        async fn complete(
+            &self,
+            messages: &[ChatMessage],
+            tools: &[crate::conversation::ToolSpec],
+        ) -> Result<AssistantReply, Exhausted> {
+            self.sizes
+                .lock()
+                .unwrap()
+                .push(crate::compaction::estimate_tokens(messages));
+            if tools.is_empty() {
+                *self.summaries.lock().unwrap() += 1;
+                return Ok(AssistantReply {
+                    content: Some("Edited src/a.rs many times; tests pass.".into()),
+                    tool_calls: vec![],
+                });
+            }
+            let mut made = self.made.lock().unwrap();
+            if *made == self.turns {
+                return Ok(AssistantReply {
+                    content: Some("all done".into()),
+                    tool_calls: vec![],
+                });
+            }
+            *made += 1;
+            Ok(AssistantReply {
+                content: None,
+                tool_calls: vec![ToolCall::new(
+                    format!("c{made}"),
+                    "Edit",
+                    format!(r#"{{"file_path":"{}"}}"#, "x".repeat(3000)),
+                )],
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn compaction_keeps_a_sixty_turn_session_under_the_context_limit() {
+        let model = LongSession {
+            turns: 60,
+            made: Mutex::new(0),
+            sizes: Mutex::new(vec![]),
+            summaries: Mutex::new(0),
+        };
+        let window = 8_000;
+        let (tx, _rx) = mpsc::channel(10_000);
+        let (_in_tx, mut inbox) = mpsc::channel(10);
+        let mut t = task(100);
+        t.timeout = Duration::from_secs(600);
+        let compaction = Compaction {
+            context_window: window,
+            threshold: 0.8,
+        };
+        let (ending, _) = run_coder_with(&model, &tools(), t, compaction, &mut inbox, &tx).await;
+        assert_eq!(
+            ending,
+            Ending::Completed {
+                summary: "all done".into()
+            }
+        );
+        assert_eq!(*model.made.lock().unwrap(), 60);
+        assert!(
+            *model.summaries.lock().unwrap() >= 5,
+            "compacted {} times",
+            model.summaries.lock().unwrap()
+        );
+        let sizes = model.sizes.lock().unwrap();
+        let largest = *sizes.iter().max().unwrap();
+        assert!(
+            largest <= window,
+            "a request of ~{largest} tokens exceeded the {window}-token window"
         );
     }
 

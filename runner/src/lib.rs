@@ -7,6 +7,7 @@
 //! [`tool_loop::ChatModel`] trait, which the controller implements with its gateway.
 
 pub mod agent;
+pub mod compaction;
 pub mod conversation;
 pub mod hub;
 pub mod run;

@@ -1,0 +1,185 @@
+//! Context compaction for long Coder runs: when a conversation nears the model's context
+//! window (80 % of it), the model summarises the work so far in one call without tools, and
+//! the conversation becomes the system prompt, that summary, and the latest user message.
+//!
+//! Sizes are estimated at four characters per token: cheap, needs no tokenizer, and errs on
+//! the side of compacting early for code-heavy conversations.
+
+use crate::conversation::ChatMessage;
+
+/// When to compact.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Compaction {
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+    /// Fraction of the window at which to compact.
+    pub threshold: f64,
+}
+
+impl Default for Compaction {
+    fn default() -> Self {
+        Self {
+            context_window: 200_000,
+            threshold: 0.8,
+        }
+    }
+}
+
+/// Longest piece of one tool result kept in the text sent for summarising.
+const SERIALIZED_TOOL_RESULT: usize = 2_000;
+
+/// The instruction of the summary call.
+pub const SUMMARY_PROMPT: &str = "Summarise the work so far for yourself, to continue it with \
+     this summary instead of the full conversation: the task, what was done (files changed and \
+     how), what was learned (commands, test results, errors), decisions made, and what remains. \
+     Be specific: paths, function names, exact commands. Do not call tools.";
+
+impl Compaction {
+    /// Whether `messages` have grown past the threshold.
+    pub fn needed(&self, messages: &[ChatMessage]) -> bool {
+        estimate_tokens(messages) as f64 > self.context_window as f64 * self.threshold
+    }
+}
+
+/// Estimated tokens of a conversation (characters / 4).
+pub fn estimate_tokens(messages: &[ChatMessage]) -> u64 {
+    let chars: usize = messages
+        .iter()
+        .map(|m| match m {
+            ChatMessage::System { content } | ChatMessage::User { content } => content.len(),
+            ChatMessage::Tool { content, .. } => content.len() + 16,
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                content.as_deref().map_or(0, str::len)
+                    + tool_calls
+                        .iter()
+                        .map(|c| c.function.name.len() + c.function.arguments.len() + 16)
+                        .sum::<usize>()
+            }
+        })
+        .sum();
+    (chars / 4) as u64
+}
+
+/// The messages of the summary call: the system prompt, then the conversation written out as
+/// text (long tool results cut) followed by the instruction.
+pub fn summary_request(messages: &[ChatMessage]) -> Vec<ChatMessage> {
+    let system = messages
+        .first()
+        .cloned()
+        .unwrap_or_else(|| ChatMessage::system(""));
+    let mut text = String::from("The conversation so far:\n\n");
+    for m in messages.iter().skip(1) {
+        match m {
+            ChatMessage::System { content } => text.push_str(&format!("[system] {content}\n\n")),
+            ChatMessage::User { content } => text.push_str(&format!("[user] {content}\n\n")),
+            ChatMessage::Assistant {
+                content,
+                tool_calls,
+            } => {
+                if let Some(c) = content {
+                    text.push_str(&format!("[assistant] {c}\n"));
+                }
+                for call in tool_calls {
+                    text.push_str(&format!(
+                        "[tool call] {}({})\n",
+                        call.function.name, call.function.arguments
+                    ));
+                }
+                text.push('\n');
+            }
+            ChatMessage::Tool { content, .. } => {
+                let cut: String = content.chars().take(SERIALIZED_TOOL_RESULT).collect();
+                let more = if cut.len() < content.len() {
+                    " […]"
+                } else {
+                    ""
+                };
+                text.push_str(&format!("[tool result] {cut}{more}\n\n"));
+            }
+        }
+    }
+    text.push_str(SUMMARY_PROMPT);
+    vec![system, ChatMessage::user(text)]
+}
+
+/// The compacted conversation: system prompt, the summary, and the latest user message (if
+/// it is not the first, which the summary covers).
+pub fn compacted(messages: &[ChatMessage], summary: &str) -> Vec<ChatMessage> {
+    let system = messages
+        .first()
+        .cloned()
+        .unwrap_or_else(|| ChatMessage::system(""));
+    let mut out = vec![
+        system,
+        ChatMessage::user(format!(
+            "Summary of the work so far (the earlier conversation was compacted):\n\n{summary}"
+        )),
+    ];
+    if let Some(last_user) = messages
+        .iter()
+        .skip(2)
+        .rev()
+        .find(|m| matches!(m, ChatMessage::User { .. }))
+    {
+        out.push(last_user.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conversation::ToolCall;
+
+    fn long_conversation() -> Vec<ChatMessage> {
+        let mut m = vec![ChatMessage::system("sys"), ChatMessage::user("the plan")];
+        for i in 0..10 {
+            m.push(ChatMessage::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall::new(
+                    format!("c{i}"),
+                    "Read",
+                    r#"{"file_path":"a.rs"}"#,
+                )],
+            });
+            m.push(ChatMessage::tool_result(format!("c{i}"), "x".repeat(5000)));
+        }
+        m.push(ChatMessage::user("<@U1>: use tabs"));
+        m
+    }
+
+    #[test]
+    fn compaction_triggers_at_the_threshold() {
+        let c = Compaction {
+            context_window: 10_000,
+            threshold: 0.8,
+        };
+        let m = long_conversation();
+        assert!(estimate_tokens(&m) > 12_000);
+        assert!(c.needed(&m));
+        assert!(!c.needed(&m[..3]));
+    }
+
+    #[test]
+    fn the_summary_request_is_small_and_the_result_keeps_the_latest_user_message() {
+        let m = long_conversation();
+        let request = summary_request(&m);
+        assert_eq!(request.len(), 2);
+        assert!(estimate_tokens(&request) < estimate_tokens(&m) / 2);
+        let ChatMessage::User { content } = &request[1] else {
+            panic!()
+        };
+        assert!(content.starts_with("The conversation so far:\n\n[user] the plan"));
+        assert!(content.ends_with(SUMMARY_PROMPT));
+        let out = compacted(&m, "did things");
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0], ChatMessage::system("sys"));
+        assert_eq!(out[2], ChatMessage::user("<@U1>: use tabs"));
+        // Without a later user message, only the summary follows the system prompt.
+        let out = compacted(&m[..4], "did things");
+        assert_eq!(out.len(), 2);
+    }
+}
