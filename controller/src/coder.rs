@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::layout::Layout;
 use crate::pm::tools::Plan;
 use crate::runners::supervisor::{RunEvent, RunRequest, Supervisor};
-use crate::runners::worktree;
+use crate::runners::{forge, worktree};
 use crate::slack::api::Sender;
 use crate::store::{IncomingMessage, RunState, Store};
 
@@ -49,6 +49,8 @@ impl SlackCoder {
                 thread: approval.thread(),
                 plan: plan_text,
                 worktree: tree.path.clone(),
+                branch: tree.branch.clone(),
+                thread_link: Some(forge::thread_link(&approval.channel, &approval.thread_ts)),
                 system_prompt: crate::prompts::coder_system_prompt(&self.layout),
             })
             .await

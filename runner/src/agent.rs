@@ -291,6 +291,8 @@ pub fn summarize(call: &ToolCall) -> String {
         "Bash" => format!("running {}", arg("command")),
         "Grep" => format!("searching for {}", arg("pattern")),
         "Glob" => format!("listing {}", arg("pattern")),
+        "GitCommit" => format!("committing: {}", arg("message")),
+        "OpenPR" => format!("opening a pull request: {}", arg("title")),
         other => format!("calling {other}"),
     };
     first_line(&text, 100)

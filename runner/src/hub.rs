@@ -1,7 +1,8 @@
 //! The runner's side of the hub: the gRPC client on the one socket the controller handed
 //! over (fd 3), and the [`HubModel`] through which every model request goes to the
-//! controller's gateway (which holds the key and records usage). The runner holds no secret
-//! and has no other way out.
+//! controller's gateway (which holds the key and records usage), and the [`HubForge`]
+//! through which the controller commits and opens pull requests for the run. The runner
+//! holds no secret and has no other way out.
 
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::sync::{Arc, Mutex};
@@ -9,7 +10,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
 use codebutler_proto::runner::v1::{
-    CompleteRequest, RunnerEvent, complete_chunk::Chunk, runner_event,
+    CommitRequest, CompleteRequest, OpenPullRequestRequest, RunnerEvent, complete_chunk::Chunk,
+    runner_event,
 };
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
@@ -17,6 +19,7 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::conversation::{ChatMessage, ToolCall, ToolSpec};
 use crate::tool_loop::{AssistantReply, ChatModel};
+use crate::tools::coder::{CommitResult, Forge};
 
 /// A hub call that failed.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +113,56 @@ impl ChatModel for HubModel {
             }
         }
         Ok(reply.finish())
+    }
+}
+
+/// The controller's commits and pull requests, reached through the hub's `Commit` and
+/// `OpenPullRequest`.
+#[derive(Clone, Debug)]
+pub struct HubForge {
+    client: RunnerHubClient<Channel>,
+}
+
+impl HubForge {
+    /// A forge on the hub channel.
+    pub fn new(channel: Channel) -> Self {
+        Self {
+            client: RunnerHubClient::new(channel),
+        }
+    }
+}
+
+#[async_trait]
+impl Forge for HubForge {
+    async fn commit(&self, message: &str) -> Result<CommitResult, String> {
+        let reply = self
+            .client
+            .clone()
+            .commit(CommitRequest {
+                message: message.to_owned(),
+            })
+            .await
+            .map_err(|s| s.message().to_owned())?
+            .into_inner();
+        Ok(CommitResult {
+            sha: reply.sha,
+            files_changed: reply.files_changed,
+            nothing_to_commit: reply.nothing_to_commit,
+        })
+    }
+
+    async fn open_pr(&self, title: &str, body: &str) -> Result<String, String> {
+        let reply = self
+            .client
+            .clone()
+            .open_pull_request(OpenPullRequestRequest {
+                title: title.to_owned(),
+                body: body.to_owned(),
+            })
+            .await
+            .map_err(|s| s.message().to_owned())?
+            .into_inner();
+        Ok(reply.url)
     }
 }
 

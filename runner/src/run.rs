@@ -21,10 +21,10 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::agent::{CoderTask, Ending, Inbox, run_coder};
-use crate::hub::{HubModel, connect};
+use crate::hub::{HubForge, HubModel, connect};
 use crate::sandbox::{SandboxSpec, enter};
 use crate::tool::ToolRegistry;
-use crate::tools::coder::{BashConfig, coder_tools};
+use crate::tools::coder::{BashConfig, coder_tools, forge_tools};
 use crate::tools::path::RepoRoot;
 
 /// The inherited hub socket.
@@ -136,6 +136,9 @@ async fn session(
     let root = RepoRoot::new(&workdir).map_err(|e| format!("open {}: {e}", workdir.display()))?;
     let mut tools = ToolRegistry::new(MAX_TOOL_OUTPUT);
     for tool in coder_tools(Arc::new(root), BashConfig::default()) {
+        tools.register(tool);
+    }
+    for tool in forge_tools(Arc::new(HubForge::new(channel.clone()))) {
         tools.register(tool);
     }
 

@@ -285,6 +285,10 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         commands: Mutex::new(Some(command_rx)),
         cancel: stop.clone(),
         calls_per_hour: 0,
+        worktree: "/w".into(),
+        branch: "codebutler/bench".into(),
+        gh: "gh".into(),
+        thread_link: None,
     };
     tokio::spawn(hub.serve(
         tokio::net::UnixStream::from_std(ours).unwrap(),

@@ -154,7 +154,19 @@ async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(tools, ["Read", "Write", "Edit", "Bash", "Grep", "Glob"]);
+    assert_eq!(
+        tools,
+        [
+            "Read",
+            "Write",
+            "Edit",
+            "Bash",
+            "Grep",
+            "Glob",
+            "GitCommit",
+            "OpenPR"
+        ]
+    );
 
     // ls / show / logs, text and JSON.
     let ls = stdout(&runnerctl(&env, &["ls"]).await);
@@ -180,6 +192,117 @@ async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
         .collect();
     assert_eq!(events.first().unwrap()["event"], "started");
     assert_eq!(events.last().unwrap()["event"], "finished");
+    env.assert_clean();
+}
+
+/// Gives the fixture repository a bare `origin` (in `env.outside`) holding its current
+/// branch; returns the bare repository and that branch's ref name and commit.
+fn bare_origin(env: &Env) -> (git2::Repository, String, git2::Oid) {
+    let path = env.outside.path().join("origin.git");
+    let bare = git2::Repository::init_bare(&path).unwrap();
+    let repo = git2::Repository::open(env.repo_path()).unwrap();
+    let head = repo.head().unwrap();
+    let main = head.name().unwrap().to_owned();
+    let id = head.target().unwrap();
+    let mut origin = repo.remote("origin", path.to_str().unwrap()).unwrap();
+    origin.push(&[format!("{main}:{main}")], None).unwrap();
+    assert_eq!(bare.refname_to_id(&main).unwrap(), id);
+    (bare, main, id)
+}
+
+#[tokio::test]
+async fn a_run_commits_pushes_its_branch_and_opens_a_pull_request() {
+    let env = runner_env(json!({"maxTurns": 10, "timeout": 1})).await;
+    let (bare, main, main_id) = bare_origin(&env);
+    let plan = "Mark the deploy section PLAN-PR\n\nEdit README.md, commit and open a PR.";
+    env.model.script(
+        "PLAN-PR",
+        vec![
+            Reply::tool_call(
+                "Edit",
+                json!({"file_path": "README.md", "old_string": "## Deploying", "new_string": "## Deploying (reviewed)"})
+                    .to_string(),
+            ),
+            Reply::tool_call(
+                "GitCommit",
+                json!({"message": "Mark the deploy section\n\nReviewed by the Coder."}).to_string(),
+            ),
+            Reply::tool_call(
+                "OpenPR",
+                json!({"title": "Mark the deploy section", "body": "Marks the deploy section as reviewed. BODY-MARK"})
+                    .to_string(),
+            ),
+            Reply::text("Opened the pull request."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let plan_file = write_plan(&env, plan);
+    let out = stdout(&runnerctl(&env, &["run", "--plan", plan_file.to_str().unwrap()]).await);
+    assert!(
+        out.contains("run finished: completed: Opened the pull request."),
+        "{out}"
+    );
+
+    // The branch reached origin with the Coder's commit; main did not move.
+    let branch = "codebutler/mark-the-deploy-section-plan-pr";
+    let pushed = bare
+        .find_reference(&format!("refs/heads/{branch}"))
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    assert_eq!(
+        pushed.message().ok(),
+        Some("Mark the deploy section\n\nReviewed by the Coder.")
+    );
+    assert_eq!(pushed.author().name().ok(), Some("CodeButler"));
+    assert_eq!(pushed.author().email().ok(), Some("codebutler@localhost"));
+    assert_eq!(pushed.parent_ids().collect::<Vec<_>>(), [main_id]);
+    let readme = pushed
+        .tree()
+        .unwrap()
+        .get_path(Path::new("README.md"))
+        .unwrap()
+        .to_object(&bare)
+        .unwrap()
+        .peel_to_blob()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(readme.content()).contains("## Deploying (reviewed)"),
+        "the commit holds the edit"
+    );
+    assert_eq!(bare.refname_to_id(&main).unwrap(), main_id);
+    let repo = git2::Repository::open(env.repo_path()).unwrap();
+    assert_eq!(repo.refname_to_id(&main).unwrap(), main_id);
+
+    // gh was asked for the PR with fixed arguments; the body is the model's, in the layout.
+    let log = codebutler_test_support::gh::gh_log(env.outside.path());
+    assert!(
+        log.iter().any(|l| l
+            == &format!("pr create --head {branch} --title Mark the deploy section --body-file -")),
+        "{log:?}"
+    );
+    let body = codebutler_test_support::gh::gh_pr_body(env.outside.path()).unwrap();
+    assert!(
+        body.starts_with("## Summary\n\nMarks the deploy section as reviewed. BODY-MARK\n"),
+        "{body}"
+    );
+    assert!(body.contains("- Mark the deploy section\n"), "{body}");
+    assert!(
+        !body.contains("slack.com"),
+        "runnerctl runs have no thread: {body}"
+    );
+
+    // The model saw the commit and the PR's address.
+    let requests = env.model.requests_for("PLAN-PR");
+    let results = tool_results(&requests[3].body);
+    assert!(
+        results.contains("committed ") && results.contains(": 1 file (README.md)"),
+        "{results}"
+    );
+    assert!(
+        results.contains("opened pull request #7: https://github.com/acme/app/pull/7"),
+        "{results}"
+    );
     env.assert_clean();
 }
 

@@ -295,6 +295,8 @@ impl Admin for AdminService {
                 },
                 plan: request.plan,
                 worktree: tree.path,
+                branch: tree.branch,
+                thread_link: None,
                 system_prompt: crate::prompts::coder_system_prompt(&self.layout),
             })
             .await

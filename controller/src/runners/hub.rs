@@ -5,14 +5,18 @@
 //! `Session` carries the runner's events to the supervisor and the supervisor's commands to
 //! the runner. `Complete` sends the runner's model requests through the gateway (which adds
 //! the key and records usage) and streams the reply back. `Fetch` fetches a web page for the
-//! runner under the fetch policy.
+//! runner under the fetch policy. `Commit` and `OpenPullRequest` commit, push and open a
+//! pull request for the run's own worktree and branch (see [`super::forge`]): the runner
+//! names neither, so it cannot reach another thread's branch.
 
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
 use codebutler_proto::runner::v1::{
-    CompleteChunk, CompleteRequest, FetchRequest, FetchResponse, Refusal, RunnerCommand,
-    RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
+    CommitRequest, CommitResponse, CompleteChunk, CompleteRequest, FetchRequest, FetchResponse,
+    OpenPullRequestRequest, OpenPullRequestResponse, Refusal, RunnerCommand, RunnerEvent,
+    ToolCallDelta, Usage, complete_chunk::Chunk,
 };
 use codebutler_runner::conversation::ChatMessage;
 use futures::StreamExt;
@@ -25,6 +29,7 @@ use crate::gateway::{CallContext, Gateway, GatewayError};
 use crate::store::Store;
 
 use super::fetch::FetchPolicy;
+use super::forge::{self, ForgeError};
 
 /// The hub of one run.
 #[derive(Debug)]
@@ -43,6 +48,14 @@ pub struct RunHub {
     /// Coder model calls allowed per hour across all runs (`access.maxClaudeCallsPerHour`);
     /// beyond it the hub refuses and the runner stops, saying why. 0: no limit.
     pub calls_per_hour: u32,
+    /// The run's worktree, where commits are made.
+    pub worktree: PathBuf,
+    /// The run's own branch (`codebutler/<slug>`), the only one it may push.
+    pub branch: String,
+    /// The `gh` executable (`github.cli`).
+    pub gh: PathBuf,
+    /// The Slack thread's web link for PR bodies; `None` for runs started by `runnerctl`.
+    pub thread_link: Option<String>,
 }
 
 impl RunHub {
@@ -77,6 +90,19 @@ impl RunHub {
             Err(e) => Some(format!("cannot check the hourly call limit: {e}")),
         }
     }
+}
+
+/// A forge failure as a status: the request's fault or the forge's.
+fn forge_status(error: &ForgeError) -> Status {
+    if error.is_precondition() {
+        Status::failed_precondition(error.to_string())
+    } else {
+        Status::unavailable(error.to_string())
+    }
+}
+
+fn joined(error: tokio::task::JoinError) -> Status {
+    Status::internal(format!("git work did not finish: {error}"))
 }
 
 type ChunkStream = ReceiverStream<Result<CompleteChunk, Status>>;
@@ -204,5 +230,67 @@ impl RunnerHub for RunHub {
             .fetch(&request.url, request.max_bytes)
             .await
             .map(Response::new)
+    }
+
+    async fn commit(
+        &self,
+        request: Request<CommitRequest>,
+    ) -> Result<Response<CommitResponse>, Status> {
+        let message = request.into_inner().message;
+        let worktree = self.worktree.clone();
+        let commit = tokio::task::spawn_blocking(move || forge::commit_all(&worktree, &message))
+            .await
+            .map_err(joined)?
+            .map_err(|e| forge_status(&e))?;
+        if commit.nothing_to_commit {
+            tracing::info!(tag = "CLD", run = %self.run_id, "commit: nothing to commit");
+        } else {
+            tracing::info!(
+                tag = "CLD",
+                run = %self.run_id,
+                "committed {} on {} ({} files)",
+                commit.sha,
+                self.branch,
+                commit.files_changed.len()
+            );
+        }
+        Ok(Response::new(CommitResponse {
+            sha: commit.sha,
+            files_changed: commit.files_changed,
+            nothing_to_commit: commit.nothing_to_commit,
+        }))
+    }
+
+    async fn open_pull_request(
+        &self,
+        request: Request<OpenPullRequestRequest>,
+    ) -> Result<Response<OpenPullRequestResponse>, Status> {
+        let request = request.into_inner();
+        if request.title.trim().is_empty() {
+            return Err(forge_status(&ForgeError::EmptyTitle));
+        }
+        forge::push_branch(&self.worktree, &self.branch)
+            .await
+            .map_err(|e| forge_status(&e))?;
+        let worktree = self.worktree.clone();
+        let context = tokio::task::spawn_blocking(move || forge::pr_context(&worktree))
+            .await
+            .map_err(joined)?
+            .map_err(|e| forge_status(&e))?;
+        let body = forge::pr_body(&context, &request.body, self.thread_link.as_deref());
+        let pr = forge::open_pr(
+            &self.gh,
+            &self.worktree,
+            &self.branch,
+            &request.title,
+            &body,
+        )
+        .await
+        .map_err(|e| forge_status(&e))?;
+        tracing::info!(tag = "CLD", run = %self.run_id, "opened pull request {}", pr.url);
+        Ok(Response::new(OpenPullRequestResponse {
+            url: pr.url,
+            number: pr.number,
+        }))
     }
 }

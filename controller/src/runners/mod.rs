@@ -1,9 +1,11 @@
 //! Sandboxed Coder runners: starting them ([`launcher`]), the hub each one talks to
-//! ([`hub`], with web fetches under [`fetch`]'s policy), supervising runs ([`supervisor`]),
+//! ([`hub`], with web fetches under [`fetch`]'s policy and commits, pushes and pull requests
+//! made by [`forge`]), supervising runs ([`supervisor`]),
 //! the admin API `runnerctl` uses ([`admin`]) and the worktrees runs work in ([`worktree`]).
 
 pub mod admin;
 pub mod fetch;
+pub mod forge;
 pub mod hub;
 pub mod launcher;
 pub mod supervisor;
@@ -71,6 +73,7 @@ pub async fn supervisor_for(
         },
         spec,
         log_dir: layout.dir.join("run"),
+        gh: PathBuf::from(&config.github.cli),
     })
     .await
     .map_err(|e| e.to_string())

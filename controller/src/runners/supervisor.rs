@@ -34,6 +34,10 @@ pub struct RunRequest {
     pub thread: ThreadKey,
     pub plan: String,
     pub worktree: PathBuf,
+    /// The worktree's branch (`codebutler/<slug>`): the only one the run may push.
+    pub branch: String,
+    /// The Slack thread's web link, for PR bodies; `None` for runs started by `runnerctl`.
+    pub thread_link: Option<String>,
     pub system_prompt: String,
 }
 
@@ -91,6 +95,7 @@ struct Inner {
     limits: RunLimits,
     spec: SpecBuilder,
     log_dir: PathBuf,
+    gh: PathBuf,
     slots: Arc<Semaphore>,
     active: Mutex<HashMap<String, Active>>,
     events: broadcast::Sender<RunEvent>,
@@ -114,6 +119,8 @@ pub struct SupervisorParts {
     pub spec: SpecBuilder,
     /// Where runner logs go (`.codebutler/run/`).
     pub log_dir: PathBuf,
+    /// The `gh` executable pull requests are opened with (`github.cli`).
+    pub gh: PathBuf,
 }
 
 impl Supervisor {
@@ -137,6 +144,7 @@ impl Supervisor {
                 limits: parts.limits,
                 spec: parts.spec,
                 log_dir: parts.log_dir,
+                gh: parts.gh,
                 active: Mutex::new(HashMap::new()),
                 events,
                 tracker: TaskTracker::new(),
@@ -349,6 +357,10 @@ impl Inner {
             commands: Mutex::new(Some(command_rx)),
             cancel: hub_stop.clone(),
             calls_per_hour: self.limits.calls_per_hour,
+            worktree: request.worktree.clone(),
+            branch: request.branch.clone(),
+            gh: self.gh.clone(),
+            thread_link: request.thread_link.clone(),
         };
         let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
         let task = RunnerCommand {

@@ -38,6 +38,15 @@ if { [ "$1" = "pr" ] || [ "$1" = "issue" ]; } && [ "$2" = "view" ]; then
   fi
 fi
 
+if [ "$1" = "pr" ] && [ "$2" = "create" ]; then
+  # The body comes on stdin (`--body-file -`); keep it for the test.
+  cat > "$(dirname "$0")/pr-body.md"
+  echo "Creating pull request for the branch"
+  echo
+  echo "https://github.com/acme/app/pull/7"
+  exit 0
+fi
+
 echo "fake gh: unsupported invocation: gh $*" >&2
 exit 1
 "#;
@@ -47,6 +56,8 @@ exit 1
 /// Every invocation appends its arguments (space-joined, one line) to `dir/gh.log`.
 /// `gh pr view <n> --json …` and `gh issue view <n> --json …` print
 /// `{"number":n,"title":"Fake PR n","state":"OPEN","url":"https://github.com/acme/app/pull/n","statusCheckRollup":[],"comments":[]}`;
+/// `gh pr create …` saves its stdin (the body, given with `--body-file -`) to `dir/pr-body.md`
+/// and prints `https://github.com/acme/app/pull/7` as its last line;
 /// `gh --version` prints a version line; anything else exits 1 with a message on stderr.
 pub fn install_fake_gh(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
@@ -65,4 +76,9 @@ pub fn gh_log(dir: &Path) -> Vec<String> {
     std::fs::read_to_string(dir.join("gh.log"))
         .map(|s| s.lines().map(str::to_owned).collect())
         .unwrap_or_default()
+}
+
+/// The body the last `gh pr create` read on stdin, if any.
+pub fn gh_pr_body(dir: &Path) -> Option<String> {
+    std::fs::read_to_string(dir.join("pr-body.md")).ok()
 }

@@ -13,7 +13,7 @@ pub mod gh;
 pub mod model;
 pub mod slack;
 
-pub use gh::{gh_log, install_fake_gh};
+pub use gh::{gh_log, gh_pr_body, install_fake_gh};
 pub use model::{FakeModel, Recorded, Reply};
 pub use slack::{
     APP_ID, APP_TOKEN, Ack, BOT_ID, BOT_TOKEN, BOT_USER_ID, CHANNEL, Call, FakeSlack, Post,

@@ -3,12 +3,16 @@
 //! path checks of [`RepoRoot`] still apply (absolute paths are accepted when they lie
 //! inside the root, since coding models use them), and `.git` is never written.
 //!
+//! GitCommit and OpenPR ([`forge_tools`]) do no git work in the sandbox: they ask the
+//! controller through a [`Forge`], since the runner's git metadata is read-only.
+//!
 //! Read, Grep and Glob share their rendering and search code with the PM's ReadFile, Grep
 //! and ListFiles.
 
 mod bash;
 mod edit;
 mod files;
+mod git;
 mod glob;
 mod grep;
 mod read;
@@ -18,6 +22,7 @@ use std::sync::Arc;
 
 pub use bash::{BashConfig, BashTool};
 pub use edit::EditTool;
+pub use git::{CommitResult, Forge, GitCommitTool, OpenPrTool};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use read::ReadTool;
@@ -36,6 +41,15 @@ pub fn coder_tools(root: Arc<RepoRoot>, bash: BashConfig) -> Vec<Arc<dyn Tool>> 
         Arc::new(BashTool::new(Arc::clone(&root), bash)),
         Arc::new(GrepTool::new(Arc::clone(&root))),
         Arc::new(GlobTool::new(root)),
+    ]
+}
+
+/// The tools that go through the controller's forge, in order: GitCommit, OpenPR. Offered
+/// after [`coder_tools`].
+pub fn forge_tools(forge: Arc<dyn Forge>) -> Vec<Arc<dyn Tool>> {
+    vec![
+        Arc::new(GitCommitTool::new(Arc::clone(&forge))),
+        Arc::new(OpenPrTool::new(forge)),
     ]
 }
 

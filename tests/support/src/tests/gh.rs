@@ -1,4 +1,5 @@
-use crate::{gh_log, install_fake_gh};
+use crate::{gh_log, gh_pr_body, install_fake_gh};
+use std::io::Write;
 use std::process::Command;
 
 #[test]
@@ -33,11 +34,34 @@ fn fake_gh_logs_and_answers_pr_view() {
     assert_eq!(v["number"], 7);
 
     let out = Command::new(&gh)
-        .args(["pr", "create", "--title", "x y"])
+        .args(["pr", "merge", "--title", "x y"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unsupported"));
+
+    // `pr create` keeps the body it reads on stdin and prints the PR's address last.
+    assert_eq!(gh_pr_body(dir.path()), None);
+    let mut child = Command::new(&gh)
+        .args(["pr", "create", "--title", "T", "--body-file", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"the body\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.lines().last(),
+        Some("https://github.com/acme/app/pull/7")
+    );
+    assert_eq!(gh_pr_body(dir.path()).as_deref(), Some("the body\n"));
 
     // Without --json, `pr view` is unsupported too.
     let out = Command::new(&gh)
@@ -51,7 +75,8 @@ fn fake_gh_logs_and_answers_pr_view() {
         vec![
             "pr view 42 --json title,state,statusCheckRollup",
             "issue view --repo acme/app 7 --json=title",
-            "pr create --title x y",
+            "pr merge --title x y",
+            "pr create --title T --body-file -",
             "pr view 3",
         ]
     );

@@ -1,0 +1,751 @@
+//! Commits, pushes and pull requests made by the controller for a run.
+//!
+//! The runner's git metadata is read-only inside its sandbox, so the controller commits and
+//! pushes for it, and it must never execute anything the runner wrote:
+//!
+//! - commits are made with git2 (libgit2 runs no hooks and no filter programs), only on a
+//!   `codebutler/` branch, with a fixed bot identity that no repository config can change;
+//! - pushes run `git push` as a process (so credential helpers work) with a fixed argument
+//!   list: hooks disabled with `-c core.hooksPath=/dev/null`, the `ext::` transport refused,
+//!   never `--force`, only `refs/heads/codebutler/<slug>` to `origin`;
+//! - pull requests run `gh pr create` with fixed arguments, the body on stdin;
+//! - the PR template is read from the branch's committed tree, never from the worktree's
+//!   files, so a symlink the runner planted cannot make the controller publish a file from
+//!   outside the repository.
+//!
+//! The PR body itself is plain data ([`pr_body`]) and tested by equality.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+/// The only branches the controller commits on and pushes.
+pub const BRANCH_PREFIX: &str = "codebutler/";
+/// The identity of every commit the controller makes.
+pub const BOT_NAME: &str = "CodeButler";
+/// The e-mail address of every commit the controller makes.
+pub const BOT_EMAIL: &str = "codebutler@localhost";
+/// Longest a push may take.
+pub const PUSH_TIMEOUT: Duration = Duration::from_secs(120);
+/// Longest `gh pr create` may take.
+pub const GH_TIMEOUT: Duration = Duration::from_secs(120);
+/// Where a repository's PR template is looked for, first found wins
+/// (`change-request-workflow.md` §3).
+pub const TEMPLATE_PATHS: [&str; 6] = [
+    ".github/PULL_REQUEST_TEMPLATE.md",
+    ".github/pull_request_template.md",
+    "docs/PULL_REQUEST_TEMPLATE.md",
+    "docs/pull_request_template.md",
+    "PULL_REQUEST_TEMPLATE.md",
+    "pull_request_template.md",
+];
+/// Largest template used; a bigger file is ignored.
+const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
+/// Most commit subjects listed in the fallback body.
+const MAX_LISTED_COMMITS: usize = 50;
+/// Most bytes of a failed command's output quoted in an error.
+const MAX_QUOTED_OUTPUT: usize = 2000;
+
+/// Why a commit, push or pull request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    #[error("the commit message is empty")]
+    EmptyMessage,
+    #[error("the pull request title is empty")]
+    EmptyTitle,
+    #[error("refusing to commit or push {branch:?}: only {BRANCH_PREFIX} branches are allowed")]
+    NotOurBranch { branch: String },
+    #[error("{step}: {}", source.message())]
+    Git {
+        step: String,
+        #[source]
+        source: git2::Error,
+    },
+    #[error("run {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{what} did not finish within {} s", timeout.as_secs())]
+    Timeout { what: String, timeout: Duration },
+    #[error("{what} failed ({status}): {output}")]
+    Failed {
+        what: String,
+        status: String,
+        output: String,
+    },
+    #[error("gh printed no pull request address; its output: {output:?}")]
+    NoUrl { output: String },
+}
+
+impl ForgeError {
+    /// Whether the request itself cannot succeed as it stands (as opposed to the push or
+    /// `gh` failing, which may work later).
+    pub fn is_precondition(&self) -> bool {
+        match self {
+            Self::EmptyMessage
+            | Self::EmptyTitle
+            | Self::NotOurBranch { .. }
+            | Self::Git { .. } => true,
+            Self::Spawn { .. }
+            | Self::Timeout { .. }
+            | Self::Failed { .. }
+            | Self::NoUrl { .. } => false,
+        }
+    }
+}
+
+fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ForgeError {
+    let step = step.into();
+    move |source| ForgeError::Git { step, source }
+}
+
+/// A commit made by [`commit_all`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    /// The new commit's full hex id; empty when nothing was committed.
+    pub sha: String,
+    /// Paths added, changed or deleted, sorted.
+    pub files_changed: Vec<String>,
+    /// The worktree had no change, so no commit was made.
+    pub nothing_to_commit: bool,
+}
+
+/// A pull request opened by [`open_pr`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PullRequest {
+    /// Its web address.
+    pub url: String,
+    /// Its number.
+    pub number: u64,
+}
+
+/// The Slack web link of a thread: `https://slack.com/archives/<channel>/p<ts without dot>`.
+pub fn thread_link(channel: &str, ts: &str) -> String {
+    format!(
+        "https://slack.com/archives/{channel}/p{}",
+        ts.replace('.', "")
+    )
+}
+
+/// Refuses a branch that is not one of ours or not a valid branch name.
+fn check_branch(branch: &str) -> Result<(), ForgeError> {
+    let ours = branch.len() > BRANCH_PREFIX.len()
+        && branch.starts_with(BRANCH_PREFIX)
+        && git2::Reference::is_valid_name(&format!("refs/heads/{branch}"));
+    if ours {
+        Ok(())
+    } else {
+        Err(ForgeError::NotOurBranch {
+            branch: branch.to_owned(),
+        })
+    }
+}
+
+/// The branch the worktree's HEAD is on, if it is one of ours. Blocking (git2).
+pub fn worktree_branch(worktree: &Path) -> Result<String, ForgeError> {
+    let repo =
+        git2::Repository::open(worktree).map_err(git(format!("open {}", worktree.display())))?;
+    head_branch(&repo)
+}
+
+fn head_branch(repo: &git2::Repository) -> Result<String, ForgeError> {
+    let head = repo.head().map_err(git("read HEAD"))?;
+    let name = head.name().unwrap_or_default();
+    let branch = name.strip_prefix("refs/heads/").unwrap_or(name);
+    if !head.is_branch() {
+        return Err(ForgeError::NotOurBranch {
+            branch: branch.to_owned(),
+        });
+    }
+    check_branch(branch)?;
+    Ok(branch.to_owned())
+}
+
+/// Stages every change of the worktree (added, modified and deleted files; ignored files and
+/// anything under `.git` stay out) and commits it on the worktree's current branch as
+/// CodeButler. Refuses unless HEAD is on a `codebutler/` branch. Blocking (git2): call it
+/// from `spawn_blocking`.
+pub fn commit_all(worktree: &Path, message: &str) -> Result<Commit, ForgeError> {
+    if message.trim().is_empty() {
+        return Err(ForgeError::EmptyMessage);
+    }
+    let repo =
+        git2::Repository::open(worktree).map_err(git(format!("open {}", worktree.display())))?;
+    head_branch(&repo)?;
+    let parent = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(git("read the branch's last commit"))?;
+    let mut index = repo.index().map_err(git("read the index"))?;
+    let mut skip_git = |path: &Path, _: &[u8]| -> i32 {
+        i32::from(path.components().any(|c| c.as_os_str() == ".git"))
+    };
+    index
+        .add_all(
+            ["*"],
+            git2::IndexAddOption::DEFAULT,
+            Some(&mut skip_git as &mut git2::IndexMatchedPath<'_>),
+        )
+        .map_err(git("stage changes"))?;
+    index
+        .update_all(["*"], None)
+        .map_err(git("stage deletions"))?;
+    index.write().map_err(git("write the index"))?;
+    let tree_id = index.write_tree().map_err(git("write the tree"))?;
+    if tree_id == parent.tree_id() {
+        return Ok(Commit {
+            sha: String::new(),
+            files_changed: Vec::new(),
+            nothing_to_commit: true,
+        });
+    }
+    let tree = repo.find_tree(tree_id).map_err(git("read the new tree"))?;
+    let old_tree = parent.tree().map_err(git("read the parent tree"))?;
+    let diff = repo
+        .diff_tree_to_tree(Some(&old_tree), Some(&tree), None)
+        .map_err(git("diff the commit"))?;
+    let mut files_changed: Vec<String> = diff
+        .deltas()
+        .filter_map(|d| d.new_file().path().or_else(|| d.old_file().path()))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    files_changed.sort();
+    files_changed.dedup();
+    let signature = git2::Signature::now(BOT_NAME, BOT_EMAIL).map_err(git("make the signature"))?;
+    let oid = repo
+        .commit(
+            Some("HEAD"),
+            &signature,
+            &signature,
+            message,
+            &tree,
+            &[&parent],
+        )
+        .map_err(git("commit"))?;
+    Ok(Commit {
+        sha: oid.to_string(),
+        files_changed,
+        nothing_to_commit: false,
+    })
+}
+
+/// Pushes `branch` (a `codebutler/` branch) from the worktree's repository to `origin`:
+/// `git -c core.hooksPath=/dev/null -c protocol.ext.allow=never push origin
+/// refs/heads/<branch>:refs/heads/<branch>`, without force, without a terminal prompt, within
+/// [`PUSH_TIMEOUT`].
+pub async fn push_branch(worktree: &Path, branch: &str) -> Result<(), ForgeError> {
+    check_branch(branch)?;
+    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+    let mut command = Command::new("git");
+    command
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "protocol.ext.allow=never",
+            "push",
+            "origin",
+            &refspec,
+        ])
+        .current_dir(worktree)
+        .env("GIT_TERMINAL_PROMPT", "0");
+    run(command, None, "git push", PUSH_TIMEOUT).await?;
+    Ok(())
+}
+
+/// Opens a pull request for `branch` with `gh pr create --head <branch> --title <title>
+/// --body-file -` (the body on stdin), run in the worktree within [`GH_TIMEOUT`]; returns the
+/// address `gh` printed and the number at its end.
+pub async fn open_pr(
+    gh: &Path,
+    worktree: &Path,
+    branch: &str,
+    title: &str,
+    body: &str,
+) -> Result<PullRequest, ForgeError> {
+    check_branch(branch)?;
+    let title = title.trim();
+    if title.is_empty() {
+        return Err(ForgeError::EmptyTitle);
+    }
+    let mut command = Command::new(gh);
+    command
+        .args([
+            "pr",
+            "create",
+            "--head",
+            branch,
+            "--title",
+            title,
+            "--body-file",
+            "-",
+        ])
+        .current_dir(worktree)
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .env("GH_PROMPT_DISABLED", "1");
+    let output = run(command, Some(body.as_bytes()), "gh pr create", GH_TIMEOUT).await?;
+    parse_pr_url(&output).ok_or(ForgeError::NoUrl {
+        output: quote(&output),
+    })
+}
+
+/// The last line of `gh`'s output that is an address, and the number at its end.
+fn parse_pr_url(output: &str) -> Option<PullRequest> {
+    let url = output
+        .lines()
+        .map(str::trim)
+        .rfind(|l| l.starts_with("http://") || l.starts_with("https://"))?;
+    let number = url.trim_end_matches('/').rsplit('/').next()?.parse().ok()?;
+    Some(PullRequest {
+        url: url.to_owned(),
+        number,
+    })
+}
+
+/// Runs a fixed command with `stdin` (or none), returns its stdout; fails on a non-zero exit
+/// or after `timeout` (the process is killed).
+async fn run(
+    mut command: Command,
+    stdin: Option<&[u8]>,
+    what: &str,
+    timeout: Duration,
+) -> Result<String, ForgeError> {
+    let program = command
+        .as_std()
+        .get_program()
+        .to_string_lossy()
+        .into_owned();
+    command
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let spawn_error = |source| ForgeError::Spawn {
+        program: program.clone(),
+        source,
+    };
+    let mut child = command.spawn().map_err(spawn_error)?;
+    let work = async move {
+        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+            pipe.write_all(input).await?;
+            pipe.shutdown().await?;
+            drop(pipe);
+        }
+        child.wait_with_output().await
+    };
+    let output = tokio::time::timeout(timeout, work)
+        .await
+        .map_err(|_| ForgeError::Timeout {
+            what: what.to_owned(),
+            timeout,
+        })?
+        .map_err(spawn_error)?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let text = if stderr.trim().is_empty() {
+            stdout
+        } else {
+            stderr.into_owned()
+        };
+        return Err(ForgeError::Failed {
+            what: what.to_owned(),
+            status: output.status.to_string(),
+            output: quote(text.trim()),
+        });
+    }
+    Ok(stdout)
+}
+
+/// `text` cut to [`MAX_QUOTED_OUTPUT`] bytes (on a character boundary).
+fn quote(text: &str) -> String {
+    if text.len() <= MAX_QUOTED_OUTPUT {
+        return text.to_owned();
+    }
+    let mut end = MAX_QUOTED_OUTPUT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// What the PR body is built from, read from the branch's commits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PrContext {
+    /// The repository's PR template as committed on the branch, if it has one.
+    pub template: Option<String>,
+    /// Subjects of the branch's commits not on the main checkout's HEAD, oldest first.
+    pub commits: Vec<String>,
+}
+
+/// Reads the PR template (the first of [`TEMPLATE_PATHS`] that is a regular file in the
+/// worktree's HEAD commit) and the branch's commit subjects. Blocking (git2).
+pub fn pr_context(worktree: &Path) -> Result<PrContext, ForgeError> {
+    let repo =
+        git2::Repository::open(worktree).map_err(git(format!("open {}", worktree.display())))?;
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(git("read the branch's last commit"))?;
+    let tree = head.tree().map_err(git("read the branch's tree"))?;
+    let template = TEMPLATE_PATHS.iter().find_map(|path| {
+        let entry = tree.get_path(Path::new(path)).ok()?;
+        // Regular files only: a symlink's blob is its target, not a template.
+        if !matches!(entry.filemode(), 0o100_644 | 0o100_755) {
+            return None;
+        }
+        let blob = repo.find_blob(entry.id()).ok()?;
+        if blob.size() > MAX_TEMPLATE_BYTES {
+            return None;
+        }
+        std::str::from_utf8(blob.content())
+            .ok()
+            .map(str::to_owned)
+            .filter(|t| !t.trim().is_empty())
+    });
+    // The main checkout's HEAD: where the branch started from (or later).
+    let base = git2::Repository::open(repo.commondir())
+        .ok()
+        .and_then(|main| main.head().ok()?.peel_to_commit().ok().map(|c| c.id()));
+    let mut walk = repo.revwalk().map_err(git("walk the branch"))?;
+    walk.push(head.id()).map_err(git("walk the branch"))?;
+    if let Some(base) = base {
+        walk.hide(base).map_err(git("walk the branch"))?;
+    }
+    let mut commits: Vec<String> = walk
+        .take(MAX_LISTED_COMMITS)
+        .filter_map(Result::ok)
+        .filter_map(|id| repo.find_commit(id).ok())
+        .map(|c| String::from_utf8_lossy(c.summary_bytes().unwrap_or_default()).into_owned())
+        .collect();
+    commits.reverse();
+    Ok(PrContext { template, commits })
+}
+
+/// The pull request's body: the model's description, then the repository's template when it
+/// has one — else a built-in Summary/Changes layout listing the branch's commits — and,
+/// for runs from Slack, a last line linking the thread.
+pub fn pr_body(context: &PrContext, model_body: &str, thread_link: Option<&str>) -> String {
+    let description = model_body.trim();
+    let mut body = match &context.template {
+        Some(template) => {
+            let mut text = String::new();
+            if !description.is_empty() {
+                text.push_str(description);
+                text.push_str("\n\n");
+            }
+            text.push_str(template.trim());
+            text.push('\n');
+            text
+        }
+        None => {
+            let summary = if description.is_empty() {
+                "(no description)"
+            } else {
+                description
+            };
+            let mut text = format!("## Summary\n\n{summary}\n\n## Changes\n\n");
+            if context.commits.is_empty() {
+                text.push_str("- (no commits)\n");
+            }
+            for subject in &context.commits {
+                text.push_str(&format!("- {subject}\n"));
+            }
+            text
+        }
+    };
+    if let Some(link) = thread_link {
+        body.push_str(&format!(
+            "\n---\nRequested in Slack by CodeButler: {link}\n"
+        ));
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository with one commit of `files` on `main`, and a linked worktree on
+    /// `codebutler/task`.
+    fn repo_and_worktree(files: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let repo = git2::Repository::init_opts(
+            &root,
+            git2::RepositoryInitOptions::new().initial_head("main"),
+        )
+        .unwrap();
+        let mut index = repo.index().unwrap();
+        for (path, text) in files {
+            let full = root.join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(&full, text).unwrap();
+            index.add_path(Path::new(path)).unwrap();
+        }
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("Alice", "alice@example.com").unwrap();
+        let head = repo
+            .commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+            .unwrap();
+        let branch = repo
+            .branch("codebutler/task", &repo.find_commit(head).unwrap(), false)
+            .unwrap();
+        let path = dir.path().join("wt");
+        let reference = branch.into_reference();
+        let mut options = git2::WorktreeAddOptions::new();
+        options.reference(Some(&reference));
+        repo.worktree("task", &path, Some(&options)).unwrap();
+        (dir, path)
+    }
+
+    fn main_repo(dir: &tempfile::TempDir) -> git2::Repository {
+        git2::Repository::open(dir.path().join("repo")).unwrap()
+    }
+
+    #[test]
+    fn commits_every_change_on_the_codebutler_branch_only() {
+        let (dir, wt) = repo_and_worktree(&[
+            ("README.md", "hello\n"),
+            ("old.txt", "old\n"),
+            (".gitignore", "target/\n"),
+        ]);
+        let main_before = main_repo(&dir).head().unwrap().target().unwrap();
+        std::fs::write(wt.join("README.md"), "hello, world\n").unwrap();
+        std::fs::remove_file(wt.join("old.txt")).unwrap();
+        std::fs::create_dir_all(wt.join("src")).unwrap();
+        std::fs::write(wt.join("src/new.rs"), "fn main() {}\n").unwrap();
+        std::fs::create_dir_all(wt.join("target")).unwrap();
+        std::fs::write(wt.join("target/out"), "ignored").unwrap();
+
+        let commit = commit_all(&wt, "Say hello to the world\n\nDetails.").unwrap();
+        assert!(!commit.nothing_to_commit);
+        assert_eq!(commit.files_changed, ["README.md", "old.txt", "src/new.rs"]);
+
+        let repo = main_repo(&dir);
+        assert_eq!(repo.head().unwrap().target().unwrap(), main_before);
+        let branch = repo
+            .find_branch("codebutler/task", git2::BranchType::Local)
+            .unwrap();
+        let made = branch.get().peel_to_commit().unwrap();
+        assert_eq!(made.id().to_string(), commit.sha);
+        assert_eq!(
+            made.message().ok(),
+            Some("Say hello to the world\n\nDetails.")
+        );
+        assert_eq!(made.author().name().ok(), Some(BOT_NAME));
+        assert_eq!(made.author().email().ok(), Some(BOT_EMAIL));
+        assert_eq!(made.committer().email().ok(), Some(BOT_EMAIL));
+        let tree = made.tree().unwrap();
+        assert!(tree.get_path(Path::new("src/new.rs")).is_ok());
+        assert!(tree.get_path(Path::new("old.txt")).is_err());
+        assert!(tree.get_path(Path::new("target/out")).is_err());
+
+        let again = commit_all(&wt, "again").unwrap();
+        assert_eq!(
+            again,
+            Commit {
+                sha: String::new(),
+                files_changed: vec![],
+                nothing_to_commit: true
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_other_branches_and_empty_messages() {
+        let (dir, wt) = repo_and_worktree(&[("a.txt", "a\n")]);
+        assert!(matches!(
+            commit_all(&wt, "  \n"),
+            Err(ForgeError::EmptyMessage)
+        ));
+        // The main checkout is on `main`.
+        let main = dir.path().join("repo");
+        std::fs::write(main.join("a.txt"), "changed\n").unwrap();
+        let err = commit_all(&main, "change").unwrap_err();
+        assert!(matches!(err, ForgeError::NotOurBranch { .. }), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "refusing to commit or push \"main\": only codebutler/ branches are allowed"
+        );
+        assert!(err.is_precondition());
+        assert_eq!(worktree_branch(&wt).unwrap(), "codebutler/task");
+        for bad in [
+            "main",
+            "codebutler/",
+            "codebutler/a..b",
+            "codebutler/x:y",
+            "-f",
+        ] {
+            assert!(check_branch(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn thread_links_point_at_the_slack_thread() {
+        assert_eq!(
+            thread_link("C0123", "1712345678.000200"),
+            "https://slack.com/archives/C0123/p1712345678000200"
+        );
+    }
+
+    #[test]
+    fn body_without_a_template_has_summary_and_changes() {
+        let context = PrContext {
+            template: None,
+            commits: vec!["Add login".into(), "Fix tests".into()],
+        };
+        assert_eq!(
+            pr_body(
+                &context,
+                "Adds a login form.\n",
+                Some("https://slack.com/archives/C1/p1")
+            ),
+            "## Summary\n\nAdds a login form.\n\n## Changes\n\n- Add login\n- Fix tests\n\n\
+             ---\nRequested in Slack by CodeButler: https://slack.com/archives/C1/p1\n"
+        );
+        assert_eq!(
+            pr_body(&PrContext::default(), "", None),
+            "## Summary\n\n(no description)\n\n## Changes\n\n- (no commits)\n"
+        );
+    }
+
+    #[test]
+    fn body_with_a_template_keeps_it_after_the_description() {
+        let context = PrContext {
+            template: Some("## Checklist\n\n- [ ] Tests\n\n".into()),
+            commits: vec!["ignored with a template".into()],
+        };
+        assert_eq!(
+            pr_body(&context, "Adds a login form.", None),
+            "Adds a login form.\n\n## Checklist\n\n- [ ] Tests\n"
+        );
+        assert_eq!(
+            pr_body(&context, "Adds a login form.", Some("https://x/p1")),
+            "Adds a login form.\n\n## Checklist\n\n- [ ] Tests\n\n\
+             ---\nRequested in Slack by CodeButler: https://x/p1\n"
+        );
+    }
+
+    #[test]
+    fn the_template_comes_from_the_branch_and_never_through_a_symlink() {
+        let (_dir, wt) = repo_and_worktree(&[
+            ("docs/PULL_REQUEST_TEMPLATE.md", "docs template\n"),
+            (".github/pull_request_template.md", "github template\n"),
+        ]);
+        let context = pr_context(&wt).unwrap();
+        assert_eq!(context.template.as_deref(), Some("github template\n"));
+        assert!(context.commits.is_empty());
+
+        // A committed symlink in a higher-priority place is skipped; uncommitted edits are not
+        // seen.
+        let secret = wt.parent().unwrap().join("secret.txt");
+        std::fs::write(&secret, "SECRET").unwrap();
+        std::os::unix::fs::symlink(&secret, wt.join(".github/PULL_REQUEST_TEMPLATE.md")).unwrap();
+        commit_all(&wt, "Plant a link").unwrap();
+        std::fs::write(wt.join(".github/pull_request_template.md"), "uncommitted").unwrap();
+        let context = pr_context(&wt).unwrap();
+        assert_eq!(context.template.as_deref(), Some("github template\n"));
+        assert_eq!(context.commits, ["Plant a link"]);
+    }
+
+    #[test]
+    fn pr_urls_are_parsed_from_the_last_address_line() {
+        assert_eq!(
+            parse_pr_url("Creating pull request\n\nhttps://github.com/acme/app/pull/7\n"),
+            Some(PullRequest {
+                url: "https://github.com/acme/app/pull/7".into(),
+                number: 7
+            })
+        );
+        assert_eq!(parse_pr_url("no address here\n"), None);
+        assert_eq!(parse_pr_url("https://github.com/acme/app/pull/x\n"), None);
+    }
+
+    /// A bare repository at `dir/origin.git` holding `main`, set as the main repo's `origin`.
+    fn with_bare_origin(dir: &tempfile::TempDir) -> git2::Repository {
+        let bare_path = dir.path().join("origin.git");
+        let bare = git2::Repository::init_bare(&bare_path).unwrap();
+        let repo = main_repo(dir);
+        repo.remote("origin", bare_path.to_str().unwrap()).unwrap();
+        bare
+    }
+
+    #[tokio::test]
+    async fn pushes_only_our_branch_without_running_hooks() {
+        let (dir, wt) = repo_and_worktree(&[("a.txt", "a\n")]);
+        let bare = with_bare_origin(&dir);
+        // A hook in the repository's common dir that would leave a marker if run.
+        let marker = dir.path().join("hook-ran");
+        let hooks = dir.path().join("repo/.git/hooks");
+        std::fs::create_dir_all(&hooks).unwrap();
+        let hook = hooks.join("pre-push");
+        std::fs::write(
+            &hook,
+            format!("#!/bin/sh\ntouch '{}'\nexit 0\n", marker.display()),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+        std::fs::write(wt.join("a.txt"), "b\n").unwrap();
+        let commit = commit_all(&wt, "Change a").unwrap();
+        push_branch(&wt, "codebutler/task").await.unwrap();
+        let pushed = bare
+            .find_reference("refs/heads/codebutler/task")
+            .unwrap()
+            .target()
+            .unwrap();
+        assert_eq!(pushed.to_string(), commit.sha);
+        assert!(!marker.exists(), "the pre-push hook ran");
+
+        let err = push_branch(&wt, "main").await.unwrap_err();
+        assert!(matches!(err, ForgeError::NotOurBranch { .. }), "{err}");
+        assert!(bare.find_reference("refs/heads/main").is_err());
+
+        // A push git refuses (non-fast-forward, since force is never used) is an error.
+        let repo = main_repo(&dir);
+        let sig = git2::Signature::now("x", "x@example.com").unwrap();
+        let first = repo
+            .find_commit(repo.head().unwrap().target().unwrap())
+            .unwrap();
+        repo.reference(
+            "refs/heads/codebutler/task",
+            first.id(),
+            true,
+            "rewind for the test",
+        )
+        .unwrap();
+        let tree = first.tree().unwrap();
+        repo.commit(
+            Some("refs/heads/codebutler/task"),
+            &sig,
+            &sig,
+            "diverge",
+            &tree,
+            &[&first],
+        )
+        .unwrap();
+        let err = push_branch(&wt, "codebutler/task").await.unwrap_err();
+        assert!(matches!(err, ForgeError::Failed { .. }), "{err}");
+        assert!(!err.is_precondition());
+        assert_eq!(
+            bare.find_reference("refs/heads/codebutler/task")
+                .unwrap()
+                .target()
+                .unwrap()
+                .to_string(),
+            commit.sha
+        );
+    }
+}

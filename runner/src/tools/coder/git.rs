@@ -1,0 +1,289 @@
+//! GitCommit and OpenPR: the Coder's commits and pull request, made by the controller.
+//!
+//! The runner's git metadata is read-only inside its sandbox, so these tools do no git work
+//! themselves: they ask the controller through a [`Forge`] (the hub's `Commit` and
+//! `OpenPullRequest` in a real run). The controller commits on the thread's own branch with
+//! git2, pushes that branch only, never with force and without the repository's hooks, and
+//! opens the pull request with `gh`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+
+use crate::conversation::ToolSpec;
+use crate::tool::{Tool, ToolError, parse_args};
+
+/// A commit the controller made (or did not make) for the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitResult {
+    /// The new commit's hex id; empty when nothing was committed.
+    pub sha: String,
+    /// Paths the commit added, changed or deleted.
+    pub files_changed: Vec<String>,
+    /// There was nothing to commit.
+    pub nothing_to_commit: bool,
+}
+
+/// Who commits and opens pull requests for the run: the controller, over the hub.
+#[async_trait]
+pub trait Forge: Send + Sync {
+    /// Commits every change of the worktree on the run's branch.
+    async fn commit(&self, message: &str) -> Result<CommitResult, String>;
+    /// Pushes the run's branch and opens a pull request; returns its address.
+    async fn open_pr(&self, title: &str, body: &str) -> Result<String, String>;
+}
+
+/// The text the model reads for a commit.
+fn describe_commit(commit: &CommitResult) -> String {
+    if commit.nothing_to_commit {
+        return "nothing to commit".to_owned();
+    }
+    let short: String = commit.sha.chars().take(7).collect();
+    let n = commit.files_changed.len();
+    let noun = if n == 1 { "file" } else { "files" };
+    let mut listed: Vec<&str> = commit
+        .files_changed
+        .iter()
+        .take(20)
+        .map(String::as_str)
+        .collect();
+    if n > listed.len() {
+        listed.push("…");
+    }
+    format!("committed {short}: {n} {noun} ({})", listed.join(", "))
+}
+
+/// The last number in a pull request's address, if any.
+fn pr_number(url: &str) -> Option<u64> {
+    url.trim_end_matches('/').rsplit('/').next()?.parse().ok()
+}
+
+const COMMIT: &str = "GitCommit";
+const OPEN_PR: &str = "OpenPR";
+
+/// Commits the worktree's changes on the thread's branch.
+#[derive(Clone)]
+pub struct GitCommitTool {
+    forge: Arc<dyn Forge>,
+}
+
+impl std::fmt::Debug for GitCommitTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitCommitTool").finish_non_exhaustive()
+    }
+}
+
+impl GitCommitTool {
+    /// A GitCommit through `forge`.
+    pub fn new(forge: Arc<dyn Forge>) -> Self {
+        Self { forge }
+    }
+}
+
+#[derive(Deserialize)]
+struct CommitArgs {
+    message: String,
+}
+
+#[async_trait]
+impl Tool for GitCommitTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: COMMIT,
+            description: "Commit all current changes of the worktree (new, changed and deleted files; ignored files stay out) on this task's branch. Commit when a coherent piece of work is done and checked.",
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "message": {
+                        "type": "string",
+                        "description": "The commit message: a short imperative subject line, optionally a blank line and details."
+                    }
+                },
+                "required": ["message"]
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
+        let args: CommitArgs = parse_args(COMMIT, args)?;
+        if args.message.trim().is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: COMMIT.to_owned(),
+                reason: "the message is empty".to_owned(),
+            });
+        }
+        let commit = self
+            .forge
+            .commit(&args.message)
+            .await
+            .map_err(|e| ToolError::Failed(format!("commit failed: {e}")))?;
+        Ok(describe_commit(&commit))
+    }
+}
+
+/// Pushes the thread's branch and opens a pull request for it.
+#[derive(Clone)]
+pub struct OpenPrTool {
+    forge: Arc<dyn Forge>,
+}
+
+impl std::fmt::Debug for OpenPrTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenPrTool").finish_non_exhaustive()
+    }
+}
+
+impl OpenPrTool {
+    /// An OpenPR through `forge`.
+    pub fn new(forge: Arc<dyn Forge>) -> Self {
+        Self { forge }
+    }
+}
+
+#[derive(Deserialize)]
+struct OpenPrArgs {
+    title: String,
+    body: String,
+}
+
+#[async_trait]
+impl Tool for OpenPrTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: OPEN_PR,
+            description: "Push this task's branch and open a pull request for it. Commit your changes with GitCommit first; uncommitted changes are not included. The repository's PR template and a link to the Slack thread are added to the body. Returns the pull request's address.",
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "title": {
+                        "type": "string",
+                        "description": "The pull request's title: short, imperative."
+                    },
+                    "body": {
+                        "type": "string",
+                        "description": "What changed and why, and how it was tested (Markdown)."
+                    }
+                },
+                "required": ["title", "body"]
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
+        let args: OpenPrArgs = parse_args(OPEN_PR, args)?;
+        if args.title.trim().is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: OPEN_PR.to_owned(),
+                reason: "the title is empty".to_owned(),
+            });
+        }
+        let url = self
+            .forge
+            .open_pr(&args.title, &args.body)
+            .await
+            .map_err(|e| ToolError::Failed(format!("opening the pull request failed: {e}")))?;
+        Ok(match pr_number(&url) {
+            Some(n) => format!("opened pull request #{n}: {url}"),
+            None => format!("opened pull request: {url}"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    #[derive(Default)]
+    struct FakeForge {
+        calls: Mutex<Vec<String>>,
+        commit: Option<CommitResult>,
+    }
+
+    #[async_trait]
+    impl Forge for FakeForge {
+        async fn commit(&self, message: &str) -> Result<CommitResult, String> {
+            self.calls.lock().unwrap().push(format!("commit {message}"));
+            self.commit
+                .clone()
+                .ok_or_else(|| "refusing to commit \"main\"".to_owned())
+        }
+        async fn open_pr(&self, title: &str, body: &str) -> Result<String, String> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("pr {title} / {body}"));
+            Ok("https://github.com/acme/app/pull/5".to_owned())
+        }
+    }
+
+    #[tokio::test]
+    async fn commit_results_read_well() {
+        let forge = Arc::new(FakeForge {
+            commit: Some(CommitResult {
+                sha: "abc1234def".into(),
+                files_changed: vec!["src/a.rs".into(), "README.md".into()],
+                nothing_to_commit: false,
+            }),
+            ..FakeForge::default()
+        });
+        let tool = GitCommitTool::new(forge.clone());
+        let out = tool
+            .call(serde_json::json!({"message": "Add a"}))
+            .await
+            .unwrap();
+        assert_eq!(out, "committed abc1234: 2 files (src/a.rs, README.md)");
+        assert_eq!(*forge.calls.lock().unwrap(), ["commit Add a"]);
+        assert!(
+            tool.call(serde_json::json!({"message": " "}))
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            describe_commit(&CommitResult {
+                sha: String::new(),
+                files_changed: vec![],
+                nothing_to_commit: true
+            }),
+            "nothing to commit"
+        );
+        let refused = GitCommitTool::new(Arc::new(FakeForge::default()))
+            .call(serde_json::json!({"message": "x"}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            refused.to_string(),
+            "commit failed: refusing to commit \"main\""
+        );
+    }
+
+    #[tokio::test]
+    async fn open_pr_returns_the_address() {
+        let forge = Arc::new(FakeForge::default());
+        let tool = OpenPrTool::new(forge.clone());
+        let out = tool
+            .call(serde_json::json!({"title": "Add a", "body": "Adds a."}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            "opened pull request #5: https://github.com/acme/app/pull/5"
+        );
+        assert_eq!(*forge.calls.lock().unwrap(), ["pr Add a / Adds a."]);
+        assert!(
+            tool.call(serde_json::json!({"title": "", "body": "x"}))
+                .await
+                .is_err()
+        );
+        assert!(!tool.read_only());
+    }
+}
