@@ -103,6 +103,8 @@ pub struct CoderConfig {
     pub max_turns: u32,
     /// Minutes (fractions allowed).
     pub timeout_mins: f64,
+    /// The model's context window in tokens (compaction starts at 80 % of it).
+    pub context_window: u64,
 }
 
 /// The PM role's model pool.
@@ -501,6 +503,7 @@ fn finish(
                 .unwrap_or_else(|| "anthropic/claude-opus-4-6".into()),
             max_turns: coder.max_turns.unwrap_or(25),
             timeout_mins: coder.timeout.unwrap_or(30.0),
+            context_window: coder.context_window.unwrap_or(200_000).max(1_000),
         },
         product_manager: ProductManagerConfig {
             default,
@@ -604,6 +607,7 @@ struct RawCoder {
     model: Option<String>,
     max_turns: Option<u32>,
     timeout: Option<f64>,
+    context_window: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

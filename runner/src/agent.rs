@@ -154,6 +154,12 @@ async fn turns<M: ChatModel>(
                     Err(e) => return Ending::ModelFailed { message: format!("compaction: {e}") },
                 },
             };
+            if summary.trim().is_empty() {
+                // Dropping the history for an empty summary would lose the work.
+                return Ending::ModelFailed {
+                    message: "compaction: the model returned no summary".into(),
+                };
+            }
             *messages = compacted(messages, &summary);
             emit(
                 events,

@@ -105,19 +105,21 @@ pub fn summary_request(messages: &[ChatMessage]) -> Vec<ChatMessage> {
     vec![system, ChatMessage::user(text)]
 }
 
-/// The compacted conversation: system prompt, the summary, and the latest user message (if
-/// it is not the first, which the summary covers).
+/// The compacted conversation: system prompt, the task (the first user message: the plan is
+/// what the Coder must never lose), the summary, and the latest user message if it is a
+/// later one.
 pub fn compacted(messages: &[ChatMessage], summary: &str) -> Vec<ChatMessage> {
     let system = messages
         .first()
         .cloned()
         .unwrap_or_else(|| ChatMessage::system(""));
-    let mut out = vec![
-        system,
-        ChatMessage::user(format!(
-            "Summary of the work so far (the earlier conversation was compacted):\n\n{summary}"
-        )),
-    ];
+    let mut out = vec![system];
+    if let Some(task @ ChatMessage::User { .. }) = messages.get(1) {
+        out.push(task.clone());
+    }
+    out.push(ChatMessage::user(format!(
+        "Summary of the work so far (the earlier conversation was compacted):\n\n{summary}"
+    )));
     if let Some(last_user) = messages
         .iter()
         .skip(2)
@@ -175,11 +177,15 @@ mod tests {
         assert!(content.starts_with("The conversation so far:\n\n[user] the plan"));
         assert!(content.ends_with(SUMMARY_PROMPT));
         let out = compacted(&m, "did things");
-        assert_eq!(out.len(), 3);
+        assert_eq!(out.len(), 4);
         assert_eq!(out[0], ChatMessage::system("sys"));
-        assert_eq!(out[2], ChatMessage::user("<@U1>: use tabs"));
-        // Without a later user message, only the summary follows the system prompt.
+        assert_eq!(out[1], ChatMessage::user("the plan"));
+        assert!(
+            matches!(&out[2], ChatMessage::User { content } if content.ends_with("did things"))
+        );
+        assert_eq!(out[3], ChatMessage::user("<@U1>: use tabs"));
+        // Without a later user message, the task and the summary follow the system prompt.
         let out = compacted(&m[..4], "did things");
-        assert_eq!(out.len(), 2);
+        assert_eq!(out.len(), 3);
     }
 }

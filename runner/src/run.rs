@@ -20,7 +20,8 @@ use codebutler_proto::runner::v1::{Failed, RunnerEvent, Started, runner_event::E
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::agent::{CoderTask, Ending, Inbox, run_coder};
+use crate::agent::{CoderTask, Ending, Inbox, run_coder_with};
+use crate::compaction::Compaction;
 use crate::hub::{HubForge, HubModel, connect};
 use crate::sandbox::{SandboxSpec, enter};
 use crate::tool::ToolRegistry;
@@ -127,6 +128,7 @@ async fn session(
             None => return Err("the controller closed the session before sending a task".into()),
         }
     };
+    let context_window = task.context_window;
     let resume = if task.resume_messages_json.trim().is_empty() {
         Vec::new()
     } else {
@@ -168,7 +170,12 @@ async fn session(
         timeout: Duration::from_secs(u64::from(task.timeout_seconds)),
         resume,
     };
-    let (ending, _conversation) = run_coder(&model, &tools, coder_task, &mut inbox, &events).await;
+    let mut compaction = Compaction::default();
+    if context_window > 0 {
+        compaction.context_window = context_window;
+    }
+    let (ending, _conversation) =
+        run_coder_with(&model, &tools, coder_task, compaction, &mut inbox, &events).await;
     let ok = !matches!(ending, Ending::ModelFailed { .. });
     let _ = events.send(ending.to_event()).await;
     drop(events);

@@ -827,3 +827,43 @@ async fn thread_messages_reach_the_running_coder_and_stop_stops_it() {
     );
     assert_eq!(env.model.requests_for("JOB-TWO").len(), 1);
 }
+
+#[tokio::test]
+async fn a_long_run_is_compacted_under_the_configured_context_window() {
+    let env = runner_env(json!({"maxTurns": 10, "timeout": 2, "contextWindow": 1000})).await;
+    let big = r#"{"command": "head -c 3000 /dev/zero | tr '\\0' x"}"#;
+    env.model.script(
+        "PLAN-LONG",
+        vec![
+            Reply::tool_call("Bash", big),
+            // The summary call (no tools offered), then the next turn.
+            Reply::text("Printed x once; nothing else to do."),
+            Reply::text("Finished after compaction."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let plan = write_plan(&env, "PLAN-LONG");
+    let out = stdout(&runnerctl(&env, &["run", "--plan", plan.to_str().unwrap()]).await);
+    assert!(
+        out.contains("run finished: completed: Finished after compaction."),
+        "{out}"
+    );
+    assert!(out.contains("coder: (compacted the conversation"), "{out}");
+    let requests = env.model.requests_for("PLAN-LONG");
+    let summary_call = requests
+        .iter()
+        .position(|r| r.body.get("tools").is_none())
+        .expect("a summary call without tools");
+    let after = &requests[summary_call + 1].body;
+    let users = crate::harness::user_messages(after);
+    assert!(
+        users[0].contains("PLAN-LONG"),
+        "the plan is kept: {users:?}"
+    );
+    assert!(
+        users[1].starts_with("Summary of the work so far"),
+        "{users:?}"
+    );
+    assert!(users[1].contains("Printed x once"), "{users:?}");
+    assert_eq!(after["messages"].as_array().unwrap().len(), 3, "{after}");
+}

@@ -70,6 +70,7 @@ pub async fn supervisor_for(
                 .unwrap_or(Duration::from_secs(86_400)),
             max_concurrent: usize::try_from(config.access.max_concurrent_threads).unwrap_or(1),
             calls_per_hour: config.access.max_claude_calls_per_hour,
+            context_window: config.coder.context_window,
         },
         spec,
         log_dir: layout.dir.join("run"),

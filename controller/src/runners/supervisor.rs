@@ -50,6 +50,8 @@ pub struct RunLimits {
     pub max_concurrent: usize,
     /// Coder model calls per hour across runs; 0 for no limit.
     pub calls_per_hour: u32,
+    /// The Coder model's context window, in tokens.
+    pub context_window: u64,
 }
 
 /// One event of a run, as broadcast to followers.
@@ -371,6 +373,7 @@ impl Inner {
                 max_turns: self.limits.max_turns,
                 timeout_seconds: u32::try_from(self.limits.timeout.as_secs()).unwrap_or(u32::MAX),
                 resume_messages_json: String::new(),
+                context_window: self.limits.context_window,
             })),
         };
         let _ = commands.send(task).await;
