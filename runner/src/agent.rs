@@ -81,20 +81,10 @@ impl Ending {
     }
 }
 
-/// Runs the Coder until one of its endings. Returns the ending and the conversation (without
-/// the system prompt), so it can be stored and resumed.
+/// Runs the Coder until one of its endings, compacting the conversation as `compaction`
+/// says. Returns the ending and the conversation (without the system prompt), so it can be
+/// stored and resumed.
 pub async fn run_coder<M: ChatModel>(
-    model: &M,
-    tools: &ToolRegistry,
-    task: CoderTask,
-    inbox: &mut mpsc::Receiver<Inbox>,
-    events: &mpsc::Sender<RunnerEvent>,
-) -> (Ending, Vec<ChatMessage>) {
-    run_coder_with(model, tools, task, Compaction::default(), inbox, events).await
-}
-
-/// [`run_coder`] with explicit compaction settings (the model's context window).
-pub async fn run_coder_with<M: ChatModel>(
     model: &M,
     tools: &ToolRegistry,
     task: CoderTask,
@@ -418,7 +408,15 @@ mod tests {
         ]);
         let (tx, rx) = mpsc::channel(100);
         let (_in_tx, mut inbox) = mpsc::channel(10);
-        let (ending, conversation) = run_coder(&model, &tools(), task(5), &mut inbox, &tx).await;
+        let (ending, conversation) = run_coder(
+            &model,
+            &tools(),
+            task(5),
+            Compaction::default(),
+            &mut inbox,
+            &tx,
+        )
+        .await;
         drop(tx);
         assert_eq!(
             ending,
@@ -454,7 +452,15 @@ mod tests {
         let model = Scripted::new(vec![edit(), edit(), edit()]);
         let (tx, _rx) = mpsc::channel(100);
         let (_in_tx, mut inbox) = mpsc::channel(10);
-        let (ending, _) = run_coder(&model, &tools(), task(2), &mut inbox, &tx).await;
+        let (ending, _) = run_coder(
+            &model,
+            &tools(),
+            task(2),
+            Compaction::default(),
+            &mut inbox,
+            &tx,
+        )
+        .await;
         assert_eq!(ending, Ending::MaxTurns);
         assert_eq!(model.seen.lock().unwrap().len(), 2);
     }
@@ -467,7 +473,8 @@ mod tests {
         let (_in_tx, mut inbox) = mpsc::channel(10);
         let mut t = task(5);
         t.timeout = Duration::from_secs(10);
-        let (ending, _) = run_coder(&model, &tools(), t, &mut inbox, &tx).await;
+        let (ending, _) =
+            run_coder(&model, &tools(), t, Compaction::default(), &mut inbox, &tx).await;
         assert_eq!(ending, Ending::Timeout);
     }
 
@@ -493,7 +500,15 @@ mod tests {
                 .await
                 .unwrap();
         });
-        let (ending, _) = run_coder(&model, &tools(), task(5), &mut inbox, &tx).await;
+        let (ending, _) = run_coder(
+            &model,
+            &tools(),
+            task(5),
+            Compaction::default(),
+            &mut inbox,
+            &tx,
+        )
+        .await;
         sender.await.unwrap();
         assert_eq!(
             ending,
@@ -575,7 +590,7 @@ mod tests {
             context_window: window,
             threshold: 0.8,
         };
-        let (ending, _) = run_coder_with(&model, &tools(), t, compaction, &mut inbox, &tx).await;
+        let (ending, _) = run_coder(&model, &tools(), t, compaction, &mut inbox, &tx).await;
         assert_eq!(
             ending,
             Ending::Completed {

@@ -20,7 +20,7 @@ use codebutler_proto::runner::v1::{Failed, RunnerEvent, Started, runner_event::E
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::agent::{CoderTask, Ending, Inbox, run_coder_with};
+use crate::agent::{CoderTask, Ending, Inbox, run_coder};
 use crate::compaction::Compaction;
 use crate::hub::{HubForge, HubModel, connect};
 use crate::sandbox::{SandboxSpec, enter};
@@ -175,7 +175,7 @@ async fn session(
         compaction.context_window = context_window;
     }
     let (ending, _conversation) =
-        run_coder_with(&model, &tools, coder_task, compaction, &mut inbox, &events).await;
+        run_coder(&model, &tools, coder_task, compaction, &mut inbox, &events).await;
     let ok = !matches!(ending, Ending::ModelFailed { .. });
     let _ = events.send(ending.to_event()).await;
     drop(events);
