@@ -139,6 +139,20 @@ impl Status {
     }
 }
 
+/// The URL of a pull request the Coder just opened, from its OpenPR tool's result.
+fn pull_request_url(event: &Event) -> Option<String> {
+    let Event::ToolFinished(f) = event else {
+        return None;
+    };
+    if f.tool != "OpenPR" || f.is_error {
+        return None;
+    }
+    f.summary
+        .split_whitespace()
+        .find(|w| w.starts_with("https://") || w.starts_with("http://"))
+        .map(|w| w.trim_end_matches(['…', '.', ',']).to_owned())
+}
+
 fn elapsed_text(d: Duration) -> String {
     let secs = d.as_secs();
     if secs >= 60 {
@@ -173,6 +187,9 @@ impl Follower {
                         if let Some(event) = &e.event.event {
                             self.status.apply(event);
                             dirty = true;
+                            if let Some(url) = pull_request_url(event) {
+                                self.announce_pull_request(&url).await;
+                            }
                         }
                     }
                     Err(RecvError::Lagged(_)) => {}
@@ -188,6 +205,18 @@ impl Follower {
             }
         };
         self.finish(state, started.elapsed()).await;
+    }
+
+    async fn announce_pull_request(&self, url: &str) {
+        let text = format!("{PREFIX}opened a pull request: {url}");
+        if let Err(e) = self
+            .coder
+            .sender
+            .post(&self.approval.channel, &self.approval.thread_ts, &text)
+            .await
+        {
+            tracing::warn!(thread = %self.approval.thread(), "post pull request link: {e}");
+        }
     }
 
     async fn edit(&self, elapsed: Duration) {
@@ -259,6 +288,35 @@ impl Follower {
 mod tests {
     use super::*;
     use codebutler_proto::runner::v1::{ToolStarted, TurnBegun, Usage};
+
+    #[test]
+    fn pull_request_links_come_from_successful_open_pr_calls() {
+        let finished = |tool: &str, summary: &str, is_error: bool| {
+            Event::ToolFinished(codebutler_proto::runner::v1::ToolFinished {
+                call_id: "c".into(),
+                tool: tool.into(),
+                summary: summary.into(),
+                is_error,
+                duration_ms: 1,
+            })
+        };
+        assert_eq!(
+            pull_request_url(&finished(
+                "OpenPR",
+                "opened pull request #7: https://github.com/a/b/pull/7",
+                false
+            )),
+            Some("https://github.com/a/b/pull/7".into())
+        );
+        assert_eq!(
+            pull_request_url(&finished("OpenPR", "error: push refused", true)),
+            None
+        );
+        assert_eq!(
+            pull_request_url(&finished("Bash", "see https://x.y", false)),
+            None
+        );
+    }
 
     #[test]
     fn status_shows_turn_activity_time_tokens_and_cost() {

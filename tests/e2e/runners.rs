@@ -867,3 +867,79 @@ async fn a_long_run_is_compacted_under_the_configured_context_window() {
     assert!(users[1].contains("Printed x once"), "{users:?}");
     assert_eq!(after["messages"].as_array().unwrap().len(), 3, "{after}");
 }
+
+/// The product's main flow from Slack: question → plan → typed approval → the Coder edits,
+/// runs a command, commits and opens a pull request whose body links the thread → the PR
+/// link in the thread.
+#[tokio::test]
+async fn from_a_slack_thread_to_a_pull_request() {
+    let env = runner_env(json!({"maxTurns": 8, "timeout": 2})).await;
+    let (bare, _main, _id) = bare_origin(&env);
+    let plan = json!({
+        "summary": "Mark the deploy section FLOW-TOKEN",
+        "steps": ["Edit README.md", "Commit", "Open a pull request"],
+        "files": ["README.md"]
+    });
+    env.model.script(
+        "mark the deploy section, then open a PR",
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready; approve it."),
+        ],
+    );
+    env.model.script(
+        "FLOW-TOKEN",
+        vec![
+            Reply::tool_call(
+                "Edit",
+                json!({"file_path": "README.md", "old_string": "## Deploying", "new_string": "## Deploying (marked)"})
+                    .to_string(),
+            ),
+            Reply::tool_call("Bash", r#"{"command": "grep -c marked README.md"}"#),
+            Reply::tool_call("GitCommit", r#"{"message": "Mark the deploy section"}"#),
+            Reply::tool_call("OpenPR", r#"{"title": "Mark the deploy section", "body": "Marks it. FLOW-BODY"}"#),
+            Reply::text("Done: the PR is open."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = env.say("mark the deploy section, then open a PR");
+    env.wait_thread_posts(&thread, 1).await;
+    let approval = env.slack.user_message(
+        codebutler_test_support::slack::CHANNEL,
+        crate::harness::USER,
+        "ship it",
+        Some(&thread),
+    );
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.slack
+                .reactions()
+                .iter()
+                .any(|r| r.ts == approval.ts && r.name == "white_check_mark")
+        })
+        .await;
+    assert!(ok, "{:?}", env.thread_posts(&thread));
+    let posts: Vec<String> = env
+        .thread_posts(&thread)
+        .into_iter()
+        .map(|p| p.text)
+        .collect();
+    assert!(
+        posts.contains(
+            &"*Coder:* opened a pull request: https://github.com/acme/app/pull/7".to_owned()
+        ),
+        "{posts:?}"
+    );
+    assert_eq!(posts.last().unwrap(), "*Coder:* Done: the PR is open.");
+    let branch = "codebutler/mark-the-deploy-section-flow-token";
+    assert!(bare.find_reference(&format!("refs/heads/{branch}")).is_ok());
+    let body = codebutler_test_support::gh::gh_pr_body(env.outside.path()).unwrap();
+    assert!(body.contains("FLOW-BODY"), "{body}");
+    let link = format!(
+        "https://slack.com/archives/{}/p{}",
+        codebutler_test_support::slack::CHANNEL,
+        thread.replace('.', "")
+    );
+    assert!(body.contains(&link), "no thread link {link} in:\n{body}");
+}
