@@ -160,6 +160,7 @@ async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
             "Read",
             "Write",
             "Edit",
+            "MultiEdit",
             "Bash",
             "Grep",
             "Glob",

@@ -45,33 +45,28 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "occurrence" } else { "occurrences" }
 }
 
-fn edit(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
-    if args.old_string.is_empty() {
+/// One replacement, as both tools take it.
+#[derive(Clone, Debug, Deserialize)]
+struct Replacement {
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: bool,
+}
+
+/// Applies one replacement to `text` (in memory); returns the new text and the count.
+fn replace(text: &str, rel: &str, r: &Replacement) -> Result<(String, usize), ToolError> {
+    if r.old_string.is_empty() {
         return Err(invalid(
             "old_string is empty; to create a file use Write".to_owned(),
         ));
     }
-    if args.old_string == args.new_string {
+    if r.old_string == r.new_string {
         return Err(invalid(
             "old_string and new_string are identical; there is nothing to change".to_owned(),
         ));
     }
-    let target = resolve_for_write(root, &args.file_path, false)?;
-    let rel = &target.rel;
-    if target.existing.is_none() {
-        return Err(ToolError::NotFound(format!(
-            "no such file: {rel}; use Write to create it"
-        )));
-    }
-    let bytes = std::fs::read(&target.path)
-        .map_err(|e| ToolError::Failed(format!("cannot read {rel}: {e}")))?;
-    let text = String::from_utf8(bytes).map_err(|_| {
-        ToolError::Failed(format!(
-            "{rel} is not valid UTF-8 text; Edit only changes text files"
-        ))
-    })?;
-
-    let (mut old, mut new) = (args.old_string.clone(), args.new_string.clone());
+    let (mut old, mut new) = (r.old_string.clone(), r.new_string.clone());
     let mut count = text.matches(old.as_str()).count();
     // Models write `\n`; a file with Windows line endings still matches, and keeps them.
     if count == 0 && text.contains("\r\n") && old.contains('\n') && !old.contains('\r') {
@@ -84,19 +79,142 @@ fn edit(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
             "old_string was not found in {rel}; it must match the file exactly, including whitespace and indentation (without Read's line-number prefix)"
         )));
     }
-    if count > 1 && !args.replace_all {
+    if count > 1 && !r.replace_all {
         return Err(invalid(format!(
             "old_string occurs {count} times in {rel}; include more surrounding lines to make it unique, or set replace_all to true to replace every occurrence"
         )));
     }
-    let (updated, replaced) = if args.replace_all {
+    Ok(if r.replace_all {
         (text.replace(old.as_str(), &new), count)
     } else {
         (text.replacen(old.as_str(), &new, 1), 1)
-    };
-    atomic_write(&target.path, updated.as_bytes(), target.existing.as_ref())
+    })
+}
+
+/// Reads a file, applies every replacement in order in memory, and writes the result once:
+/// all of them or none.
+fn apply(
+    root: &RepoRoot,
+    file_path: &str,
+    edits: &[Replacement],
+) -> Result<(String, usize), ToolError> {
+    let target = resolve_for_write(root, file_path, false)?;
+    let rel = target.rel.clone();
+    if target.existing.is_none() {
+        return Err(ToolError::NotFound(format!(
+            "no such file: {rel}; use Write to create it"
+        )));
+    }
+    let bytes = std::fs::read(&target.path)
+        .map_err(|e| ToolError::Failed(format!("cannot read {rel}: {e}")))?;
+    let mut text = String::from_utf8(bytes).map_err(|_| {
+        ToolError::Failed(format!(
+            "{rel} is not valid UTF-8 text; Edit only changes text files"
+        ))
+    })?;
+    let mut replaced = 0;
+    for (i, r) in edits.iter().enumerate() {
+        let (updated, n) = replace(&text, &rel, r).map_err(|e| match (edits.len(), e) {
+            (1, e) => e,
+            (_, ToolError::InvalidArguments { reason, .. }) => invalid(format!(
+                "edit {} of {}: {reason}; no edit was applied",
+                i + 1,
+                edits.len()
+            )),
+            (_, e) => e,
+        })?;
+        text = updated;
+        replaced += n;
+    }
+    atomic_write(&target.path, text.as_bytes(), target.existing.as_ref())
         .map_err(|e| ToolError::Failed(format!("cannot write {rel}: {e}")))?;
+    Ok((rel, replaced))
+}
+
+fn edit(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
+    let r = Replacement {
+        old_string: args.old_string.clone(),
+        new_string: args.new_string.clone(),
+        replace_all: args.replace_all,
+    };
+    let (rel, replaced) = apply(root, &args.file_path, std::slice::from_ref(&r))?;
     Ok(format!("replaced {replaced} {} in {rel}", plural(replaced)))
+}
+
+/// Several replacements in one file, all or nothing.
+#[derive(Debug, Clone)]
+pub struct MultiEditTool {
+    root: Arc<RepoRoot>,
+}
+
+impl MultiEditTool {
+    /// A MultiEdit confined to `root`.
+    pub fn new(root: Arc<RepoRoot>) -> Self {
+        Self { root }
+    }
+}
+
+#[derive(Deserialize)]
+struct MultiArgs {
+    file_path: String,
+    edits: Vec<Replacement>,
+}
+
+#[async_trait]
+impl Tool for MultiEditTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "MultiEdit",
+            description: "Make several exact-string replacements in one file, in order, each applied to the result of the previous one. All or nothing: if any edit does not match (or is ambiguous without replace_all), the file is left unchanged.",
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {
+                        "type": "string",
+                        "description": "The file to change: an absolute path inside the worktree, or a path relative to the worktree root."
+                    },
+                    "edits": {
+                        "type": "array",
+                        "description": "The replacements, in order.",
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "old_string": {"type": "string", "description": "The exact text to replace."},
+                                "new_string": {"type": "string", "description": "The text to put in its place."},
+                                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
+                            },
+                            "required": ["old_string", "new_string"]
+                        }
+                    }
+                },
+                "required": ["file_path", "edits"]
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        false
+    }
+
+    async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
+        let args: MultiArgs = parse_args("MultiEdit", args)?;
+        if args.edits.is_empty() {
+            return Err(ToolError::InvalidArguments {
+                tool: "MultiEdit".to_owned(),
+                reason: "edits is empty".to_owned(),
+            });
+        }
+        let root = Arc::clone(&self.root);
+        let n = args.edits.len();
+        let (rel, replaced) =
+            tokio::task::spawn_blocking(move || apply(&root, &args.file_path, &args.edits))
+                .await
+                .map_err(|e| ToolError::Failed(format!("MultiEdit did not finish: {e}")))??;
+        Ok(format!(
+            "applied {n} edits ({replaced} {}) to {rel}",
+            plural(replaced)
+        ))
+    }
 }
 
 #[async_trait]
@@ -156,6 +274,45 @@ mod tests {
 
     fn read(dir: &tempfile::TempDir, rel: &str) -> String {
         std::fs::read_to_string(dir.path().join(rel)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn multi_edit_applies_all_edits_in_order_or_none() {
+        let (dir, root) = worktree(&[("f.txt", "alpha\nbeta\ngamma\n")]);
+        let multi = MultiEditTool::new(Arc::clone(&root));
+        let out = multi
+            .call(json!({"file_path": "f.txt", "edits": [
+                {"old_string": "alpha", "new_string": "ALPHA"},
+                {"old_string": "ALPHA\nbeta", "new_string": "ALPHA\nBETA"}
+            ]}))
+            .await
+            .unwrap();
+        assert_eq!(out, "applied 2 edits (2 occurrences) to f.txt");
+        assert_eq!(read(&dir, "f.txt"), "ALPHA\nBETA\ngamma\n");
+
+        let err = multi
+            .call(json!({"file_path": "f.txt", "edits": [
+                {"old_string": "gamma", "new_string": "GAMMA"},
+                {"old_string": "missing", "new_string": "x"}
+            ]}))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("edit 2 of 2: old_string was not found in f.txt"),
+            "{err}"
+        );
+        assert!(err.contains("no edit was applied"), "{err}");
+        assert_eq!(
+            read(&dir, "f.txt"),
+            "ALPHA\nBETA\ngamma\n",
+            "nothing was written"
+        );
+        let err = multi
+            .call(json!({"file_path": "f.txt", "edits": []}))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("edits is empty"));
     }
 
     #[tokio::test]

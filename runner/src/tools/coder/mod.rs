@@ -1,5 +1,5 @@
-//! The Coder's core tools: Read, Write, Edit, Bash, Grep and Glob, confined to the worktree
-//! root. They run inside the runner's kernel sandbox, which is the security boundary; the
+//! The Coder's core tools: Read, Write, Edit, MultiEdit, Bash, Grep and Glob, confined to
+//! the worktree root. They run inside the runner's kernel sandbox, which is the security boundary; the
 //! path checks of [`RepoRoot`] still apply (absolute paths are accepted when they lie
 //! inside the root, since coding models use them), and `.git` is never written.
 //!
@@ -21,7 +21,7 @@ mod write;
 use std::sync::Arc;
 
 pub use bash::{BashConfig, BashTool};
-pub use edit::EditTool;
+pub use edit::{EditTool, MultiEditTool};
 pub use git::{CommitResult, Forge, GitCommitTool, OpenPrTool};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
@@ -38,6 +38,7 @@ pub fn coder_tools(root: Arc<RepoRoot>, bash: BashConfig) -> Vec<Arc<dyn Tool>> 
         Arc::new(ReadTool::new(Arc::clone(&root))),
         Arc::new(WriteTool::new(Arc::clone(&root))),
         Arc::new(EditTool::new(Arc::clone(&root))),
+        Arc::new(MultiEditTool::new(Arc::clone(&root))),
         Arc::new(BashTool::new(Arc::clone(&root), bash)),
         Arc::new(GrepTool::new(Arc::clone(&root))),
         Arc::new(GlobTool::new(root)),
@@ -78,9 +79,12 @@ pub(crate) mod tests {
         let (_dir, root) = worktree(&[]);
         let tools = coder_tools(root, BashConfig::default());
         let names: Vec<&str> = tools.iter().map(|t| t.spec().name).collect();
-        assert_eq!(names, ["Read", "Write", "Edit", "Bash", "Grep", "Glob"]);
+        assert_eq!(
+            names,
+            ["Read", "Write", "Edit", "MultiEdit", "Bash", "Grep", "Glob"]
+        );
         let read_only: Vec<bool> = tools.iter().map(|t| t.read_only()).collect();
-        assert_eq!(read_only, [true, false, false, false, true, true]);
+        assert_eq!(read_only, [true, false, false, false, false, true, true]);
         let required: Vec<serde_json::Value> = tools
             .iter()
             .map(|t| t.spec().parameters["required"].clone())
@@ -91,6 +95,7 @@ pub(crate) mod tests {
                 serde_json::json!(["file_path"]),
                 serde_json::json!(["file_path", "content"]),
                 serde_json::json!(["file_path", "old_string", "new_string"]),
+                serde_json::json!(["file_path", "edits"]),
                 serde_json::json!(["command"]),
                 serde_json::json!(["pattern"]),
                 serde_json::json!(["pattern"]),
