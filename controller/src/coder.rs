@@ -190,6 +190,9 @@ impl Follower {
                             if let Some(url) = pull_request_url(event) {
                                 self.announce_pull_request(&url).await;
                             }
+                            if let Event::Notice(notice) = event {
+                                self.post_notice(&notice.text).await;
+                            }
                         }
                     }
                     Err(RecvError::Lagged(_)) => {}
@@ -205,6 +208,18 @@ impl Follower {
             }
         };
         self.finish(state, started.elapsed()).await;
+    }
+
+    async fn post_notice(&self, text: &str) {
+        let parts = crate::slack::format::render_reply(text, PREFIX);
+        if let Err(e) = self
+            .coder
+            .sender
+            .send(&self.approval.channel, &self.approval.thread_ts, &parts)
+            .await
+        {
+            tracing::warn!(thread = %self.approval.thread(), "post notice: {e}");
+        }
     }
 
     async fn announce_pull_request(&self, url: &str) {

@@ -415,6 +415,11 @@ pub fn event_line(record: &RunEventRecord) -> (String, serde_json::Value) {
                 json!({"reason": reason, "summary": f.summary}),
             )
         }
+        Event::Notice(n) => (
+            "notice",
+            format!("notice: {}", n.text.lines().next().unwrap_or_default()),
+            json!({"text": n.text}),
+        ),
         Event::Failed(f) => (
             "failed",
             format!("failed at step {}: {}", f.step, f.message),

@@ -25,7 +25,7 @@ use crate::compaction::Compaction;
 use crate::hub::{HubForge, HubModel, connect};
 use crate::sandbox::{SandboxSpec, enter};
 use crate::tool::ToolRegistry;
-use crate::tools::coder::{BashConfig, coder_tools, forge_tools};
+use crate::tools::coder::{BashConfig, NotifyTool, coder_tools, forge_tools};
 use crate::tools::path::RepoRoot;
 
 /// The inherited hub socket.
@@ -143,6 +143,7 @@ async fn session(
     for tool in forge_tools(Arc::new(HubForge::new(channel.clone()))) {
         tools.register(tool);
     }
+    tools.register(Arc::new(NotifyTool::new(events.clone())));
 
     // Commands after the task go to the loop's inbox.
     let (inbox_tx, mut inbox) = mpsc::channel(16);

@@ -165,7 +165,8 @@ async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
             "Grep",
             "Glob",
             "GitCommit",
-            "OpenPR"
+            "OpenPR",
+            "Notify"
         ]
     );
 
@@ -897,6 +898,7 @@ async fn from_a_slack_thread_to_a_pull_request() {
                     .to_string(),
             ),
             Reply::tool_call("Bash", r#"{"command": "grep -c marked README.md"}"#),
+            Reply::tool_call("Notify", r#"{"message": "README **edited**; committing now."}"#),
             Reply::tool_call("GitCommit", r#"{"message": "Mark the deploy section"}"#),
             Reply::tool_call("OpenPR", r#"{"title": "Mark the deploy section", "body": "Marks it. FLOW-BODY"}"#),
             Reply::text("Done: the PR is open."),
@@ -933,6 +935,10 @@ async fn from_a_slack_thread_to_a_pull_request() {
         "{posts:?}"
     );
     assert_eq!(posts.last().unwrap(), "*Coder:* Done: the PR is open.");
+    assert!(
+        posts.contains(&"*Coder:* README *edited*; committing now.".to_owned()),
+        "{posts:?}"
+    );
     let branch = "codebutler/mark-the-deploy-section-flow-token";
     assert!(bare.find_reference(&format!("refs/heads/{branch}")).is_ok());
     let body = codebutler_test_support::gh::gh_pr_body(env.outside.path()).unwrap();

@@ -15,6 +15,7 @@ mod files;
 mod git;
 mod glob;
 mod grep;
+mod notify;
 mod read;
 mod write;
 
@@ -25,6 +26,7 @@ pub use edit::{EditTool, MultiEditTool};
 pub use git::{CommitResult, Forge, GitCommitTool, OpenPrTool};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
+pub use notify::NotifyTool;
 pub use read::ReadTool;
 pub use write::WriteTool;
 
