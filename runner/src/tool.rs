@@ -52,6 +52,18 @@ pub fn parse_args<T: DeserializeOwned>(
     })
 }
 
+/// Runs a tool's blocking work (filesystem, git) off the async runtime, naming the tool if
+/// the work could not finish (it panicked or the runtime is shutting down).
+pub async fn run_blocking<T, F>(tool: &str, work: F) -> Result<T, ToolError>
+where
+    F: FnOnce() -> Result<T, ToolError> + Send + 'static,
+    T: Send + 'static,
+{
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| ToolError::Failed(format!("{tool} did not finish: {e}")))?
+}
+
 /// An ordered set of tools.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {

@@ -220,9 +220,7 @@ impl Tool for GitLog {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: LogArgs = parse_args(LOG_NAME, args)?;
         let root = Arc::clone(&self.root);
-        tokio::task::spawn_blocking(move || log(&root, &args))
-            .await
-            .map_err(|e| ToolError::Failed(format!("{LOG_NAME} did not finish: {e}")))?
+        crate::tool::run_blocking(LOG_NAME, move || log(&root, &args)).await
     }
 }
 
@@ -427,9 +425,7 @@ impl Tool for GitDiff {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: DiffArgs = parse_args(DIFF_NAME, args)?;
         let root = Arc::clone(&self.root);
-        tokio::task::spawn_blocking(move || diff(&root, &args))
-            .await
-            .map_err(|e| ToolError::Failed(format!("{DIFF_NAME} did not finish: {e}")))?
+        crate::tool::run_blocking(DIFF_NAME, move || diff(&root, &args)).await
     }
 }
 

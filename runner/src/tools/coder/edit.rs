@@ -206,10 +206,10 @@ impl Tool for MultiEditTool {
         }
         let root = Arc::clone(&self.root);
         let n = args.edits.len();
-        let (rel, replaced) =
-            tokio::task::spawn_blocking(move || apply(&root, &args.file_path, &args.edits))
-                .await
-                .map_err(|e| ToolError::Failed(format!("MultiEdit did not finish: {e}")))??;
+        let (rel, replaced) = crate::tool::run_blocking("MultiEdit", move || {
+            apply(&root, &args.file_path, &args.edits)
+        })
+        .await?;
         Ok(format!(
             "applied {n} edits ({replaced} {}) to {rel}",
             plural(replaced)
@@ -255,9 +255,7 @@ impl Tool for EditTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        tokio::task::spawn_blocking(move || edit(&root, &args))
-            .await
-            .map_err(|e| ToolError::Failed(format!("{NAME} did not finish: {e}")))?
+        crate::tool::run_blocking(NAME, move || edit(&root, &args)).await
     }
 }
 

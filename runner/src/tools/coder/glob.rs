@@ -91,9 +91,7 @@ impl Tool for GlobTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        tokio::task::spawn_blocking(move || list(&root, &args))
-            .await
-            .map_err(|e| ToolError::Failed(format!("{NAME} did not finish: {e}")))?
+        crate::tool::run_blocking(NAME, move || list(&root, &args)).await
     }
 }
 

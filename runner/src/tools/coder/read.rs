@@ -85,9 +85,7 @@ impl Tool for ReadTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        tokio::task::spawn_blocking(move || read(&root, &args))
-            .await
-            .map_err(|e| ToolError::Failed(format!("{NAME} did not finish: {e}")))?
+        crate::tool::run_blocking(NAME, move || read(&root, &args)).await
     }
 }
 

@@ -76,9 +76,7 @@ impl Tool for WriteTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        tokio::task::spawn_blocking(move || write(&root, &args))
-            .await
-            .map_err(|e| ToolError::Failed(format!("{NAME} did not finish: {e}")))?
+        crate::tool::run_blocking(NAME, move || write(&root, &args)).await
     }
 }
 
