@@ -288,6 +288,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         worktree: "/w".into(),
         branch: "codebutler/bench".into(),
         gh: "gh".into(),
+        memory_dir: "/nonexistent".into(),
         thread_link: None,
     };
     tokio::spawn(hub.serve(

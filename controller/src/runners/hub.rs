@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
 use codebutler_proto::runner::v1::{
     CommitRequest, CommitResponse, CompleteChunk, CompleteRequest, FetchRequest, FetchResponse,
-    OpenPullRequestRequest, OpenPullRequestResponse, Refusal, RunnerCommand, RunnerEvent,
-    ToolCallDelta, Usage, complete_chunk::Chunk,
+    OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest, ReadMemoryResponse,
+    Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
 };
 use codebutler_runner::conversation::ChatMessage;
 use futures::StreamExt;
@@ -56,6 +56,8 @@ pub struct RunHub {
     pub gh: PathBuf,
     /// The Slack thread's web link for PR bodies; `None` for runs started by `runnerctl`.
     pub thread_link: Option<String>,
+    /// The project's memory files (`.codebutler/memory/`).
+    pub memory_dir: PathBuf,
 }
 
 impl RunHub {
@@ -293,4 +295,32 @@ impl RunnerHub for RunHub {
             number: pr.number,
         }))
     }
+
+    async fn read_memory(
+        &self,
+        request: Request<ReadMemoryRequest>,
+    ) -> Result<Response<ReadMemoryResponse>, Status> {
+        let role = match request.into_inner().role.trim() {
+            "" => "pm".to_owned(),
+            role => role.to_ascii_lowercase(),
+        };
+        if !MEMORY_ROLES.contains(&role.as_str()) {
+            return Err(Status::invalid_argument(format!(
+                "no memory for role {role:?}: roles with memory are {}",
+                MEMORY_ROLES.join(", ")
+            )));
+        }
+        let path = self.memory_dir.join(format!("{role}.md"));
+        let text = match tokio::fs::read_to_string(&path).await {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => {
+                return Err(Status::unavailable(format!("read {role} memory: {e}")));
+            }
+        };
+        Ok(Response::new(ReadMemoryResponse { role, text }))
+    }
 }
+
+/// The roles that keep a memory file (`spec-v2.md` §13).
+const MEMORY_ROLES: [&str; 2] = ["pm", "artist"];

@@ -74,6 +74,7 @@ pub async fn supervisor_for(
         },
         spec,
         log_dir: layout.dir.join("run"),
+        memory_dir: layout.memory(),
         gh: PathBuf::from(&config.github.cli),
     })
     .await

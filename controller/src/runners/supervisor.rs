@@ -98,6 +98,7 @@ struct Inner {
     spec: SpecBuilder,
     log_dir: PathBuf,
     gh: PathBuf,
+    memory_dir: PathBuf,
     slots: Arc<Semaphore>,
     active: Mutex<HashMap<String, Active>>,
     events: broadcast::Sender<RunEvent>,
@@ -123,6 +124,8 @@ pub struct SupervisorParts {
     pub log_dir: PathBuf,
     /// The `gh` executable pull requests are opened with (`github.cli`).
     pub gh: PathBuf,
+    /// The project's memory files (`.codebutler/memory/`), served to runners by ReadMemory.
+    pub memory_dir: PathBuf,
 }
 
 impl Supervisor {
@@ -147,6 +150,7 @@ impl Supervisor {
                 spec: parts.spec,
                 log_dir: parts.log_dir,
                 gh: parts.gh,
+                memory_dir: parts.memory_dir,
                 active: Mutex::new(HashMap::new()),
                 events,
                 tracker: TaskTracker::new(),
@@ -363,6 +367,7 @@ impl Inner {
             branch: request.branch.clone(),
             gh: self.gh.clone(),
             thread_link: request.thread_link.clone(),
+            memory_dir: self.memory_dir.clone(),
         };
         let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
         let task = RunnerCommand {
