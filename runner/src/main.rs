@@ -5,7 +5,10 @@
 //!   to the controller's hub on the inherited fd 3, run the task it sends.
 //! - `sandbox-exec --spec FILE -- CMD [ARGS…]`: enter the sandbox described by the JSON spec
 //!   and exec `CMD` inside it — an operator's tool to see what a command sees in the
-//!   sandbox, and what the escape tests drive.
+//!   sandbox, what the escape tests drive, and how the controller prepares a worktree
+//!   (`npm ci`, …) with the spec's `network: true`.
+//!
+//! `run` refuses a spec with `network: true`: the Coder never gets the network.
 //!
 //! The sandbox must be entered while the process has a single thread: nothing here starts a
 //! thread before [`codebutler_runner::sandbox::enter`].
@@ -62,6 +65,13 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { spec_json } => match serde_json::from_str::<SandboxSpec>(&spec_json) {
+            Ok(spec) if spec.network => {
+                eprintln!(
+                    "codebutler-runner: refusing a Coder run with \"network\": true in its \
+                     sandbox spec (only worktree preparation may have the network)"
+                );
+                ExitCode::from(EXIT_SANDBOX_FAILED)
+            }
             Ok(spec) => codebutler_runner::run::main(&spec),
             Err(e) => {
                 eprintln!("codebutler-runner: parse sandbox spec: {e}");

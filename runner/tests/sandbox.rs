@@ -339,6 +339,7 @@ fn the_sandbox_reports_what_it_enforced() {
     assert_eq!(out.code, Some(0), "{out:?}");
     let report: Value = serde_json::from_str(out.stderr.lines().last().unwrap()).unwrap();
     assert_eq!(report["mode"], "enforce");
+    assert_eq!(report["network"], false, "{report}");
     assert!(report["landlockAbi"].as_i64().unwrap() >= 3, "{report}");
     assert!(report["seccompRules"].as_u64().unwrap() > 40, "{report}");
     // As root the pids cgroup is mandatory (RLIMIT_NPROC does not bind uid 0).
@@ -680,6 +681,103 @@ EOF"#,
     assert!(out.stdout.contains("AF_UNIX created"), "{out:?}");
     assert!(out.stdout.contains("socketpair unix created"), "{out:?}");
     assert!(!out.stdout.contains("socketpair inet created"), "{out:?}");
+}
+
+/// A Python script that tries an `AF_INET` socket bound on 127.0.0.1, then each family.
+const INET_PROBE: &str = r#"python3 - <<'EOF'
+import socket
+try:
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    print("inet bound", s.getsockname()[1])
+except OSError as e:
+    print("inet errno", e.errno)
+for name in ["AF_INET6", "AF_NETLINK", "AF_PACKET"]:
+    try:
+        socket.socket(getattr(socket, name), socket.SOCK_DGRAM if name != "AF_PACKET" else socket.SOCK_RAW).close()
+        print(name, "created")
+    except OSError as e:
+        print(name, "errno", e.errno)
+EOF"#;
+
+#[test]
+fn without_network_inet_sockets_are_refused() {
+    require_tool("/usr/bin/python3");
+    let f = Fixture::new();
+    // Absent and an explicit `false` are the same: no network.
+    for overrides in [json!({}), json!({"network": false})] {
+        let out = f.run_with(overrides.clone(), INET_PROBE);
+        assert_eq!(out.code, Some(0), "{overrides}: {out:?}");
+        assert!(
+            out.stdout.contains("inet errno 1\n"),
+            "{overrides}: {out:?}"
+        );
+        assert!(out.stdout.contains("AF_INET6 errno 1\n"), "{out:?}");
+    }
+}
+
+#[test]
+fn with_network_inet_sockets_work_and_nothing_else_changes() {
+    require_tool("/usr/bin/python3");
+    let f = Fixture::new();
+    let spec = json!({"network": true});
+    let out = f.run_with(spec.clone(), INET_PROBE);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("inet bound "), "{out:?}");
+    assert!(out.stdout.contains("AF_INET6 created"), "{out:?}");
+    // Only the inet families are added.
+    for family in ["AF_NETLINK", "AF_PACKET"] {
+        assert!(
+            out.stdout.contains(&format!("{family} errno 1\n")),
+            "{family}: {out:?}"
+        );
+    }
+    // It is the host's network: a listener on the host's loopback is reached.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = f.run_with(
+        spec.clone(),
+        &format!(
+            "if exec 3<>/dev/tcp/127.0.0.1/{port}; then echo CONNECTED; else echo REFUSED; fi"
+        ),
+    );
+    assert!(out.stdout.contains("CONNECTED"), "{out:?}");
+    // Everything else is the sandbox as always: own hostname, no secrets, no main
+    // checkout, no config, read-only outside the worktree, a clean environment.
+    let out = f.run_with(
+        spec,
+        &format!(
+            "hostname; env; cat {main} {config} 2>&1; touch {outside} 2>&1 || echo RO-OK; \
+             echo inside > in-worktree.txt && echo RW-OK",
+            main = f.path(&f.repo.join("main-only.txt")),
+            config = f.path(&f.home.join(".codebutler/config.json")),
+            outside = f.path(&f.root.join("planted")),
+        ),
+    );
+    assert_eq!(out.stdout.lines().next(), Some("codebutler"), "{out:?}");
+    out.assert_no_secret();
+    assert!(!out.stdout.contains(SLACK_TOKEN), "{out:?}");
+    assert!(
+        out.stdout.contains("RO-OK") && out.stdout.contains("RW-OK"),
+        "{out:?}"
+    );
+    assert!(!f.root.join("planted").exists());
+    assert!(f.worktree.join("in-worktree.txt").is_file());
+}
+
+#[test]
+fn a_coder_run_never_gets_the_network() {
+    let f = Fixture::new();
+    let spec = json!({"worktree": f.worktree, "network": true}).to_string();
+    let out = Command::new(BIN)
+        .args(["run", "--spec-json", &spec])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("refusing a Coder run"), "{stderr}");
 }
 
 #[test]

@@ -3,8 +3,9 @@
 //!
 //! The ruleset is built for the ABI the kernel reports (at least [`MIN_ABI`]) with
 //! `CompatLevel::HardRequirement`, and the result must be `FullyEnforced`. From ABI 4 TCP
-//! bind and connect are handled with no port allowed; from ABI 6 signals and abstract Unix
-//! sockets are scoped to the sandbox.
+//! bind and connect are handled with no port allowed (unless the spec asks for the network,
+//! when they are left to the host's network); from ABI 6 signals and abstract Unix sockets
+//! are scoped to the sandbox.
 
 #![allow(unsafe_code)]
 
@@ -82,8 +83,13 @@ fn rights(access: FsAccess, kind: NodeKind, abi: ABI) -> BitFlags<AccessFs> {
     }
 }
 
-/// Builds and enforces the ruleset on the calling thread (no-new-privs must be set).
-pub(crate) fn enforce(rules: &[LandlockRule], abi_version: i32) -> Result<(), SandboxError> {
+/// Builds and enforces the ruleset on the calling thread (no-new-privs must be set); with
+/// `network`, TCP bind and connect are not restricted.
+pub(crate) fn enforce(
+    rules: &[LandlockRule],
+    abi_version: i32,
+    network: bool,
+) -> Result<(), SandboxError> {
     let err = |what: &str, e: &dyn std::fmt::Display| {
         SandboxError::new(Step::Landlock, format!("{what}: {e}"))
     };
@@ -92,7 +98,7 @@ pub(crate) fn enforce(rules: &[LandlockRule], abi_version: i32) -> Result<(), Sa
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(AccessFs::from_all(abi))
         .map_err(|e| err("handle filesystem rights", &e))?;
-    if abi >= ABI::V4 {
+    if abi >= ABI::V4 && !network {
         ruleset = ruleset
             .handle_access(AccessNet::from_all(abi))
             .map_err(|e| err("handle TCP rights", &e))?;

@@ -60,7 +60,10 @@
 //!    `/dev`; a new `/proc` with its root-owned knobs re-bound read-only — detach the old
 //!    root, `pivot_root` into `/newroot`, remount it read-only, `chdir` to the mount point.
 //!    Binds are not recursive: submounts of an exposed path stay invisible.
-//! 5. **Network**: bring `lo` up; there is no other interface.
+//! 5. **Network**: bring `lo` up; there is no other interface. With the spec's
+//!    `network: true` (only the controller's worktree preparation asks for it) there is no
+//!    new network namespace: the host's network stays, and steps 8 and 9 allow TCP and
+//!    `AF_INET`/`AF_INET6` sockets; every other step is the same.
 //! 6. **Limits**: `RLIMIT_NPROC`, `RLIMIT_AS`, `RLIMIT_FSIZE`, `RLIMIT_CPU`, `RLIMIT_CORE=0`,
 //!    `RLIMIT_NOFILE`.
 //! 7. **Privileges**: `PR_SET_NO_NEW_PRIVS`, `PR_SET_DUMPABLE 0`, lock the securebits, drop
@@ -133,6 +136,8 @@ pub struct SandboxReport {
     pub cgroup: Option<CgroupReport>,
     /// The rlimits set.
     pub rlimits: Vec<Rlimit>,
+    /// Whether the host's network was kept (`network: true` in the spec).
+    pub network: bool,
     /// Things an operator should know (a skipped cgroup, a disabled sandbox).
     pub warnings: Vec<String>,
 }
@@ -185,13 +190,14 @@ pub fn enter(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             seccomp_rules: 0,
             cgroup: None,
             rlimits: Vec::new(),
+            network: true,
             warnings: vec![DISABLED_WARNING.to_owned()],
         });
     }
 
     check_single_thread()?;
     let layout = resolve::resolve(spec)?;
-    let seccomp_rules = seccomp::rules();
+    let seccomp_rules = seccomp::rules(spec.network);
     let prepared = Prepared {
         mounts: plan::plan_mounts(spec, &layout),
         landlock_rules: plan::landlock_rules(spec, &layout),
@@ -228,10 +234,11 @@ pub fn enter(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         seccomp_rules: prepared.seccomp_rules,
         cgroup: Some(cgroups.report.clone()),
         rlimits: prepared.rlimits.clone(),
+        network: spec.network,
         warnings,
     };
 
-    let forked = match unshare_and_fork() {
+    let forked = match unshare_and_fork(spec.network) {
         Ok(v) => v,
         Err(e) => {
             cgroup::cleanup(&cgroups.created);
@@ -281,8 +288,9 @@ struct Forked {
     child: Option<Pid>,
 }
 
-/// Steps 2 and 3: block signals, unshare, map ids, fork.
-fn unshare_and_fork() -> Result<Forked, SandboxError> {
+/// Steps 2 and 3: block signals, unshare (the network namespace too unless `network`), map
+/// ids, fork.
+fn unshare_and_fork(network: bool) -> Result<Forked, SandboxError> {
     // SAFETY: restoring the default disposition of SIGCHLD installs no handler; it makes
     // sure an inherited SIG_IGN does not auto-reap the children the supervisors wait for.
     unsafe { signal(Signal::SIGCHLD, SigHandler::SigDfl) }
@@ -297,16 +305,20 @@ fn unshare_and_fork() -> Result<Forked, SandboxError> {
 
     let uid = getuid();
     let gid = getgid();
-    unshare(
-        CloneFlags::CLONE_NEWUSER
-            | CloneFlags::CLONE_NEWNS
-            | CloneFlags::CLONE_NEWPID
-            | CloneFlags::CLONE_NEWNET
-            | CloneFlags::CLONE_NEWIPC
-            | CloneFlags::CLONE_NEWUTS,
-    )
-    .at(Step::Unshare, || {
-        "unshare(user, mount, pid, net, ipc, uts)".into()
+    let mut namespaces = CloneFlags::CLONE_NEWUSER
+        | CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS;
+    if !network {
+        namespaces |= CloneFlags::CLONE_NEWNET;
+    }
+    unshare(namespaces).at(Step::Unshare, || {
+        if network {
+            "unshare(user, mount, pid, ipc, uts)".into()
+        } else {
+            "unshare(user, mount, pid, net, ipc, uts)".into()
+        }
     })?;
     fs::write("/proc/self/setgroups", "deny").at(Step::WriteSetgroups, || {
         "write deny to /proc/self/setgroups".into()
@@ -431,13 +443,19 @@ fn sandbox_init(
     })?;
 
     mounts::build_root(&prepared.mounts, &spec.mount_point)?;
-    net::loopback_up()?;
+    if !spec.network {
+        net::loopback_up()?;
+    }
     limits::apply(&prepared.rlimits)?;
     caps::no_new_privs()?;
     caps::not_dumpable()?;
     caps::lock_securebits()?;
     caps::drop_all()?;
-    landlock::enforce(&prepared.landlock_rules, prepared.landlock_abi)?;
+    landlock::enforce(
+        &prepared.landlock_rules,
+        prepared.landlock_abi,
+        spec.network,
+    )?;
     seccomp::install(&prepared.seccomp_programs)?;
 
     // SAFETY: still single-threaded (this process was forked from a single thread and

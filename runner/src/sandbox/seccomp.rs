@@ -4,7 +4,8 @@
 //! from namespaces, mounts, Landlock and dropped capabilities; seccomp takes away the kernel
 //! interfaces that could undo them or attack the kernel (ptrace, mounts, new namespaces,
 //! keyrings, modules, BPF, io_uring, reboot, …), terminal input injection (`TIOCSTI`), and
-//! every socket family but `AF_UNIX`.
+//! every socket family but `AF_UNIX` — or, for a spec with `network: true` (the worktree
+//! preparation), every family but `AF_UNIX`, `AF_INET` and `AF_INET6`.
 //!
 //! Three filters are installed: one per errno of the rule list (`EPERM`, and `ENOSYS` for
 //! `clone3`, whose flags live in memory a filter cannot read, so that libc falls back to
@@ -37,6 +38,14 @@ pub enum ArgCheck {
         arg: u8,
         /// The refused value.
         value: u32,
+    },
+    /// Argument `arg` (its low 32 bits) is none of `values` (one rule whose conditions
+    /// must all hold).
+    NoneOf {
+        /// Argument index (0-5).
+        arg: u8,
+        /// The values allowed.
+        values: &'static [u32],
     },
     /// Argument `arg` (64 bits) has `bit` set.
     HasBit {
@@ -227,8 +236,18 @@ macro_rules! paste_sys {
 /// with the unified table.
 const SYS_OPEN_TREE_ATTR: i64 = 467;
 
-/// The refused system calls of this architecture, in a fixed order.
-pub fn rules() -> Vec<SyscallRule> {
+/// Socket families a sandbox without network may create.
+pub const LOCAL_FAMILIES: &[u32] = &[libc::AF_UNIX as u32];
+/// Socket families a sandbox with `network: true` may create.
+pub const NETWORK_FAMILIES: &[u32] = &[
+    libc::AF_UNIX as u32,
+    libc::AF_INET as u32,
+    libc::AF_INET6 as u32,
+];
+
+/// The refused system calls of this architecture, in a fixed order; `network` allows the
+/// inet socket families ([`NETWORK_FAMILIES`]) besides `AF_UNIX`.
+pub fn rules(network: bool) -> Vec<SyscallRule> {
     let mut rules = always![
         // Reaching into other processes.
         ptrace,
@@ -328,9 +347,13 @@ pub fn rules() -> Vec<SyscallRule> {
         rules.push(SyscallRule {
             name,
             number,
-            when: vec![ArgCheck::NotEqual {
+            when: vec![ArgCheck::NoneOf {
                 arg: 0,
-                value: libc::AF_UNIX as u32,
+                values: if network {
+                    NETWORK_FAMILIES
+                } else {
+                    LOCAL_FAMILIES
+                },
             }],
             errno: libc::EPERM,
         });
@@ -353,33 +376,50 @@ pub fn compile(rules: &[SyscallRule], arch: TargetArch) -> Result<Vec<BpfProgram
     let mut by_errno: BTreeMap<i32, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
     for rule in rules {
         let mut seccomp_rules = Vec::new();
+        let rule_error = |e: seccompiler::BackendError| {
+            SandboxError::new(Step::Seccomp, format!("rule for {}: {e}", rule.name))
+        };
+        let condition_error = |e: seccompiler::BackendError| {
+            SandboxError::new(Step::Seccomp, format!("condition for {}: {e}", rule.name))
+        };
         for check in &rule.when {
-            let condition = match *check {
-                ArgCheck::NotEqual { arg, value } => SeccompCondition::new(
+            // Each check is one seccompiler rule (any may match); the conditions of one
+            // rule must all hold.
+            let conditions = match *check {
+                ArgCheck::NotEqual { arg, value } => vec![SeccompCondition::new(
                     arg,
                     SeccompCmpArgLen::Dword,
                     SeccompCmpOp::Ne,
                     u64::from(value),
-                ),
-                ArgCheck::Equal { arg, value } => SeccompCondition::new(
+                )],
+                ArgCheck::Equal { arg, value } => vec![SeccompCondition::new(
                     arg,
                     SeccompCmpArgLen::Dword,
                     SeccompCmpOp::Eq,
                     u64::from(value),
-                ),
-                ArgCheck::HasBit { arg, bit } => SeccompCondition::new(
+                )],
+                ArgCheck::HasBit { arg, bit } => vec![SeccompCondition::new(
                     arg,
                     SeccompCmpArgLen::Qword,
                     SeccompCmpOp::MaskedEq(bit),
                     bit,
-                ),
+                )],
+                ArgCheck::NoneOf { arg, values } => values
+                    .iter()
+                    .map(|v| {
+                        SeccompCondition::new(
+                            arg,
+                            SeccompCmpArgLen::Dword,
+                            SeccompCmpOp::Ne,
+                            u64::from(*v),
+                        )
+                    })
+                    .collect(),
             }
-            .map_err(|e| {
-                SandboxError::new(Step::Seccomp, format!("condition for {}: {e}", rule.name))
-            })?;
-            seccomp_rules.push(SeccompRule::new(vec![condition]).map_err(|e| {
-                SandboxError::new(Step::Seccomp, format!("rule for {}: {e}", rule.name))
-            })?);
+            .into_iter()
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(condition_error)?;
+            seccomp_rules.push(SeccompRule::new(conditions).map_err(rule_error)?);
         }
         let previous = by_errno
             .entry(rule.errno)
@@ -461,7 +501,7 @@ mod tests {
 
     #[test]
     fn the_rule_list_refuses_what_the_design_names() {
-        let rules = rules();
+        let rules = rules(false);
         for name in [
             "ptrace",
             "process_vm_readv",
@@ -504,9 +544,9 @@ mod tests {
         }
         assert_eq!(
             find(&rules, "socket").when,
-            vec![ArgCheck::NotEqual {
+            vec![ArgCheck::NoneOf {
                 arg: 0,
-                value: libc::AF_UNIX as u32
+                values: &[libc::AF_UNIX as u32]
             }]
         );
         assert_eq!(find(&rules, "socketpair").when, find(&rules, "socket").when);
@@ -531,9 +571,36 @@ mod tests {
     }
 
     #[test]
+    fn network_allows_inet_sockets_and_changes_nothing_else() {
+        let (without, with) = (rules(false), rules(true));
+        assert_eq!(
+            find(&with, "socket").when,
+            vec![ArgCheck::NoneOf {
+                arg: 0,
+                values: &[
+                    libc::AF_UNIX as u32,
+                    libc::AF_INET as u32,
+                    libc::AF_INET6 as u32
+                ]
+            }]
+        );
+        assert_eq!(find(&with, "socketpair").when, find(&with, "socket").when);
+        let others = |rules: &[SyscallRule]| -> Vec<SyscallRule> {
+            rules
+                .iter()
+                .filter(|r| r.name != "socket" && r.name != "socketpair")
+                .cloned()
+                .collect()
+        };
+        assert_eq!(others(&with), others(&without));
+        assert_eq!(with.len(), without.len());
+    }
+
+    #[test]
     fn compiles_for_this_architecture() {
         let arch = target_arch().unwrap();
-        let programs = compile(&rules(), arch).unwrap();
+        assert!(compile(&rules(true), arch).is_ok());
+        let programs = compile(&rules(false), arch).unwrap();
         let expected = if arch == TargetArch::x86_64 { 3 } else { 2 };
         assert_eq!(programs.len(), expected);
         for p in &programs {

@@ -45,6 +45,12 @@ pub struct SandboxSpec {
     /// `enforce` (default) or `none` (no sandbox at all; an explicit, loud opt-out).
     #[serde(default)]
     pub mode: SandboxMode,
+    /// Keep the host's network: no new network namespace, and seccomp and Landlock allow
+    /// TCP/UDP (`AF_INET`, `AF_INET6`) sockets. Everything else is as without it. Only the
+    /// controller's worktree preparation (`npm ci`, `pip install`…) asks for it; absent or
+    /// `false` (the default) means no network at all.
+    #[serde(default)]
+    pub network: bool,
 }
 
 impl SandboxSpec {
@@ -59,6 +65,7 @@ impl SandboxSpec {
             env: BTreeMap::new(),
             keep_fds: default_keep_fds(),
             mode: SandboxMode::default(),
+            network: false,
         }
     }
 }
@@ -146,6 +153,7 @@ mod tests {
         assert_eq!(spec.hostname, "codebutler");
         assert_eq!(spec.keep_fds, vec![3]);
         assert_eq!(spec.mode, SandboxMode::Enforce);
+        assert!(!spec.network, "no network unless the spec asks for it");
         assert_eq!(spec.limits.max_processes, 256);
         assert_eq!(spec.limits.memory_bytes, 2 * 1024 * 1024 * 1024);
         assert_eq!(spec.limits.file_size_bytes, 1024 * 1024 * 1024);
@@ -167,6 +175,14 @@ mod tests {
         assert_eq!(spec.limits.tmp_bytes, Limits::default().tmp_bytes);
         assert!(spec.keep_fds.is_empty());
         assert_eq!(spec.mode, SandboxMode::None);
+        assert!(!spec.network);
+        let spec: SandboxSpec =
+            serde_json::from_str(r#"{"worktree": "/w", "network": true}"#).unwrap();
+        assert!(spec.network);
+        // A string is not a yes: the field is typed, so a sloppy spec fails instead.
+        assert!(
+            serde_json::from_str::<SandboxSpec>(r#"{"worktree": "/w", "network": "no"}"#).is_err()
+        );
     }
 
     #[test]
