@@ -289,6 +289,8 @@ pub fn summarize(call: &ToolCall) -> String {
         "Glob" => format!("listing {}", arg("pattern")),
         "GitCommit" => format!("committing: {}", arg("message")),
         "OpenPR" => format!("opening a pull request: {}", arg("title")),
+        "WebFetch" => format!("fetching {}", arg("url")),
+        "AskUser" => format!("asking: {}", arg("question")),
         other => format!("calling {other}"),
     };
     first_line(&text, 100)

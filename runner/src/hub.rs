@@ -1,8 +1,9 @@
 //! The runner's side of the hub: the gRPC client on the one socket the controller handed
 //! over (fd 3), and the [`HubModel`] through which every model request goes to the
 //! controller's gateway (which holds the key and records usage), and the [`HubForge`]
-//! through which the controller commits and opens pull requests for the run. The runner
-//! holds no secret and has no other way out.
+//! through which the controller commits and opens pull requests for the run, the [`HubWeb`]
+//! through which it fetches web pages under its policy, and the [`HubMemory`] through which
+//! it reads the project's memory. The runner holds no secret and has no other way out.
 
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::sync::{Arc, Mutex};
@@ -10,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
 use codebutler_proto::runner::v1::{
-    CommitRequest, CompleteRequest, OpenPullRequestRequest, RunnerEvent, complete_chunk::Chunk,
-    runner_event,
+    CommitRequest, CompleteRequest, FetchRequest, OpenPullRequestRequest, ReadMemoryRequest,
+    RunnerEvent, complete_chunk::Chunk, runner_event,
 };
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
@@ -19,7 +20,9 @@ use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::conversation::{ChatMessage, ToolCall, ToolSpec};
 use crate::tool_loop::{AssistantReply, ChatModel};
-use crate::tools::coder::{CommitResult, Forge};
+use crate::tools::coder::{
+    CommitResult, FetchFailure, FetchedPage, Forge, MemoryFailure, MemorySource, WebSource,
+};
 
 /// A hub call that failed.
 #[derive(Debug, thiserror::Error)]
@@ -166,6 +169,98 @@ impl Forge for HubForge {
     }
 }
 
+/// Web pages fetched by the controller, reached through the hub's `Fetch`.
+#[derive(Clone, Debug)]
+pub struct HubWeb {
+    client: RunnerHubClient<Channel>,
+}
+
+impl HubWeb {
+    /// Web fetches on the hub channel.
+    pub fn new(channel: Channel) -> Self {
+        Self {
+            client: RunnerHubClient::new(channel),
+        }
+    }
+}
+
+/// A failed `Fetch` as the tool reports it: refused by the policy, a bad URL, or the page
+/// (or the hub) out of reach.
+fn fetch_failure(status: &tonic::Status) -> FetchFailure {
+    let message = status.message().to_owned();
+    match status.code() {
+        tonic::Code::PermissionDenied => FetchFailure::Denied(message),
+        tonic::Code::InvalidArgument => FetchFailure::Invalid(message),
+        _ => FetchFailure::Unavailable(message),
+    }
+}
+
+#[async_trait]
+impl WebSource for HubWeb {
+    async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchedPage, FetchFailure> {
+        let reply = self
+            .client
+            .clone()
+            .fetch(FetchRequest {
+                url: url.to_owned(),
+                max_bytes,
+            })
+            .await
+            .map_err(|s| fetch_failure(&s))?
+            .into_inner();
+        Ok(FetchedPage {
+            status: reply.status,
+            content_type: reply.content_type,
+            body: reply.body,
+            truncated: reply.truncated,
+            final_url: if reply.final_url.is_empty() {
+                url.to_owned()
+            } else {
+                reply.final_url
+            },
+        })
+    }
+}
+
+/// The project's memory, read by the controller, reached through the hub's `ReadMemory`.
+#[derive(Clone, Debug)]
+pub struct HubMemory {
+    client: RunnerHubClient<Channel>,
+}
+
+impl HubMemory {
+    /// Memory reads on the hub channel.
+    pub fn new(channel: Channel) -> Self {
+        Self {
+            client: RunnerHubClient::new(channel),
+        }
+    }
+}
+
+fn memory_failure(status: &tonic::Status) -> MemoryFailure {
+    let message = status.message().to_owned();
+    match status.code() {
+        tonic::Code::InvalidArgument => MemoryFailure::UnknownRole(message),
+        _ => MemoryFailure::Unavailable(message),
+    }
+}
+
+#[async_trait]
+impl MemorySource for HubMemory {
+    async fn read_memory(&self, role: &str) -> Result<(String, String), MemoryFailure> {
+        let reply = self
+            .client
+            .clone()
+            .read_memory(ReadMemoryRequest {
+                role: role.to_owned(),
+            })
+            .await
+            .map_err(|s| memory_failure(&s))?
+            .into_inner();
+        Ok((reply.role, reply.text))
+    }
+}
+
 /// Accumulates streamed text and tool-call deltas (by index) into one reply.
 #[derive(Debug, Default)]
 struct Accumulator {
@@ -207,6 +302,32 @@ impl Accumulator {
 mod tests {
     use super::*;
     use codebutler_proto::runner::v1::ToolCallDelta;
+
+    #[test]
+    fn hub_statuses_become_tool_failures() {
+        assert_eq!(
+            fetch_failure(&tonic::Status::permission_denied(
+                "x is on the fetch deny list"
+            )),
+            FetchFailure::Denied("x is on the fetch deny list".into())
+        );
+        assert_eq!(
+            fetch_failure(&tonic::Status::invalid_argument("not a URL")),
+            FetchFailure::Invalid("not a URL".into())
+        );
+        assert_eq!(
+            fetch_failure(&tonic::Status::unavailable("resolve x: no such host")),
+            FetchFailure::Unavailable("resolve x: no such host".into())
+        );
+        assert_eq!(
+            memory_failure(&tonic::Status::invalid_argument("no memory for role")),
+            MemoryFailure::UnknownRole("no memory for role".into())
+        );
+        assert_eq!(
+            memory_failure(&tonic::Status::unavailable("read pm memory: denied")),
+            MemoryFailure::Unavailable("read pm memory: denied".into())
+        );
+    }
 
     #[test]
     fn deltas_accumulate_by_index() {

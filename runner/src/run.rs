@@ -22,10 +22,13 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use crate::agent::{CoderTask, Ending, Inbox, run_coder};
 use crate::compaction::Compaction;
-use crate::hub::{HubForge, HubModel, connect};
+use crate::hub::{HubForge, HubMemory, HubModel, HubWeb, connect};
 use crate::sandbox::{SandboxSpec, enter};
 use crate::tool::ToolRegistry;
-use crate::tools::coder::{BashConfig, NotifyTool, coder_tools, forge_tools};
+use crate::tools::coder::{
+    AskUserTool, BashConfig, NotifyTool, Questions, ReadMemoryTool, WebFetchTool, coder_tools,
+    forge_tools,
+};
 use crate::tools::path::RepoRoot;
 
 /// The inherited hub socket.
@@ -144,8 +147,20 @@ async fn session(
         tools.register(tool);
     }
     tools.register(Arc::new(NotifyTool::new(events.clone())));
+    tools.register(Arc::new(WebFetchTool::new(Arc::new(HubWeb::new(
+        channel.clone(),
+    )))));
+    tools.register(Arc::new(ReadMemoryTool::new(Arc::new(HubMemory::new(
+        channel.clone(),
+    )))));
+    let questions = Questions::new();
+    tools.register(Arc::new(AskUserTool::new(
+        questions.clone(),
+        events.clone(),
+    )));
 
-    // Commands after the task go to the loop's inbox.
+    // Commands after the task go to the loop's inbox, except answers, which go to the
+    // AskUser call waiting for them.
     let (inbox_tx, mut inbox) = mpsc::channel(16);
     tokio::spawn(async move {
         while let Ok(Some(cmd)) = commands.message().await {
@@ -155,6 +170,15 @@ async fn session(
                     author: m.author,
                 },
                 Some(Command::Cancel(c)) => Inbox::Cancel { reason: c.reason },
+                Some(Command::Answer(a)) => {
+                    if !questions.answer(&a.question_id, a.text) {
+                        eprintln!(
+                            "codebutler-runner: an answer to {:?} arrived, but no question waits for it",
+                            a.question_id
+                        );
+                    }
+                    continue;
+                }
                 _ => continue,
             };
             if inbox_tx.send(item).await.is_err() {

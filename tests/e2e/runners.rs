@@ -166,7 +166,10 @@ async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
             "Glob",
             "GitCommit",
             "OpenPR",
-            "Notify"
+            "Notify",
+            "WebFetch",
+            "ReadMemory",
+            "AskUser"
         ]
     );
 

@@ -6,9 +6,15 @@
 //! GitCommit and OpenPR ([`forge_tools`]) do no git work in the sandbox: they ask the
 //! controller through a [`Forge`], since the runner's git metadata is read-only.
 //!
+//! WebFetch, ReadMemory and AskUser reach what the sandbox cannot (the web, the project's
+//! memory, the people in the thread) through the controller: each talks to a small trait
+//! ([`WebSource`], [`MemorySource`]) or the run's event stream ([`AskUserTool`]), so it is
+//! tested here without gRPC.
+//!
 //! Read, Grep and Glob share their rendering and search code with the PM's ReadFile, Grep
 //! and ListFiles.
 
+mod ask_user;
 mod bash;
 mod edit;
 mod files;
@@ -17,10 +23,13 @@ mod glob;
 mod grep;
 mod notify;
 mod read;
+mod read_memory;
+mod web_fetch;
 mod write;
 
 use std::sync::Arc;
 
+pub use ask_user::{AskUserTool, Questions};
 pub use bash::{BashConfig, BashTool};
 pub use edit::{EditTool, MultiEditTool};
 pub use git::{CommitResult, Forge, GitCommitTool, OpenPrTool};
@@ -28,6 +37,8 @@ pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use notify::NotifyTool;
 pub use read::ReadTool;
+pub use read_memory::{MemoryFailure, MemorySource, ReadMemoryTool};
+pub use web_fetch::{FetchFailure, FetchedPage, WebFetchTool, WebSource};
 pub use write::WriteTool;
 
 use super::path::RepoRoot;
