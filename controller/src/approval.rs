@@ -41,6 +41,14 @@ pub fn is_stop(text: &str) -> bool {
     )
 }
 
+/// Whether `text` asks to undo the Coder's last run ("undo", "deshacer", …) and nothing more.
+pub fn is_undo(text: &str) -> bool {
+    matches!(
+        normalize(text).as_str(),
+        "undo" | "undo that" | "undo it" | "revert" | "revert that" | "deshacer" | "deshaz"
+    )
+}
+
 /// Whether `text` is an approval and nothing more.
 pub fn is_approval(text: &str) -> bool {
     let normalized = normalize(text);
@@ -96,6 +104,16 @@ mod tests {
         }
         for text in ["stop using tabs", "don't cancel", "yes"] {
             assert!(!is_stop(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn undo_is_only_the_word_itself() {
+        for text in ["undo", "Undo!", "<@U0BOT> revert that", "deshacer"] {
+            assert!(is_undo(text), "{text:?}");
+        }
+        for text in ["undo the rename but keep the tests", "don't undo", "stop"] {
+            assert!(!is_undo(text), "{text:?}");
         }
     }
 

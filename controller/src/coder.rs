@@ -3,6 +3,7 @@
 //! what the Coder is doing now, elapsed time, tokens, cost). 👀 on the approval while it
 //! runs, then ✅ or ❌, and a short summary of how it ended.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::runner_event::Event;
@@ -10,11 +11,12 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use crate::layout::Layout;
+use crate::pm::Pm;
 use crate::pm::tools::Plan;
-use crate::runners::supervisor::{RunEvent, RunRequest, Supervisor};
-use crate::runners::{forge, worktree};
+use crate::runners::supervisor::{Resume, RunEvent, RunRequest, Supervisor};
+use crate::runners::{checkpoint, forge, worktree};
 use crate::slack::api::Sender;
-use crate::store::{IncomingMessage, RunState, Store};
+use crate::store::{IncomingMessage, RunRecord, RunState, Store};
 
 /// Least time between two edits of a status message.
 pub const STATUS_INTERVAL: Duration = Duration::from_secs(10);
@@ -27,6 +29,10 @@ pub struct SlackCoder {
     pub layout: Layout,
     pub sender: Sender,
     pub store: Store,
+    /// Fetches, creates and prepares the worktree of an approved plan.
+    pub prepare: worktree::Preparer,
+    /// Answers the Coder's questions first (see [`crate::questions`]).
+    pub pm: Pm,
 }
 
 impl SlackCoder {
@@ -35,23 +41,180 @@ impl SlackCoder {
     pub async fn start(&self, approval: &IncomingMessage, plan_json: &str) -> Result<(), String> {
         let plan: Plan =
             serde_json::from_str(plan_json).map_err(|e| format!("read the plan: {e}"))?;
-        let repo = self.layout.repo.clone();
         let plan_text = plan.to_markdown();
-        let slug_source = plan.summary.clone();
-        let tree = tokio::task::spawn_blocking(move || worktree::create(&repo, &slug_source))
+        let progress = ThreadProgress {
+            sender: &self.sender,
+            approval,
+        };
+        let tree = self
+            .prepare
+            .prepare(&plan.summary, &progress)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.launch(approval, &plan.summary, plan_text, tree, None)
+            .await
+    }
+
+    /// Starts a run that goes on from the thread's last run `last`, in its worktree and
+    /// branch, with `msg` (a follow-up, "continue" or anything said after "undo") added to
+    /// the stored conversation.
+    pub async fn resume(&self, msg: &IncomingMessage, last: &RunRecord) -> Result<(), String> {
+        let path = PathBuf::from(&last.worktree);
+        if !path.is_dir() {
+            let shown = path.strip_prefix(&self.layout.repo).unwrap_or(&path);
+            return Err(format!("its worktree {} is gone", shown.display()));
+        }
+        let branch = if last.branch.is_empty() {
+            let tree = path.clone();
+            tokio::task::spawn_blocking(move || forge::worktree_branch(&tree))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?
+        } else {
+            last.branch.clone()
+        };
+        let conversation = self.stored_conversation(last).await?;
+        let summary = last.plan.lines().next().unwrap_or_default().to_owned();
+        let tree = worktree::Worktree { path, branch };
+        let resume = Resume {
+            conversation,
+            message: format!("<@{}>: {}", msg.user, msg.text),
+        };
+        self.launch(msg, &summary, last.plan.clone(), tree, Some(resume))
+            .await
+    }
+
+    /// The thread's last run, when it has ended and a new message should go on from it: the
+    /// thread's plan was used (phase `coder`) and no run is in progress.
+    pub async fn ended_run(&self, msg: &IncomingMessage) -> Option<RunRecord> {
+        let thread = msg.thread();
+        if self.supervisor.is_active(&thread.thread_ts) {
+            return None;
+        }
+        match self.store.phase(&thread).await {
+            Ok(Some(phase)) if phase == "coder" => {}
+            _ => return None,
+        }
+        let last = self.store.latest_run(&thread.thread_ts).await.ok()??;
+        (last.thread == thread && last.state.is_final()).then_some(last)
+    }
+
+    /// "undo": puts the worktree back to the checkpoint taken before the thread's last run
+    /// and makes that run's conversation the one the next run resumes. Returns the reply.
+    pub async fn undo(&self, msg: &IncomingMessage) -> String {
+        let thread = msg.thread();
+        if self.supervisor.is_active(&thread.thread_ts) {
+            return "I'm still working: say **stop** first, then **undo**.".into();
+        }
+        let checkpoint = match self.store.latest_checkpoint(&thread).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return "There is nothing to undo in this thread.".into(),
+            Err(e) => return format!("I couldn't read this thread's checkpoints ({e})."),
+        };
+        let snapshot = checkpoint::Snapshot {
+            tree: checkpoint.tree_sha.clone(),
+            head: checkpoint.head_sha.clone(),
+        };
+        let path = PathBuf::from(&checkpoint.worktree);
+        let restored =
+            tokio::task::spawn_blocking(move || checkpoint::restore(&path, &snapshot)).await;
+        let restored = match restored {
+            Ok(Ok(restored)) => restored,
+            Ok(Err(e)) => return format!("I couldn't undo: {e}. Nothing was changed."),
+            Err(e) => return format!("I couldn't undo: {e}."),
+        };
+        tracing::info!(
+            tag = "CLD",
+            "thread {thread} → undid run {}",
+            checkpoint.run_id
+        );
+        let stored = async {
+            self.store.drop_checkpoint(&checkpoint.run_id).await?;
+            if let Some(latest) = self.store.latest_run(&thread.thread_ts).await? {
+                self.store
+                    .set_run_conversation(&latest.id, &checkpoint.conversation)
+                    .await?;
+            }
+            Ok::<_, crate::store::StoreError>(())
+        };
+        if let Err(e) = stored.await {
+            tracing::error!(thread = %thread, "record undo: {e}");
+        }
+        let short = checkpoint.head_sha.get(..7).unwrap_or_default();
+        let mut reply =
+            String::from("Undone: the worktree is back to where it was before my last run.");
+        if restored.head_reset {
+            reply.push_str(&format!(" The branch is back at `{short}`."));
+        } else {
+            reply.push_str(
+                " Its commits were already pushed, so they stay: the reverted files are uncommitted changes, and my next commit records them.",
+            );
+        }
+        reply.push_str(" Tell me what to do instead.");
+        reply
+    }
+
+    /// Tells the threads of runs the last controller left running that they stopped, and
+    /// how to go on.
+    pub async fn report_interrupted(&self, runs: Vec<RunRecord>) {
+        for run in runs {
+            let text = format!(
+                "{PREFIX}I was stopped while working on this (the CodeButler service restarted). Say *continue* to pick up where I left off, or *undo* to drop what I changed."
+            );
+            if let Err(e) = self
+                .sender
+                .post(&run.thread.channel, &run.thread.thread_ts, &text)
+                .await
+            {
+                tracing::warn!(thread = %run.thread, "report interrupted run {}: {e}", run.id);
+            }
+        }
+    }
+
+    /// The conversation `last` left: the one kept at its latest model call, else the one
+    /// it was given (it made no call), else its plan.
+    async fn stored_conversation(&self, last: &RunRecord) -> Result<String, String> {
+        if let Some(stored) = self
+            .store
+            .run_conversation(&last.id)
             .await
             .map_err(|e| e.to_string())?
+        {
+            return Ok(stored);
+        }
+        let checkpoint = self
+            .store
+            .latest_checkpoint(&last.thread)
+            .await
             .map_err(|e| e.to_string())?;
+        match checkpoint {
+            Some(c) if c.run_id == last.id => Ok(c.conversation),
+            _ => serde_json::to_string(&[codebutler_runner::agent::plan_message(&last.plan)])
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Starts a run in `tree`, posts its status message and follows it in the background.
+    /// `approval` is the message that asked for it (it gets the reactions).
+    async fn launch(
+        &self,
+        approval: &IncomingMessage,
+        summary: &str,
+        plan: String,
+        tree: worktree::Worktree,
+        resume: Option<Resume>,
+    ) -> Result<(), String> {
         let events = self.supervisor.subscribe();
         let run = self
             .supervisor
             .start(RunRequest {
                 thread: approval.thread(),
-                plan: plan_text,
+                plan,
                 worktree: tree.path.clone(),
                 branch: tree.branch.clone(),
                 thread_link: Some(forge::thread_link(&approval.channel, &approval.thread_ts)),
                 system_prompt: crate::prompts::coder_system_prompt(&self.layout),
+                resume,
             })
             .await
             .map_err(|e| e.to_string())?;
@@ -60,17 +223,19 @@ impl SlackCoder {
             .react(&approval.channel, &approval.ts, "eyes")
             .await;
         let status = Status {
-            summary: plan.summary.clone(),
+            summary: summary.to_owned(),
             branch: tree.branch.clone(),
             max_turns: u32::try_from(run.max_turns).unwrap_or(0),
             ..Status::default()
         };
+        let first = status.render(Duration::ZERO);
         let status_ts = self
             .sender
-            .post(
+            .post_blocks(
                 &approval.channel,
                 &approval.thread_ts,
-                &status.render(Duration::ZERO),
+                &first,
+                crate::slack::interactive::status_blocks(&first),
             )
             .await
             .map_err(|e| e.to_string())?;
@@ -193,6 +358,14 @@ impl Follower {
                             if let Event::Notice(notice) = event {
                                 self.post_notice(&notice.text).await;
                             }
+                            if let Event::Question(question) = event {
+                                tokio::spawn(crate::questions::handle_question(
+                                    self.coder.clone(),
+                                    self.run_id.clone(),
+                                    self.approval.clone(),
+                                    question.clone(),
+                                ));
+                            }
                         }
                     }
                     Err(RecvError::Lagged(_)) => {}
@@ -239,7 +412,12 @@ impl Follower {
         if let Err(e) = self
             .coder
             .sender
-            .update(&self.approval.channel, &self.status_ts, &text)
+            .update_blocks(
+                &self.approval.channel,
+                &self.status_ts,
+                &text,
+                crate::slack::interactive::status_blocks(&text),
+            )
             .await
         {
             tracing::warn!(thread = %self.approval.thread(), "update status: {e}");
@@ -270,14 +448,24 @@ impl Follower {
         if let Err(e) = self
             .coder
             .sender
-            .update(channel, &self.status_ts, &final_status)
+            .update_blocks(
+                channel,
+                &self.status_ts,
+                &final_status,
+                crate::slack::interactive::sections(&final_status),
+            )
             .await
         {
             tracing::warn!("update status: {e}");
         }
-        let mut summary = format!("{ending}.");
+        let mut summary =
+            crate::budget::plain_ending(&ending).unwrap_or_else(|| format!("{ending}."));
         if ok && !self.status.last_text.is_empty() {
             summary = self.status.last_text.clone();
+        } else if !ok {
+            summary.push_str(
+                "\n\nSay **continue** to pick up where I stopped, or **undo** to drop what I changed.",
+            );
         }
         let parts = crate::slack::format::render_reply(&summary, PREFIX);
         if let Err(e) = self
@@ -296,6 +484,52 @@ impl Follower {
             .sender
             .react(channel, &self.approval.ts, reaction)
             .await;
+    }
+}
+
+/// Worktree preparation's progress as `*Coder:*` lines in the approval's thread, and ❌ on
+/// the approval when it fails.
+struct ThreadProgress<'a> {
+    sender: &'a Sender,
+    approval: &'a IncomingMessage,
+}
+
+#[async_trait::async_trait]
+impl worktree::Progress for ThreadProgress<'_> {
+    async fn post(&self, text: &str) -> Option<String> {
+        let a = self.approval;
+        match self
+            .sender
+            .post(&a.channel, &a.thread_ts, &format!("{PREFIX}{text}"))
+            .await
+        {
+            Ok(ts) => Some(ts),
+            Err(e) => {
+                tracing::warn!(thread = %a.thread(), "post preparation progress: {e}");
+                None
+            }
+        }
+    }
+
+    async fn update(&self, handle: &str, text: &str) {
+        let a = self.approval;
+        let text = format!("{PREFIX}{text}");
+        if let Err(e) = self.sender.update(&a.channel, handle, &text).await {
+            tracing::warn!(thread = %a.thread(), "update preparation progress: {e}");
+        }
+    }
+
+    async fn markdown(&self, markdown: &str) {
+        let a = self.approval;
+        let parts = crate::slack::format::render_reply(markdown, PREFIX);
+        if let Err(e) = self.sender.send(&a.channel, &a.thread_ts, &parts).await {
+            tracing::warn!(thread = %a.thread(), "post preparation output: {e}");
+        }
+    }
+
+    async fn failed(&self) {
+        let a = self.approval;
+        let _ = self.sender.react(&a.channel, &a.ts, "x").await;
     }
 }
 

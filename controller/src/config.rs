@@ -37,6 +37,21 @@ pub struct Config {
     pub github: GithubConfig,
     pub sandbox: SandboxConfig,
     pub fetch: FetchConfig,
+    pub build: BuildConfig,
+}
+
+/// The platforms `build.projectType` may force (`auto`, the default, detects them).
+pub const PROJECT_TYPES: [&str; 7] = ["auto", "node", "python", "rust", "go", "xcode", "generic"];
+
+/// How a fresh worktree is prepared before the Coder starts (`build`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BuildConfig {
+    /// `auto` (detect the platforms from the worktree's files) or one of [`PROJECT_TYPES`].
+    pub project_type: String,
+    /// A shell command run instead of the detected init (in the sandbox, with network).
+    pub init_command: Option<String>,
+    /// Longest the init may take, in minutes (fractions allowed).
+    pub init_timeout_mins: f64,
 }
 
 /// The runner's sandbox.
@@ -150,6 +165,9 @@ pub struct AccessConfig {
     pub max_claude_calls_per_hour: u32,
     /// Slack user ids allowed to talk to the bot; empty means everyone in the channel.
     pub allowed_users: Vec<String>,
+    /// Disk the worktrees under `.codebutler/branches/` may use together, in MB; 0 means
+    /// no limit.
+    pub max_worktree_disk_mb: u64,
 }
 
 /// GitHub CLI.
@@ -455,8 +473,32 @@ fn finish(
         ));
     }
     let fetch = raw.fetch.unwrap_or_default();
+    let build = raw.build.unwrap_or_default();
+    let project_type = build.project_type.unwrap_or_else(|| "auto".into());
+    if !PROJECT_TYPES.contains(&project_type.as_str()) {
+        return Err(field_error(
+            "build.projectType",
+            format!(
+                "`{project_type}` is not a project type: use one of {}",
+                PROJECT_TYPES.join(", ")
+            ),
+        ));
+    }
+    if let Some(t) = build.init_timeout
+        && !(t.is_finite() && t > 0.0 && t <= 1440.0)
+    {
+        return Err(field_error(
+            "build.initTimeout",
+            format!("{t} is not a number of minutes between 0 and 1440 (a day)"),
+        ));
+    }
 
     Ok(Config {
+        build: BuildConfig {
+            project_type,
+            init_command: build.init_command.filter(|c| !c.trim().is_empty()),
+            init_timeout_mins: build.init_timeout.unwrap_or(10.0),
+        },
         sandbox: SandboxConfig {
             mode,
             max_processes: sandbox.max_processes.unwrap_or(256),
@@ -518,6 +560,7 @@ fn finish(
             max_concurrent_threads: access.max_concurrent_threads.unwrap_or(5),
             max_claude_calls_per_hour: access.max_claude_calls_per_hour.unwrap_or(20),
             allowed_users: access.allowed_users,
+            max_worktree_disk_mb: access.max_worktree_disk_mb.unwrap_or(0),
         },
         github: GithubConfig {
             cli: raw
@@ -545,6 +588,15 @@ struct RawConfig {
     github: Option<RawGithub>,
     sandbox: Option<RawSandbox>,
     fetch: Option<RawFetch>,
+    build: Option<RawBuild>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RawBuild {
+    project_type: Option<String>,
+    init_command: Option<String>,
+    init_timeout: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -633,6 +685,8 @@ struct RawAccess {
     max_claude_calls_per_hour: Option<u32>,
     #[serde(default)]
     allowed_users: Vec<String>,
+    #[serde(rename = "maxWorktreeDiskMB")]
+    max_worktree_disk_mb: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -744,6 +798,62 @@ mod tests {
             e.contains("repo/.codebutler/config.json: field `coder.maxTurns`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn build_section_and_worktree_disk_limit() {
+        let f = files(Some(GLOBAL), Some(REPO));
+        let c = load(&f.sources, no_env).unwrap();
+        assert_eq!(
+            c.build,
+            BuildConfig {
+                project_type: "auto".into(),
+                init_command: None,
+                init_timeout_mins: 10.0
+            }
+        );
+        assert_eq!(c.access.max_worktree_disk_mb, 0, "absent means no limit");
+        // Global and repository merge field by field; a blank command means none.
+        let f = files(
+            Some(
+                r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},
+                    "build":{"initCommand":"make setup","initTimeout":2.5},"access":{"maxWorktreeDiskMB":2000}}"#,
+            ),
+            Some(r#"{"slack":{"channelID":"C1"},"build":{"projectType":"node"}}"#),
+        );
+        let c = load(&f.sources, no_env).unwrap();
+        assert_eq!(c.build.project_type, "node");
+        assert_eq!(c.build.init_command.as_deref(), Some("make setup"));
+        assert_eq!(c.build.init_timeout_mins, 2.5);
+        assert_eq!(c.access.max_worktree_disk_mb, 2000);
+        let f = files(
+            Some(GLOBAL),
+            Some(r#"{"slack":{"channelID":"C1"},"build":{"initCommand":"  "}}"#),
+        );
+        assert_eq!(load(&f.sources, no_env).unwrap().build.init_command, None);
+
+        for (repo, expected) in [
+            (
+                r#"{"slack":{"channelID":"C1"},"build":{"projectType":"cobol"}}"#,
+                "repo/.codebutler/config.json: field `build.projectType`: `cobol` is not a project type",
+            ),
+            (
+                r#"{"slack":{"channelID":"C1"},"build":{"initTimeout":0}}"#,
+                "field `build.initTimeout`: 0 is not a number of minutes",
+            ),
+            (
+                r#"{"slack":{"channelID":"C1"},"build":{"initCmd":"x"}}"#,
+                "field `build.initCmd`: unknown field `initCmd`",
+            ),
+            (
+                r#"{"slack":{"channelID":"C1"},"access":{"maxWorktreeDiskMB":-5}}"#,
+                "field `access.maxWorktreeDiskMB`",
+            ),
+        ] {
+            let f = files(Some(GLOBAL), Some(repo));
+            let e = load(&f.sources, no_env).unwrap_err().to_string();
+            assert!(e.contains(expected), "{e}");
+        }
     }
 
     #[test]

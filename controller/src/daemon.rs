@@ -9,16 +9,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use codebutler_runner::tools::path::RepoRoot;
-use slack_morphism::prelude::SlackPushEventCallback;
+use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{is_approval, is_stop};
+use crate::approval::{is_approval, is_stop, is_undo};
 use crate::coder::SlackCoder;
 use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
 use crate::pm::{Pm, PmError};
-use crate::routing::{Route, other_roles_reply, route};
+use crate::routing::{Route, mentioned_roles, other_roles_reply, route};
 use crate::runners;
 use crate::slack::api::{Sender, auth_test, build_client};
 use crate::slack::format::render_reply;
@@ -30,6 +30,7 @@ use crate::threads::{Dispatcher, IDLE_TIMEOUT, MessageHandler};
 /// How long shutdown waits for work in flight.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 const PM_PREFIX: &str = "*PM:* ";
+const CODER_PREFIX: &str = "*Coder:* ";
 
 /// A failure that stops the daemon from starting.
 #[derive(Debug, thiserror::Error)]
@@ -92,18 +93,21 @@ pub async fn run(
         gh: PathBuf::from(&config.github.cli),
     };
     let handler = Arc::new(PmHandler {
-        pm,
+        pm: pm.clone(),
         coder: SlackCoder {
             supervisor: supervisor.clone(),
             layout: layout.clone(),
             sender: sender.clone(),
             store: store.clone(),
+            prepare: runners::preparer_for(&layout, &config).map_err(StartError::Runners)?,
+            pm,
         },
         sender,
         store: store.clone(),
         allowed_users: config.access.allowed_users.clone(),
+        max_cost_per_thread: config.coder.max_cost_per_thread,
     });
-    let dispatcher = Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT);
+    let dispatcher = Dispatcher::new(store.clone(), handler.clone(), IDLE_TIMEOUT);
     let sink = Arc::new(IntakeSink {
         filter: IntakeFilter {
             channel: config.slack.channel_id.clone(),
@@ -115,6 +119,10 @@ pub async fn run(
     let socket = SocketMode::start(client, &config.slack.app_token, sink)
         .await
         .map_err(|e| StartError::Socket(e.to_string()))?;
+    handler
+        .coder
+        .report_interrupted(supervisor.take_interrupted())
+        .await;
     let resumed = dispatcher.resume_pending().await?;
     if resumed > 0 {
         tracing::info!("resuming {resumed} thread(s) with unanswered messages");
@@ -171,6 +179,27 @@ impl EventSink for IntakeSink {
         self.dispatcher.notify(&msg.thread());
         Ok(())
     }
+
+    /// A button click is stored as a message of its thread, exactly like a typed one.
+    async fn accept_interaction(&self, event: SlackInteractionEvent) -> Result<(), String> {
+        let msg = match crate::slack::interactive::classify(&event, &self.filter) {
+            Intake::Accept(msg) => msg,
+            Intake::Ignore(reason) => {
+                tracing::debug!("ignored interaction: {reason}");
+                return Ok(());
+            }
+        };
+        let new = self
+            .store
+            .record_message(&msg)
+            .await
+            .map_err(|e| format!("store button click {}: {e}", msg.ts))?;
+        if new {
+            tracing::info!(tag = "MSG", "{}: clicked a button", msg.user);
+            self.dispatcher.notify(&msg.thread());
+        }
+        Ok(())
+    }
 }
 
 /// Handles a thread's messages with the PM.
@@ -182,11 +211,17 @@ struct PmHandler {
     coder: SlackCoder,
     /// Who may ask for work; empty means everyone in the channel.
     allowed_users: Vec<String>,
+    /// `coder.maxCostPerThread`: a thread's budget unless it sets its own.
+    max_cost_per_thread: f64,
 }
 
 impl PmHandler {
     async fn say(&self, msg: &IncomingMessage, markdown: &str) -> bool {
-        let parts = render_reply(markdown, PM_PREFIX);
+        self.say_as(msg, markdown, PM_PREFIX).await
+    }
+
+    async fn say_as(&self, msg: &IncomingMessage, markdown: &str, prefix: &str) -> bool {
+        let parts = render_reply(markdown, prefix);
         match self.sender.send(&msg.channel, &msg.thread_ts, &parts).await {
             Ok(()) => true,
             Err(e) => {
@@ -202,7 +237,8 @@ impl PmHandler {
         }
     }
 
-    /// A message in a thread whose Coder is running: "stop" stops it, anything else reaches
+    /// A message in a thread whose Coder is running: "stop" stops it; while the Coder waits
+    /// for people to answer its question, the message is the answer; anything else reaches
     /// it before its next turn. Returns false if the run ended meanwhile (the PM takes it).
     async fn to_running_coder(&self, msg: &IncomingMessage) -> bool {
         let thread = &msg.thread_ts;
@@ -213,6 +249,13 @@ impl PmHandler {
                 self.react(msg, "octagonal_sign").await;
             }
             stopped
+        } else if let Some(answered) =
+            crate::questions::answer_from_thread(&self.coder.supervisor, &self.store, msg).await
+        {
+            if answered {
+                self.react(msg, "incoming_envelope").await;
+            }
+            answered
         } else {
             let passed = self
                 .coder
@@ -252,7 +295,9 @@ impl PmHandler {
             "thread {thread} → approved by {}, starting coder",
             msg.user
         );
-        if let Err(e) = self.coder.start(msg, &plan).await {
+        self.approve_budget(msg).await;
+        let approval = crate::slack::interactive::reaction_target(msg);
+        if let Err(e) = self.coder.start(&approval, &plan).await {
             tracing::error!(thread = %thread, "start coder: {e}");
             let _ = self.store.set_phase(&thread, "pm").await;
             let reply = format!(
@@ -261,6 +306,27 @@ impl PmHandler {
             let _ = self.say(msg, &reply).await;
         }
         self.done(msg).await;
+    }
+
+    /// A message after the thread's run ended: a new run goes on from it.
+    async fn follow_up(&self, msg: &IncomingMessage, last: &crate::store::RunRecord) {
+        tracing::info!(
+            tag = "CLD",
+            "thread {} → {} follows up on run {}",
+            msg.thread(),
+            msg.user,
+            last.id
+        );
+        if let Err(e) = self.coder.resume(msg, last).await {
+            tracing::error!(thread = %msg.thread(), "resume coder: {e}");
+            let reply = format!("I couldn't go on from my last run ({e}).");
+            self.say_coder(msg, &reply).await;
+        }
+        self.done(msg).await;
+    }
+
+    async fn say_coder(&self, msg: &IncomingMessage, markdown: &str) -> bool {
+        self.say_as(msg, markdown, CODER_PREFIX).await
     }
 
     async fn done(&self, msg: &IncomingMessage) {
@@ -303,6 +369,10 @@ impl PmHandler {
 impl MessageHandler for PmHandler {
     async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
         let thread = msg.thread();
+        if let Some(click) = crate::slack::interactive::Click::parse(&msg.text) {
+            self.on_click(&msg, click).await;
+            return;
+        }
         if !self.allowed_users.is_empty() && !self.allowed_users.contains(&msg.user) {
             tracing::info!(
                 tag = "PM",
@@ -319,11 +389,36 @@ impl MessageHandler for PmHandler {
             }
             return;
         }
+        if is_undo(&msg.text)
+            && self.store.phase(&thread).await.ok().flatten().as_deref() == Some("coder")
+        {
+            let reply = self.coder.undo(&msg).await;
+            self.say_coder(&msg, &reply).await;
+            self.done(&msg).await;
+            return;
+        }
+        if let Some(cap) = crate::budget::parse_budget_command(&msg.text) {
+            self.set_budget(&msg, cap).await;
+            return;
+        }
         if self.coder.supervisor.is_active(&thread.thread_ts) && self.to_running_coder(&msg).await {
             return;
         }
         if is_approval(&msg.text) && self.store.has_pending_plan(&thread).await.unwrap_or(false) {
             self.approve(&msg).await;
+            return;
+        }
+        if let Some(last) = self.coder.ended_run(&msg).await
+            && !mentioned_roles(&msg.text).iter().any(|r| r == "pm")
+        {
+            if is_approval(&msg.text) {
+                // "yes"/"ok" after the run is not new work: don't start a run for it.
+                let reply = "That plan was carried out already. Tell me what to change next, say **continue** to go on, or **undo** to drop my last run's changes.";
+                self.say_coder(&msg, reply).await;
+                self.done(&msg).await;
+            } else {
+                self.follow_up(&msg, &last).await;
+            }
             return;
         }
         if let Route::OtherRoles(named) = route(&msg.text) {
@@ -371,13 +466,14 @@ impl MessageHandler for PmHandler {
             }
         };
 
-        let mut reply = turn.answer.clone();
-        if let Some(plan) = &turn.plan {
-            tracing::info!(tag = "PM", "thread {thread} → plan proposed");
-            reply.push_str("\n\n");
-            reply.push_str(&plan.to_markdown());
-        }
-        if !self.say(&msg, &reply).await {
+        let posted = match &turn.plan {
+            Some(plan) => {
+                tracing::info!(tag = "PM", "thread {thread} → plan proposed");
+                self.propose(&msg, &turn.answer, plan).await
+            }
+            None => self.say(&msg, &turn.answer).await,
+        };
+        if !posted {
             self.settle_failed(&msg).await;
             return;
         }
@@ -405,6 +501,186 @@ impl MessageHandler for PmHandler {
         )
         .await;
         self.settle_failed(&msg).await;
+    }
+}
+
+/// Buttons and budgets (see [`crate::slack::interactive`] and [`crate::budget`]).
+impl PmHandler {
+    /// Posts the PM's answer with its plan, the plan's cost estimate and budget, and the
+    /// Approve/Cancel buttons.
+    async fn propose(
+        &self,
+        msg: &IncomingMessage,
+        answer: &str,
+        plan: &crate::pm::tools::Plan,
+    ) -> bool {
+        use crate::slack::interactive::{plan_blocks, plan_digest};
+        let thread = msg.thread();
+        let cap = match self.store.thread_budget(&thread).await {
+            Ok(cap) => cap.unwrap_or(self.max_cost_per_thread),
+            Err(e) => {
+                tracing::warn!(thread = %thread, "read the thread's budget: {e}");
+                self.max_cost_per_thread
+            }
+        };
+        let estimate = crate::budget::estimate(&self.store).await;
+        let cost_line = crate::budget::cost_markdown(&estimate, cap);
+        let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
+        let digest = plan_digest(&serde_json::to_string(plan).unwrap_or_default());
+        let parts = render_reply(&markdown, PM_PREFIX);
+        match self
+            .sender
+            .send_with_blocks(&msg.channel, &msg.thread_ts, &parts, |text| {
+                plan_blocks(text, &digest)
+            })
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!(thread = %thread, "post plan: {e}");
+                false
+            }
+        }
+    }
+
+    /// "budget $N": sets the thread's cap and says so.
+    async fn set_budget(&self, msg: &IncomingMessage, cap: f64) {
+        let thread = msg.thread();
+        if let Err(e) = self.store.set_thread_budget(&thread, cap, &msg.user).await {
+            tracing::error!(thread = %thread, "set budget: {e}");
+            self.settle_failed(msg).await;
+            return;
+        }
+        tracing::info!(
+            tag = "PM",
+            "thread {thread} → budget set to {} by {}",
+            crate::budget::cap_text(cap),
+            msg.user
+        );
+        let running = self.coder.supervisor.is_active(&thread.thread_ts);
+        self.say(msg, &crate::budget::budget_set_reply(cap, running))
+            .await;
+        self.done(msg).await;
+    }
+
+    /// At approval, fixes the cap the Coder runs under (a typed one, else the default).
+    async fn approve_budget(&self, msg: &IncomingMessage) {
+        let thread = msg.thread();
+        match self
+            .store
+            .approve_thread_budget(&thread, self.max_cost_per_thread, &msg.user)
+            .await
+        {
+            Ok(cap) => tracing::info!(
+                tag = "INF",
+                "thread {thread} → budget {}",
+                crate::budget::cap_text(cap)
+            ),
+            // The hub then finds no cap: say so loudly rather than block the approval.
+            Err(e) => tracing::error!(thread = %thread, "record the approved budget: {e}"),
+        }
+    }
+
+    /// A button click: the same rules as the typed words, then the buttons give way to a
+    /// line saying who used them.
+    async fn on_click(&self, msg: &IncomingMessage, click: crate::slack::interactive::Click) {
+        use crate::slack::interactive::{ButtonAction, not_allowed_reply, plan_digest};
+        let thread = msg.thread();
+        if !self.allowed_users.is_empty() && !self.allowed_users.contains(&msg.user) {
+            tracing::info!(
+                tag = "PM",
+                "thread {thread} → button click by {}, who is not in access.allowedUsers",
+                msg.user
+            );
+            self.say(msg, &not_allowed_reply(&msg.user)).await;
+            self.done(msg).await;
+            return;
+        }
+        if click.action == ButtonAction::StopRun {
+            let reason = format!("stopped in Slack by <@{}>", msg.user);
+            if self
+                .coder
+                .supervisor
+                .cancel(&thread.thread_ts, &reason)
+                .await
+            {
+                self.resolve(msg, &click, &format!("⏹️ Cancelled by <@{}>", msg.user))
+                    .await;
+            }
+            self.done(msg).await;
+            return;
+        }
+        let pending = match self.store.has_pending_plan(&thread).await {
+            Ok(true) => self
+                .store
+                .plan(&thread)
+                .await
+                .map(|p| p.map(|p| plan_digest(&p))),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let pending = match pending {
+            Ok(pending) => pending,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the pending plan: {e}");
+                self.settle_failed(msg).await;
+                return;
+            }
+        };
+        match pending {
+            // Already approved or withdrawn (a second click): nothing changes.
+            None => self.done(msg).await,
+            Some(digest) if digest != click.value => {
+                self.say(
+                    msg,
+                    "That button belongs to an earlier plan; use the buttons on the latest one.",
+                )
+                .await;
+                self.done(msg).await;
+            }
+            Some(_) if click.action == ButtonAction::Approve => {
+                self.resolve(msg, &click, &format!("✅ Approved by <@{}>", msg.user))
+                    .await;
+                self.approve(msg).await;
+            }
+            Some(_) => {
+                if let Err(e) = self.store.withdraw_plan(&thread).await {
+                    tracing::error!(thread = %thread, "withdraw plan: {e}");
+                    self.settle_failed(msg).await;
+                    return;
+                }
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → plan withdrawn by {}",
+                    msg.user
+                );
+                self.resolve(msg, &click, &format!("✖️ Cancelled by <@{}>", msg.user))
+                    .await;
+                self.say(
+                    msg,
+                    "Plan withdrawn. Tell me what to change, or ask for something else.",
+                )
+                .await;
+                self.done(msg).await;
+            }
+        }
+    }
+
+    /// Replaces the clicked message's buttons with `note`.
+    async fn resolve(
+        &self,
+        msg: &IncomingMessage,
+        click: &crate::slack::interactive::Click,
+        note: &str,
+    ) {
+        let blocks = crate::slack::interactive::resolved_blocks(&click.message_text, note);
+        if let Err(e) = self
+            .sender
+            .update_blocks(&msg.channel, &click.message_ts, &click.message_text, blocks)
+            .await
+        {
+            tracing::warn!(thread = %msg.thread(), "replace the buttons: {e}");
+        }
     }
 }
 

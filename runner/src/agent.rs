@@ -81,6 +81,11 @@ impl Ending {
     }
 }
 
+/// The first message of a fresh run: the approved plan.
+pub fn plan_message(plan: &str) -> ChatMessage {
+    ChatMessage::user(format!("Implement this approved plan:\n\n{plan}"))
+}
+
 /// Runs the Coder until one of its endings, compacting the conversation as `compaction`
 /// says. Returns the ending and the conversation (without the system prompt), so it can be
 /// stored and resumed.
@@ -94,10 +99,7 @@ pub async fn run_coder<M: ChatModel>(
 ) -> (Ending, Vec<ChatMessage>) {
     let mut messages = vec![ChatMessage::system(task.system_prompt.clone())];
     if task.resume.is_empty() {
-        messages.push(ChatMessage::user(format!(
-            "Implement this approved plan:\n\n{}",
-            task.plan
-        )));
+        messages.push(plan_message(&task.plan));
     } else {
         messages.extend(task.resume.iter().cloned());
     }

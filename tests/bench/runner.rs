@@ -267,7 +267,15 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         model: "m".into(),
     };
     store
-        .create_run("r1", &ctx.thread, "p", "m", "/w", 1)
+        .create_run(codebutler_controller::store::NewRun {
+            id: "r1",
+            thread: &ctx.thread,
+            plan: "p",
+            model: "m",
+            worktree: "/w",
+            branch: "codebutler/bench",
+            max_turns: 1,
+        })
         .await
         .unwrap();
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();

@@ -5,10 +5,13 @@
 
 mod harness;
 
+mod approval;
 mod config_errors;
+mod followups;
 mod intake;
 mod output;
 mod pm;
 mod postgres;
+mod questions;
 mod resilience;
 mod runners;

@@ -165,10 +165,13 @@ async fn migrations_run_on_postgresql() {
         tables,
         [
             "_sqlx_migrations",
+            "coder_questions",
             "conversation_messages",
             "messages",
+            "run_checkpoints",
             "run_events",
             "runs",
+            "thread_budgets",
             "threads",
             "usage"
         ]

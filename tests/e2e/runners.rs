@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::harness::{Env, OUTSIDE_SECRET, WAIT, tool_results};
 
 /// Runs `runnerctl` without blocking the test's runtime (the fakes live on it).
-async fn runnerctl(env: &Env, args: &[&str]) -> Output {
+pub(crate) async fn runnerctl(env: &Env, args: &[&str]) -> Output {
     tokio::process::Command::new(env!("CARGO_BIN_EXE_runnerctl"))
         .arg("--repo")
         .arg(env.repo_path())
@@ -22,7 +22,7 @@ async fn runnerctl(env: &Env, args: &[&str]) -> Output {
 }
 
 /// Polls a `runnerctl` command until its output contains `needle`; returns the output.
-async fn wait_output(env: &Env, args: &[&str], needle: &str) -> String {
+pub(crate) async fn wait_output(env: &Env, args: &[&str], needle: &str) -> String {
     let deadline = std::time::Instant::now() + WAIT;
     loop {
         let out = stdout(&runnerctl(env, args).await);
@@ -57,7 +57,7 @@ async fn start_detached(env: &Env, plan: &str) -> String {
     started["thread"].as_str().unwrap().to_owned()
 }
 
-fn stdout(output: &Output) -> String {
+pub(crate) fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
@@ -68,7 +68,7 @@ fn write_plan(env: &Env, text: &str) -> PathBuf {
 }
 
 /// Env whose controller runs Coder runs with the test's limits.
-async fn runner_env(coder: serde_json::Value) -> Env {
+pub(crate) async fn runner_env(coder: serde_json::Value) -> Env {
     Env::with_config(json!({
         "coder": coder,
         "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
@@ -88,7 +88,7 @@ fn runner_bin() -> PathBuf {
     bin
 }
 
-fn worktree_of(env: &Env, slug: &str) -> PathBuf {
+pub(crate) fn worktree_of(env: &Env, slug: &str) -> PathBuf {
     env.repo_path().join(".codebutler/branches").join(slug)
 }
 

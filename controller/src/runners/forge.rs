@@ -234,26 +234,38 @@ pub fn commit_all(worktree: &Path, message: &str) -> Result<Commit, ForgeError> 
     })
 }
 
+/// Settings every `git` process of the controller runs with, overriding any config file:
+/// no hooks, no `ext::` transport (it runs arbitrary commands), no fsmonitor program, no
+/// submodule recursion, no automatic gc or maintenance.
+pub const SAFE_GIT_CONFIG: [&str; 6] = [
+    "core.hooksPath=/dev/null",
+    "protocol.ext.allow=never",
+    "core.fsmonitor=false",
+    "submodule.recurse=false",
+    "gc.auto=0",
+    "maintenance.auto=false",
+];
+
+/// `git` run in `dir` with [`SAFE_GIT_CONFIG`] and no terminal prompt; add the subcommand
+/// and its arguments.
+pub(crate) fn safe_git(dir: &Path) -> Command {
+    let mut command = Command::new("git");
+    for setting in SAFE_GIT_CONFIG {
+        command.args(["-c", setting]);
+    }
+    command.current_dir(dir).env("GIT_TERMINAL_PROMPT", "0");
+    command
+}
+
 /// Pushes `branch` (a `codebutler/` branch) from the worktree's repository to `origin`:
-/// `git -c core.hooksPath=/dev/null -c protocol.ext.allow=never push origin
+/// `git -c core.hooksPath=/dev/null -c protocol.ext.allow=never … push origin
 /// refs/heads/<branch>:refs/heads/<branch>`, without force, without a terminal prompt, within
 /// [`PUSH_TIMEOUT`].
 pub async fn push_branch(worktree: &Path, branch: &str) -> Result<(), ForgeError> {
     check_branch(branch)?;
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
-    let mut command = Command::new("git");
-    command
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "protocol.ext.allow=never",
-            "push",
-            "origin",
-            &refspec,
-        ])
-        .current_dir(worktree)
-        .env("GIT_TERMINAL_PROMPT", "0");
+    let mut command = safe_git(worktree);
+    command.args(["push", "origin", &refspec]);
     run(command, None, "git push", PUSH_TIMEOUT).await?;
     Ok(())
 }
@@ -309,7 +321,7 @@ fn parse_pr_url(output: &str) -> Option<PullRequest> {
 
 /// Runs a fixed command with `stdin` (or none), returns its stdout; fails on a non-zero exit
 /// or after `timeout` (the process is killed).
-async fn run(
+pub(crate) async fn run(
     mut command: Command,
     stdin: Option<&[u8]>,
     what: &str,

@@ -76,8 +76,12 @@ impl RunHub {
 }
 
 impl RunHub {
-    /// Why the next model call must not be made, if it must not.
+    /// Why the next model call must not be made, if it must not: the thread's budget is
+    /// spent (see [`crate::budget`]), or the hourly call limit is reached.
     async fn refusal(&self) -> Option<String> {
+        if let Some(reason) = crate::budget::refusal(&self.store, &self.ctx.thread).await {
+            return Some(reason);
+        }
         if self.calls_per_hour == 0 {
             return None;
         }
@@ -168,6 +172,7 @@ impl RunnerHub for RunHub {
             serde_json::from_str(&request.tools_json)
                 .map_err(|e| Status::invalid_argument(format!("tools_json: {e}")))?
         };
+        let has_tools = !tools.is_empty();
         let completion = self
             .gateway
             .complete_with_tool_json(&self.ctx, &messages, tools, &self.cancel)
@@ -187,6 +192,18 @@ impl RunnerHub for RunHub {
             .await
         {
             tracing::warn!(run = %self.run_id, "record run usage: {e}");
+        }
+        if has_tools {
+            // A call with tools is one of the Coder's turns (a compaction summary has none):
+            // keep the conversation so far, so a crashed or interrupted run can continue.
+            let conversation = super::resume::after_call(&messages, &completion.reply);
+            if let Err(e) = self
+                .store
+                .set_run_conversation(&self.run_id, &conversation)
+                .await
+            {
+                tracing::warn!(run = %self.run_id, "store the run's conversation: {e}");
+            }
         }
         let (tx, rx) = mpsc::channel(16);
         let reply = completion.reply;

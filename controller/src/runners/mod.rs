@@ -1,23 +1,27 @@
 //! Sandboxed Coder runners: starting them ([`launcher`]), the hub each one talks to
 //! ([`hub`], with web fetches under [`fetch`]'s policy and commits, pushes and pull requests
 //! made by [`forge`]), supervising runs ([`supervisor`]),
-//! the admin API `runnerctl` uses ([`admin`]) and the worktrees runs work in ([`worktree`]).
+//! the admin API `runnerctl` uses ([`admin`]) and the worktrees runs work in ([`worktree`],
+//! prepared per platform by [`platform`]).
 
 pub mod admin;
+pub mod checkpoint;
 pub mod fetch;
 pub mod forge;
 pub mod hub;
 pub mod launcher;
+pub mod platform;
+pub mod resume;
 pub mod supervisor;
 pub mod worktree;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use codebutler_runner::sandbox::{Limits, SandboxMode, SandboxSpec};
 
-use crate::config::Config;
+use crate::config::{BuildConfig, Config, SandboxConfig};
 use crate::gateway::Gateway;
 use crate::layout::Layout;
 use crate::store::Store;
@@ -41,22 +45,12 @@ pub async fn supervisor_for(
     if config.sandbox.mode == "none" {
         tracing::warn!("sandbox.mode is \"none\": Coder runners run WITHOUT a sandbox");
     }
-    let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?;
+    let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
+        .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone());
     let sandbox = config.sandbox.clone();
+    let build = config.build.clone();
     let spec: supervisor::SpecBuilder = Arc::new(move |worktree| {
-        let mut spec = SandboxSpec::for_worktree(worktree);
-        spec.read_only = sandbox.read_only.iter().map(PathBuf::from).collect();
-        spec.limits = Limits {
-            max_processes: sandbox.max_processes,
-            memory_bytes: sandbox.memory_mb << 20,
-            file_size_bytes: sandbox.file_size_mb << 20,
-            cpu_seconds: sandbox.cpu_seconds,
-            tmp_bytes: sandbox.tmp_mb << 20,
-        };
-        if sandbox.mode == "none" {
-            spec.mode = SandboxMode::None;
-        }
-        serde_json::to_string(&spec).unwrap_or_default()
+        serde_json::to_string(&run_spec(&sandbox, &build, worktree)).unwrap_or_default()
     });
     Supervisor::new(SupervisorParts {
         store,
@@ -79,4 +73,51 @@ pub async fn supervisor_for(
     })
     .await
     .map_err(|e| e.to_string())
+}
+
+/// The sandbox spec of a Coder run in `worktree`: paths, limits and mode from the `sandbox`
+/// section, and the build-isolation environment of the worktree's platforms
+/// ([`platform::isolation_env`], `build.projectType` deciding them); no network.
+pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -> SandboxSpec {
+    let mut spec = SandboxSpec::for_worktree(worktree);
+    spec.read_only = sandbox.read_only.iter().map(PathBuf::from).collect();
+    spec.limits = Limits {
+        max_processes: sandbox.max_processes,
+        memory_bytes: sandbox.memory_mb << 20,
+        file_size_bytes: sandbox.file_size_mb << 20,
+        cpu_seconds: sandbox.cpu_seconds,
+        tmp_bytes: sandbox.tmp_mb << 20,
+    };
+    if sandbox.mode == "none" {
+        spec.mode = SandboxMode::None;
+    }
+    // Without a sandbox the worktree is seen at its own path.
+    let root = match spec.mode {
+        SandboxMode::None => worktree.to_owned(),
+        SandboxMode::Enforce => spec.mount_point.clone(),
+    };
+    let platforms = platform::platforms(worktree, &build.project_type);
+    spec.env = platform::isolation_env(&platforms, &root);
+    spec
+}
+
+/// The worktree preparer for a repository's configuration (`build`, `sandbox`,
+/// `access.maxWorktreeDiskMB`), with the same runner binary as the supervisor's.
+pub fn preparer_for(layout: &Layout, config: &Config) -> Result<worktree::Preparer, String> {
+    let runner_bin = match &config.sandbox.runner_path {
+        Some(path) => PathBuf::from(path),
+        None => {
+            LocalLauncher::beside_current_exe()
+                .map_err(|e| e.to_string())?
+                .runner_bin
+        }
+    };
+    Ok(worktree::Preparer {
+        repo: layout.repo.clone(),
+        run_dir: layout.dir.join("run"),
+        runner_bin,
+        sandbox: config.sandbox.clone(),
+        build: config.build.clone(),
+        max_disk_mb: config.access.max_worktree_disk_mb,
+    })
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::{
-    Cancel, FinishReason, RunnerCommand, RunnerEvent, Task, UserMessage, runner_command::Command,
-    runner_event::Event,
+    Answer, Cancel, FinishReason, RunnerCommand, RunnerEvent, Task, UserMessage,
+    runner_command::Command, runner_event::Event,
 };
 use prost::Message;
 use tokio::sync::{Semaphore, broadcast, mpsc};
@@ -21,7 +21,7 @@ use super::fetch::FetchPolicy;
 use super::hub::RunHub;
 use super::launcher::{LaunchRequest, Launcher};
 use crate::gateway::{CallContext, Gateway};
-use crate::store::{RunRecord, RunState, Store, StoreError, ThreadKey};
+use crate::store::{CheckpointRecord, NewRun, RunRecord, RunState, Store, StoreError, ThreadKey};
 
 /// Time a runner gets to stop after a cancel before it is killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -39,6 +39,19 @@ pub struct RunRequest {
     /// The Slack thread's web link, for PR bodies; `None` for runs started by `runnerctl`.
     pub thread_link: Option<String>,
     pub system_prompt: String,
+    /// For a run that goes on from an earlier one (a follow-up, "continue", after "undo"):
+    /// the conversation to resume and the new message from the thread. `None`: a fresh run
+    /// of the plan.
+    pub resume: Option<Resume>,
+}
+
+/// Where a resumed run picks up.
+#[derive(Clone, Debug)]
+pub struct Resume {
+    /// The stored conversation (JSON array, no system prompt).
+    pub conversation: String,
+    /// The thread's new message, added after it.
+    pub message: String,
 }
 
 /// Limits and model of every run.
@@ -72,6 +85,8 @@ pub enum SupervisorError {
     Busy(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error("the stored conversation is unreadable: {0}")]
+    Conversation(#[from] serde_json::Error),
 }
 
 /// Builds the sandbox spec (JSON) for a worktree.
@@ -103,12 +118,23 @@ struct Inner {
     active: Mutex<HashMap<String, Active>>,
     events: broadcast::Sender<RunEvent>,
     tracker: TaskTracker,
+    /// Runs the previous controller left running, until the daemon has told their threads.
+    interrupted: Mutex<Vec<RunRecord>>,
 }
 
 struct Active {
     run_id: String,
     commands: mpsc::Sender<RunnerCommand>,
     cancel: CancellationToken,
+    /// The Coder's question waiting for the thread's next reply, if any (its id).
+    open_question: Option<String>,
+}
+
+/// A Coder question waiting for a reply in its thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpenQuestion {
+    pub run_id: String,
+    pub question_id: String,
 }
 
 /// Everything a supervisor needs.
@@ -132,10 +158,11 @@ impl Supervisor {
     /// A supervisor. Marks runs left running by a previous controller as interrupted.
     pub async fn new(parts: SupervisorParts) -> Result<Self, StoreError> {
         let interrupted = parts.store.interrupt_unfinished_runs().await?;
-        if interrupted > 0 {
+        if !interrupted.is_empty() {
             tracing::warn!(
                 tag = "CLD",
-                "{interrupted} run(s) were interrupted by the last stop"
+                "{} run(s) were interrupted by the last stop",
+                interrupted.len()
             );
         }
         let (events, _) = broadcast::channel(1024);
@@ -154,6 +181,7 @@ impl Supervisor {
                 active: Mutex::new(HashMap::new()),
                 events,
                 tracker: TaskTracker::new(),
+                interrupted: Mutex::new(interrupted),
             }),
         })
     }
@@ -175,26 +203,15 @@ impl Supervisor {
                     run_id: run_id.clone(),
                     commands: commands.clone(),
                     cancel: cancel.clone(),
+                    open_question: None,
                 },
             );
         }
-        let record = match self
-            .inner
-            .store
-            .create_run(
-                &run_id,
-                &request.thread,
-                &request.plan,
-                &self.inner.limits.model,
-                &request.worktree.display().to_string(),
-                i64::from(self.inner.limits.max_turns),
-            )
-            .await
-        {
+        let record = match self.record_run(&run_id, &request).await {
             Ok(record) => record,
             Err(e) => {
                 self.lock_active().remove(&thread_ts);
-                return Err(e.into());
+                return Err(e);
             }
         };
         tracing::info!(tag = "CLD", "thread {thread_ts} → run {run_id} queued");
@@ -213,6 +230,68 @@ impl Supervisor {
             );
         });
         Ok(record)
+    }
+
+    /// Records a new run and the checkpoint "undo" will return to: the worktree's files and
+    /// the conversation as they are before the run.
+    async fn record_run(
+        &self,
+        run_id: &str,
+        request: &RunRequest,
+    ) -> Result<RunRecord, SupervisorError> {
+        let conversation = match &request.resume {
+            Some(resume) => {
+                // Checked now, so a broken conversation is reported instead of run.
+                super::resume::resume_with(&resume.conversation, &resume.message)?;
+                resume.conversation.clone()
+            }
+            None => {
+                serde_json::to_string(&[codebutler_runner::agent::plan_message(&request.plan)])?
+            }
+        };
+        let worktree = request.worktree.display().to_string();
+        let record = self
+            .inner
+            .store
+            .create_run(NewRun {
+                id: run_id,
+                thread: &request.thread,
+                plan: &request.plan,
+                model: &self.inner.limits.model,
+                worktree: &worktree,
+                branch: &request.branch,
+                max_turns: i64::from(self.inner.limits.max_turns),
+            })
+            .await?;
+        let tree = request.worktree.clone();
+        match tokio::task::spawn_blocking(move || super::checkpoint::snapshot(&tree)).await {
+            Ok(Ok(snapshot)) => {
+                self.inner
+                    .store
+                    .add_checkpoint(&CheckpointRecord {
+                        run_id: run_id.to_owned(),
+                        thread: request.thread.clone(),
+                        worktree,
+                        tree_sha: snapshot.tree,
+                        head_sha: snapshot.head,
+                        conversation,
+                    })
+                    .await?;
+            }
+            // Without a checkpoint the run still runs; only "undo" of it is unavailable.
+            Ok(Err(e)) => tracing::warn!(run = run_id, "checkpoint before the run: {e}"),
+            Err(e) => tracing::warn!(run = run_id, "checkpoint before the run: {e}"),
+        }
+        Ok(record)
+    }
+
+    /// The runs the previous controller left running (marked interrupted at start), once:
+    /// for telling their threads.
+    pub fn take_interrupted(&self) -> Vec<RunRecord> {
+        match self.inner.interrupted.lock() {
+            Ok(mut runs) => std::mem::take(&mut *runs),
+            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
+        }
     }
 
     /// Asks the thread's run to stop. Returns whether a run was in progress.
@@ -263,6 +342,54 @@ impl Supervisor {
             })
             .await
             .is_ok()
+    }
+
+    /// Sends the answer to the Coder's question `question_id`; it closes the question if the
+    /// thread was waiting to answer it. Returns whether a run was there to take it.
+    pub async fn answer(&self, thread_ts: &str, question_id: &str, text: &str) -> bool {
+        let commands = self.lock_active().get_mut(thread_ts).map(|a| {
+            if a.open_question.as_deref() == Some(question_id) {
+                a.open_question = None;
+            }
+            a.commands.clone()
+        });
+        let Some(commands) = commands else {
+            return false;
+        };
+        commands
+            .send(RunnerCommand {
+                command: Some(Command::Answer(Answer {
+                    question_id: question_id.to_owned(),
+                    text: text.to_owned(),
+                })),
+            })
+            .await
+            .is_ok()
+    }
+
+    /// Makes the thread's next reply the answer to the run's question `question_id` (see
+    /// [`Self::take_open_question`]). Returns false when the thread has no run (any more) or
+    /// the run is another one.
+    pub fn open_question(&self, thread_ts: &str, run_id: &str, question_id: &str) -> bool {
+        match self.lock_active().get_mut(thread_ts) {
+            Some(active) if active.run_id == run_id => {
+                active.open_question = Some(question_id.to_owned());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes the question the thread's run waits on people for, if any: the reply in hand
+    /// answers it, and the next reply is a message again.
+    pub fn take_open_question(&self, thread_ts: &str) -> Option<OpenQuestion> {
+        let mut active = self.lock_active();
+        let run = active.get_mut(thread_ts)?;
+        let question_id = run.open_question.take()?;
+        Some(OpenQuestion {
+            run_id: run.run_id.clone(),
+            question_id,
+        })
     }
 
     /// Follows every run's events.
@@ -377,7 +504,13 @@ impl Inner {
                 model: self.limits.model.clone(),
                 max_turns: self.limits.max_turns,
                 timeout_seconds: u32::try_from(self.limits.timeout.as_secs()).unwrap_or(u32::MAX),
-                resume_messages_json: String::new(),
+                resume_messages_json: match &request.resume {
+                    // Checked when the run was recorded.
+                    Some(r) => {
+                        super::resume::resume_with(&r.conversation, &r.message).unwrap_or_default()
+                    }
+                    None => String::new(),
+                },
                 context_window: self.limits.context_window,
             })),
         };

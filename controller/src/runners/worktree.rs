@@ -1,7 +1,31 @@
 //! Worktrees for runs: `<repo>/.codebutler/branches/<slug>` on branch `codebutler/<slug>`,
-//! made with git2 (libgit2 runs no hooks) from the repository's current HEAD.
+//! made with git2 (libgit2 runs no hooks), and their preparation before a Coder starts
+//! ([`Preparer`]):
+//!
+//! 1. the disk the existing worktrees use is measured (allocated blocks, like `du`; no
+//!    hashing) plus an estimate of the new one from the index's file sizes, against
+//!    `access.maxWorktreeDiskMB`;
+//! 2. `origin`'s default branch is fetched ([`choose_base`]) with the controller's safe git
+//!    settings ([`super::forge::safe_git`]: no hooks, no `ext::`, no repository programs),
+//!    from `remote.origin.url` directly, so no `remote.origin.*` setting applies; a failed
+//!    fetch falls back to the last fetched `origin/<default>` or the local `HEAD`, and says so;
+//! 3. the worktree is created on a new branch from that commit;
+//! 4. the platforms' init ([`super::platform`]) runs in the sandbox with the network, and
+//!    reports in the thread through a [`Progress`].
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::forge::{self, ForgeError};
+use super::platform::{self, InitEnd, InitRequest};
+use crate::config::{BuildConfig, SandboxConfig};
+
+/// Longest `git ls-remote` or `git fetch` of `origin` may take.
+pub const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Rounding of each file's size in the estimate of a new worktree (a filesystem block).
+const BLOCK: u64 = 4096;
 
 /// A created worktree.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,24 +69,35 @@ pub fn slug(plan: &str) -> String {
     }
 }
 
-/// Creates a worktree for `plan` in the repository at `repo`, with a slug unique among
-/// existing branches and worktrees. Blocking (git2): call it from `spawn_blocking`.
+/// Creates a worktree for `plan` in the repository at `repo` from its current HEAD, with a
+/// slug unique among existing branches and worktrees. Blocking (git2): call it from
+/// `spawn_blocking`.
 pub fn create(repo: &Path, plan: &str) -> Result<Worktree, WorktreeError> {
+    create_at(repo, plan, None)
+}
+
+/// Like [`create`], from the commit `start` (hex) when given.
+pub fn create_at(repo: &Path, plan: &str, start: Option<&str>) -> Result<Worktree, WorktreeError> {
     let base = slug(plan);
     let err = |message: String| WorktreeError {
         slug: base.clone(),
         message,
     };
     let repository = git2::Repository::open(repo).map_err(|e| err(e.message().to_owned()))?;
-    let head = repository
-        .head()
-        .and_then(|h| h.peel_to_commit())
-        .map_err(|e| {
-            err(format!(
-                "the repository has no commit to start from ({})",
-                e.message()
-            ))
-        })?;
+    let head = match start {
+        Some(hex) => git2::Oid::from_str(hex)
+            .and_then(|id| repository.find_commit(id))
+            .map_err(|e| err(format!("find the start commit {hex}: {}", e.message())))?,
+        None => repository
+            .head()
+            .and_then(|h| h.peel_to_commit())
+            .map_err(|e| {
+                err(format!(
+                    "the repository has no commit to start from ({})",
+                    e.message()
+                ))
+            })?,
+    };
     let branches = repo.join(".codebutler").join("branches");
     std::fs::create_dir_all(&branches)
         .map_err(|e| err(format!("create {}: {e}", branches.display())))?;
@@ -96,6 +131,525 @@ pub fn create(repo: &Path, plan: &str) -> Result<Worktree, WorktreeError> {
         path,
         branch: branch_name,
     })
+}
+
+/// Removes a worktree made by [`create`] and its branch (used when its preparation failed,
+/// so approving again starts clean). Blocking (git2).
+pub fn remove(repo: &Path, tree: &Worktree) -> Result<(), WorktreeError> {
+    let name = tree
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let err = |message: String| WorktreeError {
+        slug: name.clone(),
+        message,
+    };
+    let repository = git2::Repository::open(repo).map_err(|e| err(e.message().to_owned()))?;
+    if let Ok(worktree) = repository.find_worktree(&name) {
+        let mut options = git2::WorktreePruneOptions::new();
+        options.valid(true).working_tree(true);
+        worktree
+            .prune(Some(&mut options))
+            .map_err(|e| err(format!("prune: {}", e.message())))?;
+    }
+    if tree.path.exists() {
+        std::fs::remove_dir_all(&tree.path)
+            .map_err(|e| err(format!("remove {}: {e}", tree.path.display())))?;
+    }
+    if let Ok(mut branch) = repository.find_branch(&tree.branch, git2::BranchType::Local) {
+        branch
+            .delete()
+            .map_err(|e| err(format!("delete {}: {}", tree.branch, e.message())))?;
+    }
+    Ok(())
+}
+
+/// Bytes allocated on disk under `dir` (like `du`): symlinks are not followed, other
+/// filesystems not entered, unreadable entries skipped. Blocking; reads metadata only.
+pub fn disk_usage(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(root) = std::fs::symlink_metadata(dir) else {
+        return 0;
+    };
+    let device = root.dev();
+    let mut total = root.blocks() * 512;
+    let mut stack = vec![dir.to_owned()];
+    while let Some(path) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&path) else {
+            continue;
+        };
+        for entry in entries.filter_map(Result::ok) {
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            if meta.dev() != device {
+                continue;
+            }
+            total += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    total
+}
+
+/// About the disk a new worktree of `repo` takes: the sizes its index records for the
+/// tracked files, each rounded up to a block. Cheap (one read of the index); 0 when the
+/// index cannot be read. Blocking.
+pub fn checkout_estimate(repo: &Path) -> u64 {
+    let Ok(index) = git2::Repository::open(repo).and_then(|r| r.index()) else {
+        return 0;
+    };
+    index
+        .iter()
+        .map(|e| u64::from(e.file_size).div_ceil(BLOCK) * BLOCK)
+        .sum()
+}
+
+/// The refusal when `used` plus `needed` bytes would pass `limit_mb` (0: no limit).
+pub fn disk_refusal(used: u64, needed: u64, limit_mb: u64) -> Option<String> {
+    const MB: u64 = 1 << 20;
+    if limit_mb == 0 || used.saturating_add(needed) <= limit_mb.saturating_mul(MB) {
+        return None;
+    }
+    Some(format!(
+        "the worktrees in .codebutler/branches already use {} MB and a new one needs about {} MB, \
+         more than the {limit_mb} MB that access.maxWorktreeDiskMB allows. Close finished \
+         threads or remove their worktrees, then approve the plan again",
+        used.div_ceil(MB),
+        needed.div_ceil(MB).max(1),
+    ))
+}
+
+/// Where a new branch starts.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Base {
+    /// The commit (hex).
+    pub commit: String,
+    /// What it is, for people: `origin/main` or `HEAD`.
+    pub name: String,
+    /// Why it is not freshly fetched `origin/<default>`, when the fetch failed: for the
+    /// thread.
+    pub warning: Option<String>,
+}
+
+/// The branch `git ls-remote --symref <url> HEAD refs/heads/main refs/heads/master`
+/// names as the remote's default: what `HEAD` points to, else `main`, else `master`.
+pub fn default_branch(ls_remote: &str) -> Option<String> {
+    let mut symref = None;
+    let mut listed = Vec::new();
+    for line in ls_remote.lines() {
+        let mut parts = line.split('\t');
+        let (Some(left), Some(name)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        match left.strip_prefix("ref: ") {
+            Some(target) if name == "HEAD" => symref = Some(target.to_owned()),
+            Some(_) => {}
+            None => listed.push(name.to_owned()),
+        }
+    }
+    let branch = match symref {
+        Some(target) if listed.iter().any(|n| n == "HEAD" || *n == target) => Some(target),
+        _ => ["refs/heads/main", "refs/heads/master"]
+            .into_iter()
+            .find(|b| listed.iter().any(|n| n == b))
+            .map(str::to_owned),
+    }?;
+    let name = branch.strip_prefix("refs/heads/")?;
+    let valid = !name.starts_with('-') && git2::Reference::is_valid_name(&branch);
+    valid.then(|| name.to_owned())
+}
+
+/// The `origin` remote.
+struct Origin {
+    url: String,
+}
+
+fn find_origin(repo: &Path) -> Result<Option<Origin>, git2::Error> {
+    let repository = git2::Repository::open(repo)?;
+    let Ok(remote) = repository.find_remote("origin") else {
+        return Ok(None);
+    };
+    Ok(remote.url().ok().map(|url| Origin {
+        url: url.to_owned(),
+    }))
+}
+
+/// The commit of `refs/remotes/origin/<branch>`.
+fn remote_branch(repo: &Path, branch: &str) -> Option<String> {
+    let repository = git2::Repository::open(repo).ok()?;
+    let id = repository
+        .find_reference(&format!("refs/remotes/origin/{branch}"))
+        .ok()?
+        .peel_to_commit()
+        .ok()?
+        .id();
+    Some(id.to_string())
+}
+
+/// The best base without the network: the last fetched `origin/<preferred>`, then
+/// `origin/HEAD`'s branch, `origin/main`, `origin/master`; else the local HEAD.
+fn offline_base(repo: &Path, preferred: Option<&str>) -> Result<Base, WorktreeError> {
+    let err = |message: String| WorktreeError {
+        slug: String::new(),
+        message,
+    };
+    let repository = git2::Repository::open(repo).map_err(|e| err(e.message().to_owned()))?;
+    let origin_head = repository
+        .find_reference("refs/remotes/origin/HEAD")
+        .ok()
+        .and_then(|r| r.symbolic_target().ok().flatten().map(str::to_owned))
+        .and_then(|t| t.strip_prefix("refs/remotes/origin/").map(str::to_owned));
+    let candidates = preferred
+        .map(str::to_owned)
+        .into_iter()
+        .chain(origin_head)
+        .chain(["main".to_owned(), "master".to_owned()]);
+    for branch in candidates {
+        if let Some(commit) = remote_branch(repo, &branch) {
+            return Ok(Base {
+                commit,
+                name: format!("origin/{branch}"),
+                warning: None,
+            });
+        }
+    }
+    let head = repository
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|e| {
+            err(format!(
+                "the repository has no commit to start from ({})",
+                e.message()
+            ))
+        })?;
+    Ok(Base {
+        commit: head.id().to_string(),
+        name: "HEAD".to_owned(),
+        warning: None,
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, WorktreeError> + Send + 'static,
+) -> Result<T, WorktreeError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| WorktreeError {
+            slug: String::new(),
+            message: format!("blocking task: {e}"),
+        })?
+}
+
+/// Learns `origin`'s default branch and fetches it (`+refs/heads/<b>:refs/remotes/origin/<b>`,
+/// no tags, no submodules, with [`forge::safe_git`]).
+async fn fetch_default(repo: &Path, url: &str) -> Result<String, ForgeError> {
+    let mut ls = forge::safe_git(repo);
+    ls.args([
+        "ls-remote",
+        "--symref",
+        "--",
+        url,
+        "HEAD",
+        "refs/heads/main",
+        "refs/heads/master",
+    ]);
+    let listed = forge::run(ls, None, "git ls-remote origin", FETCH_TIMEOUT).await?;
+    let branch = default_branch(&listed).ok_or_else(|| ForgeError::Failed {
+        what: "git ls-remote origin".into(),
+        status: "no default branch".into(),
+        output: "origin has no HEAD, main or master branch".into(),
+    })?;
+    let refspec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
+    let mut fetch = forge::safe_git(repo);
+    fetch.args([
+        "fetch",
+        "--no-tags",
+        "--no-recurse-submodules",
+        "--no-write-fetch-head",
+        "--",
+        url,
+        &refspec,
+    ]);
+    forge::run(fetch, None, "git fetch origin", FETCH_TIMEOUT).await?;
+    Ok(branch)
+}
+
+/// Where a new worktree branches from: `origin/<default>` freshly fetched; without an
+/// `origin`, the local HEAD (logged); when the fetch fails, the last fetched
+/// `origin/<default>` or the local HEAD, with a warning saying which.
+pub async fn choose_base(repo: &Path) -> Result<Base, WorktreeError> {
+    let dir = repo.to_owned();
+    let origin = blocking(move || {
+        find_origin(&dir).map_err(|e| WorktreeError {
+            slug: String::new(),
+            message: format!("read the origin remote: {}", e.message()),
+        })
+    })
+    .await?;
+    let Some(origin) = origin else {
+        let dir = repo.to_owned();
+        let base = blocking(move || offline_base(&dir, None)).await?;
+        tracing::info!(
+            "no origin remote: new worktrees branch from {} ({})",
+            base.name,
+            short(&base.commit)
+        );
+        return Ok(base);
+    };
+    let fetched = fetch_default(repo, &origin.url).await;
+    let dir = repo.to_owned();
+    match fetched {
+        Ok(branch) => {
+            let found = branch.clone();
+            let commit = blocking(move || {
+                remote_branch(&dir, &found).ok_or_else(|| WorktreeError {
+                    slug: String::new(),
+                    message: format!("origin/{found} is missing after the fetch"),
+                })
+            })
+            .await?;
+            Ok(Base {
+                commit,
+                name: format!("origin/{branch}"),
+                warning: None,
+            })
+        }
+        Err(e) => {
+            tracing::warn!("fetch origin: {e}");
+            let mut base = blocking(move || offline_base(&dir, None)).await?;
+            let what = if base.name == "HEAD" {
+                "the local HEAD".to_owned()
+            } else {
+                format!("the last fetched {}", base.name)
+            };
+            base.warning = Some(format!(
+                "couldn't fetch origin ({}); starting from {what} ({}) instead",
+                one_line(&e.to_string()),
+                short(&base.commit)
+            ));
+            Ok(base)
+        }
+    }
+}
+
+fn short(commit: &str) -> &str {
+    commit.get(..7).unwrap_or(commit)
+}
+
+/// The first line of an error, at most 300 characters.
+fn one_line(text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    line.chars().take(300).collect()
+}
+
+/// How worktree preparation reports in the thread.
+#[async_trait]
+pub trait Progress: Send + Sync {
+    /// Posts a line; returns a handle for [`Progress::update`] when it was posted.
+    async fn post(&self, text: &str) -> Option<String>;
+    /// Replaces a posted line.
+    async fn update(&self, handle: &str, text: &str);
+    /// Posts Markdown (a long code block may become a snippet).
+    async fn markdown(&self, markdown: &str);
+    /// The preparation failed and the Coder will not start.
+    async fn failed(&self);
+}
+
+/// Why a worktree could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// `access.maxWorktreeDiskMB` would be passed; nothing was created.
+    #[error("{0}")]
+    DiskLimit(String),
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
+    /// The init failed or timed out; the worktree was removed again.
+    #[error("preparing the worktree failed: `{command}` {how}")]
+    Init { command: String, how: String },
+}
+
+/// Prepares worktrees for Coder runs (see the module's documentation).
+#[derive(Clone, Debug)]
+pub struct Preparer {
+    /// The repository's main checkout.
+    pub repo: PathBuf,
+    /// Where init specs and logs go (`.codebutler/run/`).
+    pub run_dir: PathBuf,
+    /// The `codebutler-runner` binary.
+    pub runner_bin: PathBuf,
+    pub sandbox: SandboxConfig,
+    pub build: BuildConfig,
+    /// `access.maxWorktreeDiskMB`; 0 for no limit.
+    pub max_disk_mb: u64,
+}
+
+impl Preparer {
+    /// Checks the disk limit, fetches the base, creates the worktree for the plan titled
+    /// `summary` and runs its init; reports through `progress`.
+    pub async fn prepare(
+        &self,
+        summary: &str,
+        progress: &dyn Progress,
+    ) -> Result<Worktree, PrepareError> {
+        if self.max_disk_mb > 0 {
+            let repo = self.repo.clone();
+            let (used, needed) = tokio::task::spawn_blocking(move || {
+                let used = disk_usage(&repo.join(".codebutler").join("branches"));
+                (used, checkout_estimate(&repo))
+            })
+            .await
+            .map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("measure the worktrees: {e}"),
+            })?;
+            if let Some(refusal) = disk_refusal(used, needed, self.max_disk_mb) {
+                tracing::warn!("worktree refused: {refusal}");
+                return Err(PrepareError::DiskLimit(refusal));
+            }
+        }
+        let base = choose_base(&self.repo).await?;
+        if let Some(warning) = &base.warning {
+            progress.post(warning).await;
+        }
+        let (repo, plan, commit) = (self.repo.clone(), summary.to_owned(), base.commit.clone());
+        let tree = blocking(move || create_at(&repo, &plan, Some(&commit))).await?;
+        tracing::info!(
+            "worktree {} on {} from {} ({})",
+            tree.path.display(),
+            tree.branch,
+            base.name,
+            short(&base.commit)
+        );
+        if let Err(e) = self.init(&tree, progress).await {
+            let (repo, failed) = (self.repo.clone(), tree.clone());
+            if let Err(r) = blocking(move || remove(&repo, &failed)).await {
+                tracing::warn!("remove the unprepared worktree: {r}");
+            }
+            progress.failed().await;
+            return Err(e);
+        }
+        Ok(tree)
+    }
+
+    /// Detects the platforms, makes the ignored directories and runs the init.
+    async fn init(&self, tree: &Worktree, progress: &dyn Progress) -> Result<(), PrepareError> {
+        let path = tree.path.clone();
+        let project_type = self.build.project_type.clone();
+        let (platforms, names) = blocking(move || {
+            let platforms = platform::platforms(&path, &project_type);
+            platform::make_ignored_dirs(&path, &platforms).map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("create the worktree's cache directories: {e}"),
+            })?;
+            Ok((platforms, platform::top_level_names(&path)))
+        })
+        .await?;
+        let command = match &self.build.init_command {
+            Some(command) => command.clone(),
+            None => {
+                let mut commands = Vec::new();
+                for step in platform::init_plan(&platforms, &names) {
+                    if platform::in_sandbox_path(&step.program) {
+                        commands.push(step.command);
+                    } else {
+                        progress
+                            .post(&format!(
+                                "no `{}` where the sandbox can run it, so `{}` was skipped; \
+                                 builds in the worktree may fail",
+                                step.program, step.command
+                            ))
+                            .await;
+                    }
+                }
+                if commands.is_empty() {
+                    return Ok(());
+                }
+                commands.join(" && ")
+            }
+        };
+        let mut spec = super::run_spec(&self.sandbox, &self.build, &tree.path);
+        spec.network = true;
+        spec.keep_fds = Vec::new();
+        let name = tree
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let request = InitRequest {
+            runner_bin: self.runner_bin.clone(),
+            spec,
+            command: command.clone(),
+            spec_path: self.run_dir.join(format!("init-{name}.json")),
+            log_path: self.run_dir.join(format!("init-{name}.log")),
+            timeout: Duration::try_from_secs_f64(self.build.init_timeout_mins * 60.0)
+                .unwrap_or(Duration::from_secs(600)),
+        };
+        let handle = progress
+            .post(&format!("preparing the worktree: `{command}`…"))
+            .await;
+        tracing::info!(tag = "CLD", "worktree {name}: init `{command}`");
+        let failure = |how: String| PrepareError::Init {
+            command: command.clone(),
+            how,
+        };
+        let outcome = match platform::run_init(&request).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let e = failure(format!("could not run: {e}"));
+                if let Some(h) = &handle {
+                    progress.update(h, &e.to_string()).await;
+                }
+                return Err(e);
+            }
+        };
+        let took = elapsed(outcome.duration);
+        let how = match &outcome.end {
+            InitEnd::Succeeded => {
+                tracing::info!(tag = "CLD", "worktree {name}: prepared in {took}");
+                if let Some(h) = &handle {
+                    progress
+                        .update(h, &format!("prepared the worktree: `{command}` ({took})"))
+                        .await;
+                }
+                return Ok(());
+            }
+            InitEnd::Failed { status } => format!("failed ({status}) after {took}"),
+            InitEnd::TimedOut => format!(
+                "did not finish within {} (build.initTimeout)",
+                elapsed(request.timeout)
+            ),
+        };
+        let e = failure(how);
+        tracing::warn!(tag = "CLD", "worktree {name}: {e}");
+        match &handle {
+            Some(h) => progress.update(h, &e.to_string()).await,
+            None => {
+                progress.post(&e.to_string()).await;
+            }
+        }
+        if !outcome.tail.is_empty() {
+            progress
+                .markdown(&format!(
+                    "The end of its output:\n\n```\n{}\n```",
+                    outcome.tail.replace("```", "ʼʼʼ")
+                ))
+                .await;
+        }
+        Err(e)
+    }
+}
+
+fn elapsed(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{}m {:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +690,387 @@ mod tests {
         let second = create(dir.path(), "Add a feature").unwrap();
         assert_eq!(second.branch, "codebutler/add-a-feature-2");
         assert_ne!(first.path, second.path);
+    }
+
+    /// A repository at `dir/repo` with one commit of `files`.
+    fn repo_with(dir: &Path, files: &[(&str, &str)]) -> PathBuf {
+        let path = dir.join("repo");
+        let repo = git2::Repository::init(&path).unwrap();
+        commit_files(&repo, files, "init");
+        path
+    }
+
+    fn commit_files(repo: &git2::Repository, files: &[(&str, &str)], message: &str) -> git2::Oid {
+        let root = repo.workdir().unwrap().to_owned();
+        let mut index = repo.index().unwrap();
+        for (name, text) in files {
+            std::fs::write(root.join(name), text).unwrap();
+            index.add_path(Path::new(name)).unwrap();
+        }
+        index.write().unwrap();
+        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let parents: Vec<git2::Commit<'_>> = repo
+            .head()
+            .ok()
+            .and_then(|h| h.peel_to_commit().ok())
+            .into_iter()
+            .collect();
+        let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
+        repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
+            .unwrap()
+    }
+
+    /// A bare `origin` at `dir/origin.git` holding the repository's branch, then one more
+    /// commit pushed to it from elsewhere (so origin is ahead of the local checkout).
+    fn origin_ahead(dir: &Path, repo: &Path) -> (String, git2::Oid) {
+        let bare_path = dir.join("origin.git");
+        git2::Repository::init_bare(&bare_path).unwrap();
+        let local = git2::Repository::open(repo).unwrap();
+        let branch = local.head().unwrap().name().unwrap().to_owned();
+        local
+            .remote("origin", bare_path.to_str().unwrap())
+            .unwrap()
+            .push(&[format!("{branch}:{branch}")], None)
+            .unwrap();
+        let bare = git2::Repository::open_bare(&bare_path).unwrap();
+        bare.set_head(&branch).unwrap();
+        // Someone else pushes a commit.
+        let other =
+            git2::Repository::clone(bare_path.to_str().unwrap(), dir.join("other")).unwrap();
+        let id = commit_files(&other, &[("upstream.txt", "new upstream work")], "upstream");
+        other
+            .find_remote("origin")
+            .unwrap()
+            .push(&[format!("{branch}:{branch}")], None)
+            .unwrap();
+        (branch.trim_start_matches("refs/heads/").to_owned(), id)
+    }
+
+    #[test]
+    fn default_branch_follows_head_then_main_then_master() {
+        let out = "ref: refs/heads/develop\tHEAD\n1111\tHEAD\n2222\trefs/heads/main\n";
+        assert_eq!(default_branch(out), Some("develop".into()));
+        // HEAD pointing at a branch that does not exist (a fresh bare repository).
+        let out = "2222\trefs/heads/master\n";
+        assert_eq!(default_branch(out), Some("master".into()));
+        let out = "2222\trefs/heads/master\n3333\trefs/heads/main\n";
+        assert_eq!(default_branch(out), Some("main".into()));
+        assert_eq!(default_branch(""), None);
+        // A name that could be taken for an option or an invalid ref is refused.
+        assert_eq!(default_branch("ref: refs/heads/-x\tHEAD\n1\tHEAD\n"), None);
+        assert_eq!(
+            default_branch("ref: refs/heads/a..b\tHEAD\n1\tHEAD\n"),
+            None
+        );
+    }
+
+    #[tokio::test]
+    async fn without_origin_the_base_is_the_local_head() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("a.txt", "a")]);
+        let head = git2::Repository::open(&repo)
+            .unwrap()
+            .head()
+            .unwrap()
+            .target()
+            .unwrap();
+        let base = choose_base(&repo).await.unwrap();
+        assert_eq!(base.name, "HEAD");
+        assert_eq!(base.commit, head.to_string());
+        assert_eq!(base.warning, None);
+    }
+
+    #[tokio::test]
+    async fn the_base_is_origins_default_branch_fetched_without_hooks() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("a.txt", "a")]);
+        let (branch, upstream) = origin_ahead(dir.path(), &repo);
+        // A hook that a fetch would run if hooks were on.
+        let marker = dir.path().join("hook-ran");
+        let hook = repo.join(".git/hooks/reference-transaction");
+        std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+        std::fs::write(&hook, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+
+        let base = choose_base(&repo).await.unwrap();
+        assert_eq!(base.name, format!("origin/{branch}"));
+        assert_eq!(base.commit, upstream.to_string());
+        assert_eq!(base.warning, None);
+        assert!(!marker.exists(), "a hook ran during the fetch");
+
+        let tree = create_at(&repo, "Use upstream", Some(&base.commit)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tree.path.join("upstream.txt")).unwrap(),
+            "new upstream work"
+        );
+        // The main checkout did not move.
+        assert!(!repo.join("upstream.txt").exists());
+    }
+
+    #[tokio::test]
+    async fn a_failed_fetch_falls_back_and_says_which_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("a.txt", "a")]);
+        let (branch, upstream) = origin_ahead(dir.path(), &repo);
+        choose_base(&repo).await.unwrap();
+        // origin goes away: the last fetched origin/<branch> is used.
+        std::fs::rename(dir.path().join("origin.git"), dir.path().join("gone.git")).unwrap();
+        let base = choose_base(&repo).await.unwrap();
+        assert_eq!(base.name, format!("origin/{branch}"));
+        assert_eq!(base.commit, upstream.to_string());
+        let warning = base.warning.unwrap();
+        assert!(warning.starts_with("couldn't fetch origin ("), "{warning}");
+        assert!(
+            warning.ends_with(&format!(
+                "starting from the last fetched origin/{branch} ({}) instead",
+                &upstream.to_string()[..7]
+            )),
+            "{warning}"
+        );
+
+        // Never fetched: the local HEAD.
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("a.txt", "a")]);
+        git2::Repository::open(&repo)
+            .unwrap()
+            .remote("origin", dir.path().join("missing.git").to_str().unwrap())
+            .unwrap();
+        let base = choose_base(&repo).await.unwrap();
+        assert_eq!(base.name, "HEAD");
+        assert!(
+            base.warning
+                .unwrap()
+                .contains("; starting from the local HEAD ("),
+        );
+    }
+
+    #[test]
+    fn disk_usage_counts_blocks_without_following_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("big"), vec![1u8; 4 << 20]).unwrap();
+        let branches = dir.path().join("branches");
+        std::fs::create_dir_all(branches.join("a/deep")).unwrap();
+        std::fs::write(branches.join("a/deep/f"), vec![1u8; 1 << 20]).unwrap();
+        std::os::unix::fs::symlink(outside.path(), branches.join("a/link")).unwrap();
+        let used = disk_usage(&branches);
+        assert!(used >= 1 << 20, "{used}");
+        assert!(used < 2 << 20, "the symlinked 4 MB were counted: {used}");
+        assert_eq!(disk_usage(&dir.path().join("missing")), 0);
+    }
+
+    #[test]
+    fn the_estimate_comes_from_the_index_and_the_refusal_names_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("a.txt", "a"), ("b.txt", &"b".repeat(5000))]);
+        assert_eq!(checkout_estimate(&repo), 4096 + 8192);
+        assert_eq!(disk_refusal(10 << 20, 1 << 20, 0), None);
+        assert_eq!(disk_refusal(10 << 20, 1 << 20, 11), None);
+        let refusal = disk_refusal(10 << 20, 2 << 20, 11).unwrap();
+        assert!(
+            refusal.starts_with("the worktrees in .codebutler/branches already use 10 MB and a new one needs about 2 MB, more than the 11 MB that access.maxWorktreeDiskMB allows"),
+            "{refusal}"
+        );
+    }
+
+    #[test]
+    fn remove_takes_away_the_worktree_and_its_branch() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("a.txt", "a")]);
+        let tree = create(&repo, "Short lived").unwrap();
+        std::fs::create_dir_all(tree.path.join(".codebutler-cache/npm")).unwrap();
+        remove(&repo, &tree).unwrap();
+        assert!(!tree.path.exists());
+        let r = git2::Repository::open(&repo).unwrap();
+        assert!(
+            r.find_branch(&tree.branch, git2::BranchType::Local)
+                .is_err()
+        );
+        assert!(r.find_worktree("short-lived").is_err());
+        // The same plan gets the same slug again.
+        assert_eq!(create(&repo, "Short lived").unwrap().path, tree.path);
+    }
+
+    /// Records what a preparation reports.
+    #[derive(Default)]
+    struct Recorded {
+        lines: std::sync::Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Progress for Recorded {
+        async fn post(&self, text: &str) -> Option<String> {
+            let mut lines = self.lines.lock().unwrap();
+            lines.push(format!("post {text}"));
+            Some(format!("{}", lines.len()))
+        }
+        async fn update(&self, handle: &str, text: &str) {
+            self.lines
+                .lock()
+                .unwrap()
+                .push(format!("update {handle} {text}"));
+        }
+        async fn markdown(&self, markdown: &str) {
+            self.lines
+                .lock()
+                .unwrap()
+                .push(format!("markdown {markdown}"));
+        }
+        async fn failed(&self) {
+            self.lines.lock().unwrap().push("failed".into());
+        }
+    }
+
+    /// A stand-in for `codebutler-runner sandbox-exec --spec F -- CMD…` that runs CMD
+    /// unsandboxed (the real sandbox is tested in the runner's and the e2e suites).
+    fn fake_runner(dir: &Path) -> PathBuf {
+        let path = dir.join("fake-runner");
+        std::fs::write(&path, "#!/bin/sh\nshift 4\nexec \"$@\"\n").unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path
+    }
+
+    fn preparer(dir: &Path, repo: &Path, init: Option<&str>, timeout_mins: f64) -> Preparer {
+        Preparer {
+            repo: repo.to_owned(),
+            run_dir: dir.join("run"),
+            runner_bin: fake_runner(dir),
+            sandbox: SandboxConfig {
+                mode: "enforce".into(),
+                max_processes: 64,
+                memory_mb: 512,
+                file_size_mb: 64,
+                cpu_seconds: 60,
+                tmp_mb: 64,
+                read_only: Vec::new(),
+                runner_path: None,
+            },
+            build: BuildConfig {
+                project_type: "auto".into(),
+                init_command: init.map(str::to_owned),
+                init_timeout_mins: timeout_mins,
+            },
+            max_disk_mb: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_generic_project_is_prepared_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let progress = Recorded::default();
+        let tree = preparer(dir.path(), &repo, None, 1.0)
+            .prepare("Edit the readme", &progress)
+            .await
+            .unwrap();
+        assert!(tree.path.join("README.md").is_file());
+        assert!(progress.lines.lock().unwrap().is_empty());
+        assert!(
+            tree.path
+                .join(super::platform::CACHE_DIR)
+                .join(".gitignore")
+                .is_file()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_init_reports_progress_and_its_failure_removes_the_worktree() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let progress = Recorded::default();
+        let ok = preparer(dir.path(), &repo, Some("echo ready > prepared.txt"), 1.0);
+        let tree = ok.prepare("First", &progress).await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tree.path.join("prepared.txt")).unwrap(),
+            "ready\n"
+        );
+        let lines = progress.lines.lock().unwrap().clone();
+        assert_eq!(
+            lines[0],
+            "post preparing the worktree: `echo ready > prepared.txt`…"
+        );
+        assert!(
+            lines[1].starts_with("update 1 prepared the worktree: `echo ready > prepared.txt` ("),
+            "{lines:?}"
+        );
+
+        let progress = Recorded::default();
+        let failing = preparer(
+            dir.path(),
+            &repo,
+            Some("echo compiling; echo BROKEN-DEP >&2; exit 3"),
+            1.0,
+        );
+        let e = failing.prepare("Second", &progress).await.unwrap_err();
+        assert!(matches!(e, PrepareError::Init { .. }), "{e}");
+        assert!(e.to_string().contains("failed (exit status: 3)"), "{e}");
+        let lines = progress.lines.lock().unwrap().clone();
+        assert!(
+            lines[1].starts_with("update 1 preparing the worktree failed: `echo compiling"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].contains("```\ncompiling\nBROKEN-DEP\n```"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[3], "failed");
+        let path = repo.join(".codebutler/branches/second");
+        assert!(!path.exists(), "the unprepared worktree is removed");
+        assert!(
+            git2::Repository::open(&repo)
+                .unwrap()
+                .find_branch("codebutler/second", git2::BranchType::Local)
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hung_init_is_killed_at_its_time_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let pid_file = dir.path().join("sleeper.pid");
+        let command = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        let progress = Recorded::default();
+        let started = std::time::Instant::now();
+        let e = preparer(dir.path(), &repo, Some(&command), 0.02)
+            .prepare("Hangs", &progress)
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(20));
+        assert!(
+            e.to_string()
+                .contains("did not finish within 1s (build.initTimeout)"),
+            "{e}"
+        );
+        // The whole process group went, the background sleeper included.
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let alive = Path::new(&format!("/proc/{}", pid.trim())).exists()
+            && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                .unwrap_or_default()
+                .contains(") Z ");
+        assert!(!alive, "the init's child {pid} survived");
+    }
+
+    #[tokio::test]
+    async fn the_disk_limit_refuses_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let old = repo.join(".codebutler/branches/old");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("blob"), vec![7u8; 3 << 20]).unwrap();
+        let mut limited = preparer(dir.path(), &repo, None, 1.0);
+        limited.max_disk_mb = 2;
+        let progress = Recorded::default();
+        let e = limited.prepare("Too much", &progress).await.unwrap_err();
+        assert!(matches!(e, PrepareError::DiskLimit(_)), "{e}");
+        assert!(e.to_string().contains("access.maxWorktreeDiskMB"), "{e}");
+        assert!(!repo.join(".codebutler/branches/too-much").exists());
+        // After clean-up the same plan goes through.
+        std::fs::remove_file(old.join("blob")).unwrap();
+        limited.prepare("Too much", &progress).await.unwrap();
+        assert!(repo.join(".codebutler/branches/too-much").is_dir());
     }
 }

@@ -12,8 +12,13 @@ use codebutler_runner::conversation::ChatMessage;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
+mod budget;
+mod checkpoints;
+mod questions;
 mod runs;
-pub use runs::{RunRecord, RunState};
+pub use checkpoints::CheckpointRecord;
+pub use questions::QuestionRecord;
+pub use runs::{NewRun, RunRecord, RunState};
 
 /// Attempts after which a failed message is no longer retried (it stays stored).
 pub const MAX_ATTEMPTS: i64 = 3;
@@ -483,6 +488,16 @@ impl Store {
         }
         tx.commit().await?;
         Ok(plan)
+    }
+
+    /// The thread's phase (`pm` or `coder`), if the thread is known.
+    pub async fn phase(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT phase FROM threads WHERE channel_id = ? AND thread_ts = ?")
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get("phase")))
     }
 
     /// Whether the thread has a plan waiting for approval.

@@ -58,6 +58,8 @@ pub struct RunRecord {
     pub plan: String,
     pub model: String,
     pub worktree: String,
+    /// The run's own branch (`codebutler/<slug>`); empty for runs recorded before it was kept.
+    pub branch: String,
     pub max_turns: i64,
     pub turns: i64,
     pub prompt_tokens: i64,
@@ -72,7 +74,7 @@ pub struct RunRecord {
     pub ended_at: Option<String>,
 }
 
-const COLUMNS: &str = "id, channel_id, thread_ts, state, plan, model, worktree, max_turns, turns, \
+const COLUMNS: &str = "id, channel_id, thread_ts, state, plan, model, worktree, branch, max_turns, turns, \
     prompt_tokens, completion_tokens, cost, ending, exit_code, runner_pid, created_at, started_at, ended_at";
 
 fn record(r: &sqlx::sqlite::SqliteRow) -> RunRecord {
@@ -86,6 +88,7 @@ fn record(r: &sqlx::sqlite::SqliteRow) -> RunRecord {
         plan: r.get("plan"),
         model: r.get("model"),
         worktree: r.get("worktree"),
+        branch: r.get("branch"),
         max_turns: r.get("max_turns"),
         turns: r.get("turns"),
         prompt_tokens: r.get("prompt_tokens"),
@@ -100,17 +103,30 @@ fn record(r: &sqlx::sqlite::SqliteRow) -> RunRecord {
     }
 }
 
+/// A run to record.
+#[derive(Clone, Copy, Debug)]
+pub struct NewRun<'a> {
+    pub id: &'a str,
+    pub thread: &'a ThreadKey,
+    pub plan: &'a str,
+    pub model: &'a str,
+    pub worktree: &'a str,
+    pub branch: &'a str,
+    pub max_turns: i64,
+}
+
 impl Store {
     /// Records a new run (queued).
-    pub async fn create_run(
-        &self,
-        id: &str,
-        thread: &ThreadKey,
-        plan: &str,
-        model: &str,
-        worktree: &str,
-        max_turns: i64,
-    ) -> Result<RunRecord, StoreError> {
+    pub async fn create_run(&self, run: NewRun<'_>) -> Result<RunRecord, StoreError> {
+        let NewRun {
+            id,
+            thread,
+            plan,
+            model,
+            worktree,
+            branch,
+            max_turns,
+        } = run;
         let mut tx = self.begin_write().await?;
         let now = now();
         sqlx::query(
@@ -124,8 +140,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         sqlx::query(
-            "INSERT INTO runs (id, channel_id, thread_ts, state, plan, model, worktree, max_turns, created_at) \
-             VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (id, channel_id, thread_ts, state, plan, model, worktree, branch, max_turns, created_at) \
+             VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
         )
         .bind(id)
         .bind(&thread.channel)
@@ -133,6 +149,7 @@ impl Store {
         .bind(plan)
         .bind(model)
         .bind(worktree)
+        .bind(branch)
         .bind(max_turns)
         .bind(&now)
         .execute(&mut *tx)
@@ -285,15 +302,30 @@ impl Store {
     }
 
     /// At start: runs that were queued or running when the controller died are interrupted.
-    pub async fn interrupt_unfinished_runs(&self) -> Result<u64, StoreError> {
-        let result = sqlx::query(
+    /// Returns them, so their threads can be told.
+    pub async fn interrupt_unfinished_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE state IN ('queued', 'running') ORDER BY created_at"
+        ))
+        .fetch_all(&mut *tx)
+        .await?;
+        sqlx::query(
             "UPDATE runs SET state = 'interrupted', ending = 'the controller stopped while it ran', \
              ended_at = ? WHERE state IN ('queued', 'running')",
         )
         .bind(now())
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
-        Ok(result.rows_affected())
+        tx.commit().await?;
+        Ok(rows
+            .iter()
+            .map(|r| RunRecord {
+                state: RunState::Interrupted,
+                ending: Some("the controller stopped while it ran".into()),
+                ..record(r)
+            })
+            .collect())
     }
 }
 
@@ -315,6 +347,18 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    fn new_run<'a>(id: &'a str, thread: &'a ThreadKey, max_turns: i64) -> NewRun<'a> {
+        NewRun {
+            id,
+            thread,
+            plan: "plan",
+            model: "m",
+            worktree: "/w",
+            branch: "codebutler/x",
+            max_turns,
+        }
+    }
+
     fn thread() -> ThreadKey {
         ThreadKey {
             channel: "C1".into(),
@@ -326,10 +370,7 @@ mod tests {
     async fn a_run_goes_from_queued_to_finished_with_its_events() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("s.db")).await.unwrap();
-        let run = s
-            .create_run("r1", &thread(), "plan", "m", "/w", 10)
-            .await
-            .unwrap();
+        let run = s.create_run(new_run("r1", &thread(), 10)).await.unwrap();
         assert_eq!(run.state, RunState::Queued);
         s.run_started("r1", 42).await.unwrap();
         s.add_run_event("r1", 0, &[1, 2, 255], None).await.unwrap();
@@ -359,16 +400,17 @@ mod tests {
     async fn unfinished_runs_are_interrupted_at_start() {
         let dir = tempfile::tempdir().unwrap();
         let s = Store::open(&dir.path().join("s.db")).await.unwrap();
-        s.create_run("r1", &thread(), "p", "m", "/w", 1)
-            .await
-            .unwrap();
-        s.create_run("r2", &thread(), "p", "m", "/w", 1)
-            .await
-            .unwrap();
+        s.create_run(new_run("r1", &thread(), 1)).await.unwrap();
+        s.create_run(new_run("r2", &thread(), 1)).await.unwrap();
         s.finish_run("r2", RunState::Cancelled, "cancelled", None)
             .await
             .unwrap();
-        assert_eq!(s.interrupt_unfinished_runs().await.unwrap(), 1);
+        let interrupted = s.interrupt_unfinished_runs().await.unwrap();
+        assert_eq!(interrupted.len(), 1);
+        assert_eq!(
+            (interrupted[0].id.as_str(), interrupted[0].state),
+            ("r1", RunState::Interrupted)
+        );
         assert_eq!(
             s.run("r1").await.unwrap().unwrap().state,
             RunState::Interrupted

@@ -1,0 +1,565 @@
+//! Per-platform preparation of a fresh worktree (`spec/plan-v2-long.md` §31): which
+//! platforms a worktree holds (from its top-level files), the init command that prepares it
+//! (`npm ci`, a Python venv, `cargo fetch`, `go mod download`, or `build.initCommand`), the
+//! build-isolation environment every sandboxed process in the worktree gets, and running the
+//! init inside the runner's sandbox with the network allowed for that step only.
+//!
+//! The choices are plain data ([`detect_in`], [`init_plan`], [`isolation_env`]), tested by
+//! equality; [`run_init`] is the thin effectful part.
+//!
+//! Why the caches live in the worktree: the sandbox can write nothing else that outlives
+//! it (its `/tmp` and `HOME` are a tmpfs per process tree) and it has no network, so what
+//! the init downloads must sit in the worktree for the Coder's offline builds to find it.
+//! They go under [`CACHE_DIR`], and `.venv`/`.target` are created by the controller with a
+//! `.gitignore` of `*` inside, so none of it is ever committed by the Coder's GitCommit.
+
+#![allow(unsafe_code)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use codebutler_runner::sandbox::SandboxSpec;
+use codebutler_runner::sandbox::spec::PATH_INSIDE;
+
+/// The worktree's directory of per-worktree caches (npm, pip, cargo, go), never committed.
+pub const CACHE_DIR: &str = ".codebutler-cache";
+/// Most bytes of the init's output quoted in the thread when it fails.
+pub const TAIL_BYTES: u64 = 3000;
+
+/// A kind of project the worktree can hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Platform {
+    /// `.xcodeproj` or `.xcworkspace`.
+    Xcode,
+    /// `package.json`.
+    Node,
+    /// `requirements.txt` or `pyproject.toml`.
+    Python,
+    /// `Cargo.toml`.
+    Rust,
+    /// `go.mod`.
+    Go,
+}
+
+impl Platform {
+    /// The name used in `build.projectType`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Xcode => "xcode",
+            Platform::Node => "node",
+            Platform::Python => "python",
+            Platform::Rust => "rust",
+            Platform::Go => "go",
+        }
+    }
+
+    /// The platform `build.projectType` names; `None` for `auto`, `generic` and unknown.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [
+            Platform::Xcode,
+            Platform::Node,
+            Platform::Python,
+            Platform::Rust,
+            Platform::Go,
+        ]
+        .into_iter()
+        .find(|p| p.name() == name)
+    }
+}
+
+/// The platforms of a worktree whose top-level entries are `names`, in a fixed order
+/// (Xcode, Node, Python, Rust, Go); empty for a generic project.
+pub fn detect_in(names: &BTreeSet<String>) -> Vec<Platform> {
+    let has = |n: &str| names.contains(n);
+    let mut found = Vec::new();
+    if names
+        .iter()
+        .any(|n| n.ends_with(".xcodeproj") || n.ends_with(".xcworkspace"))
+    {
+        found.push(Platform::Xcode);
+    }
+    if has("package.json") {
+        found.push(Platform::Node);
+    }
+    if has("requirements.txt") || has("pyproject.toml") {
+        found.push(Platform::Python);
+    }
+    if has("Cargo.toml") {
+        found.push(Platform::Rust);
+    }
+    if has("go.mod") {
+        found.push(Platform::Go);
+    }
+    found
+}
+
+/// The names of the worktree's top-level entries (unreadable entries are skipped).
+pub fn top_level_names(worktree: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(worktree)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The platforms of the worktree: `project_type` (`build.projectType`) when it forces one,
+/// else detected from its files.
+pub fn platforms(worktree: &Path, project_type: &str) -> Vec<Platform> {
+    match project_type {
+        "auto" => detect_in(&top_level_names(worktree)),
+        "generic" => Vec::new(),
+        forced => Platform::from_name(forced).into_iter().collect(),
+    }
+}
+
+/// One step of a detected init: a shell command and the program it needs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitStep {
+    pub platform: Platform,
+    /// Run with `/bin/sh -c` in the worktree.
+    pub command: String,
+    /// The program the command starts, looked for where the sandbox's `PATH` looks.
+    pub program: String,
+}
+
+/// The init steps of `platforms` for a worktree whose top-level entries are `names`, on
+/// this operating system (Xcode's `pod install` only on macOS).
+pub fn init_plan(platforms: &[Platform], names: &BTreeSet<String>) -> Vec<InitStep> {
+    let has = |n: &str| names.contains(n);
+    let step = |platform, command: &str, program: &str| InitStep {
+        platform,
+        command: command.to_owned(),
+        program: program.to_owned(),
+    };
+    platforms
+        .iter()
+        .filter_map(|p| match p {
+            Platform::Xcode => (cfg!(target_os = "macos") && has("Podfile") && !has("Pods"))
+                .then(|| step(*p, "pod install", "pod")),
+            Platform::Node => Some(if has("package-lock.json") || has("npm-shrinkwrap.json") {
+                step(*p, "npm ci", "npm")
+            } else if has("yarn.lock") {
+                step(*p, "yarn install --frozen-lockfile", "yarn")
+            } else if has("pnpm-lock.yaml") {
+                step(*p, "pnpm install --frozen-lockfile", "pnpm")
+            } else {
+                step(*p, "npm install", "npm")
+            }),
+            Platform::Python => Some(if has("requirements.txt") {
+                step(
+                    *p,
+                    "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt",
+                    "python3",
+                )
+            } else {
+                step(
+                    *p,
+                    "python3 -m venv .venv && .venv/bin/pip install -e .",
+                    "python3",
+                )
+            }),
+            Platform::Rust => Some(step(*p, "cargo fetch", "cargo")),
+            Platform::Go => Some(step(*p, "go mod download", "go")),
+        })
+        .collect()
+}
+
+/// Whether `program` is where the sandbox's `PATH` (`/usr/local/bin:/usr/bin:/bin`, all
+/// bound read-only from the host) would find it.
+pub fn in_sandbox_path(program: &str) -> bool {
+    PATH_INSIDE
+        .split(':')
+        .any(|dir| Path::new(dir).join(program).is_file())
+}
+
+/// The build-isolation environment of a worktree seen at `root` (the sandbox's mount
+/// point): per-worktree caches, target and virtual-env directories, and tools kept off the
+/// network they will not have (update checks, audits, toolchain downloads).
+pub fn isolation_env(platforms: &[Platform], root: &Path) -> BTreeMap<String, String> {
+    let at = |rel: &str| root.join(rel).to_string_lossy().into_owned();
+    let cache = |rel: &str| at(&format!("{CACHE_DIR}/{rel}"));
+    let mut env = BTreeMap::new();
+    let mut set = |k: &str, v: String| {
+        env.insert(k.to_owned(), v);
+    };
+    for p in platforms {
+        match p {
+            Platform::Xcode => set("XCODEBUILD_DERIVED_DATA", at(".derivedData")),
+            Platform::Node => {
+                set("npm_config_cache", cache("npm"));
+                set("npm_config_update_notifier", "false".into());
+                set("npm_config_fund", "false".into());
+                set("npm_config_audit", "false".into());
+                set("YARN_CACHE_FOLDER", cache("yarn"));
+                set("npm_config_store_dir", cache("pnpm"));
+            }
+            Platform::Python => {
+                set("PIP_CACHE_DIR", cache("pip"));
+                set("PIP_DISABLE_PIP_VERSION_CHECK", "1".into());
+                set("VIRTUAL_ENV", at(".venv"));
+                set("PATH", format!("{}:{PATH_INSIDE}", at(".venv/bin")));
+            }
+            Platform::Rust => {
+                set("CARGO_TARGET_DIR", at(".target"));
+                set("CARGO_HOME", cache("cargo"));
+            }
+            Platform::Go => {
+                set("GOPATH", cache("go"));
+                set("GOMODCACHE", cache("go/pkg/mod"));
+                set("GOCACHE", cache("go-build"));
+                // Module files are read-only by default, which would make the worktree
+                // impossible to remove; and no toolchain downloads.
+                set("GOFLAGS", "-modcacherw".into());
+                set("GOTOOLCHAIN", "local".into());
+            }
+        }
+    }
+    env
+}
+
+/// Creates the directories the isolation environment points into, each git-ignoring itself
+/// (a `.gitignore` of `*`): [`CACHE_DIR`] always, `.venv` for Python, `.target` for Rust.
+/// An entry the checkout already has (a committed `.venv`, or a symlink) is left alone:
+/// nothing here follows a symlink. Blocking.
+pub fn make_ignored_dirs(worktree: &Path, platforms: &[Platform]) -> std::io::Result<()> {
+    let mut dirs = vec![CACHE_DIR];
+    if platforms.contains(&Platform::Python) {
+        dirs.push(".venv");
+    }
+    if platforms.contains(&Platform::Rust) {
+        dirs.push(".target");
+    }
+    for dir in dirs {
+        let path = worktree.join(dir);
+        match std::fs::create_dir(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path.join(".gitignore"))?;
+        file.write_all(b"# Written by CodeButler: a per-worktree cache, never committed.\n*\n")?;
+    }
+    Ok(())
+}
+
+/// How an init ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitEnd {
+    /// Exit status 0.
+    Succeeded,
+    /// A non-zero exit (125: the sandbox could not be set up), or killed by a signal.
+    Failed { status: String },
+    /// Still running at the time limit; killed.
+    TimedOut,
+}
+
+/// The result of [`run_init`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InitOutcome {
+    pub end: InitEnd,
+    pub duration: Duration,
+    /// The last [`TAIL_BYTES`] of its output (stdout and stderr interleaved).
+    pub tail: String,
+}
+
+/// Why an init could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum InitError {
+    #[error("write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("run {program}: {source}")]
+    Spawn {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("wait for the init: {0}")]
+    Wait(std::io::Error),
+}
+
+/// What [`run_init`] needs.
+#[derive(Clone, Debug)]
+pub struct InitRequest {
+    /// The `codebutler-runner` binary.
+    pub runner_bin: PathBuf,
+    /// The sandbox spec (the caller sets `network: true` and the isolation environment).
+    pub spec: SandboxSpec,
+    /// The shell command.
+    pub command: String,
+    /// Where the spec file and the output go (`.codebutler/run/init-<slug>.{json,log}`).
+    pub spec_path: PathBuf,
+    pub log_path: PathBuf,
+    pub timeout: Duration,
+}
+
+/// Runs `/bin/sh -c <command>` with `codebutler-runner sandbox-exec` in the request's
+/// sandbox, with an empty environment outside it (no secret can reach it), its output in the
+/// log file, killed with its whole process group at the time limit.
+pub async fn run_init(request: &InitRequest) -> Result<InitOutcome, InitError> {
+    let write_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| InitError::Write { path, source }
+    };
+    for path in [&request.spec_path, &request.log_path] {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(write_error(dir))?;
+        }
+    }
+    let json = serde_json::to_vec_pretty(&request.spec)
+        .map_err(|e| write_error(&request.spec_path)(std::io::Error::other(e)))?;
+    std::fs::write(&request.spec_path, json).map_err(write_error(&request.spec_path))?;
+    let log = std::fs::File::create(&request.log_path).map_err(write_error(&request.log_path))?;
+    let log_err = log.try_clone().map_err(write_error(&request.log_path))?;
+
+    let mut command = tokio::process::Command::new(&request.runner_bin);
+    command
+        .arg("sandbox-exec")
+        .arg("--spec")
+        .arg(&request.spec_path)
+        .args(["--", "/bin/sh", "-c", &request.command])
+        .env_clear()
+        .current_dir(&request.spec.worktree)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .process_group(0)
+        .kill_on_drop(true);
+    if request.spec.mode == codebutler_runner::sandbox::SandboxMode::None {
+        // Without a sandbox nothing replaces the environment: give the command the same
+        // allow-listed one it would get inside.
+        let home = request.spec.worktree.join(CACHE_DIR).join("home");
+        command.envs(codebutler_runner::sandbox::clean_env(
+            &home,
+            &request.spec.env,
+        ));
+    }
+    let started = Instant::now();
+    let mut child = command.spawn().map_err(|source| InitError::Spawn {
+        program: request.runner_bin.clone(),
+        source,
+    })?;
+    let end = match tokio::time::timeout(request.timeout, child.wait()).await {
+        Ok(status) => {
+            let status = status.map_err(InitError::Wait)?;
+            if status.success() {
+                InitEnd::Succeeded
+            } else {
+                InitEnd::Failed {
+                    status: status.to_string(),
+                }
+            }
+        }
+        Err(_) => {
+            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                // The runner leads its own process group; the sandbox's PID namespace dies
+                // with its init when the runner does.
+                // SAFETY: killpg only sends a signal to the process group our child leads
+                // (it was started with process_group(0) and has not been reaped yet).
+                unsafe { libc::killpg(pid, libc::SIGKILL) };
+            }
+            let _ = child.kill().await;
+            InitEnd::TimedOut
+        }
+    };
+    let duration = started.elapsed();
+    let _ = std::fs::remove_file(&request.spec_path);
+    Ok(InitOutcome {
+        end,
+        duration,
+        tail: tail(&request.log_path, TAIL_BYTES),
+    })
+}
+
+/// The last `max` bytes of a file, from a line start when one is near, lossily decoded.
+pub fn tail(path: &Path, max: u64) -> String {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let start = len.saturating_sub(max);
+    if file.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut bytes = Vec::new();
+    if file.read_to_end(&mut bytes).is_err() {
+        return String::new();
+    }
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if start > 0
+        && let Some(i) = text.find('\n')
+    {
+        text = text.split_off(i + 1);
+    }
+    text.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> BTreeSet<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn platforms_are_detected_from_top_level_files() {
+        assert_eq!(detect_in(&names(&["README.md", "src"])), vec![]);
+        assert_eq!(
+            detect_in(&names(&["package.json", "package-lock.json"])),
+            vec![Platform::Node]
+        );
+        assert_eq!(
+            detect_in(&names(&["pyproject.toml"])),
+            vec![Platform::Python]
+        );
+        assert_eq!(
+            detect_in(&names(&["requirements.txt"])),
+            vec![Platform::Python]
+        );
+        assert_eq!(detect_in(&names(&["Cargo.toml"])), vec![Platform::Rust]);
+        assert_eq!(detect_in(&names(&["go.mod"])), vec![Platform::Go]);
+        assert_eq!(
+            detect_in(&names(&["App.xcodeproj", "Podfile"])),
+            vec![Platform::Xcode]
+        );
+        assert_eq!(
+            detect_in(&names(&["App.xcworkspace"])),
+            vec![Platform::Xcode]
+        );
+        // A polyglot repository gets every platform, in a fixed order.
+        assert_eq!(
+            detect_in(&names(&["go.mod", "Cargo.toml", "package.json"])),
+            vec![Platform::Node, Platform::Rust, Platform::Go]
+        );
+    }
+
+    #[test]
+    fn forced_project_types_override_detection() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("package.json"), "{}").unwrap();
+        assert_eq!(platforms(dir.path(), "auto"), vec![Platform::Node]);
+        assert_eq!(platforms(dir.path(), "generic"), vec![]);
+        assert_eq!(platforms(dir.path(), "go"), vec![Platform::Go]);
+    }
+
+    #[test]
+    fn init_commands_follow_the_lockfile() {
+        let plan = |files: &[&str]| -> Vec<String> {
+            let n = names(files);
+            init_plan(&detect_in(&n), &n)
+                .into_iter()
+                .map(|s| s.command)
+                .collect()
+        };
+        assert_eq!(plan(&["package.json", "package-lock.json"]), ["npm ci"]);
+        assert_eq!(
+            plan(&["package.json", "yarn.lock"]),
+            ["yarn install --frozen-lockfile"]
+        );
+        assert_eq!(
+            plan(&["package.json", "pnpm-lock.yaml"]),
+            ["pnpm install --frozen-lockfile"]
+        );
+        assert_eq!(plan(&["package.json"]), ["npm install"]);
+        assert_eq!(
+            plan(&["requirements.txt", "pyproject.toml"]),
+            ["python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"]
+        );
+        assert_eq!(
+            plan(&["pyproject.toml"]),
+            ["python3 -m venv .venv && .venv/bin/pip install -e ."]
+        );
+        assert_eq!(plan(&["Cargo.toml"]), ["cargo fetch"]);
+        assert_eq!(plan(&["go.mod"]), ["go mod download"]);
+        assert!(plan(&["README.md"]).is_empty());
+        // Xcode needs macOS (and then only when Pods are not committed).
+        let xcode = plan(&["App.xcodeproj", "Podfile"]);
+        if cfg!(target_os = "macos") {
+            assert_eq!(xcode, ["pod install"]);
+        } else {
+            assert!(xcode.is_empty());
+        }
+        assert!(plan(&["App.xcodeproj", "Podfile", "Pods"]).is_empty());
+        let steps = init_plan(&[Platform::Go], &names(&["go.mod"]));
+        assert_eq!(steps[0].program, "go");
+    }
+
+    #[test]
+    fn isolation_env_keeps_caches_and_builds_in_the_worktree() {
+        let root = Path::new("/workspace");
+        assert!(isolation_env(&[], root).is_empty());
+        let env = isolation_env(&[Platform::Rust, Platform::Python], root);
+        assert_eq!(env["CARGO_TARGET_DIR"], "/workspace/.target");
+        assert_eq!(env["CARGO_HOME"], "/workspace/.codebutler-cache/cargo");
+        assert_eq!(env["VIRTUAL_ENV"], "/workspace/.venv");
+        assert_eq!(
+            env["PATH"],
+            "/workspace/.venv/bin:/usr/local/bin:/usr/bin:/bin"
+        );
+        let node = isolation_env(&[Platform::Node], root);
+        assert_eq!(node["npm_config_cache"], "/workspace/.codebutler-cache/npm");
+        assert_eq!(node["npm_config_audit"], "false");
+        let go = isolation_env(&[Platform::Go], root);
+        assert_eq!(go["GOMODCACHE"], "/workspace/.codebutler-cache/go/pkg/mod");
+        assert_eq!(go["GOFLAGS"], "-modcacherw");
+        assert_eq!(go["GOTOOLCHAIN"], "local");
+        let xcode = isolation_env(&[Platform::Xcode], root);
+        assert_eq!(xcode["XCODEBUILD_DERIVED_DATA"], "/workspace/.derivedData");
+        // No secret-looking variable ever comes from here.
+        for (k, _) in isolation_env(
+            &[
+                Platform::Xcode,
+                Platform::Node,
+                Platform::Python,
+                Platform::Rust,
+                Platform::Go,
+            ],
+            root,
+        ) {
+            assert!(!k.contains("TOKEN") && !k.contains("KEY"), "{k}");
+        }
+    }
+
+    #[test]
+    fn ignored_dirs_ignore_themselves_and_never_follow_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join(".target")).unwrap();
+        make_ignored_dirs(dir.path(), &[Platform::Python, Platform::Rust]).unwrap();
+        std::fs::write(dir.path().join(".venv/pyvenv.cfg"), "x").unwrap();
+        std::fs::write(dir.path().join(CACHE_DIR).join("blob"), "x").unwrap();
+        let ignored = |p: &str| repo.status_should_ignore(Path::new(p)).unwrap();
+        assert!(ignored(".venv/pyvenv.cfg"));
+        assert!(ignored(".codebutler-cache/blob"));
+        assert!(ignored(".codebutler-cache/.gitignore"));
+        // The planted symlink was left alone: nothing was written through it.
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+        // Running it again is harmless.
+        make_ignored_dirs(dir.path(), &[Platform::Python]).unwrap();
+    }
+
+    #[test]
+    fn tail_keeps_the_last_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(&path, &text).unwrap();
+        let t = tail(&path, 100);
+        assert!(t.ends_with("line 999"), "{t}");
+        assert!(t.starts_with("line "), "{t}");
+        assert!(t.len() <= 100);
+        assert_eq!(tail(&dir.path().join("missing"), 100), "");
+    }
+}

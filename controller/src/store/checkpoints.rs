@@ -1,0 +1,175 @@
+//! What resuming and undoing a Coder run needs: each run's latest conversation (kept up to
+//! date on every model call, so a crashed run can continue) and the checkpoint taken before
+//! each run (the worktree's tree, the branch's head and the conversation given to the run).
+
+use sqlx::Row;
+
+use super::{Store, StoreError, ThreadKey, now};
+
+/// A checkpoint taken before a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointRecord {
+    pub run_id: String,
+    pub thread: ThreadKey,
+    pub worktree: String,
+    /// The worktree's files as a git tree.
+    pub tree_sha: String,
+    /// The branch's head commit then.
+    pub head_sha: String,
+    /// The conversation the run was given (JSON array; `[]` for a fresh run).
+    pub conversation: String,
+}
+
+impl Store {
+    /// Keeps the run's latest conversation (JSON array of chat messages, no system prompt).
+    pub async fn set_run_conversation(
+        &self,
+        run_id: &str,
+        conversation: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET conversation = ? WHERE id = ?")
+            .bind(conversation)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The run's latest conversation, if a model call was made.
+    pub async fn run_conversation(&self, run_id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT conversation FROM runs WHERE id = ?")
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|r| r.get("conversation")))
+    }
+
+    /// Records the checkpoint taken before a run.
+    pub async fn add_checkpoint(&self, checkpoint: &CheckpointRecord) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO run_checkpoints (run_id, channel_id, thread_ts, worktree, tree_sha, head_sha, conversation, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&checkpoint.run_id)
+        .bind(&checkpoint.thread.channel)
+        .bind(&checkpoint.thread.thread_ts)
+        .bind(&checkpoint.worktree)
+        .bind(&checkpoint.tree_sha)
+        .bind(&checkpoint.head_sha)
+        .bind(&checkpoint.conversation)
+        .bind(now())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The thread's latest checkpoint: the state before its last run.
+    pub async fn latest_checkpoint(
+        &self,
+        thread: &ThreadKey,
+    ) -> Result<Option<CheckpointRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT c.run_id, c.channel_id, c.thread_ts, c.worktree, c.tree_sha, c.head_sha, c.conversation \
+             FROM run_checkpoints c JOIN runs r ON r.id = c.run_id \
+             WHERE c.channel_id = ? AND c.thread_ts = ? \
+             ORDER BY r.created_at DESC, c.created_at DESC LIMIT 1",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| CheckpointRecord {
+            run_id: r.get("run_id"),
+            thread: ThreadKey {
+                channel: r.get("channel_id"),
+                thread_ts: r.get("thread_ts"),
+            },
+            worktree: r.get("worktree"),
+            tree_sha: r.get("tree_sha"),
+            head_sha: r.get("head_sha"),
+            conversation: r.get("conversation"),
+        }))
+    }
+
+    /// Drops a checkpoint once it was restored, so the next "undo" goes one run further back.
+    pub async fn drop_checkpoint(&self, run_id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM run_checkpoints WHERE run_id = ?")
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewRun;
+
+    fn thread() -> ThreadKey {
+        ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        }
+    }
+
+    async fn run(s: &Store, id: &str) {
+        s.create_run(NewRun {
+            id,
+            thread: &thread(),
+            plan: "p",
+            model: "m",
+            worktree: "/w",
+            branch: "codebutler/x",
+            max_turns: 5,
+        })
+        .await
+        .unwrap();
+    }
+
+    fn checkpoint(run_id: &str, tree: &str) -> CheckpointRecord {
+        CheckpointRecord {
+            run_id: run_id.into(),
+            thread: thread(),
+            worktree: "/w".into(),
+            tree_sha: tree.into(),
+            head_sha: "h".into(),
+            conversation: "[]".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn conversations_follow_the_latest_model_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        run(&s, "r1").await;
+        assert_eq!(s.run_conversation("r1").await.unwrap(), None);
+        s.set_run_conversation("r1", "[1]").await.unwrap();
+        s.set_run_conversation("r1", "[1,2]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some("[1,2]")
+        );
+        assert_eq!(s.run("r1").await.unwrap().unwrap().branch, "codebutler/x");
+    }
+
+    #[tokio::test]
+    async fn undo_walks_back_one_run_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
+        run(&s, "r1").await;
+        s.add_checkpoint(&checkpoint("r1", "t1")).await.unwrap();
+        // Runs are ordered by creation time, which has millisecond resolution.
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        run(&s, "r2").await;
+        s.add_checkpoint(&checkpoint("r2", "t2")).await.unwrap();
+        let latest = s.latest_checkpoint(&thread()).await.unwrap().unwrap();
+        assert_eq!(latest.tree_sha, "t2");
+        s.drop_checkpoint("r2").await.unwrap();
+        let latest = s.latest_checkpoint(&thread()).await.unwrap().unwrap();
+        assert_eq!(latest.tree_sha, "t1");
+        s.drop_checkpoint("r1").await.unwrap();
+        assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
+    }
+}
