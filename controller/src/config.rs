@@ -77,6 +77,10 @@ pub struct FetchConfig {
     pub allow: Vec<String>,
     /// Host suffixes refused.
     pub deny: Vec<String>,
+    /// Hosts (exact names or IP literals) that may resolve to loopback, private or other
+    /// internal addresses, which are otherwise refused. Empty by default; for tests against
+    /// a local server, or a docs mirror on the LAN. They must still pass `allow` and `deny`.
+    pub allow_internal_hosts: Vec<String>,
 }
 
 /// Slack connection and channel.
@@ -512,6 +516,7 @@ fn finish(
         fetch: FetchConfig {
             allow: fetch.allow,
             deny: fetch.deny,
+            allow_internal_hosts: fetch.allow_internal_hosts,
         },
         slack: SlackConfig {
             bot_token,
@@ -623,6 +628,8 @@ struct RawFetch {
     allow: Vec<String>,
     #[serde(default)]
     deny: Vec<String>,
+    #[serde(default)]
+    allow_internal_hosts: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -16,6 +16,7 @@ pub mod layout;
 pub mod logging;
 pub mod pm;
 pub mod prompts;
+pub mod questions;
 pub mod routing;
 pub mod runnerctl;
 pub mod runners;

@@ -1,7 +1,8 @@
 //! Web fetches on a runner's behalf (the runner has no network). The policy: http and https
 //! only; hosts on the deny list refused, and when an allow list is set only hosts on it;
 //! addresses that resolve to loopback, private, link-local or otherwise internal networks
-//! refused (a runner must not reach the controller's own network); redirects not followed
+//! refused (a runner must not reach the controller's own network) unless the host is named
+//! in `fetch.allowInternalHosts` (off by default; tests use it for a local server); redirects not followed
 //! (the answer says where they point); the body cut at a size cap.
 
 use std::net::IpAddr;
@@ -20,6 +21,8 @@ pub struct FetchPolicy {
     pub allow: Vec<String>,
     /// Host suffixes refused.
     pub deny: Vec<String>,
+    /// Hosts (exact, lower-case) allowed to resolve to internal addresses; empty by default.
+    pub allow_internal: Vec<String>,
     pub http: reqwest::Client,
 }
 
@@ -33,7 +36,23 @@ impl FetchPolicy {
             .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| e.to_string())?;
-        Ok(Self { allow, deny, http })
+        Ok(Self {
+            allow,
+            deny,
+            allow_internal: Vec::new(),
+            http,
+        })
+    }
+
+    /// Lets the named hosts (exact names or IP literals) resolve to internal addresses.
+    /// They still pass the allow and deny lists.
+    pub fn allowing_internal_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allow_internal = hosts
+            .into_iter()
+            .map(|h| h.trim().trim_matches(['[', ']']).to_lowercase())
+            .filter(|h| !h.is_empty())
+            .collect();
+        self
     }
 
     /// Checks a URL's scheme and host name against the lists.
@@ -76,7 +95,11 @@ impl FetchPolicy {
             .map_err(|e| Status::unavailable(format!("resolve {host}: {e}")))?
             .map(|a| a.ip())
             .collect();
-        if addrs.is_empty() || addrs.iter().any(|ip| !is_public(ip)) {
+        let internal_allowed = self
+            .allow_internal
+            .iter()
+            .any(|h| *h == host.trim_matches(['[', ']']).to_lowercase());
+        if addrs.is_empty() || (!internal_allowed && addrs.iter().any(|ip| !is_public(ip))) {
             return Err(Status::permission_denied(format!(
                 "{host} resolves to an internal address; only public hosts are fetched"
             )));
@@ -196,6 +219,23 @@ mod tests {
         let err = open.fetch("http://127.0.0.1:9/", 100).await.unwrap_err();
         assert!(err.message().contains("internal address"), "{err}");
         let err = open.fetch("http://localhost:9/", 100).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied);
+        // Internal addresses only for hosts named explicitly, and still under the lists.
+        let local = FetchPolicy::new(vec![], vec![])
+            .unwrap()
+            .allowing_internal_hosts(vec!["127.0.0.1".into()]);
+        let err = local.fetch("http://localhost:9/", 100).await.unwrap_err();
+        assert!(err.message().contains("internal address"), "{err}");
+        let err = local.fetch("http://127.0.0.1:9/", 100).await.unwrap_err();
+        assert_eq!(
+            err.code(),
+            tonic::Code::Unavailable,
+            "allowed, nothing listens: {err}"
+        );
+        let denied = FetchPolicy::new(vec![], vec!["127.0.0.1".into()])
+            .unwrap()
+            .allowing_internal_hosts(vec!["127.0.0.1".into()]);
+        let err = denied.fetch("http://127.0.0.1:9/", 100).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::PermissionDenied);
         let allow = FetchPolicy::new(vec!["docs.rs".into()], vec![]).unwrap();
         assert!(allow.check_url("https://docs.rs/tokio").is_ok());

@@ -1,0 +1,199 @@
+//! Questions a Coder asked (its AskUser tool) and their answers: the durable record of the
+//! exchanges that happen behind the scenes (the PM answering the Coder) as well as the ones
+//! people answered in the thread. The run's event log has the question too; this table is
+//! where the answer and who gave it are kept.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, ThreadKey, now};
+
+/// One Coder question as recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuestionRecord {
+    pub run_id: String,
+    pub question_id: String,
+    pub thread: ThreadKey,
+    pub question: String,
+    /// `asked`, `escalated` or `answered`.
+    pub state: String,
+    /// Why the PM passed the question on to the thread, when it did.
+    pub pm_note: Option<String>,
+    pub answer: Option<String>,
+    /// `pm`, or the Slack user id of whoever answered in the thread.
+    pub answered_by: Option<String>,
+    pub asked_at: String,
+    pub answered_at: Option<String>,
+}
+
+impl Store {
+    /// Records a question a run asked (state `asked`). Recording the same question twice
+    /// keeps the first.
+    pub async fn record_question(
+        &self,
+        run_id: &str,
+        question_id: &str,
+        thread: &ThreadKey,
+        question: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO coder_questions (run_id, question_id, channel_id, thread_ts, question, state, asked_at) \
+             VALUES (?, ?, ?, ?, ?, 'asked', ?) ON CONFLICT (run_id, question_id) DO NOTHING",
+        )
+        .bind(run_id)
+        .bind(question_id)
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(question)
+        .bind(now())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Marks a question passed on to the people in the thread, with the PM's reason.
+    pub async fn escalate_question(
+        &self,
+        run_id: &str,
+        question_id: &str,
+        pm_note: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE coder_questions SET state = 'escalated', pm_note = ? \
+             WHERE run_id = ? AND question_id = ? AND state <> 'answered'",
+        )
+        .bind(pm_note)
+        .bind(run_id)
+        .bind(question_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Records a question's answer and who gave it (`pm` or a Slack user id).
+    pub async fn answer_question(
+        &self,
+        run_id: &str,
+        question_id: &str,
+        answered_by: &str,
+        answer: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE coder_questions SET state = 'answered', answer = ?, answered_by = ?, answered_at = ? \
+             WHERE run_id = ? AND question_id = ?",
+        )
+        .bind(answer)
+        .bind(answered_by)
+        .bind(now())
+        .bind(run_id)
+        .bind(question_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The questions asked in a thread, oldest first.
+    pub async fn thread_questions(
+        &self,
+        thread: &ThreadKey,
+    ) -> Result<Vec<QuestionRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT run_id, question_id, channel_id, thread_ts, question, state, pm_note, answer, \
+             answered_by, asked_at, answered_at FROM coder_questions \
+             WHERE channel_id = ? AND thread_ts = ? ORDER BY asked_at, run_id, question_id",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| QuestionRecord {
+                run_id: r.get("run_id"),
+                question_id: r.get("question_id"),
+                thread: ThreadKey {
+                    channel: r.get("channel_id"),
+                    thread_ts: r.get("thread_ts"),
+                },
+                question: r.get("question"),
+                state: r.get("state"),
+                pm_note: r.get("pm_note"),
+                answer: r.get("answer"),
+                answered_by: r.get("answered_by"),
+                asked_at: r.get("asked_at"),
+                answered_at: r.get("answered_at"),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread() -> ThreadKey {
+        ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn questions_go_from_asked_to_escalated_to_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        s.record_question("r1", "q1", &thread(), "JWT or cookies?")
+            .await
+            .unwrap();
+        s.record_question("r1", "q1", &thread(), "a duplicate")
+            .await
+            .unwrap();
+        s.record_question("r1", "q2", &thread(), "Tabs?")
+            .await
+            .unwrap();
+        s.answer_question("r1", "q2", "pm", "Spaces, per memory.")
+            .await
+            .unwrap();
+        s.escalate_question("r1", "q1", "the plan does not say")
+            .await
+            .unwrap();
+        let asked = s.thread_questions(&thread()).await.unwrap();
+        assert_eq!(asked.len(), 2);
+        let q1 = asked.iter().find(|q| q.question_id == "q1").unwrap();
+        assert_eq!(
+            (
+                q1.question.as_str(),
+                q1.state.as_str(),
+                q1.pm_note.as_deref()
+            ),
+            (
+                "JWT or cookies?",
+                "escalated",
+                Some("the plan does not say")
+            )
+        );
+        assert_eq!(q1.answer, None);
+        s.answer_question("r1", "q1", "U0ALICE", "JWT")
+            .await
+            .unwrap();
+        // An escalation arriving late does not undo an answer.
+        s.escalate_question("r1", "q1", "late").await.unwrap();
+        let asked = s.thread_questions(&thread()).await.unwrap();
+        let q1 = asked.iter().find(|q| q.question_id == "q1").unwrap();
+        assert_eq!(
+            (
+                q1.state.as_str(),
+                q1.answer.as_deref(),
+                q1.answered_by.as_deref()
+            ),
+            ("answered", Some("JWT"), Some("U0ALICE"))
+        );
+        assert!(q1.answered_at.is_some());
+        let q2 = asked.iter().find(|q| q.question_id == "q2").unwrap();
+        assert_eq!(q2.answered_by.as_deref(), Some("pm"));
+        let other = ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "2.2".into(),
+        };
+        assert!(s.thread_questions(&other).await.unwrap().is_empty());
+    }
+}
