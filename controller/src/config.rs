@@ -115,6 +115,9 @@ pub struct OpenAiConfig {
     pub base_url: String,
 }
 
+/// `coder.maxCostPerThread` when the config does not say (USD).
+pub const DEFAULT_MAX_COST_PER_THREAD: f64 = 10.0;
+
 /// The Coder role.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CoderConfig {
@@ -124,6 +127,9 @@ pub struct CoderConfig {
     pub timeout_mins: f64,
     /// The model's context window in tokens (compaction starts at 80 % of it).
     pub context_window: u64,
+    /// What a thread's Coder may spend, in USD, unless the thread sets its own budget
+    /// ("budget $N"); 0 means no cap.
+    pub max_cost_per_thread: f64,
 }
 
 /// The PM role's model pool.
@@ -468,6 +474,14 @@ fn finish(
             format!("{t} is not a number of minutes between 0 and 1440 (a day)"),
         ));
     }
+    if let Some(c) = coder.max_cost_per_thread
+        && !(c.is_finite() && c >= 0.0)
+    {
+        return Err(field_error(
+            "coder.maxCostPerThread",
+            format!("{c} is not an amount of US dollars (0 or more; 0 means no cap)"),
+        ));
+    }
     let sandbox = raw.sandbox.unwrap_or_default();
     let mode = sandbox.mode.unwrap_or_else(|| "enforce".into());
     if mode != "enforce" && mode != "none" {
@@ -551,6 +565,9 @@ fn finish(
             max_turns: coder.max_turns.unwrap_or(25),
             timeout_mins: coder.timeout.unwrap_or(30.0),
             context_window: coder.context_window.unwrap_or(200_000).max(1_000),
+            max_cost_per_thread: coder
+                .max_cost_per_thread
+                .unwrap_or(DEFAULT_MAX_COST_PER_THREAD),
         },
         product_manager: ProductManagerConfig {
             default,
@@ -667,6 +684,7 @@ struct RawCoder {
     max_turns: Option<u32>,
     timeout: Option<f64>,
     context_window: Option<u64>,
+    max_cost_per_thread: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -861,6 +879,30 @@ mod tests {
             let e = load(&f.sources, no_env).unwrap_err().to_string();
             assert!(e.contains(expected), "{e}");
         }
+    }
+
+    #[test]
+    fn max_cost_per_thread_defaults_to_ten_dollars_and_refuses_negatives() {
+        let f = files(Some(GLOBAL), Some(REPO));
+        let c = load(&f.sources, no_env).unwrap();
+        assert_eq!(c.coder.max_cost_per_thread, 10.0);
+        let f = files(
+            Some(GLOBAL),
+            Some(r#"{"slack":{"channelID":"C1"},"coder":{"maxCostPerThread":0}}"#),
+        );
+        assert_eq!(
+            load(&f.sources, no_env).unwrap().coder.max_cost_per_thread,
+            0.0
+        );
+        let f = files(
+            Some(GLOBAL),
+            Some(r#"{"slack":{"channelID":"C1"},"coder":{"maxCostPerThread":-1}}"#),
+        );
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(
+            e.contains("field `coder.maxCostPerThread`: -1 is not"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -684,6 +684,186 @@ impl PmHandler {
     }
 }
 
+/// Buttons and budgets (see [`crate::slack::interactive`] and [`crate::budget`]).
+impl PmHandler {
+    /// Posts the PM's answer with its plan, the plan's cost estimate and budget, and the
+    /// Approve/Cancel buttons.
+    async fn propose(
+        &self,
+        msg: &IncomingMessage,
+        answer: &str,
+        plan: &crate::pm::tools::Plan,
+    ) -> bool {
+        use crate::slack::interactive::{plan_blocks, plan_digest};
+        let thread = msg.thread();
+        let cap = match self.store.thread_budget(&thread).await {
+            Ok(cap) => cap.unwrap_or(self.max_cost_per_thread),
+            Err(e) => {
+                tracing::warn!(thread = %thread, "read the thread's budget: {e}");
+                self.max_cost_per_thread
+            }
+        };
+        let estimate = crate::budget::estimate(&self.store).await;
+        let cost_line = crate::budget::cost_markdown(&estimate, cap);
+        let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
+        let digest = plan_digest(&serde_json::to_string(plan).unwrap_or_default());
+        let parts = render_reply(&markdown, PM_PREFIX);
+        match self
+            .sender
+            .send_with_blocks(&msg.channel, &msg.thread_ts, &parts, |text| {
+                plan_blocks(text, &digest)
+            })
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::error!(thread = %thread, "post plan: {e}");
+                false
+            }
+        }
+    }
+
+    /// "budget $N": sets the thread's cap and says so.
+    async fn set_budget(&self, msg: &IncomingMessage, cap: f64) {
+        let thread = msg.thread();
+        if let Err(e) = self.store.set_thread_budget(&thread, cap, &msg.user).await {
+            tracing::error!(thread = %thread, "set budget: {e}");
+            self.settle_failed(msg).await;
+            return;
+        }
+        tracing::info!(
+            tag = "PM",
+            "thread {thread} → budget set to {} by {}",
+            crate::budget::cap_text(cap),
+            msg.user
+        );
+        let running = self.coder.supervisor.is_active(&thread.thread_ts);
+        self.say(msg, &crate::budget::budget_set_reply(cap, running))
+            .await;
+        self.done(msg).await;
+    }
+
+    /// At approval, fixes the cap the Coder runs under (a typed one, else the default).
+    async fn approve_budget(&self, msg: &IncomingMessage) {
+        let thread = msg.thread();
+        match self
+            .store
+            .approve_thread_budget(&thread, self.max_cost_per_thread, &msg.user)
+            .await
+        {
+            Ok(cap) => tracing::info!(
+                tag = "INF",
+                "thread {thread} → budget {}",
+                crate::budget::cap_text(cap)
+            ),
+            // The hub then finds no cap: say so loudly rather than block the approval.
+            Err(e) => tracing::error!(thread = %thread, "record the approved budget: {e}"),
+        }
+    }
+
+    /// A button click: the same rules as the typed words, then the buttons give way to a
+    /// line saying who used them.
+    async fn on_click(&self, msg: &IncomingMessage, click: crate::slack::interactive::Click) {
+        use crate::slack::interactive::{ButtonAction, not_allowed_reply, plan_digest};
+        let thread = msg.thread();
+        if !self.allowed_users.is_empty() && !self.allowed_users.contains(&msg.user) {
+            tracing::info!(
+                tag = "PM",
+                "thread {thread} → button click by {}, who is not in access.allowedUsers",
+                msg.user
+            );
+            self.say(msg, &not_allowed_reply(&msg.user)).await;
+            self.done(msg).await;
+            return;
+        }
+        if click.action == ButtonAction::StopRun {
+            let reason = format!("stopped in Slack by <@{}>", msg.user);
+            if self
+                .coder
+                .supervisor
+                .cancel(&thread.thread_ts, &reason)
+                .await
+            {
+                self.resolve(msg, &click, &format!("⏹️ Cancelled by <@{}>", msg.user))
+                    .await;
+            }
+            self.done(msg).await;
+            return;
+        }
+        let pending = match self.store.has_pending_plan(&thread).await {
+            Ok(true) => self
+                .store
+                .plan(&thread)
+                .await
+                .map(|p| p.map(|p| plan_digest(&p))),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let pending = match pending {
+            Ok(pending) => pending,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the pending plan: {e}");
+                self.settle_failed(msg).await;
+                return;
+            }
+        };
+        match pending {
+            // Already approved or withdrawn (a second click): nothing changes.
+            None => self.done(msg).await,
+            Some(digest) if digest != click.value => {
+                self.say(
+                    msg,
+                    "That button belongs to an earlier plan; use the buttons on the latest one.",
+                )
+                .await;
+                self.done(msg).await;
+            }
+            Some(_) if click.action == ButtonAction::Approve => {
+                self.resolve(msg, &click, &format!("✅ Approved by <@{}>", msg.user))
+                    .await;
+                self.approve(msg).await;
+            }
+            Some(_) => {
+                if let Err(e) = self.store.withdraw_plan(&thread).await {
+                    tracing::error!(thread = %thread, "withdraw plan: {e}");
+                    self.settle_failed(msg).await;
+                    return;
+                }
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → plan withdrawn by {}",
+                    msg.user
+                );
+                self.resolve(msg, &click, &format!("✖️ Cancelled by <@{}>", msg.user))
+                    .await;
+                self.say(
+                    msg,
+                    "Plan withdrawn. Tell me what to change, or ask for something else.",
+                )
+                .await;
+                self.done(msg).await;
+            }
+        }
+    }
+
+    /// Replaces the clicked message's buttons with `note`.
+    async fn resolve(
+        &self,
+        msg: &IncomingMessage,
+        click: &crate::slack::interactive::Click,
+        note: &str,
+    ) {
+        let blocks = crate::slack::interactive::resolved_blocks(&click.message_text, note);
+        if let Err(e) = self
+            .sender
+            .update_blocks(&msg.channel, &click.message_ts, &click.message_text, blocks)
+            .await
+        {
+            tracing::warn!(thread = %msg.thread(), "replace the buttons: {e}");
+        }
+    }
+}
+
 /// The first line of a text, cut to 80 characters, for log lines.
 fn preview(text: &str) -> String {
     let line = text.lines().next().unwrap_or_default();

@@ -8,6 +8,7 @@
 //! [`logging`].
 
 pub mod approval;
+pub mod budget;
 pub mod coder;
 pub mod config;
 pub mod daemon;

@@ -284,6 +284,16 @@ impl Plan {
         }
         out
     }
+
+    /// The plan as proposed in the thread: the plan, its cost lines (see
+    /// [`crate::budget::cost_markdown`]) and how to approve it. The message also carries
+    /// Approve and Cancel buttons; typing an approval works as well.
+    pub fn proposal_markdown(&self, cost_line: &str) -> String {
+        format!(
+            "{}\n{cost_line}\n\nApprove with the button below, or type *yes* (or *ship it*, *lgtm*…) to start the Coder.",
+            self.to_markdown()
+        )
+    }
 }
 
 /// `ProposePlan{summary, steps[], files[]}`: records the thread's plan.
@@ -417,6 +427,12 @@ mod tests {
         assert_eq!(
             plan.to_markdown(),
             "📋 **Plan:** Fix expiry\n\n1. Read config in `auth/session.rs:42`\n2. Add a test\n\n**Files:** `auth/session.rs`\n"
+        );
+        let proposal = plan.proposal_markdown("💰 cost line");
+        assert!(proposal.starts_with(&plan.to_markdown()), "{proposal}");
+        assert!(
+            proposal.ends_with("\n💰 cost line\n\nApprove with the button below, or type *yes* (or *ship it*, *lgtm*…) to start the Coder."),
+            "{proposal}"
         );
     }
 }

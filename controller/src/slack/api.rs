@@ -124,13 +124,100 @@ impl Sender {
         Ok(response.ts.0)
     }
 
+    /// Posts a message made of Block Kit `blocks`, with `text` as its notification and
+    /// accessibility fallback; returns the new message's ts.
+    pub async fn post_blocks(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        text: &str,
+        blocks: Vec<SlackBlock>,
+    ) -> Result<String, SlackError> {
+        self.pace.wait(channel).await;
+        let request = SlackApiChatPostMessageRequest::new(
+            channel.into(),
+            SlackMessageContent::new()
+                .with_text(text.into())
+                .with_blocks(blocks),
+        )
+        .with_thread_ts(thread_ts.into())
+        .with_unfurl_links(false);
+        let response = self
+            .retrying("chat.postMessage", || async {
+                self.client
+                    .open_session(&self.token)
+                    .chat_post_message(&request)
+                    .await
+            })
+            .await?;
+        Ok(response.ts.0)
+    }
+
+    /// Sends a rendered reply whose last text message carries the blocks `blocks_for` makes
+    /// of its text (buttons under a plan); returns that message's ts.
+    pub async fn send_with_blocks(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        parts: &[Outgoing],
+        blocks_for: impl Fn(&str) -> Vec<SlackBlock>,
+    ) -> Result<String, SlackError> {
+        let last_text = parts
+            .iter()
+            .rposition(|p| matches!(p, Outgoing::Text(_)))
+            .unwrap_or(parts.len());
+        let (before, rest) = parts.split_at(last_text.min(parts.len()));
+        self.send(channel, thread_ts, before).await?;
+        let Some((Outgoing::Text(text), after)) = rest.split_first() else {
+            // No text at all: post the blocks on their own line.
+            let text = "(see above)";
+            return self
+                .post_blocks(channel, thread_ts, text, blocks_for(text))
+                .await;
+        };
+        let ts = self
+            .post_blocks(channel, thread_ts, text, blocks_for(text))
+            .await?;
+        self.send(channel, thread_ts, after).await?;
+        Ok(ts)
+    }
+
     /// Replaces the text of a message the bot posted.
     pub async fn update(&self, channel: &str, ts: &str, text: &str) -> Result<(), SlackError> {
-        let request = SlackApiChatUpdateRequest::new(
-            channel.into(),
+        self.update_content(
+            channel,
+            ts,
             SlackMessageContent::new().with_text(text.into()),
-            ts.into(),
-        );
+        )
+        .await
+    }
+
+    /// Replaces a message the bot posted with `blocks` and the fallback `text`; an empty
+    /// `blocks` removes the message's blocks (and so its buttons).
+    pub async fn update_blocks(
+        &self,
+        channel: &str,
+        ts: &str,
+        text: &str,
+        blocks: Vec<SlackBlock>,
+    ) -> Result<(), SlackError> {
+        self.update_content(
+            channel,
+            ts,
+            SlackMessageContent::new()
+                .with_text(text.into())
+                .with_blocks(blocks),
+        )
+        .await
+    }
+
+    async fn update_content(
+        &self,
+        channel: &str,
+        ts: &str,
+        content: SlackMessageContent,
+    ) -> Result<(), SlackError> {
+        let request = SlackApiChatUpdateRequest::new(channel.into(), content, ts.into());
         self.retrying("chat.update", || async {
             self.client
                 .open_session(&self.token)

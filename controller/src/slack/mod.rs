@@ -4,4 +4,5 @@
 pub mod api;
 pub mod format;
 pub mod intake;
+pub mod interactive;
 pub mod socket;

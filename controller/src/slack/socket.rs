@@ -4,7 +4,9 @@
 //! messages) and acknowledges an envelope only after our callback returns `Ok`. So the
 //! callback hands each event to an [`EventSink`], which stores it before returning: an event
 //! is never acknowledged before it is safe, and one the sink could not store is left
-//! unacknowledged for Slack to deliver again.
+//! unacknowledged for Slack to deliver again. Interactive envelopes (button clicks) take the
+//! same way through [`EventSink::accept_interaction`]; one whose payload slack-morphism cannot
+//! parse is acknowledged by it and reported to the error handler, so Slack does not resend it.
 
 use std::sync::Arc;
 
@@ -15,10 +17,16 @@ use slack_morphism::prelude::*;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Connector};
 
-/// Receives every push event; returning an error leaves the event unacknowledged.
+/// Receives every push event and interaction; returning an error leaves it unacknowledged.
 #[async_trait]
 pub trait EventSink: Send + Sync {
+    /// A push event (messages and the like).
     async fn accept(&self, event: SlackPushEventCallback) -> Result<(), String>;
+
+    /// An interaction (a button click); ignored unless a sink handles them.
+    async fn accept_interaction(&self, _event: SlackInteractionEvent) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// The sink, as stored in slack-morphism's user state (which is keyed by type).
@@ -45,7 +53,8 @@ impl SocketMode {
     ) -> Result<Self, SlackClientError> {
         let callbacks = SlackSocketModeListenerCallbacks::new()
             .with_hello_events(on_hello)
-            .with_push_events(on_push);
+            .with_push_events(on_push)
+            .with_interaction_events(on_interaction);
         let environment = Arc::new(
             SlackClientEventsListenerEnvironment::new(client)
                 .with_error_handler(on_error)
@@ -85,6 +94,18 @@ async fn on_push(
         return Err("no event sink installed".into());
     };
     sink.accept(event).await.map_err(Into::into)
+}
+
+async fn on_interaction(
+    event: SlackInteractionEvent,
+    _client: Arc<Client>,
+    state: SlackClientEventsUserState,
+) -> UserCallbackResult<()> {
+    let sink = state.read().await.get_user_state::<SinkState>().cloned();
+    let Some(SinkState(sink)) = sink else {
+        return Err("no event sink installed".into());
+    };
+    sink.accept_interaction(event).await.map_err(Into::into)
 }
 
 fn on_error(

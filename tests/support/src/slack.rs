@@ -13,6 +13,9 @@
 //! * Socket Mode: `hello` on connect; `events_api` envelopes; the client acks with
 //!   `{"envelope_id":…}` after its callback returned; `disconnect` makes it drop that socket and
 //!   open a fresh one through `apps.connections.open`.
+//! * Interactivity (see [`interactive`]): a test "clicks" a button of a message the bot posted
+//!   and the fake sends an `interactive` envelope with a `block_actions` payload, as Slack does;
+//!   `chat.update` keeps a message's blocks when it sends none and drops them for `blocks: []`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -30,6 +33,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, watch};
 
 use crate::wait_until;
+
+mod interactive;
 
 /// The bot token the fake accepts for every Web API method except `apps.connections.open`.
 pub const BOT_TOKEN: &str = "xoxb-fake-bot-token";
@@ -82,7 +87,7 @@ pub struct Post {
     pub thread_ts: Option<String>,
     /// `text` as sent (empty if only blocks were sent).
     pub text: String,
-    /// `blocks` as sent, if any.
+    /// `blocks` as Slack keeps them (a `block_id` on every block), if any.
     pub blocks: Option<Value>,
 }
 
@@ -217,6 +222,8 @@ struct SlackState {
     disconnects_sent: usize,
     tickets: HashSet<String>,
     messages: HashMap<(String, String), MessageInfo>,
+    /// What a bot message shows now, by (channel, ts): after every post and update.
+    shown: HashMap<(String, String), interactive::Shown>,
     rate_limits: HashMap<String, (u32, u64)>,
     last_ts_micros: u64,
     next_id: u64,
@@ -839,15 +846,27 @@ fn dispatch(
             if text.is_none() && blocks.is_none() && json_param(params, "attachments").is_none() {
                 return Err("no_text".into());
             }
+            let blocks = match blocks {
+                Some(b) => Some(interactive::as_slack_stores(st, b)?),
+                None => None,
+            };
             let text = text.unwrap_or_default();
             let thread_ts = str_param(params, "thread_ts");
             let ts = st.next_ts();
+            st.shown.insert(
+                (channel.clone(), ts.clone()),
+                interactive::Shown {
+                    text: text.clone(),
+                    blocks: blocks.clone(),
+                    thread_ts: thread_ts.clone(),
+                },
+            );
             st.posts.push(Post {
                 channel: channel.clone(),
                 ts: ts.clone(),
                 thread_ts: thread_ts.clone(),
                 text: text.clone(),
-                blocks,
+                blocks: blocks.clone(),
             });
             let mut message = json!({
                 "type": "message",
@@ -858,6 +877,9 @@ fn dispatch(
                 "app_id": APP_ID,
                 "team": TEAM_ID,
             });
+            if let Some(blocks) = &blocks {
+                message["blocks"] = blocks.clone();
+            }
             if let Some(thread_ts) = &thread_ts {
                 message["thread_ts"] = json!(thread_ts);
                 if let Some(parent) = st
@@ -893,6 +915,11 @@ fn dispatch(
             if !info.from_bot {
                 return Err("cant_update_message".into());
             }
+            let blocks = match blocks {
+                Some(b) => Some(interactive::as_slack_stores(st, b)?),
+                None => None,
+            };
+            interactive::apply_update(st, &channel, &ts, &text, blocks.as_ref());
             let previous_text = st
                 .updates
                 .iter()

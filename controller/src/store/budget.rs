@@ -1,0 +1,194 @@
+//! Per-thread Coder budgets and the figures behind a plan's cost estimate: what a thread's
+//! Coder has spent, and what earlier completed runs of this repository cost. Also the
+//! withdrawal of a pending plan (its Cancel button), the other side of approving it.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, ThreadKey, now};
+
+/// How many of the latest completed runs the estimate looks at.
+const ESTIMATE_RUNS: i64 = 20;
+
+impl Store {
+    /// The thread's budget cap in USD (0: no cap), if one was set or approved.
+    pub async fn thread_budget(&self, thread: &ThreadKey) -> Result<Option<f64>, StoreError> {
+        let row = sqlx::query(
+            "SELECT cap_usd FROM thread_budgets WHERE channel_id = ? AND thread_ts = ?",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.get("cap_usd")))
+    }
+
+    /// Sets the thread's budget cap (someone typed "budget $N" in it).
+    pub async fn set_thread_budget(
+        &self,
+        thread: &ThreadKey,
+        cap_usd: f64,
+        set_by: &str,
+    ) -> Result<(), StoreError> {
+        let now = now();
+        sqlx::query(
+            "INSERT INTO thread_budgets (channel_id, thread_ts, cap_usd, set_by, updated_at) \
+             VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, thread_ts) \
+             DO UPDATE SET cap_usd = excluded.cap_usd, set_by = excluded.set_by, updated_at = excluded.updated_at",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(cap_usd)
+        .bind(set_by)
+        .bind(&now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Fixes the thread's cap at approval: keeps a typed one, else records `default_usd`.
+    /// Returns the cap the Coder runs under.
+    pub async fn approve_thread_budget(
+        &self,
+        thread: &ThreadKey,
+        default_usd: f64,
+        approved_by: &str,
+    ) -> Result<f64, StoreError> {
+        sqlx::query(
+            "INSERT INTO thread_budgets (channel_id, thread_ts, cap_usd, set_by, updated_at) \
+             VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, thread_ts) DO NOTHING",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(default_usd)
+        .bind(approved_by)
+        .bind(now())
+        .execute(&self.pool)
+        .await?;
+        Ok(self.thread_budget(thread).await?.unwrap_or(default_usd))
+    }
+
+    /// Withdraws the thread's pending plan (its Cancel button was clicked): the thread goes
+    /// on with the PM and nothing is left to approve. Returns whether a plan was pending.
+    pub async fn withdraw_plan(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
+        let result = sqlx::query(
+            "UPDATE threads SET plan = NULL, updated_at = ? \
+             WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
+        )
+        .bind(now())
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .execute(&self.pool)
+        .await?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    /// What the thread's Coder has spent so far, in USD, over all its runs (from the usage
+    /// recorded per model call).
+    pub async fn thread_coder_cost(&self, thread: &ThreadKey) -> Result<f64, StoreError> {
+        let row = sqlx::query(
+            "SELECT COALESCE(SUM(cost), 0.0) AS spent FROM usage \
+             WHERE channel_id = ? AND thread_ts = ? AND role = 'coder'",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.get("spent"))
+    }
+
+    /// The costs of this repository's latest completed Coder runs, newest first.
+    pub async fn completed_run_costs(&self) -> Result<Vec<f64>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT cost FROM runs WHERE state = 'finished' AND ending LIKE 'completed%' \
+             ORDER BY created_at DESC LIMIT ?",
+        )
+        .bind(ESTIMATE_RUNS)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(|r| r.get("cost")).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::UsageRecord;
+
+    fn thread(ts: &str) -> ThreadKey {
+        ThreadKey {
+            channel: "C1".into(),
+            thread_ts: ts.into(),
+        }
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn a_typed_budget_survives_approval_and_the_default_fills_in_otherwise() {
+        let (_dir, s) = store().await;
+        let typed = thread("1.1");
+        assert_eq!(s.thread_budget(&typed).await.unwrap(), None);
+        s.set_thread_budget(&typed, 5.0, "U1").await.unwrap();
+        s.set_thread_budget(&typed, 7.5, "U2").await.unwrap();
+        assert_eq!(
+            s.approve_thread_budget(&typed, 10.0, "U1").await.unwrap(),
+            7.5
+        );
+        let plain = thread("2.2");
+        assert_eq!(
+            s.approve_thread_budget(&plain, 10.0, "U1").await.unwrap(),
+            10.0
+        );
+        assert_eq!(s.thread_budget(&plain).await.unwrap(), Some(10.0));
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_plan_is_no_longer_pending() {
+        let (_dir, s) = store().await;
+        let t = thread("1.1");
+        let msg = crate::store::IncomingMessage {
+            channel: "C1".into(),
+            ts: "1.1".into(),
+            thread_ts: "1.1".into(),
+            user: "U1".into(),
+            text: "hi".into(),
+            event_id: None,
+        };
+        s.record_message(&msg).await.unwrap();
+        assert!(!s.withdraw_plan(&t).await.unwrap());
+        s.set_plan(&t, "{}").await.unwrap();
+        assert!(s.has_pending_plan(&t).await.unwrap());
+        assert!(s.withdraw_plan(&t).await.unwrap());
+        assert!(!s.has_pending_plan(&t).await.unwrap());
+        assert_eq!(s.approve_plan(&t).await.unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn coder_cost_counts_only_the_threads_coder_calls() {
+        let (_dir, s) = store().await;
+        let call = |ts: &str, role: &str, cost: Option<f64>| UsageRecord {
+            thread: thread(ts),
+            role: role.into(),
+            model: "m".into(),
+            prompt_tokens: 1,
+            completion_tokens: 1,
+            cached_tokens: 0,
+            cost,
+        };
+        assert_eq!(s.thread_coder_cost(&thread("1.1")).await.unwrap(), 0.0);
+        for record in [
+            call("1.1", "coder", Some(0.25)),
+            call("1.1", "coder", Some(0.5)),
+            call("1.1", "coder", None),
+            call("1.1", "pm", Some(9.0)),
+            call("2.2", "coder", Some(9.0)),
+        ] {
+            s.record_usage(&record).await.unwrap();
+        }
+        assert_eq!(s.thread_coder_cost(&thread("1.1")).await.unwrap(), 0.75);
+    }
+}
