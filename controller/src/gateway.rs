@@ -266,12 +266,44 @@ fn request_body(
         "messages": messages,
         "usage": { "include": true },
     });
+    if needs_cache_breakpoints(model)
+        && let Some(messages) = body["messages"].as_array_mut()
+    {
+        add_cache_breakpoints(messages);
+    }
     if !tools.is_empty() {
         body["tools"] = serde_json::Value::Array(tools);
         // Route only to providers that support tool calling.
         body["provider"] = serde_json::json!({ "require_parameters": true });
     }
     body
+}
+
+/// Whether `model` caches prompts only where the request marks it (Anthropic's Claude and
+/// Google's Gemini through OpenRouter). Other providers (OpenAI, DeepSeek, …) cache long
+/// prefixes by themselves; their cached tokens are recorded all the same.
+fn needs_cache_breakpoints(model: &str) -> bool {
+    let model = model.to_ascii_lowercase();
+    model.starts_with("anthropic/") || model.starts_with("google/gemini")
+}
+
+/// Marks two cache breakpoints: the system prompt (the same for every call of a role) and
+/// the last message (so the next call, which repeats this conversation and adds to it,
+/// reads everything up to here from the cache). A marked message's text becomes one text
+/// part with `cache_control`, the shape OpenRouter passes on to the provider.
+fn add_cache_breakpoints(messages: &mut [serde_json::Value]) {
+    let system = messages.iter().position(|m| m["role"] == "system");
+    let last = messages.len().checked_sub(1);
+    for index in [system, last].into_iter().flatten() {
+        let message = &mut messages[index];
+        if let Some(text) = message["content"].as_str().filter(|t| !t.is_empty()) {
+            message["content"] = serde_json::json!([{
+                "type": "text",
+                "text": text,
+                "cache_control": { "type": "ephemeral" },
+            }]);
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -487,5 +519,29 @@ mod tests {
         let body = request_body("m", &[ChatMessage::user("hi")], vec![spec.to_openai()]);
         assert_eq!(body["tools"][0]["function"]["name"], "Grep");
         assert_eq!(body["messages"][0]["role"], "user");
+    }
+
+    #[test]
+    fn claude_and_gemini_get_cache_breakpoints_on_the_system_prompt_and_last_message() {
+        let messages = [
+            ChatMessage::system("you are the coder"),
+            ChatMessage::user("do it"),
+            ChatMessage::assistant_text("ok"),
+            ChatMessage::tool_result("c1", "output"),
+        ];
+        let marked =
+            |m: &serde_json::Value| m["content"][0]["cache_control"]["type"] == "ephemeral";
+        for model in ["anthropic/claude-sonnet-4.5", "google/gemini-2.5-pro"] {
+            let body = request_body(model, &messages, vec![]);
+            let sent = body["messages"].as_array().unwrap();
+            let flags: Vec<bool> = sent.iter().map(marked).collect();
+            assert_eq!(flags, [true, false, false, true], "{model}");
+            assert_eq!(sent[0]["content"][0]["text"], "you are the coder");
+            assert_eq!(sent[3]["content"][0]["text"], "output");
+            assert_eq!(sent[3]["tool_call_id"], "c1");
+        }
+        let body = request_body("openai/gpt-5", &messages, vec![]);
+        assert_eq!(body["messages"][0]["content"], "you are the coder");
+        assert_eq!(body["messages"][3]["content"], "output");
     }
 }

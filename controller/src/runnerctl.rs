@@ -387,10 +387,10 @@ pub fn event_line(record: &RunEventRecord) -> (String, serde_json::Value) {
         Event::Usage(u) => (
             "usage",
             format!(
-                "usage: {} prompt + {} completion tokens, ${:.4}",
-                u.prompt_tokens, u.completion_tokens, u.cost_usd
+                "usage: {} prompt ({} cached) + {} completion tokens, ${:.4}",
+                u.prompt_tokens, u.cached_tokens, u.completion_tokens, u.cost_usd
             ),
-            json!({"promptTokens": u.prompt_tokens, "completionTokens": u.completion_tokens, "costUsd": u.cost_usd}),
+            json!({"promptTokens": u.prompt_tokens, "cachedTokens": u.cached_tokens, "completionTokens": u.completion_tokens, "costUsd": u.cost_usd}),
         ),
         Event::Question(q) => (
             "question",

@@ -112,6 +112,8 @@ struct ModelState {
     unscripted: Vec<String>,
     api_key: Option<String>,
     next_id: u64,
+    /// Prompt prefixes written to the emulated prompt cache (hashes).
+    cache: HashSet<u64>,
 }
 
 impl Inner {
@@ -248,6 +250,8 @@ struct Prepared {
     delay: Duration,
     gen_id: u64,
     call_ids: Vec<String>,
+    /// Prompt characters served from the emulated prompt cache.
+    cached_chars: usize,
 }
 
 async fn completions(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -370,6 +374,7 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
             call_ids.push(format!("call_{}", st.next_id));
         }
     }
+    let cached_chars = prompt_cache(&mut st.cache, &request);
     drop(st);
     Ok(Prepared {
         request,
@@ -377,7 +382,62 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         delay,
         gen_id,
         call_ids,
+        cached_chars,
     })
+}
+
+/// The characters a message counts for in the prompt.
+fn message_chars(m: &Value) -> usize {
+    content_text(m.get("content")).chars().count()
+        + m["tool_calls"].as_array().map_or(0, |calls| {
+            calls
+                .iter()
+                .map(|c| {
+                    c["function"]["arguments"]
+                        .as_str()
+                        .map_or(0, |a| a.chars().count())
+                        + c["function"]["name"]
+                            .as_str()
+                            .map_or(0, |n| n.chars().count())
+                })
+                .sum()
+        })
+}
+
+/// Emulates explicit prompt caching as Anthropic models do it through OpenRouter: a text
+/// part with `cache_control` writes the prompt up to and including its message to the
+/// cache; a later request whose messages start with a written prefix (same model, same
+/// tools) reads that prefix from the cache. Returns the prompt characters read from the
+/// cache and records this request's breakpoints.
+fn prompt_cache(cache: &mut HashSet<u64>, request: &Value) -> usize {
+    use std::hash::{Hash, Hasher};
+    let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    request["model"].to_string().hash(&mut hasher);
+    request["tools"].to_string().hash(&mut hasher);
+    let mut cached = 0;
+    let mut chars = 0;
+    for m in &messages {
+        // What the message says, whatever its breakpoints.
+        m["role"].to_string().hash(&mut hasher);
+        content_text(m.get("content")).hash(&mut hasher);
+        m["tool_calls"].to_string().hash(&mut hasher);
+        m["tool_call_id"].to_string().hash(&mut hasher);
+        chars += message_chars(m);
+        let prefix = hasher.finish();
+        if cache.contains(&prefix) {
+            cached = chars;
+        }
+        let breakpoint = m["content"].as_array().is_some_and(|parts| {
+            parts
+                .iter()
+                .any(|p| p["cache_control"]["type"] == "ephemeral")
+        });
+        if breakpoint {
+            cache.insert(prefix);
+        }
+    }
+    cached
 }
 
 async fn answer(prepared: Prepared) -> Response {
@@ -387,6 +447,7 @@ async fn answer(prepared: Prepared) -> Response {
         delay,
         gen_id,
         call_ids,
+        cached_chars,
     } = prepared;
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
 
@@ -394,26 +455,9 @@ async fn answer(prepared: Prepared) -> Response {
         tokio::time::sleep(delay).await;
     }
 
-    let prompt_chars: usize = messages
-        .iter()
-        .map(|m| {
-            content_text(m.get("content")).chars().count()
-                + m["tool_calls"].as_array().map_or(0, |calls| {
-                    calls
-                        .iter()
-                        .map(|c| {
-                            c["function"]["arguments"]
-                                .as_str()
-                                .map_or(0, |a| a.chars().count())
-                                + c["function"]["name"]
-                                    .as_str()
-                                    .map_or(0, |n| n.chars().count())
-                        })
-                        .sum()
-                })
-        })
-        .sum();
+    let prompt_chars: usize = messages.iter().map(message_chars).sum();
     let prompt_tokens = prompt_chars / 4;
+    let cached_tokens = cached_chars / 4;
     let model = request["model"].clone();
 
     let (message, finish_reason, reply_chars) = match reply {
@@ -488,7 +532,7 @@ async fn answer(prepared: Prepared) -> Response {
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
             "cost": 0.0001,
-            "prompt_tokens_details": {"cached_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     });
     let mut resp = (StatusCode::OK, body.to_string()).into_response();
@@ -618,7 +662,12 @@ pub(crate) fn validate(request: &Value) -> Vec<String> {
                 for (j, part) in parts.iter().enumerate() {
                     let ty = part.get("type").and_then(Value::as_str);
                     let ok = match ty {
-                        Some("text") => part.get("text").is_some_and(Value::is_string),
+                        Some("text") => {
+                            part.get("text").is_some_and(Value::is_string)
+                                && part
+                                    .get("cache_control")
+                                    .is_none_or(|c| c["type"] == "ephemeral")
+                        }
                         Some("image_url") => part.get("image_url").is_some(),
                         Some("file" | "input_audio") => true,
                         _ => false,
@@ -640,6 +689,17 @@ pub(crate) fn validate(request: &Value) -> Vec<String> {
             }
         }
     };
+    let breakpoints = messages
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|part| part.get("cache_control").is_some())
+        .count();
+    if breakpoints > 4 {
+        p.push(format!(
+            "{breakpoints} cache_control breakpoints (at most 4 are allowed)"
+        ));
+    }
     for (i, m) in messages.iter().enumerate() {
         if !m.is_object() {
             p.push(format!("messages[{i}] is not an object"));
