@@ -16,3 +16,4 @@ mod postgres;
 mod questions;
 mod resilience;
 mod runners;
+mod worktree;

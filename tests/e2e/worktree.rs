@@ -1,0 +1,397 @@
+//! An approved plan's worktree: branched from freshly fetched `origin` (or, when the fetch
+//! fails, from what the thread is told), refused past `access.maxWorktreeDiskMB`, and
+//! prepared per platform inside the real sandbox — with the network for that step only —
+//! before the Coder starts; an init that fails keeps the Coder from starting.
+
+use std::path::{Path, PathBuf};
+
+use codebutler_test_support::model::Reply;
+use codebutler_test_support::slack::{CHANNEL, Sent};
+use serde_json::{Value, json};
+
+use crate::harness::{Env, USER, WAIT, tool_results};
+
+/// The workspace's runner binary (built by `cargo build --workspace`).
+fn runner_bin() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --workspace` first",
+        bin.display()
+    );
+    bin
+}
+
+/// An env whose Coder runs in the real sandbox, with `extra` merged into the repo config.
+async fn env_with(extra: Value) -> Env {
+    let mut config = json!({
+        "coder": {"maxTurns": 5, "timeout": 2},
+        "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
+    });
+    if let (Some(base), Some(more)) = (config.as_object_mut(), extra.as_object()) {
+        for (k, v) in more {
+            base.insert(k.clone(), v.clone());
+        }
+    }
+    Env::with_config(config).await
+}
+
+/// Commits `files` on the fixture repository's current branch.
+fn commit(repo: &Path, files: &[(&str, &str)], message: &str) -> git2::Oid {
+    let repository = git2::Repository::open(repo).unwrap();
+    let root = repository.workdir().unwrap().to_owned();
+    let mut index = repository.index().unwrap();
+    for (name, text) in files {
+        std::fs::write(root.join(name), text).unwrap();
+        index.add_path(Path::new(name)).unwrap();
+    }
+    index.write().unwrap();
+    let tree = repository.find_tree(index.write_tree().unwrap()).unwrap();
+    let parent = repository.head().unwrap().peel_to_commit().unwrap();
+    let sig = git2::Signature::now("Alice", "alice@example.com").unwrap();
+    repository
+        .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
+        .unwrap()
+}
+
+/// The PM proposes a plan titled `summary` for `ask`; the Coder's script follows; the
+/// user approves. Returns the thread and the approval.
+async fn approved(env: &Env, ask: &str, summary: &str) -> (String, Sent) {
+    let plan = json!({"summary": summary, "steps": ["Do it"], "files": ["README.md"]});
+    env.model.script(
+        ask,
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready; approve it."),
+        ],
+    );
+    let thread = env.say(ask);
+    env.wait_thread_posts(&thread, 1).await;
+    let approval = approve(env, &thread);
+    (thread, approval)
+}
+
+fn approve(env: &Env, thread: &str) -> Sent {
+    env.slack.user_message(CHANNEL, USER, "LGTM!", Some(thread))
+}
+
+async fn wait_reaction(env: &Env, approval: &Sent, name: &str) -> bool {
+    env.slack
+        .wait_until(WAIT, || {
+            env.slack
+                .reactions()
+                .iter()
+                .any(|r| r.ts == approval.ts && r.name == name)
+        })
+        .await
+}
+
+/// The texts of the thread's posts, each with its last update applied.
+fn thread_texts(env: &Env, thread: &str) -> Vec<String> {
+    let updates = env.slack.updates();
+    env.thread_posts(thread)
+        .into_iter()
+        .map(|p| {
+            updates
+                .iter()
+                .rev()
+                .find(|u| u.ts == p.ts)
+                .map_or(p.text, |u| u.text.clone())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_node_worktree_is_prepared_in_the_sandbox_before_the_coder_starts() {
+    // npm needs more address space than the other tests' 768 MB (the default is 4096).
+    let env = env_with(json!({"sandbox": {
+        "runnerPath": runner_bin().display().to_string(),
+        "memoryMB": 4096
+    }}))
+    .await;
+    commit(
+        env.repo_path(),
+        &[
+            (
+                "package.json",
+                r#"{"name":"acme","version":"1.0.0","private":true}"#,
+            ),
+            (
+                "package-lock.json",
+                r#"{"name":"acme","version":"1.0.0","lockfileVersion":3,"requires":true,"packages":{"":{"name":"acme","version":"1.0.0"}}}"#,
+            ),
+        ],
+        "Node project",
+    );
+    env.model.script(
+        "NODE-TOKEN",
+        vec![
+            Reply::tool_call(
+                "Bash",
+                r#"{"command": "env | sort; git status --short; python3 -c 'import socket; socket.socket()' 2>&1 | tail -1"}"#,
+            ),
+            Reply::text("Checked."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let (thread, approval) = approved(&env, "check the node setup", "Check NODE-TOKEN").await;
+    assert!(
+        wait_reaction(&env, &approval, "white_check_mark").await,
+        "{:?}",
+        thread_texts(&env, &thread)
+    );
+    let texts = thread_texts(&env, &thread);
+    let prepared = texts
+        .iter()
+        .find(|t| t.starts_with("*Coder:* prepared the worktree: `npm ci` ("))
+        .unwrap_or_else(|| panic!("no preparation line in {texts:?}"));
+    assert!(prepared.ends_with("s)"), "{prepared}");
+    // The preparation came before the run's status message.
+    let prep_at = texts.iter().position(|t| t == prepared).unwrap();
+    let status_at = texts
+        .iter()
+        .position(|t| t.contains("_Check NODE-TOKEN_"))
+        .unwrap();
+    assert!(prep_at < status_at, "{texts:?}");
+
+    // The Coder's run has the build-isolation environment, no network, and the caches
+    // the init made are not something git would commit.
+    let requests = env.model.requests_for("NODE-TOKEN");
+    let bash = tool_results(&requests[1].body);
+    assert!(
+        bash.contains("npm_config_cache=/workspace/.codebutler-cache/npm"),
+        "{bash}"
+    );
+    assert!(bash.contains("npm_config_audit=false"), "{bash}");
+    assert!(bash.contains("PermissionError: [Errno 1]"), "{bash}");
+    let worktree = env
+        .repo_path()
+        .join(".codebutler/branches/check-node-token");
+    assert!(worktree.join(".codebutler-cache/.gitignore").is_file());
+    let repo = git2::Repository::open(&worktree).unwrap();
+    let mut options = git2::StatusOptions::new();
+    options.include_untracked(true).recurse_untracked_dirs(true);
+    let untracked: Vec<String> = repo
+        .statuses(Some(&mut options))
+        .unwrap()
+        .iter()
+        .filter_map(|s| s.path().ok().map(str::to_owned))
+        .collect();
+    assert!(
+        !untracked.iter().any(|p| p.starts_with(".codebutler-cache")),
+        "git would commit the caches: {untracked:?}"
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn the_init_has_the_network_and_no_secret_and_the_coder_has_neither() {
+    let env = env_with(json!({"build": {
+        "initCommand": "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print('INIT-INET-OK')\" > init-net.txt && env > init-env.txt"
+    }}))
+    .await;
+    env.model.script(
+        "NET-TOKEN",
+        vec![
+            Reply::tool_call(
+                "Bash",
+                r#"{"command": "python3 -c \"import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print('CODER-INET-OK')\" 2>&1 | tail -1"}"#,
+            ),
+            Reply::text("Tried."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let (thread, approval) = approved(&env, "try the network", "Try NET-TOKEN").await;
+    assert!(
+        wait_reaction(&env, &approval, "white_check_mark").await,
+        "{:?}",
+        thread_texts(&env, &thread)
+    );
+    let worktree = env.repo_path().join(".codebutler/branches/try-net-token");
+    let net = std::fs::read_to_string(worktree.join("init-net.txt")).unwrap();
+    assert_eq!(net.trim(), "INIT-INET-OK");
+    let init_env = std::fs::read_to_string(worktree.join("init-env.txt")).unwrap();
+    for secret in [
+        "sk-or-test-key",
+        "xoxb-",
+        "xapp-",
+        crate::harness::OUTSIDE_SECRET,
+    ] {
+        assert!(
+            !init_env.contains(secret),
+            "{secret} in the init's env:\n{init_env}"
+        );
+    }
+    assert!(init_env.contains("HOME=/tmp/home"), "{init_env}");
+    let bash = tool_results(&env.model.requests_for("NET-TOKEN")[1].body);
+    assert!(!bash.contains("CODER-INET-OK"), "{bash}");
+    assert!(bash.contains("PermissionError"), "{bash}");
+    let texts = thread_texts(&env, &thread);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("*Coder:* prepared the worktree: `python3 -c")),
+        "{texts:?}"
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_failed_init_is_reported_and_the_coder_does_not_start() {
+    let env = env_with(json!({"build": {
+        "initCommand": "echo compiling; echo BROKEN-DEP >&2; exit 3"
+    }}))
+    .await;
+    env.model.script("FAIL-TOKEN", vec![Reply::text("never")]);
+    let _daemon = env.start().await;
+    let (thread, approval) = approved(&env, "break the build", "Break FAIL-TOKEN").await;
+    assert!(
+        wait_reaction(&env, &approval, "x").await,
+        "{:?}",
+        thread_texts(&env, &thread)
+    );
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            thread_texts(&env, &thread)
+                .iter()
+                .any(|t| t.contains("approve it again to retry"))
+        })
+        .await;
+    let texts = thread_texts(&env, &thread);
+    assert!(ok, "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t.starts_with(
+            "*Coder:* preparing the worktree failed: `echo compiling; echo BROKEN-DEP >&2; exit 3` failed (exit status: 3) after "
+        )),
+        "{texts:?}"
+    );
+    let output = texts
+        .iter()
+        .find(|t| t.contains("BROKEN-DEP") && t.contains("```"))
+        .unwrap_or_else(|| panic!("no output tail in {texts:?}"));
+    assert!(output.contains("compiling"), "{output}");
+    assert!(
+        texts
+            .iter()
+            .any(|t| t
+                .starts_with("*PM:* I couldn't start the Coder (preparing the worktree failed")),
+        "{texts:?}"
+    );
+    assert!(env.model.requests_for("FAIL-TOKEN").is_empty());
+    assert!(
+        !texts.iter().any(|t| t.contains("working on _Break")),
+        "{texts:?}"
+    );
+    // The unprepared worktree and its branch are gone, so a retry starts clean.
+    assert!(
+        !env.repo_path()
+            .join(".codebutler/branches/break-fail-token")
+            .exists()
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn worktrees_branch_from_origin_and_a_failed_fetch_is_said() {
+    let env = env_with(json!({})).await;
+    // A bare origin with the fixture's branch, then upstream work the checkout lacks, and
+    // local work origin lacks.
+    let origin = env.outside.path().join("origin.git");
+    git2::Repository::init_bare(&origin).unwrap();
+    let local = git2::Repository::open(env.repo_path()).unwrap();
+    let branch = local.head().unwrap().name().unwrap().to_owned();
+    let mut remote = local.remote("origin", origin.to_str().unwrap()).unwrap();
+    remote.push(&[format!("{branch}:{branch}")], None).unwrap();
+    git2::Repository::open_bare(&origin)
+        .unwrap()
+        .set_head(&branch)
+        .unwrap();
+    let other = env.outside.path().join("other");
+    let clone = git2::Repository::clone(origin.to_str().unwrap(), &other).unwrap();
+    commit(&other, &[("UPSTREAM.md", "upstream work\n")], "Upstream");
+    clone
+        .find_remote("origin")
+        .unwrap()
+        .push(&[format!("{branch}:{branch}")], None)
+        .unwrap();
+    commit(env.repo_path(), &[("LOCAL.md", "local only\n")], "Local");
+    for token in ["BASE-ONE", "BASE-TWO"] {
+        env.model.script(token, vec![Reply::text("Looked.")]);
+    }
+    let _daemon = env.start().await;
+
+    let (thread, approval) = approved(&env, "first look", "Look BASE-ONE").await;
+    assert!(wait_reaction(&env, &approval, "white_check_mark").await);
+    let worktree = env.repo_path().join(".codebutler/branches/look-base-one");
+    assert!(worktree.join("UPSTREAM.md").is_file(), "not from origin");
+    assert!(!worktree.join("LOCAL.md").exists(), "from the local HEAD");
+    assert!(
+        !thread_texts(&env, &thread)
+            .iter()
+            .any(|t| t.contains("couldn't fetch")),
+    );
+
+    // origin goes away: the run starts from the last fetched origin, and says so.
+    std::fs::rename(&origin, env.outside.path().join("gone.git")).unwrap();
+    let (thread, approval) = approved(&env, "second look", "Look BASE-TWO").await;
+    assert!(wait_reaction(&env, &approval, "white_check_mark").await);
+    let short_branch = branch.trim_start_matches("refs/heads/");
+    let texts = thread_texts(&env, &thread);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("*Coder:* couldn't fetch origin (")
+                && t.contains(&format!(
+                    "; starting from the last fetched origin/{short_branch} ("
+                ))),
+        "{texts:?}"
+    );
+    let worktree = env.repo_path().join(".codebutler/branches/look-base-two");
+    assert!(worktree.join("UPSTREAM.md").is_file());
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
+    let env = env_with(json!({"access": {"maxWorktreeDiskMB": 1}})).await;
+    let old = env.repo_path().join(".codebutler/branches/old-thread");
+    std::fs::create_dir_all(&old).unwrap();
+    std::fs::write(old.join("build.bin"), vec![7u8; 2 << 20]).unwrap();
+    env.model.script("DISK-TOKEN", vec![Reply::text("Done.")]);
+    let _daemon = env.start().await;
+    let (thread, _approval) = approved(&env, "fill the disk", "Fill DISK-TOKEN").await;
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            thread_texts(&env, &thread)
+                .iter()
+                .any(|t| t.contains("approve it again to retry"))
+        })
+        .await;
+    let texts = thread_texts(&env, &thread);
+    assert!(ok, "{texts:?}");
+    let refusal = texts.last().unwrap();
+    assert!(
+        refusal.starts_with("*PM:* I couldn't start the Coder (the worktrees in .codebutler/branches already use 3 MB"),
+        "{refusal}"
+    );
+    assert!(refusal.contains("access.maxWorktreeDiskMB"), "{refusal}");
+    assert!(
+        !env.repo_path()
+            .join(".codebutler/branches/fill-disk-token")
+            .exists()
+    );
+    assert!(env.model.requests_for("DISK-TOKEN").is_empty());
+
+    // After clean-up, approving the same plan again works.
+    std::fs::remove_dir_all(&old).unwrap();
+    let again = approve(&env, &thread);
+    assert!(
+        wait_reaction(&env, &again, "white_check_mark").await,
+        "{:?}",
+        thread_texts(&env, &thread)
+    );
+    assert_eq!(env.model.requests_for("DISK-TOKEN").len(), 1);
+    env.assert_clean();
+}
