@@ -472,3 +472,26 @@ async fn read_memory_returns_the_memory_files_text() {
     );
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_question_in_a_run_without_a_thread_is_answered_at_once() {
+    let env = coder_env(json!({})).await;
+    env.model.script(
+        "PLAN-UNATTENDED",
+        vec![
+            Reply::tool_call("AskUser", r#"{"question": "Tabs or spaces?"}"#),
+            Reply::text("Chose spaces."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let out = run_plan(&env, "Indent things PLAN-UNATTENDED").await;
+    assert!(
+        out.contains("run finished: completed: Chose spaces."),
+        "{out}"
+    );
+    let requests = env.model.requests_for("PLAN-UNATTENDED");
+    assert_eq!(
+        tool_results(&requests[1].body),
+        codebutler_controller::runners::supervisor::UNATTENDED_ANSWER
+    );
+}

@@ -527,6 +527,11 @@ impl Inner {
                     if let Some(end) = ending_of(&event) {
                         ending = Some(end);
                     }
+                    if request.thread_link.is_none()
+                        && let Some(answer) = unattended_answer(&event)
+                    {
+                        let _ = commands.send(answer).await;
+                    }
                     self.record_event(run_id, &mut seq, event).await;
                 }
                 status = child.wait() => break status.ok(),
@@ -611,6 +616,24 @@ impl Inner {
         state
     }
 }
+
+/// The answer to a question asked in a run without a Slack thread (started by `runnerctl`):
+/// nobody is there to answer, so the Coder is told to decide itself rather than wait out its
+/// time limit.
+fn unattended_answer(event: &RunnerEvent) -> Option<RunnerCommand> {
+    let Some(Event::Question(question)) = &event.event else {
+        return None;
+    };
+    Some(RunnerCommand {
+        command: Some(Command::Answer(Answer {
+            question_id: question.question_id.clone(),
+            text: UNATTENDED_ANSWER.to_owned(),
+        })),
+    })
+}
+
+/// What a Coder asking in a run without a thread is told.
+pub const UNATTENDED_ANSWER: &str = "Nobody can answer questions in this run (it has no Slack thread). Decide yourself, choosing the option that is easiest to change later, and say in your summary what you chose and why.";
 
 /// The run state and words an ending event stands for.
 fn ending_of(event: &RunnerEvent) -> Option<(RunState, String)> {
