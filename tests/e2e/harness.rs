@@ -294,9 +294,23 @@ pub fn tool_results(body: &Value) -> String {
         .unwrap()
         .iter()
         .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .map(|m| content_text(&m["content"]))
         .collect::<Vec<_>>()
         .join("\n---\n")
+}
+
+/// A message's text: its `content` string, or its text parts joined (the shape of a message
+/// with a prompt-cache breakpoint).
+pub fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
 }
 
 /// The contents of the user messages of a recorded request.
@@ -306,6 +320,6 @@ pub fn user_messages(body: &Value) -> Vec<String> {
         .unwrap()
         .iter()
         .filter(|m| m["role"] == "user")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .map(|m| content_text(&m["content"]))
         .collect()
 }

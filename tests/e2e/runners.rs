@@ -139,9 +139,7 @@ async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
     assert!(bash.contains("exit code: 0"), "{bash}");
     // The model got the Coder's prompt and tools, through the controller's key.
     assert!(
-        requests[0].body["messages"][0]["content"]
-            .as_str()
-            .unwrap()
+        crate::harness::content_text(&requests[0].body["messages"][0]["content"])
             .starts_with("You are the Coder")
     );
     assert_eq!(
@@ -721,7 +719,7 @@ async fn an_approved_plan_starts_the_coder_and_the_thread_follows_it() {
     assert!(readme.contains("## Deploying (marked)"), "{readme}");
     // The Coder was given the approved plan.
     let first = &env.model.requests_for("CODER-TOKEN")[0].body;
-    let task = first["messages"][1]["content"].as_str().unwrap();
+    let task = crate::harness::content_text(&first["messages"][1]["content"]);
     assert!(
         task.contains("📋 **Plan:** Mark the deploy section CODER-TOKEN"),
         "{task}"
