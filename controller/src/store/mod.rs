@@ -95,6 +95,8 @@ pub struct UsageRecord {
 pub struct UsageTotals {
     pub calls: i64,
     pub prompt_tokens: i64,
+    /// The part of `prompt_tokens` read from the provider's prompt cache.
+    pub cached_tokens: i64,
     pub completion_tokens: i64,
     pub cost: f64,
 }
@@ -399,7 +401,7 @@ impl Store {
     pub async fn usage_totals(&self, thread: &ThreadKey) -> Result<UsageTotals, StoreError> {
         let row = sqlx::query(
             "SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS p, \
-             COALESCE(SUM(completion_tokens), 0) AS c, COALESCE(SUM(cost), 0.0) AS cost \
+             COALESCE(SUM(cached_tokens), 0) AS cached, COALESCE(SUM(completion_tokens), 0) AS c, COALESCE(SUM(cost), 0.0) AS cost \
              FROM usage WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(&thread.channel)
@@ -409,6 +411,7 @@ impl Store {
         Ok(UsageTotals {
             calls: row.get("calls"),
             prompt_tokens: row.get("p"),
+            cached_tokens: row.get("cached"),
             completion_tokens: row.get("c"),
             cost: row.get("cost"),
         })
@@ -644,7 +647,7 @@ mod tests {
                 model: "m".into(),
                 prompt_tokens: 10,
                 completion_tokens: 5,
-                cached_tokens: 0,
+                cached_tokens: 4,
                 cost: Some(0.5),
             })
             .await
@@ -656,6 +659,7 @@ mod tests {
             UsageTotals {
                 calls: 2,
                 prompt_tokens: 20,
+                cached_tokens: 8,
                 completion_tokens: 10,
                 cost: 1.0
             }

@@ -1,0 +1,205 @@
+//! Prompt tokens of a long Coder session, with and without compaction and prompt caching.
+//!
+//! `cargo bench -p codebutler-controller --bench tokens`
+//!
+//! One scripted 40-turn session (each turn reads a different 3 KB file, so the conversation
+//! grows by about 750 tokens a turn) runs through the real Coder loop, tools and gateway
+//! against the fake model, four ways:
+//! - no compaction (a 1M-token window), a model without explicit caching;
+//! - compaction at 80 % of a 16k-token window, the same model;
+//! - no compaction, a Claude model (cache breakpoints on the system prompt and last message);
+//! - compaction and caching together.
+//!
+//! Tokens are counted as the fake model counts them (4 characters a token) and recorded by
+//! the gateway in the store, as in production; the fake's cache follows Anthropic's rules
+//! (written at a breakpoint, read back when a later request starts with that prefix). The
+//! figures are deterministic: no timing is involved.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use codebutler_controller::config::OpenRouterConfig;
+use codebutler_controller::gateway::{CallContext, Gateway, RoleModel};
+use codebutler_controller::secret::Secret;
+use codebutler_controller::store::{Store, ThreadKey};
+use codebutler_runner::agent::{CoderTask, Ending, run_coder};
+use codebutler_runner::compaction::Compaction;
+use codebutler_runner::tool::ToolRegistry;
+use codebutler_runner::tools::coder::{BashConfig, coder_tools};
+use codebutler_runner::tools::path::RepoRoot;
+use codebutler_test_support::model::{FakeModel, Reply};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const TURNS: usize = 40;
+const FILE_BYTES: usize = 3000;
+
+fn main() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(run());
+}
+
+async fn run() {
+    println!(
+        "prompt tokens of a {TURNS}-turn Coder session (tokens sent / of which cached / not cached)"
+    );
+    for (name, window, model) in [
+        ("no compaction, no caching", 1_000_000, "openai/gpt-5"),
+        (
+            "compaction (16k window), no caching",
+            16_000,
+            "openai/gpt-5",
+        ),
+        (
+            "no compaction, caching",
+            1_000_000,
+            "anthropic/claude-sonnet-4.5",
+        ),
+        (
+            "compaction and caching",
+            16_000,
+            "anthropic/claude-sonnet-4.5",
+        ),
+    ] {
+        let figures = session(window, model).await;
+        println!(
+            "  {name:<38} {:>9} / {:>9} / {:>9}   ({} calls, largest prompt {} tokens)",
+            figures.sent,
+            figures.cached,
+            figures.sent - figures.cached,
+            figures.calls,
+            figures.largest
+        );
+    }
+}
+
+struct Figures {
+    sent: i64,
+    cached: i64,
+    calls: usize,
+    largest: i64,
+}
+
+async fn session(context_window: u64, model_id: &str) -> Figures {
+    let model = FakeModel::start().await;
+    let mut replies: Vec<Reply> = (0..TURNS)
+        .map(|i| {
+            Reply::tool_call(
+                "Read",
+                json!({"file_path": format!("src/f{i}.txt")}).to_string(),
+            )
+        })
+        .collect();
+    replies.push(Reply::text("Read every file."));
+    model.script("TOKENS-BENCH", replies);
+    // Compaction's summary calls (their first user message holds the transcript).
+    model.script(
+        "The conversation so far:",
+        (0..TURNS)
+            .map(|i| Reply::text(format!("Read files f0 to f{i}; nothing changed yet.")))
+            .collect(),
+    );
+
+    let worktree = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(worktree.path().join("src")).unwrap();
+    for i in 0..TURNS {
+        let line = format!("// file {i}: some code the Coder reads\n");
+        let body = line.repeat(FILE_BYTES / line.len());
+        std::fs::write(worktree.path().join(format!("src/f{i}.txt")), body).unwrap();
+    }
+    let root = Arc::new(RepoRoot::new(worktree.path()).unwrap());
+    let mut tools = ToolRegistry::new(32 * 1024);
+    for tool in coder_tools(root, BashConfig::default()) {
+        tools.register(tool);
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).await.unwrap();
+    let gateway = Gateway::new(
+        &OpenRouterConfig {
+            api_key: Secret::new("sk-or-bench"),
+            base_url: model.base_url(),
+            timeout_secs: 30,
+            max_retries: 0,
+        },
+        store.clone(),
+    )
+    .unwrap();
+    let thread = ThreadKey {
+        channel: "C1".into(),
+        thread_ts: "1.1".into(),
+    };
+    let role_model = RoleModel {
+        gateway: &gateway,
+        ctx: CallContext {
+            thread: thread.clone(),
+            role: "coder",
+            model: model_id.into(),
+        },
+        cancel: CancellationToken::new(),
+    };
+    let task = CoderTask {
+        system_prompt: "You are the Coder. ".repeat(200),
+        plan: "TOKENS-BENCH: read every file under src/.".into(),
+        max_turns: u32::try_from(TURNS).unwrap() + 5,
+        timeout: std::time::Duration::from_secs(300),
+        resume: Vec::new(),
+    };
+    let compaction = Compaction {
+        context_window,
+        ..Compaction::default()
+    };
+    let (inbox_tx, mut inbox) = tokio::sync::mpsc::channel(1);
+    let (events, mut event_rx) = tokio::sync::mpsc::channel(64);
+    let drain = tokio::spawn(async move { while event_rx.recv().await.is_some() {} });
+    let (ending, _) = run_coder(&role_model, &tools, task, compaction, &mut inbox, &events).await;
+    drop((inbox_tx, events));
+    drain.await.unwrap();
+    assert!(
+        matches!(ending, Ending::Completed { .. }),
+        "the session did not complete: {ending:?}"
+    );
+    assert!(model.violations().is_empty(), "{:?}", model.violations());
+
+    let requests = model.requests();
+    let usage = store.usage_totals(&thread).await.unwrap();
+    let largest = requests
+        .iter()
+        .map(|r| {
+            r.body["messages"]
+                .as_array()
+                .map_or(0, |m| m.iter().map(message_chars).sum::<usize>())
+        })
+        .max()
+        .unwrap_or(0);
+    Figures {
+        sent: usage.prompt_tokens,
+        cached: usage.cached_tokens,
+        calls: requests.len(),
+        largest: i64::try_from(largest / 4).unwrap(),
+    }
+}
+
+/// A message's characters as the fake model counts them: its text and its tool calls.
+fn message_chars(m: &serde_json::Value) -> usize {
+    let text = match &m["content"] {
+        serde_json::Value::String(s) => s.chars().count(),
+        serde_json::Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .map(|t| t.chars().count())
+            .sum(),
+        _ => 0,
+    };
+    let calls: usize = m["tool_calls"].as_array().map_or(0, |calls| {
+        calls
+            .iter()
+            .map(|c| {
+                c["function"]["arguments"].as_str().map_or(0, str::len)
+                    + c["function"]["name"].as_str().map_or(0, str::len)
+            })
+            .sum()
+    });
+    text + calls
+}
