@@ -826,6 +826,17 @@ mod tests {
     }
 
     #[test]
+    fn the_example_configs_load() {
+        let f = files(
+            Some(include_str!("../../deploy/global-config.example.json")),
+            Some(include_str!("../../deploy/repo-config.example.json")),
+        );
+        let c = load(&f.sources, no_env).unwrap();
+        assert_eq!(c.access.max_worktree_disk_mb, 2000);
+        assert_eq!(c.build.project_type, "auto");
+    }
+
+    #[test]
     fn build_section_and_worktree_disk_limit() {
         let f = files(Some(GLOBAL), Some(REPO));
         let c = load(&f.sources, no_env).unwrap();
