@@ -298,6 +298,7 @@ impl Admin for AdminService {
                 branch: tree.branch,
                 thread_link: None,
                 system_prompt: crate::prompts::coder_system_prompt(&self.layout),
+                resume: None,
             })
             .await
             .map_err(|e| Status::failed_precondition(e.to_string()))?;
