@@ -9,6 +9,8 @@
 //! - from `StartRun` on the admin socket to the fake model receiving the runner's first
 //!   request (worktree + launch + sandbox + hub session + first `Complete`), through the
 //!   real daemon;
+//! - from a typed approval in a Slack thread (a Socket Mode event from the fake Slack) to the
+//!   fake model receiving the Coder's first request: the same plus intake and approval;
 //! - a model call through the hub (`Complete` over the runner's socket, then the gateway)
 //!   against the same call made with the gateway directly: the proxy's overhead.
 
@@ -98,7 +100,7 @@ async fn run() {
         assert!(status.success());
     }
 
-    let to_first_request = start_to_first_request(repo.path(), &runner).await;
+    let (to_first_request, approval_to_first) = start_to_first_request(repo.path(), &runner).await;
     let (direct, proxied) = proxy_overhead().await;
 
     println!("runner benchmark ({FILES} files, {ROUNDS} rounds each; p50 / p99)");
@@ -113,6 +115,7 @@ async fn run() {
         .collect();
     report("sandbox start (sandboxed − bare)", &overhead);
     report("StartRun to first model request", &to_first_request);
+    report("Slack approval to first model request", &approval_to_first);
     report("model call, gateway direct", &direct);
     report("model call through the hub", &proxied);
     let proxy: Vec<Duration> = proxied
@@ -157,8 +160,9 @@ fn make_repo(root: &Path) {
     ]);
 }
 
-/// Through the real daemon: StartRun → the fake model sees the runner's first request.
-async fn start_to_first_request(repo: &Path, runner: &Path) -> Vec<Duration> {
+/// Through the real daemon: StartRun → the fake model sees the runner's first request; then
+/// the same from a Slack approval ([`approval_to_first_request`]).
+async fn start_to_first_request(repo: &Path, runner: &Path) -> (Vec<Duration>, Vec<Duration>) {
     let slack = FakeSlack::start().await;
     let model = FakeModel::start().await;
     model.script(
@@ -175,23 +179,30 @@ async fn start_to_first_request(repo: &Path, runner: &Path) -> Vec<Duration> {
     std::fs::write(
         repo.join(".codebutler/config.json"),
         json!({
-            "slack": {"channelID": slack::CHANNEL, "apiUrl": slack.api_url()},
             "openrouter": {"baseUrl": model.base_url(), "maxRetries": 0},
+            "slack": {"channelID": slack::CHANNEL, "apiUrl": slack.api_url(), "messagesPerSecond": 100.0},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": "bench/pm-model"}}},
             "sandbox": {"runnerPath": runner.display().to_string()},
-            "access": {"maxConcurrentThreads": 1}
+            "access": {"maxConcurrentThreads": 1, "maxClaudeCallsPerHour": 0}
         })
         .to_string(),
     )
     .unwrap();
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_codebutler"))
-        .arg("--repo")
-        .arg(repo)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("CODEBUTLER_HOME", home.path())
-        .env("RUST_LOG", "error")
-        .spawn()
-        .unwrap();
+    let _daemon = KillOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_codebutler"))
+            .arg("--repo")
+            .arg(repo)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("CODEBUTLER_HOME", home.path())
+            .env(
+                "RUST_LOG",
+                std::env::var("BENCH_DAEMON_LOG").unwrap_or_else(|_| "error".into()),
+            )
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let socket = repo.join(".codebutler/run/admin.sock");
     assert!(
         slack
@@ -234,8 +245,76 @@ async fn start_to_first_request(repo: &Path, runner: &Path) -> Vec<Duration> {
         // Let the run finish before the next (one run at a time).
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
-    let _ = daemon.kill();
-    let _ = daemon.wait();
+    let approvals = approval_to_first_request(&slack, &model).await;
+    (samples, approvals)
+}
+
+/// The daemon under test, stopped however the benchmark ends (a failed assertion too).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Through Slack: a thread gets a plan from the PM, then someone types "yes"; measured from
+/// the approval's Socket Mode event to the fake model receiving the Coder's first request
+/// (intake, approval, worktree, checkpoint, runner launch, sandbox, hub, first `Complete`).
+async fn approval_to_first_request(slack: &FakeSlack, model: &FakeModel) -> Vec<Duration> {
+    model.script(
+        "APPROVAL-BENCH",
+        (0..ROUNDS).map(|_| Reply::text("done")).collect(),
+    );
+    let mut samples = Vec::new();
+    for i in 0..ROUNDS {
+        let ask = format!("bench job {i}");
+        let plan =
+            json!({"summary": format!("APPROVAL-BENCH {i}"), "steps": ["Do it"], "files": []});
+        model.script(
+            &ask,
+            vec![
+                Reply::tool_call("ProposePlan", plan.to_string()),
+                Reply::text("Plan ready."),
+            ],
+        );
+        let thread = slack.user_message(slack::CHANNEL, "U0BENCH", &ask, None).ts;
+        let in_thread = |n: usize| {
+            slack
+                .posts()
+                .iter()
+                .filter(|p| p.thread_ts.as_deref() == Some(thread.as_str()))
+                .count()
+                >= n
+        };
+        assert!(
+            slack
+                .wait_until(Duration::from_secs(30), || in_thread(1))
+                .await,
+            "no plan in thread {i}"
+        );
+        let seen = model.requests_for("APPROVAL-BENCH").len();
+        let start = Instant::now();
+        slack.user_message(slack::CHANNEL, "U0BENCH", "yes", Some(&thread));
+        assert!(
+            codebutler_test_support::wait_until(Duration::from_secs(30), || {
+                model.requests_for("APPROVAL-BENCH").len() > seen
+            })
+            .await,
+            "the approval in thread {i} started no run"
+        );
+        let first = model.requests_for("APPROVAL-BENCH")[seen].at;
+        samples.push(first.saturating_duration_since(start));
+        // Plan, status, summary: the run ended (one run at a time).
+        assert!(
+            slack
+                .wait_until(Duration::from_secs(30), || in_thread(3))
+                .await,
+            "the run of thread {i} did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
     samples
 }
 
