@@ -431,7 +431,11 @@ async fn post_message_echo_update_and_reactions() {
         }
     );
     assert_eq!(posts[1].text, "");
-    assert_eq!(posts[1].blocks, Some(json!([{"type": "divider"}])));
+    // Slack keeps the blocks and gives each one a block_id.
+    let blocks = posts[1].blocks.clone().unwrap();
+    assert_eq!(blocks.as_array().unwrap().len(), 1, "{blocks}");
+    assert_eq!(blocks[0]["type"], "divider");
+    assert!(blocks[0]["block_id"].is_string(), "{blocks}");
 
     // chat.update of the bot's message → ok + message_changed event.
     let upd = post_json(
