@@ -17,7 +17,7 @@ use std::time::Duration;
 use codebutler_proto::runner::v1::Question;
 use codebutler_runner::conversation::ChatMessage;
 use codebutler_runner::tool::{DEFAULT_MAX_TOOL_OUTPUT, ToolRegistry};
-use codebutler_runner::tool_loop::{LoopError, LoopLimits, run_tool_loop};
+use codebutler_runner::tool_loop::{LoopLimits, run_tool_loop};
 use codebutler_runner::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
@@ -137,12 +137,7 @@ pub async fn ask_pm(
         max_iterations: PM_QUESTION_ITERATIONS,
     };
     let system = question_prompt(plan, &memory);
-    let outcome = run_tool_loop(&model, &registry, &system, &history, limits, cancel)
-        .await
-        .map_err(|e| match e {
-            LoopError::Model(e) => PmError::Model(e),
-            LoopError::Cancelled => PmError::Cancelled,
-        })?;
+    let outcome = run_tool_loop(&model, &registry, &system, &history, limits, cancel).await?;
     Ok(parse_verdict(&outcome.answer))
 }
 

@@ -49,6 +49,15 @@ pub enum PmError {
     Cancelled,
 }
 
+impl From<LoopError<GatewayError>> for PmError {
+    fn from(e: LoopError<GatewayError>) -> Self {
+        match e {
+            LoopError::Model(e) => Self::Model(e),
+            LoopError::Cancelled => Self::Cancelled,
+        }
+    }
+}
+
 /// The PM of one repository.
 #[derive(Clone, Debug)]
 pub struct Pm {
@@ -107,12 +116,7 @@ impl Pm {
         let limits = LoopLimits {
             max_iterations: MAX_ITERATIONS,
         };
-        let outcome = run_tool_loop(&model, &registry, &system, &history, limits, cancel)
-            .await
-            .map_err(|e| match e {
-                LoopError::Model(e) => PmError::Model(e),
-                LoopError::Cancelled => PmError::Cancelled,
-            })?;
+        let outcome = run_tool_loop(&model, &registry, &system, &history, limits, cancel).await?;
         let mut new_messages = vec![user_message];
         new_messages.extend(outcome.new_messages);
         let plan = proposed.lock().ok().and_then(|mut p| p.take());

@@ -106,22 +106,12 @@ impl Sender {
         thread_ts: &str,
         text: &str,
     ) -> Result<String, SlackError> {
-        self.pace.wait(channel).await;
-        let request = SlackApiChatPostMessageRequest::new(
-            channel.into(),
+        self.post_content(
+            channel,
+            thread_ts,
             SlackMessageContent::new().with_text(text.into()),
         )
-        .with_thread_ts(thread_ts.into())
-        .with_unfurl_links(false);
-        let response = self
-            .retrying("chat.postMessage", || async {
-                self.client
-                    .open_session(&self.token)
-                    .chat_post_message(&request)
-                    .await
-            })
-            .await?;
-        Ok(response.ts.0)
+        .await
     }
 
     /// Posts a message made of Block Kit `blocks`, with `text` as its notification and
@@ -133,15 +123,27 @@ impl Sender {
         text: &str,
         blocks: Vec<SlackBlock>,
     ) -> Result<String, SlackError> {
-        self.pace.wait(channel).await;
-        let request = SlackApiChatPostMessageRequest::new(
-            channel.into(),
+        self.post_content(
+            channel,
+            thread_ts,
             SlackMessageContent::new()
                 .with_text(text.into())
                 .with_blocks(blocks),
         )
-        .with_thread_ts(thread_ts.into())
-        .with_unfurl_links(false);
+        .await
+    }
+
+    /// Posts `content` into the thread, paced; returns the new message's ts.
+    async fn post_content(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        content: SlackMessageContent,
+    ) -> Result<String, SlackError> {
+        self.pace.wait(channel).await;
+        let request = SlackApiChatPostMessageRequest::new(channel.into(), content)
+            .with_thread_ts(thread_ts.into())
+            .with_unfurl_links(false);
         let response = self
             .retrying("chat.postMessage", || async {
                 self.client

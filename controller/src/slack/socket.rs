@@ -89,11 +89,11 @@ async fn on_push(
     _client: Arc<Client>,
     state: SlackClientEventsUserState,
 ) -> UserCallbackResult<()> {
-    let sink = state.read().await.get_user_state::<SinkState>().cloned();
-    let Some(SinkState(sink)) = sink else {
-        return Err("no event sink installed".into());
-    };
-    sink.accept(event).await.map_err(Into::into)
+    sink_of(&state)
+        .await?
+        .accept(event)
+        .await
+        .map_err(Into::into)
 }
 
 async fn on_interaction(
@@ -101,11 +101,19 @@ async fn on_interaction(
     _client: Arc<Client>,
     state: SlackClientEventsUserState,
 ) -> UserCallbackResult<()> {
-    let sink = state.read().await.get_user_state::<SinkState>().cloned();
-    let Some(SinkState(sink)) = sink else {
-        return Err("no event sink installed".into());
-    };
-    sink.accept_interaction(event).await.map_err(Into::into)
+    sink_of(&state)
+        .await?
+        .accept_interaction(event)
+        .await
+        .map_err(Into::into)
+}
+
+/// The sink `start` installed in the listener's state.
+async fn sink_of(state: &SlackClientEventsUserState) -> UserCallbackResult<Arc<dyn EventSink>> {
+    match state.read().await.get_user_state::<SinkState>() {
+        Some(SinkState(sink)) => Ok(sink.clone()),
+        None => Err("no event sink installed".into()),
+    }
 }
 
 fn on_error(
