@@ -327,6 +327,19 @@ async fn a_click_from_someone_not_allowed_changes_nothing() {
         [APPROVE, CANCEL_PLAN],
         "the buttons stay"
     );
+    // A typed approval from the same person is refused the same way.
+    env.slack
+        .user_message(CHANNEL, BOB, "ship it", Some(&thread));
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env
+                .thread_posts(&thread)
+                .iter()
+                .filter(|p| p.text.contains("allow-list"))
+                .count()
+                == 3)
+            .await
+    );
     assert!(env.model.requests_for("NOT-ALLOWED").is_empty());
     assert!(runs(&env).await.is_empty());
 }
