@@ -6,6 +6,7 @@
 //! read the store are thin. The cap is kept in the store, not in the hub, so a budget raised
 //! while a Coder runs applies to its next model call.
 
+use crate::gateway::Gateway;
 use crate::store::{Store, ThreadKey};
 
 /// The words that start a budget refusal; [`plain_ending`] finds them in a run's ending.
@@ -75,7 +76,9 @@ pub fn cap_text(cap: f64) -> String {
 pub enum Estimate {
     /// The median cost of `runs` earlier completed runs.
     Median { usd: f64, runs: usize },
-    /// No completed run yet to go by.
+    /// No completed run yet: a typical run at the Coder model's prices.
+    Typical { usd: f64 },
+    /// No completed run yet to go by, and no price for the model.
     NoHistory,
 }
 
@@ -112,6 +115,10 @@ pub fn cost_markdown(estimate: &Estimate, cap: f64) -> String {
         Estimate::Median { usd: cost, runs } => {
             format!("about {} (median of the last {runs} runs here)", usd(*cost))
         }
+        Estimate::Typical { usd: cost } => format!(
+            "about {} (a typical run at this model's prices; no earlier runs here yet)",
+            usd(*cost)
+        ),
         Estimate::NoHistory => "no estimate yet (no earlier runs in this repository)".to_owned(),
     };
     format!(
@@ -164,13 +171,27 @@ pub async fn refusal(store: &Store, thread: &ThreadKey) -> Option<String> {
     }
 }
 
-/// The estimate for a new plan, from the store; a store error is logged and shown as no
-/// estimate rather than failing the plan.
-pub async fn estimate(store: &Store) -> Estimate {
-    match store.completed_run_costs().await {
+/// The estimate for a new plan: from this repository's earlier runs in the store, else a
+/// typical run at the Coder `model`'s prices. Errors are logged and shown as no estimate
+/// rather than failing the plan.
+pub async fn estimate(store: &Store, gateway: &Gateway, model: &str) -> Estimate {
+    let from_history = match store.completed_run_costs().await {
         Ok(costs) => Estimate::from_costs(&costs),
         Err(e) => {
             tracing::warn!("read earlier run costs for an estimate: {e}");
+            Estimate::NoHistory
+        }
+    };
+    if from_history != Estimate::NoHistory {
+        return from_history;
+    }
+    match gateway.pricing(model).await {
+        Ok(Some(pricing)) => Estimate::Typical {
+            usd: crate::pricing::typical_run_cost(&pricing),
+        },
+        Ok(None) => Estimate::NoHistory,
+        Err(e) => {
+            tracing::warn!("read {model}'s prices for an estimate: {e}");
             Estimate::NoHistory
         }
     }

@@ -523,7 +523,12 @@ impl PmHandler {
                 self.max_cost_per_thread
             }
         };
-        let estimate = crate::budget::estimate(&self.store).await;
+        let estimate = crate::budget::estimate(
+            &self.store,
+            &self.pm.gateway,
+            &self.coder.supervisor.limits().model,
+        )
+        .await;
         let cost_line = crate::budget::cost_markdown(&estimate, cap);
         let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
         let digest = plan_digest(&serde_json::to_string(plan).unwrap_or_default());

@@ -8,6 +8,7 @@
 //! A small hand-written client rather than a generic OpenAI crate: OpenRouter's numeric error
 //! codes, its `usage.cost` and its error-in-body responses need exact handling.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,9 +18,12 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::OpenRouterConfig;
+use crate::pricing::Pricing;
 use crate::secret::Secret;
 use crate::store::{Store, ThreadKey, UsageRecord};
 
+/// How long fetching the model list may take: it delays a plan's message.
+const PRICES_TIMEOUT: Duration = Duration::from_secs(5);
 /// First backoff delay.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(2);
 /// Longest backoff delay.
@@ -83,10 +87,14 @@ pub struct CallContext {
 pub struct Gateway {
     http: reqwest::Client,
     url: String,
+    /// OpenRouter's model list, where prices come from.
+    models_url: String,
     api_key: Secret,
     timeout: Duration,
     max_retries: u32,
     store: Store,
+    /// Prices by model id, fetched once.
+    prices: tokio::sync::Mutex<Option<HashMap<String, Pricing>>>,
 }
 
 impl Gateway {
@@ -101,11 +109,42 @@ impl Gateway {
         Ok(Self {
             http,
             url: format!("{}/chat/completions", config.base_url),
+            models_url: format!("{}/models", config.base_url),
             api_key: config.api_key.clone(),
             timeout: Duration::from_secs(config.timeout_secs),
             max_retries: config.max_retries,
             store,
+            prices: tokio::sync::Mutex::new(None),
         })
+    }
+
+    /// `model`'s prices from OpenRouter's model list (fetched once, then kept; a failed
+    /// fetch is tried again next time). `None` when the list does not price the model.
+    pub async fn pricing(&self, model: &str) -> Result<Option<Pricing>, GatewayError> {
+        let mut prices = self.prices.lock().await;
+        if prices.is_none() {
+            let response = self
+                .http
+                .get(&self.models_url)
+                .bearer_auth(self.api_key.expose())
+                .timeout(PRICES_TIMEOUT)
+                .send()
+                .await
+                .map_err(transport)?;
+            let status = response.status();
+            let body = response.text().await.map_err(transport)?;
+            if !status.is_success() {
+                return Err(GatewayError::Http {
+                    status: status.as_u16(),
+                    message: format!("model list: {}", body.chars().take(200).collect::<String>()),
+                    retry_after: None,
+                });
+            }
+            let parsed = crate::pricing::parse_model_list(&body)
+                .map_err(|e| GatewayError::Decode(format!("model list: {e}")))?;
+            *prices = Some(parsed);
+        }
+        Ok(prices.as_ref().and_then(|p| p.get(model)).copied())
     }
 
     /// One chat completion with retries. Usage of the successful attempt is recorded against

@@ -16,6 +16,7 @@ pub mod gateway;
 pub mod layout;
 pub mod logging;
 pub mod pm;
+pub mod pricing;
 pub mod prompts;
 pub mod questions;
 pub mod routing;

@@ -344,6 +344,32 @@ async fn a_click_from_someone_not_allowed_changes_nothing() {
     assert!(runs(&env).await.is_empty());
 }
 
+/// Without earlier runs, the estimate is a typical run at the Coder model's prices, read from
+/// the provider's model list.
+#[tokio::test]
+async fn without_earlier_runs_the_estimate_comes_from_the_models_prices() {
+    let env = Env::with_config(json!({"coder": {"model": "anthropic/claude-opus-4-6"}})).await;
+    env.model.price(
+        "anthropic/claude-opus-4-6",
+        0.000015,
+        0.000075,
+        Some(0.0000015),
+    );
+    env.model.price("openai/gpt-5", 0.00000125, 0.00001, None);
+    script_plan(&env, "add a license", "LICENSE-PLAN", &[]);
+    let _daemon = env.start().await;
+    let thread = env.say("add a license");
+    let plan = plan_post(&env, &thread).await;
+    // 27,000 fresh and 220,500 cached prompt tokens and 6,000 completion tokens at those prices.
+    assert!(
+        plan.text.contains(
+            "💰 *Estimate:* about $1.19 (a typical run at this model's prices; no earlier runs here yet)"
+        ),
+        "{}",
+        plan.text
+    );
+}
+
 /// The plan shows an estimate and the budget it runs under; "budget $N" changes the budget.
 #[tokio::test]
 async fn the_plan_shows_its_budget_and_budget_commands_change_it() {

@@ -114,6 +114,8 @@ struct ModelState {
     next_id: u64,
     /// Prompt prefixes written to the emulated prompt cache (hashes).
     cache: HashSet<u64>,
+    /// `GET /models`: (model id, prompt, completion, cache read) in USD per token.
+    prices: Vec<(String, f64, f64, Option<f64>)>,
 }
 
 impl Inner {
@@ -135,6 +137,7 @@ impl FakeModel {
         });
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
+            .route("/v1/models", axum::routing::get(models))
             .fallback(not_found)
             .with_state(inner.clone());
         let server = tokio::spawn(async move {
@@ -162,6 +165,14 @@ impl FakeModel {
             Some((_, queue)) => queue.extend(replies),
             None => st.scripts.push((matcher.to_owned(), replies.into())),
         }
+    }
+
+    /// Lists `model` in `GET /models` with these prices (USD per token), as OpenRouter does.
+    pub fn price(&self, model: &str, prompt: f64, completion: f64, cache_read: Option<f64>) {
+        self.inner
+            .lock()
+            .prices
+            .push((model.to_owned(), prompt, completion, cache_read));
     }
 
     /// Makes the fake answer 401 unless the request carries `Authorization: Bearer <key>`.
@@ -438,6 +449,45 @@ fn prompt_cache(cache: &mut HashSet<u64>, request: &Value) -> usize {
         }
     }
     cached
+}
+
+/// OpenRouter's model list: one entry per priced model, prices as decimal strings of USD per
+/// token, the other fields as OpenRouter sends them.
+async fn models(State(inner): State<Arc<Inner>>) -> Response {
+    let prices = inner.lock().prices.clone();
+    let data: Vec<Value> = prices
+        .into_iter()
+        .map(|(id, prompt, completion, cache_read)| {
+            let mut pricing = json!({
+                "prompt": format!("{prompt}"),
+                "completion": format!("{completion}"),
+                "request": "0",
+                "image": "0",
+            });
+            if let Some(read) = cache_read {
+                pricing["input_cache_read"] = json!(format!("{read}"));
+            }
+            json!({
+                "id": id,
+                "canonical_slug": id,
+                "name": id,
+                "created": 1_750_000_000,
+                "description": "a model of the fake provider",
+                "context_length": 200_000,
+                "architecture": {"modality": "text->text", "input_modalities": ["text"], "output_modalities": ["text"], "tokenizer": "Other"},
+                "pricing": pricing,
+                "top_provider": {"context_length": 200_000, "max_completion_tokens": 32_000, "is_moderated": false},
+                "per_request_limits": null,
+                "supported_parameters": ["tools", "tool_choice", "max_tokens"],
+            })
+        })
+        .collect();
+    let mut resp = (StatusCode::OK, json!({ "data": data }).to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
 }
 
 async fn answer(prepared: Prepared) -> Response {

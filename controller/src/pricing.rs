@@ -1,0 +1,135 @@
+//! Model prices from OpenRouter's model list (`GET /models`), for the cost estimate on a
+//! plan when the repository has no earlier run to go by.
+//!
+//! OpenRouter gives prices as strings of US dollars per token, e.g.
+//! `"pricing": {"prompt": "0.000015", "completion": "0.000075", "input_cache_read": "0.0000015"}`.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+
+/// One model's prices, in USD per token.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Pricing {
+    pub prompt: f64,
+    pub completion: f64,
+    /// The price of a prompt token read from the provider's cache, when it caches.
+    pub cache_read: Option<f64>,
+}
+
+#[derive(Deserialize)]
+struct ModelList {
+    data: Vec<ModelEntry>,
+}
+
+#[derive(Deserialize)]
+struct ModelEntry {
+    id: String,
+    pricing: Option<RawPricing>,
+}
+
+#[derive(Deserialize)]
+struct RawPricing {
+    prompt: Option<String>,
+    completion: Option<String>,
+    input_cache_read: Option<String>,
+}
+
+/// The prices in a `/models` answer, by model id. Entries without a readable, non-negative
+/// prompt and completion price are left out (OpenRouter uses `-1` for "varies").
+pub fn parse_model_list(body: &str) -> Result<HashMap<String, Pricing>, serde_json::Error> {
+    let list: ModelList = serde_json::from_str(body)?;
+    let price = |text: &Option<String>| {
+        text.as_deref()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .filter(|p| p.is_finite() && *p >= 0.0)
+    };
+    Ok(list
+        .data
+        .into_iter()
+        .filter_map(|m| {
+            let p = m.pricing?;
+            Some((
+                m.id,
+                Pricing {
+                    prompt: price(&p.prompt)?,
+                    completion: price(&p.completion)?,
+                    cache_read: price(&p.input_cache_read),
+                },
+            ))
+        })
+        .collect())
+}
+
+/// The shape of a typical Coder run, for an estimate from prices alone: turns, the first
+/// prompt (system prompt, tool definitions and plan), what each turn adds to the
+/// conversation, and what the model writes per turn. Deliberately middle-of-the-road; once
+/// a repository has finished runs, their median replaces this.
+const TYPICAL_TURNS: f64 = 15.0;
+const FIRST_PROMPT_TOKENS: f64 = 6_000.0;
+const GROWTH_PER_TURN: f64 = 1_500.0;
+const COMPLETION_PER_TURN: f64 = 400.0;
+
+/// What a typical Coder run costs at `pricing`. Every turn re-sends the conversation so far;
+/// with a cache price, what an earlier turn already sent is read from the cache.
+pub fn typical_run_cost(pricing: &Pricing) -> f64 {
+    let turns = TYPICAL_TURNS;
+    let prompt_total = turns * FIRST_PROMPT_TOKENS + GROWTH_PER_TURN * turns * (turns - 1.0) / 2.0;
+    let completion = turns * COMPLETION_PER_TURN * pricing.completion;
+    match pricing.cache_read {
+        Some(cache_read) => {
+            let fresh = FIRST_PROMPT_TOKENS + GROWTH_PER_TURN * (turns - 1.0);
+            fresh * pricing.prompt + (prompt_total - fresh) * cache_read + completion
+        }
+        None => prompt_total * pricing.prompt + completion,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prices_are_read_per_model_and_unreadable_ones_left_out() {
+        let body = r#"{"data": [
+            {"id": "anthropic/claude-opus-4-6", "name": "Claude",
+             "pricing": {"prompt": "0.000015", "completion": "0.000075", "request": "0",
+                         "image": "0", "input_cache_read": "0.0000015", "input_cache_write": "0.00001875"}},
+            {"id": "openai/gpt-5", "pricing": {"prompt": "0.00000125", "completion": "0.00001"}},
+            {"id": "openrouter/auto", "pricing": {"prompt": "-1", "completion": "-1"}},
+            {"id": "no/pricing"}
+        ]}"#;
+        let prices = parse_model_list(body).unwrap();
+        assert_eq!(prices.len(), 2);
+        assert_eq!(
+            prices["anthropic/claude-opus-4-6"],
+            Pricing {
+                prompt: 0.000015,
+                completion: 0.000075,
+                cache_read: Some(0.0000015)
+            }
+        );
+        assert_eq!(prices["openai/gpt-5"].cache_read, None);
+        assert!(parse_model_list("not json").is_err());
+    }
+
+    #[test]
+    fn a_typical_run_costs_less_with_a_prompt_cache() {
+        let opus = Pricing {
+            prompt: 0.000015,
+            completion: 0.000075,
+            cache_read: None,
+        };
+        // 15 turns: 90,000 + 157,500 prompt tokens, 6,000 completion tokens.
+        let plain = typical_run_cost(&opus);
+        assert!((plain - (247_500.0 * 0.000015 + 6_000.0 * 0.000075)).abs() < 1e-9);
+        let cached = typical_run_cost(&Pricing {
+            cache_read: Some(0.0000015),
+            ..opus
+        });
+        // 27,000 fresh tokens, 220,500 read from the cache.
+        let expected = 27_000.0 * 0.000015 + 220_500.0 * 0.0000015 + 6_000.0 * 0.000075;
+        assert!((cached - expected).abs() < 1e-9, "{cached}");
+        assert!(cached < plain / 3.0);
+    }
+}
