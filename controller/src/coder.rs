@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::runner_event::Event;
+use prost::Message;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
@@ -341,6 +342,8 @@ impl Follower {
         let mut last_edit = Instant::now();
         let mut dirty = false;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
+        // The next event this follower has not seen (events are numbered from 0).
+        let mut next_seq = 0;
         let state = loop {
             tokio::select! {
                 event = events.recv() => match event {
@@ -349,26 +352,22 @@ impl Follower {
                         if let Some(state) = e.ended {
                             break state;
                         }
+                        if e.seq < next_seq {
+                            continue; // already read from the store after a lag
+                        }
+                        next_seq = e.seq + 1;
                         if let Some(event) = &e.event.event {
-                            self.status.apply(event);
+                            self.on_event(event).await;
                             dirty = true;
-                            if let Some(url) = pull_request_url(event) {
-                                self.announce_pull_request(&url).await;
-                            }
-                            if let Event::Notice(notice) = event {
-                                self.post_notice(&notice.text).await;
-                            }
-                            if let Event::Question(question) = event {
-                                tokio::spawn(crate::questions::handle_question(
-                                    self.coder.clone(),
-                                    self.run_id.clone(),
-                                    self.approval.clone(),
-                                    question.clone(),
-                                ));
-                            }
                         }
                     }
-                    Err(RecvError::Lagged(_)) => {}
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(run = %self.run_id, "status follower missed {missed} events; reading them from the store");
+                        dirty = true;
+                        if let Some(state) = self.catch_up(&mut next_seq).await {
+                            break state;
+                        }
+                    }
                     Err(RecvError::Closed) => break RunState::Interrupted,
                 },
                 _ = tick.tick() => {
@@ -381,6 +380,53 @@ impl Follower {
             }
         };
         self.finish(state, started.elapsed()).await;
+    }
+
+    /// What one event of the run means for the thread: the status, a PR link, a notice, a
+    /// question for the PM or the people.
+    async fn on_event(&mut self, event: &Event) {
+        self.status.apply(event);
+        if let Some(url) = pull_request_url(event) {
+            self.announce_pull_request(&url).await;
+        }
+        if let Event::Notice(notice) = event {
+            self.post_notice(&notice.text).await;
+        }
+        if let Event::Question(question) = event {
+            tokio::spawn(crate::questions::handle_question(
+                self.coder.clone(),
+                self.run_id.clone(),
+                self.approval.clone(),
+                question.clone(),
+            ));
+        }
+    }
+
+    /// After the broadcast dropped events (a slow Slack, a busy machine): reads them from
+    /// the store, where the supervisor records every event before broadcasting it, so no
+    /// question or PR link is lost. Returns the run's final state if it ended meanwhile.
+    async fn catch_up(&mut self, next_seq: &mut i64) -> Option<RunState> {
+        let store = self.coder.store.clone();
+        match store.run_events(&self.run_id, *next_seq).await {
+            Ok(missed) => {
+                for (seq, body) in missed {
+                    *next_seq = seq + 1;
+                    match codebutler_proto::runner::v1::RunnerEvent::decode(body.as_slice()) {
+                        Ok(recorded) => {
+                            if let Some(event) = &recorded.event {
+                                self.on_event(event).await;
+                            }
+                        }
+                        Err(e) => tracing::warn!(run = %self.run_id, "stored event {seq}: {e}"),
+                    }
+                }
+            }
+            Err(e) => tracing::error!(run = %self.run_id, "read missed events: {e}"),
+        }
+        match store.run(&self.run_id).await {
+            Ok(Some(run)) if run.state.is_final() => Some(run.state),
+            _ => None,
+        }
     }
 
     async fn post_notice(&self, text: &str) {

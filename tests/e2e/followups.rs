@@ -9,7 +9,7 @@ use codebutler_test_support::slack::CHANNEL;
 use serde_json::json;
 
 use crate::harness::{Env, USER, WAIT, user_messages};
-use crate::runners::{runner_env, runnerctl, stdout, wait_output, worktree_of};
+use crate::runners::{runner_bin, runner_env, runnerctl, stdout, wait_output, worktree_of};
 
 /// Posts `text` in the thread and waits for the ✅ or ❌ the daemon puts on it when the run
 /// it started ends; returns the reaction.
@@ -284,5 +284,50 @@ async fn a_run_cut_off_by_a_restart_is_reported_in_its_thread() {
         env.model.violations().is_empty(),
         "{:?}",
         env.model.violations()
+    );
+}
+
+/// A thread whose status follower falls behind (Slack makes it wait out a 429 while the run
+/// races through hundreds of turns) still gets every notice: the events the broadcast
+/// dropped are read back from the store.
+#[tokio::test]
+async fn a_follower_that_falls_behind_reads_the_missed_events_from_the_store() {
+    let env = Env::with_config(json!({
+        "coder": {"maxTurns": 400, "timeout": 3},
+        "access": {"maxClaudeCallsPerHour": 0},
+        "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
+    }))
+    .await;
+    let mut replies = vec![Reply::tool_call(
+        "Notify",
+        json!({"message": "EARLY-NOTE before the flood"}).to_string(),
+    )];
+    // Four events a turn: well over the broadcast's 1,024 while the follower waits.
+    replies.extend((0..300).map(|_| Reply::tool_call("Glob", r#"{"pattern": "*.md"}"#)));
+    replies.push(Reply::text("Flooded and done."));
+    env.model.script("FLOOD-TOKEN", replies);
+    let mut daemon = env.start().await;
+    let thread = thread_with_plan(&env, "please flood the events", "FLOOD-TOKEN").await;
+    // The status message's post waits out a 429 while the run emits its events.
+    env.slack.rate_limit("chat.postMessage", 1, 8);
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "go").await,
+        "white_check_mark"
+    );
+    let posts = env.thread_posts(&thread);
+    assert!(
+        posts
+            .iter()
+            .any(|p| p.text.contains("EARLY-NOTE before the flood")),
+        "the early notice was lost: {:?}",
+        posts.iter().map(|p| &p.text).collect::<Vec<_>>()
+    );
+    assert_eq!(posts.last().unwrap().text, "*Coder:* Flooded and done.");
+    daemon.signal("TERM");
+    daemon.wait_exit(WAIT).await;
+    assert!(
+        daemon.log().contains("reading them from the store"),
+        "the follower never fell behind, so this test proved nothing:\n{}",
+        daemon.log()
     );
 }

@@ -78,7 +78,7 @@ pub(crate) async fn runner_env(coder: serde_json::Value) -> Env {
 
 /// The workspace's runner binary (built by `cargo nextest run --workspace`, or
 /// `cargo build -p codebutler-runner`).
-fn runner_bin() -> PathBuf {
+pub(crate) fn runner_bin() -> PathBuf {
     let bin = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
     assert!(
         bin.is_file(),
