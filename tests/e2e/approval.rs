@@ -137,6 +137,7 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
     let origin = env.outside.path().join("origin.git");
     let bare = git2::Repository::init_bare(&origin).unwrap();
     let repo = git2::Repository::open(env.repo_path()).unwrap();
+    commit_pr_template(&repo, "## Checklist TEMPLATE-MARK\n- [ ] tests pass\n");
     let main = repo.head().unwrap().name().unwrap().to_owned();
     repo.remote("origin", origin.to_str().unwrap())
         .unwrap()
@@ -151,8 +152,9 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
                 json!({"file_path": "README.md", "old_string": "## Deploying", "new_string": "## Deploying (marked)"})
                     .to_string(),
             ),
+            Reply::tool_call("Bash", r#"{"command": "grep -c marked README.md"}"#),
             Reply::tool_call("GitCommit", r#"{"message": "Mark the deploy section"}"#),
-            Reply::tool_call("OpenPR", r#"{"title": "Mark it", "body": "Marks it."}"#),
+            Reply::tool_call("OpenPR", r#"{"title": "Mark it", "body": "Marks it. BUTTON-BODY"}"#),
             Reply::text("Done: the PR is open."),
         ],
     );
@@ -219,7 +221,19 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
         1,
         "the second click started nothing"
     );
-    assert_eq!(env.model.requests_for("BUTTON-FLOW").len(), 4);
+    assert_eq!(env.model.requests_for("BUTTON-FLOW").len(), 5);
+    // The test command ran in the worktree and saw the edit.
+    let after_bash = crate::harness::tool_results(&env.model.requests_for("BUTTON-FLOW")[2].body);
+    assert!(after_bash.contains("1\n"), "{after_bash}");
+    // The PR body: the model's text, the repository's template, the thread's link.
+    let body = codebutler_test_support::gh::gh_pr_body(env.outside.path()).unwrap();
+    assert!(body.contains("BUTTON-BODY"), "{body}");
+    assert!(body.contains("## Checklist TEMPLATE-MARK"), "{body}");
+    let link = format!(
+        "https://slack.com/archives/{CHANNEL}/p{}",
+        thread.replace('.', "")
+    );
+    assert!(body.contains(&link), "no thread link {link} in:\n{body}");
     // A redelivery of the same click (Slack retries unacknowledged envelopes) does nothing.
     env.slack.resend(&first.envelope_id);
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -471,4 +485,22 @@ async fn malformed_interactive_payloads_are_acked_and_ignored() {
     assert_eq!(posts[0].text, "*PM:* Yes.");
     assert_eq!(env.slack.posts().len(), 1, "the payloads caused no post");
     env.assert_clean();
+}
+
+/// Commits `.github/PULL_REQUEST_TEMPLATE.md` with `text` on the repository's branch.
+fn commit_pr_template(repo: &git2::Repository, text: &str) {
+    let root = repo.workdir().unwrap();
+    std::fs::create_dir_all(root.join(".github")).unwrap();
+    std::fs::write(root.join(".github/PULL_REQUEST_TEMPLATE.md"), text).unwrap();
+    let parent = repo.head().unwrap().peel_to_commit().unwrap();
+    let mut index = repo.index().unwrap();
+    index.read_tree(&parent.tree().unwrap()).unwrap();
+    index
+        .add_path(Path::new(".github/PULL_REQUEST_TEMPLATE.md"))
+        .unwrap();
+    index.write().unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let sig = git2::Signature::now("t", "t@example.com").unwrap();
+    repo.commit(Some("HEAD"), &sig, &sig, "PR template", &tree, &[&parent])
+        .unwrap();
 }
