@@ -2,10 +2,13 @@
 //! only; hosts on the deny list refused, and when an allow list is set only hosts on it;
 //! addresses that resolve to loopback, private, link-local or otherwise internal networks
 //! refused (a runner must not reach the controller's own network) unless the host is named
-//! in `fetch.allowInternalHosts` (off by default; tests use it for a local server); redirects not followed
+//! in `fetch.allowInternalHosts` (off by default; tests use it for a local server), checked
+//! again when the connection is made so a name cannot answer differently the second time
+//! (DNS rebinding); redirects not followed
 //! (the answer says where they point); the body cut at a size cap.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::FetchResponse;
@@ -29,30 +32,24 @@ pub struct FetchPolicy {
 impl FetchPolicy {
     /// A policy with the given host lists.
     pub fn new(allow: Vec<String>, deny: Vec<String>) -> Result<Self, String> {
-        crate::tls::ensure_provider();
-        let http = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(Duration::from_secs(30))
-            .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| e.to_string())?;
         Ok(Self {
             allow,
             deny,
             allow_internal: Vec::new(),
-            http,
+            http: client(Vec::new())?,
         })
     }
 
     /// Lets the named hosts (exact names or IP literals) resolve to internal addresses.
     /// They still pass the allow and deny lists.
-    pub fn allowing_internal_hosts(mut self, hosts: Vec<String>) -> Self {
+    pub fn allowing_internal_hosts(mut self, hosts: Vec<String>) -> Result<Self, String> {
         self.allow_internal = hosts
             .into_iter()
             .map(|h| h.trim().trim_matches(['[', ']']).to_lowercase())
             .filter(|h| !h.is_empty())
             .collect();
-        self
+        self.http = client(self.allow_internal.clone())?;
+        Ok(self)
     }
 
     /// Checks a URL's scheme and host name against the lists.
@@ -145,6 +142,45 @@ impl FetchPolicy {
     }
 }
 
+/// The HTTP client of fetches: no redirects, a timeout, and name resolution through
+/// [`PublicResolver`], so the address connected to is one the policy checked.
+fn client(allow_internal: Vec<String>) -> Result<reqwest::Client, String> {
+    crate::tls::ensure_provider();
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(30))
+        .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
+        .dns_resolver(Arc::new(PublicResolver { allow_internal }))
+        .build()
+        .map_err(|e| e.to_string())
+}
+
+/// Resolves host names for fetches and returns only public addresses (all addresses for
+/// the hosts in `allow_internal`). [`FetchPolicy::fetch`] checks the name first to give a
+/// clear refusal; resolving again here, at connect time, closes DNS rebinding — a name that
+/// answered with a public address for the check and an internal one for the connection.
+struct PublicResolver {
+    allow_internal: Vec<String>,
+}
+
+impl reqwest::dns::Resolve for PublicResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_lowercase();
+        let internal_allowed = self.allow_internal.contains(&host);
+        Box::pin(async move {
+            let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await?
+                .filter(|a| internal_allowed || is_public(&a.ip()))
+                .collect();
+            if addrs.is_empty() {
+                return Err(format!("{host} has no public address").into());
+            }
+            let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
+        })
+    }
+}
+
 /// Whether an address is on the public internet.
 pub fn is_public(ip: &IpAddr) -> bool {
     match ip {
@@ -203,6 +239,32 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn connections_resolve_only_to_checked_addresses() {
+        use reqwest::dns::Resolve;
+        let name = |host: &str| host.parse::<reqwest::dns::Name>().unwrap();
+        // A name that resolves to loopback (as a rebinding name would, the second time).
+        let strict = PublicResolver {
+            allow_internal: vec![],
+        };
+        let refused = strict.resolve(name("localhost")).await;
+        assert!(
+            refused.is_err_and(|e| e.to_string().contains("no public address")),
+            "localhost must not be connected to"
+        );
+        let lenient = PublicResolver {
+            allow_internal: vec!["localhost".into()],
+        };
+        let addrs: Vec<SocketAddr> = lenient
+            .resolve(name("localhost"))
+            .await
+            .map_err(|e| e.to_string())
+            .unwrap()
+            .collect();
+        assert!(addrs.iter().all(|a| a.ip().is_loopback()), "{addrs:?}");
+        assert!(!addrs.is_empty());
+    }
+
+    #[tokio::test]
     async fn policy_checks_scheme_lists_and_addresses() {
         let open = FetchPolicy::new(vec![], vec!["evil.example".into()]).unwrap();
         assert!(open.check_url("https://docs.rs/x").is_ok());
@@ -223,7 +285,8 @@ mod tests {
         // Internal addresses only for hosts named explicitly, and still under the lists.
         let local = FetchPolicy::new(vec![], vec![])
             .unwrap()
-            .allowing_internal_hosts(vec!["127.0.0.1".into()]);
+            .allowing_internal_hosts(vec!["127.0.0.1".into()])
+            .unwrap();
         let err = local.fetch("http://localhost:9/", 100).await.unwrap_err();
         assert!(err.message().contains("internal address"), "{err}");
         let err = local.fetch("http://127.0.0.1:9/", 100).await.unwrap_err();
@@ -234,7 +297,8 @@ mod tests {
         );
         let denied = FetchPolicy::new(vec![], vec!["127.0.0.1".into()])
             .unwrap()
-            .allowing_internal_hosts(vec!["127.0.0.1".into()]);
+            .allowing_internal_hosts(vec!["127.0.0.1".into()])
+            .unwrap();
         let err = denied.fetch("http://127.0.0.1:9/", 100).await.unwrap_err();
         assert_eq!(err.code(), tonic::Code::PermissionDenied);
         let allow = FetchPolicy::new(vec!["docs.rs".into()], vec![]).unwrap();

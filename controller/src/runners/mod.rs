@@ -46,7 +46,7 @@ pub async fn supervisor_for(
         tracing::warn!("sandbox.mode is \"none\": Coder runners run WITHOUT a sandbox");
     }
     let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
-        .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone());
+        .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone())?;
     let sandbox = config.sandbox.clone();
     let build = config.build.clone();
     let spec: supervisor::SpecBuilder = Arc::new(move |worktree| {
