@@ -244,7 +244,7 @@ async fn run_tools(
         }
     };
     let outputs = if tools.all_read_only(calls) {
-        futures::future::join_all(calls.iter().map(timed)).await
+        crate::tool::in_order_concurrently(calls.iter().map(timed).collect()).await
     } else {
         let mut outputs = Vec::with_capacity(calls.len());
         for call in calls {

@@ -159,7 +159,7 @@ impl ToolRegistry {
     /// the calls' order. Read-only calls run concurrently; anything else runs in order.
     pub async fn execute_all(&self, calls: &[ToolCall]) -> Vec<ChatMessage> {
         let outputs: Vec<String> = if self.all_read_only(calls) {
-            futures::future::join_all(calls.iter().map(|c| self.execute(c))).await
+            in_order_concurrently(calls.iter().map(|c| self.execute(c)).collect()).await
         } else {
             let mut out = Vec::with_capacity(calls.len());
             for call in calls {
@@ -173,6 +173,19 @@ impl ToolRegistry {
             .map(|(call, content)| ChatMessage::tool_result(call.id.clone(), content))
             .collect()
     }
+}
+
+/// How many read-only calls of one reply run at once. A reply may hold hundreds of calls;
+/// each blocking one takes a thread, and a runner out of threads (its pids limit) aborts.
+pub const MAX_CONCURRENT_CALLS: usize = 8;
+
+/// Runs `calls` at most [`MAX_CONCURRENT_CALLS`] at a time; the outputs keep their order.
+pub async fn in_order_concurrently<F: std::future::Future>(calls: Vec<F>) -> Vec<F::Output> {
+    use futures::StreamExt;
+    futures::stream::iter(calls)
+        .buffered(MAX_CONCURRENT_CALLS)
+        .collect()
+        .await
 }
 
 #[cfg(test)]
@@ -273,5 +286,52 @@ mod tests {
             .await
             .expect("read-only calls did not run concurrently");
         assert_eq!(results[3], ChatMessage::tool_result("c3", r#"{"i":3}"#));
+    }
+
+    /// A read-only tool that counts how many of its calls are in flight.
+    #[derive(Default)]
+    struct Counting {
+        now: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Tool for Counting {
+        fn spec(&self) -> ToolSpec {
+            ToolSpec {
+                name: "Counting",
+                description: "counts",
+                parameters: serde_json::json!({"type":"object"}),
+            }
+        }
+        fn read_only(&self) -> bool {
+            true
+        }
+        async fn call(&self, _args: serde_json::Value) -> Result<String, ToolError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let now = self.now.fetch_add(1, SeqCst) + 1;
+            self.most.fetch_max(now, SeqCst);
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            self.now.fetch_sub(1, SeqCst);
+            Ok("ok".into())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reply_of_hundreds_of_calls_runs_a_few_at_a_time() {
+        let counting = Arc::new(Counting::default());
+        let mut r = ToolRegistry::new(1000);
+        r.register(counting.clone());
+        let calls: Vec<ToolCall> = (0..300)
+            .map(|i| ToolCall::new(format!("c{i}"), "Counting", "{}"))
+            .collect();
+        let results = r.execute_all(&calls).await;
+        assert_eq!(results.len(), 300);
+        assert_eq!(results[299], ChatMessage::tool_result("c299", "ok"));
+        let most = counting.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            (2..=MAX_CONCURRENT_CALLS).contains(&most),
+            "{most} calls ran at once"
+        );
     }
 }
