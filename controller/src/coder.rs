@@ -9,6 +9,7 @@ use std::time::Duration;
 use codebutler_proto::runner::v1::runner_event::Event;
 use prost::Message;
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
 use crate::layout::Layout;
@@ -49,10 +50,22 @@ impl SlackCoder {
         };
         let tree = self
             .prepare
-            .prepare(&plan.summary, &progress)
+            .create(&plan.summary, &progress)
             .await
             .map_err(|e| e.to_string())?;
-        self.launch(approval, &plan.summary, plan_text, tree, None)
+        // The runner starts (process, sandbox, hub) while the worktree is prepared; it gets
+        // its task, and the Coder its first step, only once the preparation succeeded.
+        let (ready, ready_rx) = watch::channel(false);
+        let (run, events) = self
+            .begin(approval, plan_text, &tree, None, Some(ready_rx))
+            .await?;
+        if let Err(e) = self.prepare.init_or_remove(&tree, &progress).await {
+            let reason = "the worktree could not be prepared";
+            self.supervisor.cancel(&approval.thread_ts, reason).await;
+            return Err(e.to_string());
+        }
+        let _ = ready.send(true);
+        self.follow(approval, &plan.summary, &tree, run, events)
             .await
     }
 
@@ -81,8 +94,10 @@ impl SlackCoder {
             conversation,
             message: format!("<@{}>: {}", msg.user, msg.text),
         };
-        self.launch(msg, &summary, last.plan.clone(), tree, Some(resume))
-            .await
+        let (run, events) = self
+            .begin(msg, last.plan.clone(), &tree, Some(resume), None)
+            .await?;
+        self.follow(msg, &summary, &tree, run, events).await
     }
 
     /// The thread's last run, when it has ended and a new message should go on from it: the
@@ -195,16 +210,16 @@ impl SlackCoder {
         }
     }
 
-    /// Starts a run in `tree`, posts its status message and follows it in the background.
-    /// `approval` is the message that asked for it (it gets the reactions).
-    async fn launch(
+    /// Starts a run in `tree` for the thread of `approval` (the message that asked for it);
+    /// returns it with a receiver of the runs' events, subscribed before it started.
+    async fn begin(
         &self,
         approval: &IncomingMessage,
-        summary: &str,
         plan: String,
-        tree: worktree::Worktree,
+        tree: &worktree::Worktree,
         resume: Option<Resume>,
-    ) -> Result<(), String> {
+        ready: Option<watch::Receiver<bool>>,
+    ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), String> {
         let events = self.supervisor.subscribe();
         let run = self
             .supervisor
@@ -216,9 +231,23 @@ impl SlackCoder {
                 thread_link: Some(forge::thread_link(&approval.channel, &approval.thread_ts)),
                 system_prompt: crate::prompts::coder_system_prompt(&self.layout),
                 resume,
+                ready,
             })
             .await
             .map_err(|e| e.to_string())?;
+        Ok((run, events))
+    }
+
+    /// Posts the run's status message and follows it in the background; `approval` gets
+    /// the reactions.
+    async fn follow(
+        &self,
+        approval: &IncomingMessage,
+        summary: &str,
+        tree: &worktree::Worktree,
+        run: RunRecord,
+        events: broadcast::Receiver<RunEvent>,
+    ) -> Result<(), String> {
         let _ = self
             .sender
             .react(&approval.channel, &approval.ts, "eyes")

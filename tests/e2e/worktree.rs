@@ -395,3 +395,71 @@ async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
     assert_eq!(env.model.requests_for("DISK-TOKEN").len(), 1);
     env.assert_clean();
 }
+
+/// The runner starts while the worktree is prepared, and gets its task only once the
+/// preparation is done: its process and sandbox are up during the init, the model is not
+/// called before it ends, and the Coder's first command sees the prepared worktree.
+#[tokio::test]
+async fn the_runner_starts_during_the_init_and_its_first_step_waits_for_it() {
+    let env = env_with(json!({"build": {
+        "initCommand": "sleep 3 && echo ready > prepared.txt"
+    }}))
+    .await;
+    env.model.script(
+        "OVERLAP-TOKEN",
+        vec![
+            Reply::tool_call("Bash", r#"{"command": "cat prepared.txt"}"#),
+            Reply::text("Saw the prepared worktree."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let (thread, approval) = approved(&env, "overlap the start", "Overlap OVERLAP-TOKEN").await;
+
+    // During the init, the runner's process is already up, but nothing asked the model yet.
+    let mut seen_during_init = false;
+    let deadline = std::time::Instant::now() + WAIT;
+    let preparing = || {
+        thread_texts(&env, &thread)
+            .iter()
+            .any(|t| t.contains("preparing the worktree"))
+    };
+    while std::time::Instant::now() < deadline && !seen_during_init {
+        let show = crate::runners::runnerctl(&env, &["show", &thread, "--json"]).await;
+        let show: Value =
+            serde_json::from_str(&crate::runners::stdout(&show)).unwrap_or(Value::Null);
+        let launched =
+            show["summary"]["state"] == "running" && show["runnerPid"].as_i64().is_some();
+        if launched && preparing() {
+            assert!(
+                env.model.requests_for("OVERLAP-TOKEN").is_empty(),
+                "the model was called before the worktree was prepared"
+            );
+            seen_during_init = true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        seen_during_init,
+        "the runner never started while the worktree was prepared: {:?}",
+        thread_texts(&env, &thread)
+    );
+
+    assert!(
+        wait_reaction(&env, &approval, "white_check_mark").await,
+        "{:?}",
+        thread_texts(&env, &thread)
+    );
+    let requests = env.model.requests_for("OVERLAP-TOKEN");
+    let bash = tool_results(&requests[1].body);
+    assert!(
+        bash.contains("ready"),
+        "the first command ran before the init ended: {bash}"
+    );
+    let texts = thread_texts(&env, &thread);
+    assert!(
+        texts
+            .iter()
+            .any(|t| t.starts_with("*Coder:* prepared the worktree")),
+        "{texts:?}"
+    );
+}

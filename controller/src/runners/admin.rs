@@ -299,6 +299,7 @@ impl Admin for AdminService {
                 thread_link: None,
                 system_prompt: crate::prompts::coder_system_prompt(&self.layout),
                 resume: None,
+                ready: None,
             })
             .await
             .map_err(|e| Status::failed_precondition(e.to_string()))?;

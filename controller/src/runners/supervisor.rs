@@ -12,7 +12,7 @@ use codebutler_proto::runner::v1::{
     runner_command::Command, runner_event::Event,
 };
 use prost::Message;
-use tokio::sync::{Semaphore, broadcast, mpsc};
+use tokio::sync::{Semaphore, broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -43,6 +43,10 @@ pub struct RunRequest {
     /// the conversation to resume and the new message from the thread. `None`: a fresh run
     /// of the plan.
     pub resume: Option<Resume>,
+    /// Set while the worktree is still being prepared: the runner is launched meanwhile,
+    /// and gets its task once this turns `true` (a cancel, or the sender dropped, ends the
+    /// run before it began). `None`: the worktree is ready.
+    pub ready: Option<watch::Receiver<bool>>,
 }
 
 /// Where a resumed run picks up.
@@ -232,23 +236,16 @@ impl Supervisor {
         Ok(record)
     }
 
-    /// Records a new run and the checkpoint "undo" will return to: the worktree's files and
-    /// the conversation as they are before the run.
+    /// Records a new run, after checking that a conversation to resume can be read (so a
+    /// broken one is reported instead of run).
     async fn record_run(
         &self,
         run_id: &str,
         request: &RunRequest,
     ) -> Result<RunRecord, SupervisorError> {
-        let conversation = match &request.resume {
-            Some(resume) => {
-                // Checked now, so a broken conversation is reported instead of run.
-                super::resume::resume_with(&resume.conversation, &resume.message)?;
-                resume.conversation.clone()
-            }
-            None => {
-                serde_json::to_string(&[codebutler_runner::agent::plan_message(&request.plan)])?
-            }
-        };
+        if let Some(resume) = &request.resume {
+            super::resume::resume_with(&resume.conversation, &resume.message)?;
+        }
         let worktree = request.worktree.display().to_string();
         let record = self
             .inner
@@ -263,25 +260,6 @@ impl Supervisor {
                 max_turns: i64::from(self.inner.limits.max_turns),
             })
             .await?;
-        let tree = request.worktree.clone();
-        match tokio::task::spawn_blocking(move || super::checkpoint::snapshot(&tree)).await {
-            Ok(Ok(snapshot)) => {
-                self.inner
-                    .store
-                    .add_checkpoint(&CheckpointRecord {
-                        run_id: run_id.to_owned(),
-                        thread: request.thread.clone(),
-                        worktree,
-                        tree_sha: snapshot.tree,
-                        head_sha: snapshot.head,
-                        conversation,
-                    })
-                    .await?;
-            }
-            // Without a checkpoint the run still runs; only "undo" of it is unavailable.
-            Ok(Err(e)) => tracing::warn!(run = run_id, "checkpoint before the run: {e}"),
-            Err(e) => tracing::warn!(run = run_id, "checkpoint before the run: {e}"),
-        }
         Ok(record)
     }
 
@@ -497,6 +475,29 @@ impl Inner {
             memory_dir: self.memory_dir.clone(),
         };
         let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
+        // The runner started while the worktree was prepared; it gets its task once ready.
+        if let Some(mut ready) = request.ready.clone() {
+            let prepared = tokio::select! {
+                r = ready.wait_for(|ready| *ready) => r.is_ok(),
+                () = cancel.cancelled() => false,
+            };
+            if !prepared {
+                let _ = child.start_kill();
+                let exit = child.wait().await.ok();
+                hub_stop.cancel();
+                let _ = hub_task.await;
+                let code = exit.and_then(|s| s.code()).map(i64::from);
+                return self
+                    .finish(
+                        run_id,
+                        RunState::Cancelled,
+                        "cancelled before it began: the worktree was not prepared",
+                        code,
+                    )
+                    .await;
+            }
+        }
+        self.checkpoint(run_id, &request).await;
         let task = RunnerCommand {
             command: Some(Command::Task(Task {
                 plan: request.plan.clone(),
@@ -572,6 +573,43 @@ impl Inner {
             )
         });
         self.finish(run_id, state, &text, code).await
+    }
+
+    /// Records the checkpoint "undo" returns to: the worktree's files and the conversation
+    /// as they are before the run's first step. Without one the run still runs; only undoing
+    /// it is unavailable.
+    async fn checkpoint(&self, run_id: &str, request: &RunRequest) {
+        let conversation = match &request.resume {
+            Some(resume) => Ok(resume.conversation.clone()),
+            None => serde_json::to_string(&[codebutler_runner::agent::plan_message(&request.plan)]),
+        };
+        let tree = request.worktree.clone();
+        let snapshot = tokio::task::spawn_blocking(move || super::checkpoint::snapshot(&tree))
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|s| s.map_err(|e| e.to_string()));
+        let (snapshot, conversation) = match (snapshot, conversation) {
+            (Ok(s), Ok(c)) => (s, c),
+            (Err(e), _) => {
+                tracing::warn!(run = run_id, "checkpoint before the run: {e}");
+                return;
+            }
+            (_, Err(e)) => {
+                tracing::warn!(run = run_id, "checkpoint before the run: {e}");
+                return;
+            }
+        };
+        let record = CheckpointRecord {
+            run_id: run_id.to_owned(),
+            thread: request.thread.clone(),
+            worktree: request.worktree.display().to_string(),
+            tree_sha: snapshot.tree,
+            head_sha: snapshot.head,
+            conversation,
+        };
+        if let Err(e) = self.store.add_checkpoint(&record).await {
+            tracing::warn!(run = run_id, "record the checkpoint before the run: {e}");
+        }
     }
 
     async fn record_event(&self, run_id: &str, seq: &mut i64, event: RunnerEvent) {

@@ -488,9 +488,22 @@ pub struct Preparer {
 }
 
 impl Preparer {
-    /// Checks the disk limit, fetches the base, creates the worktree for the plan titled
-    /// `summary` and runs its init; reports through `progress`.
+    /// [`Preparer::create`] then [`Preparer::init_or_remove`], as a Coder start does them
+    /// (with the runner starting in between).
+    #[cfg(test)]
     pub async fn prepare(
+        &self,
+        summary: &str,
+        progress: &dyn Progress,
+    ) -> Result<Worktree, PrepareError> {
+        let tree = self.create(summary, progress).await?;
+        self.init_or_remove(&tree, progress).await?;
+        Ok(tree)
+    }
+
+    /// Checks the disk limit, fetches the base and creates the worktree for the plan titled
+    /// `summary` (not yet prepared: see [`Preparer::init_or_remove`]).
+    pub async fn create(
         &self,
         summary: &str,
         progress: &dyn Progress,
@@ -524,15 +537,25 @@ impl Preparer {
             base.name,
             short(&base.commit)
         );
-        if let Err(e) = self.init(&tree, progress).await {
-            let (repo, failed) = (self.repo.clone(), tree.clone());
-            if let Err(r) = blocking(move || remove(&repo, &failed)).await {
-                tracing::warn!("remove the unprepared worktree: {r}");
-            }
-            progress.failed().await;
-            return Err(e);
-        }
         Ok(tree)
+    }
+
+    /// Runs the worktree's init. When it fails, the worktree and its branch are removed (a
+    /// retry starts clean) and `progress` is told.
+    pub async fn init_or_remove(
+        &self,
+        tree: &Worktree,
+        progress: &dyn Progress,
+    ) -> Result<(), PrepareError> {
+        let Err(e) = self.init(tree, progress).await else {
+            return Ok(());
+        };
+        let (repo, failed) = (self.repo.clone(), tree.clone());
+        if let Err(r) = blocking(move || remove(&repo, &failed)).await {
+            tracing::warn!("remove the unprepared worktree: {r}");
+        }
+        progress.failed().await;
+        Err(e)
     }
 
     /// Detects the platforms, makes the ignored directories and runs the init.
@@ -1035,23 +1058,30 @@ mod tests {
         let command = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
         let progress = Recorded::default();
         let started = std::time::Instant::now();
-        let e = preparer(dir.path(), &repo, Some(&command), 0.02)
+        let e = preparer(dir.path(), &repo, Some(&command), 0.05)
             .prepare("Hangs", &progress)
             .await
             .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(20));
         assert!(
             e.to_string()
-                .contains("did not finish within 1s (build.initTimeout)"),
+                .contains("did not finish within 3s (build.initTimeout)"),
             "{e}"
         );
-        // The whole process group went, the background sleeper included.
+        // The whole process group went, the background sleeper included (a killed process
+        // takes a moment to die on a busy machine, so its end is awaited, not assumed).
         let pid = std::fs::read_to_string(&pid_file).unwrap();
-        let alive = Path::new(&format!("/proc/{}", pid.trim())).exists()
-            && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
-                .unwrap_or_default()
-                .contains(") Z ");
-        assert!(!alive, "the init's child {pid} survived");
+        let alive = || {
+            Path::new(&format!("/proc/{}", pid.trim())).exists()
+                && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                    .unwrap_or_default()
+                    .contains(") Z ")
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(), "the init's child {pid} survived");
     }
 
     #[tokio::test]
