@@ -544,7 +544,7 @@ impl Inner {
             let kill_deadline = kill_at.unwrap_or(hard_limit).min(hard_limit);
             tokio::select! {
                 Some(event) = event_rx.recv() => {
-                    if let Some(end) = ending_of(&event) {
+                    if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
                         ending = Some(end);
                     }
                     if request.thread_link.is_none()
@@ -573,7 +573,7 @@ impl Inner {
         };
         // Events sent just before the exit.
         while let Ok(event) = event_rx.try_recv() {
-            if let Some(end) = ending_of(&event) {
+            if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
                 ending = Some(end);
             }
             self.record_event(run_id, &mut seq, event).await;
@@ -694,8 +694,9 @@ fn unattended_answer(event: &RunnerEvent) -> Option<RunnerCommand> {
 /// What a Coder asking in a run without a thread is told.
 pub const UNATTENDED_ANSWER: &str = "Nobody can answer questions in this run (it has no Slack thread). Decide yourself, choosing the option that is easiest to change later, and say in your summary what you chose and why.";
 
-/// The run state and words an ending event stands for.
-fn ending_of(event: &RunnerEvent) -> Option<(RunState, String)> {
+/// The run state and words an ending event stands for, if it ends the run; `disk_mb` is the
+/// worktree's disk (`sandbox.diskMB`).
+fn ending_of(event: &RunnerEvent, disk_mb: u64) -> Option<(RunState, String)> {
     match &event.event {
         Some(Event::Finished(f)) => {
             let reason = FinishReason::try_from(f.reason).unwrap_or(FinishReason::Unspecified);
@@ -705,12 +706,17 @@ fn ending_of(event: &RunnerEvent) -> Option<(RunState, String)> {
                 }
                 FinishReason::MaxTurns => (RunState::Finished, "stopped at the turn limit".into()),
                 FinishReason::Timeout => (RunState::Finished, "stopped at the time limit".into()),
-                FinishReason::DiskFull => (
+                FinishReason::DiskFull if disk_mb > 0 => (
                     RunState::Finished,
                     format!(
-                        "stopped: {} (sandbox.diskMB); remove build outputs or raise the limit",
+                        "stopped: {} (sandbox.diskMB is {disk_mb} MB); remove build outputs \
+                         from it or raise the limit",
                         f.summary
                     ),
+                ),
+                FinishReason::DiskFull => (
+                    RunState::Finished,
+                    format!("stopped: {} (the host's disk has no room left)", f.summary),
                 ),
                 FinishReason::Completed | FinishReason::Unspecified => (
                     RunState::Finished,
