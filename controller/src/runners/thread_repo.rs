@@ -95,9 +95,11 @@ pub fn open(worktree: &Path) -> Result<Repository, ThreadRepoError> {
 
 /// Makes the thread repository in the empty directory `worktree`: its objects borrowed from
 /// the base store `objects`, `HEAD` on `branch` at `base`, the base recorded in
-/// [`BASE_REF`] (and as `refs/remotes/<upstream>` when given, e.g. `origin/main`), and the
-/// base's files checked out.
+/// [`BASE_REF`] (and as `refs/remotes/<upstream>` when given, e.g. `origin/main`), the main
+/// repository `main`'s shallow boundary if it is a shallow clone, and the base's files
+/// checked out.
 pub fn init(
+    main: &Path,
     worktree: &Path,
     objects: &Path,
     branch: &str,
@@ -119,6 +121,17 @@ pub fn init(
     fs::create_dir_all(&info).map_err(io_err(format!("create {}", info.display())))?;
     fs::write(info.join("alternates"), format!("{}\n", objects.display()))
         .map_err(io_err("write the repository's alternates"))?;
+    // A shallow clone's history ends where its `shallow` file says; the thread's too.
+    let main_dir = Repository::open(main)
+        .map_err(git(format!("open {}", main.display())))?
+        .path()
+        .to_owned();
+    match fs::read(main_dir.join("shallow")) {
+        Ok(shallow) => fs::write(git_dir(worktree).join("shallow"), shallow)
+            .map_err(io_err("write the repository's shallow boundary"))?,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_err("read the repository's shallow boundary")(e)),
+    }
     let id = Oid::from_str(base).map_err(git("read the base commit"))?;
     let commit = repo
         .find_commit(id)

@@ -1,15 +1,18 @@
 //! Worktrees for runs: `<repo>/.codebutler/branches/<slug>` on branch `codebutler/<slug>`,
-//! made with git2 (libgit2 runs no hooks), and their preparation before a Coder starts
-//! ([`Preparer`]):
+//! made with git2 (libgit2 runs no hooks), each a repository of its own with only its base
+//! commit's history ([`super::thread_repo`]) on a disk of its own ([`super::disk`]), and
+//! their preparation before a Coder starts ([`Preparer`]):
 //!
-//! 1. the disk the existing worktrees use is measured (allocated blocks, like `du`; no
-//!    hashing) plus an estimate of the new one from the index's file sizes, against
-//!    `access.maxWorktreeDiskMB`;
+//! 1. the disk the existing worktrees, their images and the base stores use is measured
+//!    (allocated blocks, like `du`; no hashing) plus an estimate of the new one from the
+//!    index's file sizes, against `access.maxWorktreeDiskMB`;
 //! 2. `origin`'s default branch is fetched ([`choose_base`]) with the controller's safe git
 //!    settings ([`super::forge::safe_git`]: no hooks, no `ext::`, no repository programs),
 //!    from `remote.origin.url` directly, so no `remote.origin.*` setting applies; a failed
 //!    fetch falls back to the last fetched `origin/<default>` or the local `HEAD`, and says so;
-//! 3. the worktree is created on a new branch from that commit;
+//! 3. the worktree is created on a new branch from that commit ([`create`]): its slug
+//!    claimed, the base store shared or packed, its disk made and mounted, its repository
+//!    made and the base's files checked out — all undone again if a step fails;
 //! 4. the platforms' init ([`super::platform`]) runs in the sandbox with the network, and
 //!    reports in the thread through a [`Progress`].
 
@@ -118,7 +121,7 @@ pub async fn create(
             .map_err(|e| err(format!("share the base's history: {e}")))?;
         let (path, branch, commit) = (tree.path.clone(), tree.branch.clone(), base.commit.clone());
         let upstream = (base.name != "HEAD").then(|| base.name.clone());
-        let images = disks_dir(repo);
+        let (images, main) = (disks_dir(repo), repo.to_owned());
         blocking(move || {
             let fail = |message: String| WorktreeError {
                 slug: branch.clone(),
@@ -130,8 +133,15 @@ pub async fn create(
                     .map_err(|e| fail(format!("make its disk: {e}")))?;
             }
             let short = branch.trim_start_matches(forge::BRANCH_PREFIX);
-            thread_repo::init(&path, &objects, &branch, &commit, upstream.as_deref())
-                .map_err(|e| fail(format!("make the thread's repository for {short}: {e}")))
+            thread_repo::init(
+                &main,
+                &path,
+                &objects,
+                &branch,
+                &commit,
+                upstream.as_deref(),
+            )
+            .map_err(|e| fail(format!("make the thread's repository for {short}: {e}")))
         })
         .await
     };
@@ -883,6 +893,31 @@ mod tests {
             !stores_dir(&repo).join(head.id().to_string()).exists(),
             "the last user removes the store"
         );
+    }
+
+    #[tokio::test]
+    async fn a_shallow_clone_gives_worktrees_whose_history_git_can_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let origin = repo_with(dir.path(), &[("a.txt", "a")]);
+        let o = git2::Repository::open(&origin).unwrap();
+        commit_files(&o, &[("b.txt", "b")], "second");
+        commit_files(&o, &[("c.txt", "c")], "third");
+        let main = dir.path().join("main");
+        let cloned = std::process::Command::new("git")
+            .args(["clone", "-q", "--depth", "1"])
+            .arg(format!("file://{}", origin.display()))
+            .arg(&main)
+            .status()
+            .unwrap();
+        assert!(cloned.success());
+        let tree = create(&main, "Shallow", None, 0).await.unwrap();
+        let log = std::process::Command::new("git")
+            .args(["log", "--format=%s"])
+            .current_dir(&tree.path)
+            .output()
+            .unwrap();
+        assert!(log.status.success(), "{log:?}");
+        assert_eq!(String::from_utf8_lossy(&log.stdout), "third\n");
     }
 
     #[tokio::test]
