@@ -132,11 +132,17 @@ impl SlackCoder {
             head: checkpoint.head_sha.clone(),
         };
         let path = PathBuf::from(&checkpoint.worktree);
-        let restored =
-            tokio::task::spawn_blocking(move || checkpoint::restore(&path, &snapshot)).await;
+        if let Err(e) = self.prepare.ensure_mounted(&path).await {
+            return format!("I couldn't undo: {e}. Nothing was changed.");
+        }
+        let (helper, main) = (self.prepare.helper(&path), self.layout.repo.clone());
+        let restored = tokio::task::spawn_blocking(move || {
+            checkpoint::restore(&helper, &main, &path, &snapshot)
+        })
+        .await;
         let restored = match restored {
             Ok(Ok(restored)) => restored,
-            Ok(Err(e)) => return format!("I couldn't undo: {e}. Nothing was changed."),
+            Ok(Err(e)) => return format!("I couldn't undo: {e}."),
             Err(e) => return format!("I couldn't undo: {e}."),
         };
         tracing::info!(
@@ -159,12 +165,14 @@ impl SlackCoder {
         let short = checkpoint.head_sha.get(..7).unwrap_or_default();
         let mut reply =
             String::from("Undone: the worktree is back to where it was before my last run.");
-        if restored.head_reset {
-            reply.push_str(&format!(" The branch is back at `{short}`."));
-        } else {
-            reply.push_str(
+        match restored.head {
+            checkpoint::Head::MovedBack => {
+                reply.push_str(&format!(" The branch is back at `{short}`."));
+            }
+            checkpoint::Head::KeptPushed => reply.push_str(
                 " Its commits were already pushed, so they stay: the reverted files are uncommitted changes, and my next commit records them.",
-            );
+            ),
+            checkpoint::Head::Unchanged => {}
         }
         reply.push_str(" Tell me what to do instead.");
         reply

@@ -40,6 +40,9 @@ pub struct Config {
     pub build: BuildConfig,
 }
 
+/// `sandbox.diskMB` unless configured: each worktree's filesystem.
+pub const DEFAULT_DISK_MB: u64 = 4096;
+
 /// The platforms `build.projectType` may force (`auto`, the default, detects them).
 pub const PROJECT_TYPES: [&str; 7] = ["auto", "node", "python", "rust", "go", "xcode", "generic"];
 
@@ -64,6 +67,9 @@ pub struct SandboxConfig {
     pub file_size_mb: u64,
     pub cpu_seconds: u64,
     pub tmp_mb: u64,
+    /// The size of each worktree's own filesystem (its files, `.git` and checkpoints), in
+    /// MB; what a run can write on the host's disk. 0: no per-thread disk (no cap).
+    pub disk_mb: u64,
     /// Extra host paths the sandbox sees read-only (toolchains such as `~/.cargo`).
     pub read_only: Vec<String>,
     /// The `codebutler-runner` binary (default: beside `codebutler`).
@@ -524,6 +530,7 @@ fn finish(
             file_size_mb: sandbox.file_size_mb.unwrap_or(1024),
             cpu_seconds: sandbox.cpu_seconds.unwrap_or(3600),
             tmp_mb: sandbox.tmp_mb.unwrap_or(1024),
+            disk_mb: sandbox.disk_mb.unwrap_or(DEFAULT_DISK_MB),
             read_only: sandbox.read_only,
             runner_path: sandbox.runner_path,
         },
@@ -633,6 +640,8 @@ struct RawSandbox {
     cpu_seconds: Option<u64>,
     #[serde(rename = "tmpMB")]
     tmp_mb: Option<u64>,
+    #[serde(rename = "diskMB")]
+    disk_mb: Option<u64>,
     #[serde(default)]
     read_only: Vec<String>,
     runner_path: Option<String>,

@@ -404,6 +404,7 @@ pub fn event_line(record: &RunEventRecord) -> (String, serde_json::Value) {
                 FinishReason::MaxTurns => "max turns",
                 FinishReason::Timeout => "timeout",
                 FinishReason::Cancelled => "cancelled",
+                FinishReason::DiskFull => "disk full",
                 FinishReason::Unspecified => "finished",
             };
             (

@@ -29,6 +29,40 @@ pub struct CoderTask {
     pub timeout: Duration,
     /// A stored conversation to continue (without the system prompt); empty for a new run.
     pub resume: Vec<ChatMessage>,
+    /// The worktree's disk, checked after every round of tools: the run stops when it is
+    /// full. `None`: not watched.
+    pub disk: Option<DiskWatch>,
+}
+
+/// Watches the free space of the filesystem a directory is on.
+#[derive(Clone, Debug)]
+pub struct DiskWatch {
+    /// The worktree.
+    pub path: std::path::PathBuf,
+    /// Below this many free bytes the disk counts as full.
+    pub min_free_bytes: u64,
+}
+
+impl DiskWatch {
+    /// Bytes below which a worktree's disk counts as full.
+    pub const MIN_FREE_BYTES: u64 = 1 << 20;
+
+    /// Says why the disk is full, if it is.
+    pub fn full(&self) -> Option<String> {
+        let stat = match nix::sys::statvfs::statvfs(&self.path) {
+            Ok(stat) => stat,
+            Err(e) => {
+                tracing::warn!("free space of {}: {e}", self.path.display());
+                return None;
+            }
+        };
+        let unit = stat.fragment_size();
+        let free = stat.blocks_available().saturating_mul(unit);
+        if free >= self.min_free_bytes {
+            return None;
+        }
+        Some("the worktree's disk is full".to_owned())
+    }
 }
 
 /// A message for a running Coder.
@@ -55,6 +89,10 @@ pub enum Ending {
     ModelFailed {
         message: String,
     },
+    /// The worktree's disk is full: nothing more can be written, so the run stops.
+    DiskFull {
+        message: String,
+    },
 }
 
 impl Ending {
@@ -72,6 +110,7 @@ impl Ending {
             Self::MaxTurns => finished(FinishReason::MaxTurns, "stopped at the turn limit".into()),
             Self::Timeout => finished(FinishReason::Timeout, "stopped at the time limit".into()),
             Self::Cancelled { reason } => finished(FinishReason::Cancelled, reason.clone()),
+            Self::DiskFull { message } => finished(FinishReason::DiskFull, message.clone()),
             Self::ModelFailed { message } => Event::Failed(Failed {
                 step: "model".into(),
                 message: message.clone(),
@@ -199,6 +238,9 @@ async fn turns<M: ChatModel>(
             results = run_tools(tools, &reply.tool_calls, events) => results,
         };
         messages.extend(results);
+        if let Some(message) = task.disk.as_ref().and_then(DiskWatch::full) {
+            return Ending::DiskFull { message };
+        }
     }
     Ending::MaxTurns
 }
@@ -390,6 +432,7 @@ mod tests {
             max_turns,
             timeout: Duration::from_secs(60),
             resume: vec![],
+            disk: None,
         }
     }
 
@@ -399,6 +442,20 @@ mod tests {
             out.extend(e.event);
         }
         out
+    }
+
+    #[test]
+    fn a_disk_counts_as_full_below_its_free_space_floor() {
+        let dir = tempfile::tempdir().unwrap();
+        let watch = |min_free_bytes| DiskWatch {
+            path: dir.path().to_owned(),
+            min_free_bytes,
+        };
+        assert_eq!(watch(0).full(), None);
+        assert_eq!(
+            watch(u64::MAX).full().as_deref(),
+            Some("the worktree's disk is full")
+        );
     }
 
     #[tokio::test]

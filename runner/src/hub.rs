@@ -124,13 +124,16 @@ impl ChatModel for HubModel {
 #[derive(Clone, Debug)]
 pub struct HubForge {
     client: RunnerHubClient<Channel>,
+    quiescer: crate::quiesce::Quiescer,
 }
 
 impl HubForge {
-    /// A forge on the hub channel.
-    pub fn new(channel: Channel) -> Self {
+    /// A forge on the hub channel; `quiescer` stops the run's other processes before each
+    /// commit, so nothing changes the worktree while the controller stages it.
+    pub fn new(channel: Channel, quiescer: crate::quiesce::Quiescer) -> Self {
         Self {
             client: RunnerHubClient::new(channel),
+            quiescer,
         }
     }
 }
@@ -138,6 +141,16 @@ impl HubForge {
 #[async_trait]
 impl Forge for HubForge {
     async fn commit(&self, message: &str) -> Result<CommitResult, String> {
+        let stopped = self
+            .quiescer
+            .stop_others()
+            .await
+            .map_err(|e| format!("stop the run's other processes before committing: {e}"))?;
+        if stopped > 0 {
+            eprintln!(
+                "codebutler-runner: stopped {stopped} background processes before committing"
+            );
+        }
         let reply = self
             .client
             .clone()

@@ -8,7 +8,13 @@
 //!   sandbox, what the escape tests drive, and how the controller prepares a worktree
 //!   (`npm ci`, …) with the spec's `network: true`.
 //!
-//! `run` refuses a spec with `network: true`: the Coder never gets the network.
+//! - `worktree-io --spec-json JSON snapshot|restore …`: the controller's helper for a
+//!   worktree's files (see [`codebutler_runner::worktree_io`]): enter the sandbox of the
+//!   worktree and write its files as frames on stdout (`snapshot`), or put a tree of its object
+//!   store back (`restore`), so the controller never reads or writes a worktree itself.
+//!
+//! `run` and `worktree-io` refuse a spec with `network: true`: only the worktree preparation
+//! gets the network.
 //!
 //! The sandbox must be entered while the process has a single thread: nothing here starts a
 //! thread before [`codebutler_runner::sandbox::enter`].
@@ -59,6 +65,30 @@ enum Command {
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
     },
+    /// Read or write a worktree's files for the controller, inside the sandbox.
+    WorktreeIo {
+        /// The sandbox spec (JSON) of the worktree.
+        #[arg(long)]
+        spec_json: String,
+        #[command(subcommand)]
+        operation: WorktreeOperation,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum WorktreeOperation {
+    /// Write every file git would track as frames on stdout.
+    Snapshot {
+        /// Regular files larger than this are reported as left out, not read.
+        #[arg(long)]
+        max_file_bytes: u64,
+    },
+    /// Put the tree with this id (of the worktree's object store) back.
+    Restore {
+        /// The tree's hex id.
+        #[arg(long)]
+        tree: String,
+    },
 }
 
 fn main() -> ExitCode {
@@ -83,7 +113,61 @@ fn main() -> ExitCode {
             print_report,
             command,
         } => sandbox_exec(&spec, print_report, &command),
+        Command::WorktreeIo {
+            spec_json,
+            operation,
+        } => worktree_io(&spec_json, &operation),
     }
+}
+
+/// Enters the worktree's sandbox (no network, no descriptors but stdio) and does
+/// `operation`, writing frames on stdout; a failure is written as a `Failed` frame too.
+fn worktree_io(spec_json: &str, operation: &WorktreeOperation) -> ExitCode {
+    use codebutler_runner::worktree_io::{self, wire};
+    let mut spec = match serde_json::from_str::<SandboxSpec>(spec_json) {
+        Ok(spec) if spec.network => {
+            eprintln!("codebutler-runner: refusing a worktree helper with \"network\": true");
+            return ExitCode::from(EXIT_SANDBOX_FAILED);
+        }
+        Ok(spec) => spec,
+        Err(e) => {
+            eprintln!("codebutler-runner: parse sandbox spec: {e}");
+            return ExitCode::from(EXIT_SANDBOX_FAILED);
+        }
+    };
+    spec.keep_fds = Vec::new();
+    let report = match enter_or_exit(&spec, false) {
+        Ok(report) => report,
+        Err(code) => return code,
+    };
+    let root = match report.mode {
+        sandbox::SandboxMode::Enforce => spec.mount_point.clone(),
+        sandbox::SandboxMode::None => spec.worktree.clone(),
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let result = match operation {
+        WorktreeOperation::Snapshot { max_file_bytes } => {
+            worktree_io::snapshot(&root, *max_file_bytes, &mut out)
+        }
+        WorktreeOperation::Restore { tree } => worktree_io::restore(&root, tree, &mut out),
+    };
+    let failed = match result {
+        Ok(_) => None,
+        Err(e) => {
+            let message = e.to_string();
+            eprintln!("codebutler-runner: {message}");
+            if let Err(w) = wire::write_frame(&mut out, &wire::Frame::Failed { message }) {
+                eprintln!("codebutler-runner: report the failure: {w}");
+            }
+            Some(ExitCode::from(1))
+        }
+    };
+    if let Err(e) = std::io::Write::flush(&mut out) {
+        eprintln!("codebutler-runner: write to the controller: {e}");
+        return ExitCode::from(1);
+    }
+    failed.unwrap_or(ExitCode::SUCCESS)
 }
 
 /// Reads a spec file (before the sandbox hides the host).

@@ -20,10 +20,11 @@ use codebutler_proto::runner::v1::{Failed, RunnerEvent, Started, runner_event::E
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
-use crate::agent::{CoderTask, Ending, Inbox, run_coder};
+use crate::agent::{CoderTask, DiskWatch, Ending, Inbox, run_coder};
 use crate::compaction::Compaction;
 use crate::hub::{HubForge, HubMemory, HubModel, HubWeb, connect};
-use crate::sandbox::{SandboxSpec, enter};
+use crate::quiesce::Quiescer;
+use crate::sandbox::{SandboxMode, SandboxSpec, enter};
 use crate::tool::ToolRegistry;
 use crate::tools::coder::{
     AskUserTool, BashConfig, NotifyTool, Questions, ReadMemoryTool, WebFetchTool, coder_tools,
@@ -50,7 +51,11 @@ pub fn main(spec: &SandboxSpec) -> ExitCode {
                 eprintln!("codebutler-runner: WARNING: {warning}");
             }
             // The hub socket must not leak into the commands the Bash tool runs.
-            set_cloexec(&hub).map_err(|e| ("hub_cloexec".to_owned(), e.to_string()))
+            set_cloexec(&hub).map_err(|e| ("hub_cloexec".to_owned(), e.to_string()))?;
+            Ok(match report.mode {
+                SandboxMode::Enforce => Quiescer::Sandboxed,
+                SandboxMode::None => Quiescer::None,
+            })
         });
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -65,7 +70,7 @@ pub fn main(spec: &SandboxSpec) -> ExitCode {
     };
     let workdir = spec.mount_point.clone();
     runtime.block_on(async move {
-        match session(hub, setup.map(|_| ()), workdir).await {
+        match session(hub, setup, workdir).await {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
             Err(message) => {
@@ -86,7 +91,7 @@ fn set_cloexec(stream: &StdUnixStream) -> nix::Result<()> {
 /// Talks to the hub for the whole run. Returns whether the run completed without failure.
 async fn session(
     hub: StdUnixStream,
-    setup: Result<(), (String, String)>,
+    setup: Result<Quiescer, (String, String)>,
     workdir: PathBuf,
 ) -> Result<bool, String> {
     let channel = connect(hub).await.map_err(|e| e.to_string())?;
@@ -103,14 +108,17 @@ async fn session(
             let _ = events.send(RunnerEvent { event: Some(event) }).await;
         }
     };
-    if let Err((step, message)) = setup {
-        eprintln!("codebutler-runner: {message}");
-        send(Event::Failed(Failed { step, message })).await;
-        drop(events);
-        // Let the event reach the controller before the process exits.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        return Ok(false);
-    }
+    let quiescer = match setup {
+        Ok(quiescer) => quiescer,
+        Err((step, message)) => {
+            eprintln!("codebutler-runner: {message}");
+            send(Event::Failed(Failed { step, message })).await;
+            drop(events);
+            // Let the event reach the controller before the process exits.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            return Ok(false);
+        }
+    };
     send(Event::Started(Started {
         runner_version: env!("CARGO_PKG_VERSION").to_owned(),
     }))
@@ -143,7 +151,7 @@ async fn session(
     for tool in coder_tools(Arc::new(root), BashConfig::default()) {
         tools.register(tool);
     }
-    for tool in forge_tools(Arc::new(HubForge::new(channel.clone()))) {
+    for tool in forge_tools(Arc::new(HubForge::new(channel.clone(), quiescer))) {
         tools.register(tool);
     }
     tools.register(Arc::new(NotifyTool::new(events.clone())));
@@ -182,8 +190,17 @@ async fn session(
                 _ => continue,
             };
             if inbox_tx.send(item).await.is_err() {
-                break;
+                return;
             }
+        }
+        // The controller is gone (it stopped or crashed): no call can reach the model any
+        // more, and a restarted controller reports the run and resumes it from its stored
+        // conversation. Stop now rather than go on changing the worktree behind its back.
+        let gone = Inbox::Cancel {
+            reason: "the controller went away".into(),
+        };
+        if inbox_tx.send(gone).await.is_err() {
+            eprintln!("codebutler-runner: the controller went away after the run ended");
         }
     });
 
@@ -194,6 +211,10 @@ async fn session(
         max_turns: task.max_turns,
         timeout: Duration::from_secs(u64::from(task.timeout_seconds)),
         resume,
+        disk: Some(DiskWatch {
+            path: workdir.clone(),
+            min_free_bytes: DiskWatch::MIN_FREE_BYTES,
+        }),
     };
     let mut compaction = Compaction::default();
     if context_window > 0 {

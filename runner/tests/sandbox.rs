@@ -2,10 +2,12 @@
 //! `codebutler-runner sandbox-exec --spec FILE -- bash -c '…'`, every outcome asserted from
 //! the host.
 //!
-//! The fixture is what the controller sets up: a repository with a main checkout, a git
-//! worktree under `<repo>/.codebutler/branches/t` (the sandbox's worktree) and another one
-//! next to it, a repository config and a global config (`$HOME/.codebutler/config.json`)
-//! holding a token, and API keys in the runner's environment.
+//! The fixture is what the controller sets up: a repository with a main checkout, a thread
+//! worktree under `<repo>/.codebutler/branches/t` (the sandbox's worktree: a repository of
+//! its own whose history comes from a base store of the base commit's ancestry, named in its
+//! alternates) and another thread's worktree next to it with a commit of its own, a
+//! repository config and a global config (`$HOME/.codebutler/config.json`) holding a token,
+//! and API keys in the runner's environment.
 //!
 //! Every escape test must fail without the sandbox. To check that, run the suite with
 //! `CODEBUTLER_SANDBOX_TEST_MODE=none` (the specs then say `"mode": "none"`): the escape
@@ -34,6 +36,7 @@ const SLACK_TOKEN: &str = "xoxb-must-not-leak";
 const API_KEY: &str = "sk-or-must-not-leak";
 const MAIN_ONLY: &str = "main-checkout-only-content";
 const OTHER_ONLY: &str = "other-worktree-only-content";
+const UNPUSHED_ONLY: &str = "the-persons-unpushed-work";
 const TIMEOUT: Duration = Duration::from_secs(120);
 
 fn sandbox_mode() -> &'static str {
@@ -67,10 +70,14 @@ struct Fixture {
     repo: PathBuf,
     worktree: PathBuf,
     other: PathBuf,
-    /// The worktree's gitdir (`<repo>/.git/worktrees/t`).
-    gitdir: PathBuf,
-    /// The main repository's `.git`.
-    commondir: PathBuf,
+    /// The worktree's own `.git`.
+    git_dir: PathBuf,
+    /// The base store its history comes from (`<repo>/.codebutler/git/bases/<commit>`).
+    store: PathBuf,
+    /// The other thread's commit (only in the other worktree's own objects).
+    other_commit: String,
+    /// A commit on a branch of the person's in the main repository, never pushed.
+    unpushed_commit: String,
 }
 
 struct Outcome {
@@ -85,7 +92,7 @@ impl Outcome {
     }
 
     fn assert_no_secret(&self) {
-        for secret in [SLACK_TOKEN, API_KEY, MAIN_ONLY, OTHER_ONLY] {
+        for secret in [SLACK_TOKEN, API_KEY, MAIN_ONLY, OTHER_ONLY, UNPUSHED_ONLY] {
             assert!(
                 !self.all().contains(secret),
                 "{secret} leaked into the sandbox:\n{}",
@@ -150,45 +157,76 @@ impl Fixture {
         )
         .unwrap();
 
-        let worktree = repo.join(".codebutler/branches/t");
-        let other = repo.join(".codebutler/branches/other");
-        git(
-            &repo,
-            &home,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                "codebutler/t",
-                worktree.to_str().unwrap(),
-            ],
-        );
-        git(
-            &repo,
-            &home,
-            &[
-                "worktree",
-                "add",
-                "-q",
-                "-b",
-                "codebutler/other",
-                other.to_str().unwrap(),
-            ],
-        );
+        // The person's own unpushed branch, which no thread may see.
+        git(&repo, &home, &["checkout", "-q", "-b", "my-work"]);
+        fs::write(repo.join("unpushed.txt"), UNPUSHED_ONLY).unwrap();
+        git(&repo, &home, &["add", "unpushed.txt"]);
+        git(&repo, &home, &["commit", "-q", "-m", "unpushed work"]);
+        let unpushed_commit = git(&repo, &home, &["rev-parse", "HEAD"]);
+        git(&repo, &home, &["checkout", "-q", "main"]);
+        let base = git(&repo, &home, &["rev-parse", "main"]);
+
+        // The base store: exactly the base commit's ancestry, as the controller packs it.
+        let store = repo.join(".codebutler/git/bases").join(&base);
+        fs::create_dir_all(store.join("objects/info")).unwrap();
+        fs::create_dir_all(store.join("objects/pack")).unwrap();
+        let mut pack = Command::new("git")
+            .args(["pack-objects", "--revs", "-q"])
+            .arg(store.join("objects/pack/pack"))
+            .current_dir(&repo)
+            .env("HOME", &home)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::io::Write::write_all(
+            &mut pack.stdin.take().unwrap(),
+            format!("{base}\n").as_bytes(),
+        )
+        .unwrap();
+        assert!(pack.wait().unwrap().success());
+
+        let thread = |name: &str| {
+            let path = repo.join(".codebutler/branches").join(name);
+            let branch = format!("codebutler/{name}");
+            git(
+                &repo,
+                &home,
+                &["init", "-q", "-b", &branch, path.to_str().unwrap()],
+            );
+            fs::write(
+                path.join(".git/objects/info/alternates"),
+                format!("{}\n", store.join("objects").display()),
+            )
+            .unwrap();
+            git(
+                &path,
+                &home,
+                &["update-ref", &format!("refs/heads/{branch}"), &base],
+            );
+            git(&path, &home, &["reset", "-q", "--hard"]);
+            path
+        };
+        let worktree = thread("t");
+        let other = thread("other");
         fs::write(other.join("other.txt"), OTHER_ONLY).unwrap();
-        let gitdir = repo.join(".git/worktrees/t");
-        assert!(gitdir.is_dir(), "git worktree layout changed");
-        let commondir = repo.join(".git");
+        git(&other, &home, &["add", "other.txt"]);
+        git(
+            &other,
+            &home,
+            &["commit", "-q", "-m", "the other thread's work"],
+        );
+        let other_commit = git(&other, &home, &["rev-parse", "HEAD"]);
         Fixture {
             _dir: dir,
             root,
             home,
             repo,
+            git_dir: worktree.join(".git"),
             worktree,
             other,
-            gitdir,
-            commondir,
+            store,
+            other_commit,
+            unpushed_commit,
         }
     }
 
@@ -421,18 +459,57 @@ fn repository_codebutler_directory_is_not_visible() {
 }
 
 #[test]
-fn main_checkout_is_not_visible_only_its_git_metadata() {
+fn main_checkout_and_its_git_metadata_are_not_visible() {
     let f = Fixture::new();
     assert_unreadable(&f, &f.repo.join("main-only.txt"));
     assert_unreadable(&f, &f.repo.join("README.md"));
+    assert_unreadable(&f, &f.repo.join(".git/config"));
     let out = f.run(&format!(
-        "ls -a '{}'; test -d '{}' && echo METADATA-VISIBLE",
+        "ls -a '{}'; test -d '{}' && echo MAIN-GIT-VISIBLE; test -d '{}/objects/pack' && echo STORE-VISIBLE",
         f.path(&f.repo),
-        f.path(&f.commondir)
+        f.path(&f.repo.join(".git")),
+        f.path(&f.store),
     ));
-    assert!(out.stdout.contains("METADATA-VISIBLE"), "{out:?}");
+    assert!(!out.stdout.contains("MAIN-GIT-VISIBLE"), "{out:?}");
+    assert!(out.stdout.contains("STORE-VISIBLE"), "{out:?}");
     assert!(!out.stdout.contains("main-only.txt"), "{out:?}");
     assert!(!out.stdout.contains("README.md"), "{out:?}");
+}
+
+#[test]
+fn only_the_threads_own_history_is_visible() {
+    let f = Fixture::new();
+    // The thread's everyday git works on its history...
+    let out = f.run(
+        "set -e; git log --oneline; git blame README.md >/dev/null && echo BLAME-OK; \
+         git status --porcelain; git branch -a; git stash list; echo DONE",
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(out.stdout.contains("initial commit"), "{out:?}");
+    assert!(out.stdout.contains("BLAME-OK"), "{out:?}");
+    assert!(out.stdout.contains("codebutler/t"), "{out:?}");
+    // ...but no other thread's commit, no branch or stash of the person's, no main config.
+    assert!(!out.stdout.contains("my-work"), "{out:?}");
+    assert!(!out.stdout.contains("codebutler/other"), "{out:?}");
+    let out = f.run(&format!(
+        "git cat-file -p {other} || echo NO-OTHER; git cat-file -p {unpushed} || echo NO-UNPUSHED; \
+         git log --all --format=%s; grep -rl '{other_only}' /workspace {branches} 2>/dev/null; \
+         git config --list --show-origin; true",
+        other = f.other_commit,
+        unpushed = f.unpushed_commit,
+        other_only = OTHER_ONLY,
+        branches = f.path(&f.repo.join(".codebutler/branches")),
+    ));
+    assert!(!out.stdout.contains("unpushed work"), "{out:?}");
+    assert!(!out.stdout.contains("the other thread's work"), "{out:?}");
+    assert!(out.stdout.contains("NO-OTHER"), "{out:?}");
+    assert!(out.stdout.contains("NO-UNPUSHED"), "{out:?}");
+    out.assert_no_secret();
+    assert!(
+        !out.stdout
+            .contains(&f.repo.join(".git").display().to_string()),
+        "{out:?}"
+    );
 }
 
 #[test]
@@ -573,60 +650,64 @@ fn root_owned_kernel_knobs_are_not_writable() {
 #[test]
 fn git_hooks_config_and_refs_are_protected() {
     let f = Fixture::new();
-    let config_before = fs::read(f.commondir.join("config")).unwrap();
-    let dot_git_before = fs::read(f.worktree.join(".git")).unwrap();
-    let main_before = git(&f.repo, &f.home, &["rev-parse", "refs/heads/main"]);
-    let other_before = git(
-        &f.repo,
+    let config_before = fs::read(f.git_dir.join("config")).unwrap();
+    let alternates = f.git_dir.join("objects/info/alternates");
+    let alternates_before = fs::read(&alternates).unwrap();
+    let main_config_before = fs::read(f.repo.join(".git/config")).unwrap();
+    let own_before = git(
+        &f.worktree,
         &f.home,
-        &["rev-parse", "refs/heads/codebutler/other"],
+        &["rev-parse", "refs/heads/codebutler/t"],
     );
+    let main_before = git(&f.repo, &f.home, &["rev-parse", "refs/heads/main"]);
     let out = f.run(&format!(
         r#"hook='#!/bin/sh
 echo pwned > /tmp/pwned'
-if printf '%s\n' "$hook" > '{common}/hooks/post-checkout'; then echo HOOK-COMMON; fi
-if mkdir -p '{gitdir}/hooks' && printf '%s\n' "$hook" > '{gitdir}/hooks/post-checkout'; then echo HOOK-WORKTREE; fi
+if mkdir -p .git/hooks && printf '%s\n' "$hook" > .git/hooks/post-checkout; then echo HOOK-WORKTREE; fi
 if git config core.hooksPath /tmp/x; then echo CONFIG-SET; fi
-if echo '[core] fsmonitor = /tmp/x' >> '{common}/config'; then echo CONFIG-APPENDED; fi
-if echo '[core] hooksPath = /tmp/x' >> '{gitdir}/config.worktree'; then echo WORKTREE-CONFIG; fi
-if git update-ref refs/heads/main HEAD; then echo REF-MAIN; fi
-if git branch -f codebutler/other HEAD; then echo REF-OTHER; fi
-if echo 'gitdir: /tmp/evil' > .git; then echo DOTGIT-REPLACED; fi
-if rm -f .git; then echo DOTGIT-REMOVED; fi
+if echo '[core] fsmonitor = /tmp/x' >> .git/config; then echo CONFIG-APPENDED; fi
+if echo '/etc' >> .git/objects/info/alternates; then echo ALTERNATES-CHANGED; fi
+if touch '{store}/objects/planted'; then echo STORE-WRITTEN; fi
+if git update-ref refs/heads/codebutler/t HEAD~0^{{tree}} 2>/dev/null || git commit --allow-empty -qm x; then echo REF-OWN; fi
+if git branch other-branch HEAD; then echo REF-NEW; fi
+if rm -rf .git; then echo DOTGIT-REMOVED; fi
+if mv .git .git-moved; then echo DOTGIT-MOVED; fi
 git status --porcelain >/dev/null && echo STATUS-OK"#,
-        common = f.path(&f.commondir),
-        gitdir = f.path(&f.gitdir),
+        store = f.path(&f.store),
     ));
     for marker in [
-        "HOOK-COMMON",
         "HOOK-WORKTREE",
         "CONFIG-SET",
         "CONFIG-APPENDED",
-        "WORKTREE-CONFIG",
-        "REF-MAIN",
-        "REF-OTHER",
-        "DOTGIT-REPLACED",
+        "ALTERNATES-CHANGED",
+        "STORE-WRITTEN",
+        "REF-OWN",
+        "REF-NEW",
         "DOTGIT-REMOVED",
+        "DOTGIT-MOVED",
     ] {
         assert!(!out.stdout.contains(marker), "{marker}: {out:?}");
     }
     assert!(out.stdout.contains("STATUS-OK"), "{out:?}");
-    assert!(!f.commondir.join("hooks/post-checkout").exists());
-    assert!(!f.gitdir.join("hooks").exists());
-    assert!(!f.gitdir.join("config.worktree").exists());
-    assert_eq!(fs::read(f.commondir.join("config")).unwrap(), config_before);
-    assert_eq!(fs::read(f.worktree.join(".git")).unwrap(), dot_git_before);
+    assert!(!f.git_dir.join("hooks/post-checkout").exists());
+    assert!(!f.store.join("objects/planted").exists());
+    assert_eq!(fs::read(f.git_dir.join("config")).unwrap(), config_before);
+    assert_eq!(fs::read(&alternates).unwrap(), alternates_before);
     assert_eq!(
-        git(&f.repo, &f.home, &["rev-parse", "refs/heads/main"]),
-        main_before
+        fs::read(f.repo.join(".git/config")).unwrap(),
+        main_config_before
     );
     assert_eq!(
         git(
-            &f.repo,
+            &f.worktree,
             &f.home,
-            &["rev-parse", "refs/heads/codebutler/other"]
+            &["rev-parse", "refs/heads/codebutler/t"]
         ),
-        other_before
+        own_before
+    );
+    assert_eq!(
+        git(&f.repo, &f.home, &["rev-parse", "refs/heads/main"]),
+        main_before
     );
 }
 

@@ -60,9 +60,14 @@ async fn run() {
     let clone_dir = tempfile::tempdir().unwrap();
     for i in 0..ROUNDS {
         let start = Instant::now();
-        let tree =
-            codebutler_controller::runners::worktree::create(repo.path(), &format!("bench {i}"))
-                .unwrap();
+        let tree = codebutler_controller::runners::worktree::create(
+            repo.path(),
+            &format!("bench {i}"),
+            None,
+            0,
+        )
+        .await
+        .unwrap();
         worktrees.push(start.elapsed());
         let start = Instant::now();
         let status = Command::new("git")
@@ -78,7 +83,9 @@ async fn run() {
 
     // Sandbox start vs a bare process.
     let tree =
-        codebutler_controller::runners::worktree::create(repo.path(), "sandbox bench").unwrap();
+        codebutler_controller::runners::worktree::create(repo.path(), "sandbox bench", None, 0)
+            .await
+            .unwrap();
     let spec = repo.path().join("spec.json");
     std::fs::write(&spec, json!({"worktree": tree.path}).to_string()).unwrap();
     let mut sandboxed = Vec::new();
@@ -373,6 +380,11 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         cancel: stop.clone(),
         calls_per_hour: 0,
         worktree: "/w".into(),
+        repo: "/w".into(),
+        helper: codebutler_controller::runners::stage::Helper {
+            runner_bin: "/nonexistent".into(),
+            spec: codebutler_runner::sandbox::SandboxSpec::for_worktree("/w"),
+        },
         branch: "codebutler/bench".into(),
         gh: "gh".into(),
         memory_dir: "/nonexistent".into(),

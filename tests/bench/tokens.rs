@@ -145,6 +145,7 @@ async fn session(context_window: u64, model_id: &str) -> Figures {
         max_turns: u32::try_from(TURNS).unwrap() + 5,
         timeout: std::time::Duration::from_secs(300),
         resume: Vec::new(),
+        disk: None,
     };
     let compaction = Compaction {
         context_window,

@@ -13,7 +13,7 @@ use crate::runners::{runner_bin, runner_env, runnerctl, stdout, wait_output, wor
 
 /// Posts `text` in the thread and waits for the ✅ or ❌ the daemon puts on it when the run
 /// it started ends; returns the reaction.
-async fn say_and_wait_run(env: &Env, thread: &str, text: &str) -> String {
+pub(crate) async fn say_and_wait_run(env: &Env, thread: &str, text: &str) -> String {
     let msg = env.slack.user_message(CHANNEL, USER, text, Some(thread));
     let mut ending = String::new();
     let ok =
@@ -38,7 +38,7 @@ async fn say_and_wait_run(env: &Env, thread: &str, text: &str) -> String {
 }
 
 /// Posts `text` and waits for a post in the thread that starts with `prefix`.
-async fn say_and_wait_post(env: &Env, thread: &str, text: &str, prefix: &str) -> String {
+pub(crate) async fn say_and_wait_post(env: &Env, thread: &str, text: &str, prefix: &str) -> String {
     let before = env.thread_posts(thread).len();
     env.slack.user_message(CHANNEL, USER, text, Some(thread));
     let mut found = String::new();
@@ -65,7 +65,7 @@ async fn say_and_wait_post(env: &Env, thread: &str, text: &str, prefix: &str) ->
 }
 
 /// A thread whose PM proposed a plan with `token` in its summary; returns the thread.
-async fn thread_with_plan(env: &Env, ask: &str, token: &str) -> String {
+pub(crate) async fn thread_with_plan(env: &Env, ask: &str, token: &str) -> String {
     let plan = json!({"summary": format!("Work on {token}"), "steps": ["Do it"], "files": []});
     env.model.script(
         ask,
@@ -79,7 +79,7 @@ async fn thread_with_plan(env: &Env, ask: &str, token: &str) -> String {
     thread
 }
 
-fn write(path: &str, content: &str) -> Reply {
+pub(crate) fn write(path: &str, content: &str) -> Reply {
     Reply::tool_call(
         "Write",
         json!({"file_path": path, "content": content}).to_string(),

@@ -6,6 +6,7 @@
 mod harness;
 
 mod approval;
+mod boundary;
 mod caching;
 mod config_errors;
 mod followups;

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
 use super::supervisor::{RunRequest, Supervisor};
-use super::worktree;
 use crate::layout::Layout;
 use crate::store::{RunRecord, RunState, ThreadKey};
 
@@ -276,11 +275,11 @@ impl Admin for AdminService {
         if request.plan.trim().is_empty() {
             return Err(Status::invalid_argument("the plan is empty"));
         }
-        let repo = self.layout.repo.clone();
-        let plan = request.plan.clone();
-        let tree = tokio::task::spawn_blocking(move || worktree::create(&repo, &plan))
+        let tree = self
+            .supervisor
+            .worktrees()
+            .create_from_head(&request.plan)
             .await
-            .map_err(internal)?
             .map_err(|e| Status::failed_precondition(e.to_string()))?;
         let thread_ts = request
             .thread_ts

@@ -1,18 +1,22 @@
-//! Checkpoints of a run's worktree for "undo": before each run the controller writes the
-//! worktree's files (tracked and untracked, ignored ones left out) as a git tree into the
-//! repository's object store, with git2 on a scratch index, so the worktree's own index is
-//! untouched. Restoring puts those files back.
+//! Checkpoints of a run's worktree for "undo": before each run the controller records the
+//! worktree's files (tracked and untracked, ignored ones left out) as a git tree in the
+//! thread's own repository, and the branch's head. Restoring puts those files back and, when
+//! its commits were not pushed, moves the branch back.
 //!
-//! The runner could have left anything in its worktree, symlinks included, and the controller
-//! writes there when it restores: every file the runner may have written is removed first
-//! (symlinks are removed, never followed), so the checkout writes only into directories the
-//! controller made.
+//! The worktree's files are read and written only by the sandboxed worktree helper
+//! ([`super::stage`]): a symlink the runner left, in an ignored directory or anywhere, can
+//! never make the controller read a host file into a checkpoint or write through it on a
+//! restore. Checkpoints stay in the thread's repository, which only that thread's runner
+//! can read, on the thread's own disk.
 
 use std::path::Path;
 
+use super::stage::{self, Helper, StageError};
+use super::thread_repo::{self, ThreadRepoError};
+
 /// How big a file may be to go into a checkpoint; bigger ones are left out (build outputs,
 /// data dumps) rather than copied into the object store.
-const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
+pub const MAX_FILE_BYTES: u64 = 50 * 1024 * 1024;
 
 /// A worktree's state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,13 +27,22 @@ pub struct Snapshot {
     pub head: String,
 }
 
+/// What a restore did with the branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// No commit was made since the checkpoint: the branch is where it was.
+    Unchanged,
+    /// The commits since the checkpoint were dropped: the branch is back at its head.
+    MovedBack,
+    /// The commits since were already pushed, so they stay (history others can see is
+    /// never rewritten); the restored files are uncommitted changes instead.
+    KeptPushed,
+}
+
 /// What a restore did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Restored {
-    /// Whether the branch was moved back to the checkpoint's head. It is not when the
-    /// commits since were already pushed: history that others can see is never rewritten,
-    /// and the restored files are left as uncommitted changes instead.
-    pub head_reset: bool,
+    pub head: Head,
 }
 
 /// A checkpoint could not be taken or restored.
@@ -40,56 +53,40 @@ pub struct CheckpointError {
     message: String,
 }
 
-fn fail(step: &str) -> impl FnOnce(git2::Error) -> CheckpointError + '_ {
+fn fail<E: std::fmt::Display>(step: &str) -> impl FnOnce(E) -> CheckpointError + '_ {
+    move |e| CheckpointError {
+        step: step.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+fn git(step: &str) -> impl FnOnce(git2::Error) -> CheckpointError + '_ {
     move |e| CheckpointError {
         step: step.to_owned(),
         message: e.message().to_owned(),
     }
 }
 
-fn io_fail(step: String) -> impl FnOnce(std::io::Error) -> CheckpointError {
-    move |e| CheckpointError {
-        step,
-        message: e.to_string(),
-    }
-}
-
-/// Writes the worktree's current files as a tree. Blocking (git2): call it from
-/// `spawn_blocking`.
-pub fn snapshot(worktree: &Path) -> Result<Snapshot, CheckpointError> {
-    let repo = git2::Repository::open(worktree).map_err(fail("open the worktree"))?;
+/// Records the worktree's current files as a tree of its thread repository. Blocking: call
+/// it from `spawn_blocking`.
+pub fn snapshot(helper: &Helper, worktree: &Path) -> Result<Snapshot, CheckpointError> {
+    let repo = thread_repo::open(worktree).map_err(fail::<ThreadRepoError>("open the worktree"))?;
     let head = repo
         .head()
         .and_then(|h| h.peel_to_commit())
-        .map_err(fail("read the branch's head"))?;
-    // A copy of the worktree's index keeps its stat cache (unchanged files are not hashed
-    // again) while the real index stays as it is.
-    let scratch = tempfile::NamedTempFile::new().map_err(io_fail("make a scratch index".into()))?;
-    let real_index = repo.path().join("index");
-    if real_index.is_file() {
-        std::fs::copy(&real_index, scratch.path())
-            .map_err(io_fail("copy the worktree's index".into()))?;
+        .map_err(git("read the branch's head"))?;
+    let files = stage::snapshot(helper, &repo, MAX_FILE_BYTES)
+        .map_err(fail::<StageError>("read the worktree's files"))?;
+    for (path, size) in &files.skipped {
+        tracing::info!(
+            "checkpoint of {}: left out {path} ({size} bytes)",
+            worktree.display()
+        );
     }
-    let mut index = git2::Index::open(scratch.path()).map_err(fail("open the scratch index"))?;
-    repo.set_index(&mut index)
-        .map_err(fail("use the scratch index"))?;
-    let mut keep = |path: &Path, _: &[u8]| -> i32 {
-        let skip = path.components().any(|c| c.as_os_str() == ".git")
-            || std::fs::symlink_metadata(worktree.join(path))
-                .is_ok_and(|m| m.is_file() && m.len() > MAX_FILE_BYTES);
-        i32::from(skip)
-    };
-    index
-        .add_all(
-            ["*"],
-            git2::IndexAddOption::DEFAULT,
-            Some(&mut keep as &mut git2::IndexMatchedPath<'_>),
-        )
-        .map_err(fail("add the worktree's files"))?;
-    index
-        .update_all(["*"], None)
-        .map_err(fail("note deleted files"))?;
-    let tree = index.write_tree().map_err(fail("write the tree"))?;
+    let mut index = stage::index_of(&files.files).map_err(fail::<StageError>("index the files"))?;
+    let tree = index
+        .write_tree_to(&repo)
+        .map_err(git("write the checkpoint's tree"))?;
     Ok(Snapshot {
         tree: tree.to_string(),
         head: head.id().to_string(),
@@ -97,15 +94,20 @@ pub fn snapshot(worktree: &Path) -> Result<Snapshot, CheckpointError> {
 }
 
 /// Puts the worktree back to `snapshot`: its files (ignored files such as build caches stay)
-/// and, unless those commits were pushed, the branch's head. Blocking (git2).
-pub fn restore(worktree: &Path, snapshot: &Snapshot) -> Result<Restored, CheckpointError> {
-    let repo = git2::Repository::open(worktree).map_err(fail("open the worktree"))?;
-    let tree_id = git2::Oid::from_str(&snapshot.tree).map_err(fail("read the checkpoint"))?;
-    let tree = repo
-        .find_tree(tree_id)
-        .map_err(fail("find the checkpoint's files"))?;
-    let old_head = git2::Oid::from_str(&snapshot.head).map_err(fail("read the checkpoint"))?;
-    let head_ref = repo.head().map_err(fail("read HEAD"))?;
+/// and, unless those commits were pushed, the branch's head, here and in the main
+/// repository `main`. Blocking.
+pub fn restore(
+    helper: &Helper,
+    main: &Path,
+    worktree: &Path,
+    snapshot: &Snapshot,
+) -> Result<Restored, CheckpointError> {
+    let repo = thread_repo::open(worktree).map_err(fail::<ThreadRepoError>("open the worktree"))?;
+    let tree = git2::Oid::from_str(&snapshot.tree).map_err(git("read the checkpoint"))?;
+    repo.find_tree(tree)
+        .map_err(git("find the checkpoint's files"))?;
+    let old_head = git2::Oid::from_str(&snapshot.head).map_err(git("read the checkpoint"))?;
+    let head_ref = repo.head().map_err(git("read HEAD"))?;
     let branch = head_ref
         .name()
         .ok()
@@ -115,24 +117,32 @@ pub fn restore(worktree: &Path, snapshot: &Snapshot) -> Result<Restored, Checkpo
             message: "the worktree is not on a codebutler/ branch".into(),
         })?
         .to_owned();
-    let current = head_ref.peel_to_commit().map_err(fail("read HEAD"))?.id();
-    let mut head_reset = false;
-    if current != old_head && !pushed_beyond(&repo, &branch, old_head) {
+    let current = head_ref.peel_to_commit().map_err(git("read HEAD"))?.id();
+    let head = if current == old_head {
+        Head::Unchanged
+    } else if pushed_beyond(&repo, &branch, old_head) {
+        Head::KeptPushed
+    } else {
         repo.find_commit(old_head)
-            .map_err(fail("find the checkpoint's commit"))?;
+            .map_err(git("find the checkpoint's commit"))?;
+        Head::MovedBack
+    };
+    let files = stage::restore(helper, &repo, tree)
+        .map_err(fail::<StageError>("write the checkpoint's files"))?;
+    stage::write_index(&repo, &files.files).map_err(fail::<StageError>("index the files"))?;
+    if head == Head::MovedBack {
         repo.reference(&branch, old_head, true, "codebutler: undo")
-            .map_err(fail("move the branch back"))?;
-        head_reset = true;
+            .map_err(git("move the branch back"))?;
+        let short = branch.trim_start_matches("refs/heads/");
+        thread_repo::mirror(main, &repo, short).map_err(fail::<ThreadRepoError>(
+            "move the branch back in the repository",
+        ))?;
     }
-    clear(&repo, worktree)?;
-    let mut options = git2::build::CheckoutBuilder::new();
-    options.force();
-    repo.checkout_tree(tree.as_object(), Some(&mut options))
-        .map_err(fail("write the checkpoint's files"))?;
-    Ok(Restored { head_reset })
+    Ok(Restored { head })
 }
 
-/// Whether `origin` already has commits of `branch` after `head`.
+/// Whether `origin` already has commits of `branch` after `head` (as the thread repository
+/// recorded at its last push).
 fn pushed_beyond(repo: &git2::Repository, branch: &str, head: git2::Oid) -> bool {
     let short = branch.trim_start_matches("refs/heads/");
     let Ok(remote) = repo.refname_to_id(&format!("refs/remotes/origin/{short}")) else {
@@ -141,98 +151,10 @@ fn pushed_beyond(repo: &git2::Repository, branch: &str, head: git2::Oid) -> bool
     remote != head && !repo.graph_descendant_of(head, remote).unwrap_or(false)
 }
 
-/// Removes what the runner may have written: every symlink and every file and directory
-/// git does not ignore. Ignored entries (caches, build outputs) stay. All entries are
-/// judged before any is removed, since removing a `.gitignore` changes what is ignored.
-fn clear(repo: &git2::Repository, worktree: &Path) -> Result<(), CheckpointError> {
-    let mut doomed = Vec::new();
-    judge(repo, worktree, Path::new(""), &mut doomed)?;
-    for (path, is_dir) in doomed {
-        let removal = if is_dir {
-            match std::fs::remove_dir(&path) {
-                // Ignored files inside keep it.
-                Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => Ok(()),
-                other => other,
-            }
-        } else {
-            std::fs::remove_file(&path)
-        };
-        removal.map_err(io_fail(format!("remove {}", path.display())))?;
-    }
-    Ok(())
-}
-
-/// Lists what [`clear`] removes under `dir`, each directory after its contents.
-fn judge(
-    repo: &git2::Repository,
-    worktree: &Path,
-    dir: &Path,
-    doomed: &mut Vec<(std::path::PathBuf, bool)>,
-) -> Result<(), CheckpointError> {
-    let full = worktree.join(dir);
-    let entries = std::fs::read_dir(&full).map_err(io_fail(format!("list {}", full.display())))?;
-    for entry in entries {
-        let entry = entry.map_err(io_fail(format!("list {}", full.display())))?;
-        let rel = dir.join(entry.file_name());
-        if rel == Path::new(".git") {
-            continue;
-        }
-        let path = entry.path();
-        let kind = entry
-            .file_type()
-            .map_err(io_fail(format!("inspect {}", path.display())))?;
-        if kind.is_symlink() {
-            doomed.push((path, false));
-        } else if repo.is_path_ignored(&rel).unwrap_or(false) {
-            continue;
-        } else if kind.is_dir() {
-            judge(repo, worktree, &rel, doomed)?;
-            doomed.push((path, true));
-        } else {
-            doomed.push((path, false));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A repository with a commit on `codebutler/t`, checked out.
-    fn repo() -> (tempfile::TempDir, git2::Repository) {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = git2::Repository::init(dir.path()).unwrap();
-        std::fs::write(dir.path().join("a.txt"), "one\n").unwrap();
-        std::fs::write(dir.path().join(".gitignore"), "target/\n").unwrap();
-        commit(&repo, "first");
-        {
-            let head = repo.head().unwrap().peel_to_commit().unwrap();
-            repo.branch("codebutler/t", &head, false).unwrap();
-        }
-        repo.set_head("refs/heads/codebutler/t").unwrap();
-        (dir, repo)
-    }
-
-    fn commit(repo: &git2::Repository, message: &str) -> git2::Oid {
-        let mut index = repo.index().unwrap();
-        index
-            .add_all(["*"], git2::IndexAddOption::DEFAULT, None)
-            .unwrap();
-        index.update_all(["*"], None).unwrap();
-        index.write().unwrap();
-        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        let parents: Vec<git2::Commit<'_>> = repo
-            .head()
-            .ok()
-            .and_then(|h| h.peel_to_commit().ok())
-            .into_iter()
-            .collect();
-        let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
-        repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents)
-            .unwrap()
-    }
+    use crate::runners::stage::test_support::{ThreadFixture, commit_worktree};
 
     fn read(dir: &Path, path: &str) -> Option<String> {
         std::fs::read_to_string(dir.join(path)).ok()
@@ -240,13 +162,13 @@ mod tests {
 
     #[test]
     fn restore_brings_back_files_and_the_unpushed_head() {
-        let (dir, repo) = repo();
-        let root = dir.path();
+        let f = ThreadFixture::new(&[("a.txt", "one\n"), (".gitignore", "target/\n")]);
+        let root = f.worktree();
         std::fs::write(root.join("untracked.txt"), "mine\n").unwrap();
-        let index_before = std::fs::read(repo.path().join("index")).unwrap();
-        let snap = snapshot(root).unwrap();
+        let index_before = std::fs::read(root.join(".git/index")).unwrap();
+        let snap = snapshot(&f.helper(), root).unwrap();
         assert_eq!(
-            std::fs::read(repo.path().join("index")).unwrap(),
+            std::fs::read(root.join(".git/index")).unwrap(),
             index_before,
             "the worktree's own index is untouched"
         );
@@ -256,18 +178,19 @@ mod tests {
         std::fs::remove_file(root.join("untracked.txt")).unwrap();
         std::fs::create_dir_all(root.join("src/deep")).unwrap();
         std::fs::write(root.join("src/deep/new.rs"), "x").unwrap();
-        commit(&repo, "run's commit");
+        let committed = commit_worktree(&f, "run's commit");
         std::fs::write(root.join("b.txt"), "after commit\n").unwrap();
         std::fs::create_dir(root.join("target")).unwrap();
         std::fs::write(root.join("target/cache"), "keep").unwrap();
 
-        let restored = restore(root, &snap).unwrap();
-        assert!(restored.head_reset);
+        let restored = restore(&f.helper(), f.main(), root, &snap).unwrap();
+        assert_eq!(restored.head, Head::MovedBack);
         assert_eq!(read(root, "a.txt").as_deref(), Some("one\n"));
         assert_eq!(read(root, "untracked.txt").as_deref(), Some("mine\n"));
         assert_eq!(read(root, "b.txt"), None);
         assert!(!root.join("src").exists());
         assert_eq!(read(root, "target/cache").as_deref(), Some("keep"));
+        let repo = thread_repo::open(root).unwrap();
         assert_eq!(
             repo.head()
                 .unwrap()
@@ -281,56 +204,87 @@ mod tests {
             repo.head().unwrap().name().ok(),
             Some("refs/heads/codebutler/t")
         );
+        // The main repository's copy of the branch moved back too.
+        let main = git2::Repository::open(f.main()).unwrap();
+        let mirrored = main.refname_to_id("refs/heads/codebutler/t").unwrap();
+        assert_eq!(mirrored.to_string(), snap.head);
+        assert_ne!(mirrored, committed);
+        // The index matches the files again: git in the worktree sees nothing changed but
+        // the checkpoint's untracked file, now staged (as a checkout of the tree would).
+        let status = f.git_status();
+        assert_eq!(status, "A  untracked.txt\n", "{status}");
+    }
+
+    #[test]
+    fn without_commits_the_branch_is_unchanged() {
+        let f = ThreadFixture::new(&[("a.txt", "one\n")]);
+        let root = f.worktree();
+        let snap = snapshot(&f.helper(), root).unwrap();
+        std::fs::write(root.join("a.txt"), "two\n").unwrap();
+        let restored = restore(&f.helper(), f.main(), root, &snap).unwrap();
+        assert_eq!(restored.head, Head::Unchanged);
+        assert_eq!(read(root, "a.txt").as_deref(), Some("one\n"));
     }
 
     #[test]
     fn pushed_commits_are_never_rewritten() {
-        let (dir, repo) = repo();
-        let root = dir.path();
-        let snap = snapshot(root).unwrap();
+        let f = ThreadFixture::new(&[("a.txt", "one\n")]);
+        let root = f.worktree();
+        let snap = snapshot(&f.helper(), root).unwrap();
         std::fs::write(root.join("a.txt"), "two\n").unwrap();
-        let pushed = commit(&repo, "pushed");
-        repo.reference("refs/remotes/origin/codebutler/t", pushed, true, "push")
-            .unwrap();
-        let restored = restore(root, &snap).unwrap();
-        assert!(!restored.head_reset);
+        let pushed = commit_worktree(&f, "pushed");
+        let repo = thread_repo::open(root).unwrap();
+        thread_repo::set_pushed(&repo, "codebutler/t", pushed).unwrap();
+        let restored = restore(&f.helper(), f.main(), root, &snap).unwrap();
+        assert_eq!(restored.head, Head::KeptPushed);
         assert_eq!(repo.head().unwrap().peel_to_commit().unwrap().id(), pushed);
         assert_eq!(read(root, "a.txt").as_deref(), Some("one\n"));
     }
 
     #[test]
-    fn symlinks_left_by_the_runner_are_removed_not_followed() {
-        let (dir, _repo) = repo();
-        let root = dir.path();
-        std::fs::create_dir(root.join("src")).unwrap();
-        std::fs::write(root.join("src/lib.rs"), "original").unwrap();
-        let snap = snapshot(root).unwrap();
-        // The runner swaps the directory for a link to somewhere outside the worktree.
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::remove_dir_all(root.join("src")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), root.join("src")).unwrap();
-        std::os::unix::fs::symlink(outside.path().join("x"), root.join("target")).unwrap();
-        restore(root, &snap).unwrap();
-        assert_eq!(read(root, "src/lib.rs").as_deref(), Some("original"));
-        assert!(
-            !std::fs::symlink_metadata(root.join("src"))
-                .unwrap()
-                .is_symlink()
-        );
-        assert!(!root.join("target").exists());
-        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
-    }
-
-    #[test]
     fn a_missing_checkpoint_is_an_error_and_changes_nothing() {
-        let (dir, _repo) = repo();
-        let root = dir.path();
+        let f = ThreadFixture::new(&[("a.txt", "one\n")]);
+        let root = f.worktree();
         std::fs::write(root.join("a.txt"), "two\n").unwrap();
         let bogus = Snapshot {
             tree: "1111111111111111111111111111111111111111".into(),
             head: "2222222222222222222222222222222222222222".into(),
         };
-        assert!(restore(root, &bogus).is_err());
+        assert!(restore(&f.helper(), f.main(), root, &bogus).is_err());
         assert_eq!(read(root, "a.txt").as_deref(), Some("two\n"));
+    }
+
+    #[test]
+    fn a_restore_never_writes_through_symlinks_in_ignored_directories() {
+        // The escape: the runner ignores a directory in its own .gitignore and fills it with
+        // links to host paths; a restore of a tree that has files there must not follow them.
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("victim"), "host file").unwrap();
+        let f = ThreadFixture::new(&[("a.txt", "one\n"), ("build/victim", "tracked\n")]);
+        let root = f.worktree();
+        let snap = snapshot(&f.helper(), root).unwrap();
+        std::fs::write(root.join(".gitignore"), "build/\nlinks/\n").unwrap();
+        std::fs::remove_dir_all(root.join("build")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("build")).unwrap();
+        std::fs::create_dir(root.join("links")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("links/out")).unwrap();
+        std::os::unix::fs::symlink(outside.path().join("victim"), root.join("a.txt.tmp")).unwrap();
+        restore(&f.helper(), f.main(), root, &snap).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("victim")).unwrap(),
+            "host file"
+        );
+        assert_eq!(
+            std::fs::read_dir(outside.path()).unwrap().count(),
+            1,
+            "nothing was created outside"
+        );
+        assert_eq!(read(root, "build/victim").as_deref(), Some("tracked\n"));
+        assert!(
+            !std::fs::symlink_metadata(root.join("build"))
+                .unwrap()
+                .is_symlink()
+        );
+        assert!(std::fs::symlink_metadata(root.join("a.txt.tmp")).is_err());
     }
 }

@@ -3,12 +3,19 @@
 //! The runner's git metadata is read-only inside its sandbox, so the controller commits and
 //! pushes for it, and it must never execute anything the runner wrote:
 //!
-//! - commits are made with git2 (libgit2 runs no hooks and no filter programs), only on a
-//!   `codebutler/` branch, with a fixed bot identity that no repository config can change;
-//! - pushes run `git push` as a process (so credential helpers work) with a fixed argument
-//!   list: hooks disabled with `-c core.hooksPath=/dev/null`, the `ext::` transport refused,
-//!   never `--force`, only `refs/heads/codebutler/<slug>` to `origin`;
-//! - pull requests run `gh pr create` with fixed arguments, the body on stdin;
+//! - a commit's files come from the sandboxed worktree helper ([`super::stage`]), never from
+//!   the controller reading the worktree, and every process of the run but the runner
+//!   itself is gone by then (its GitCommit tool ends them first);
+//! - commits are made with git2 (libgit2 runs no hooks and no filter programs) in the
+//!   thread's own repository ([`super::thread_repo`]), only on a `codebutler/` branch, with a
+//!   fixed bot identity that no repository config can change, then copied to the main
+//!   repository;
+//! - pushes run `git push` as a process in the main repository (so the person's remote and
+//!   credential helpers work) with a fixed argument list: hooks disabled with
+//!   `-c core.hooksPath=/dev/null`, the `ext::` transport refused, never `--force`, only
+//!   `refs/heads/codebutler/<slug>` to `origin`;
+//! - pull requests run `gh pr create` in the main repository with fixed arguments, the body
+//!   on stdin; neither `git` nor `gh` ever runs in a worktree;
 //! - the PR template is read from the branch's committed tree, never from the worktree's
 //!   files, so a symlink the runner planted cannot make the controller publish a file from
 //!   outside the repository.
@@ -21,6 +28,9 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
+
+use super::stage::{self, Helper};
+use super::thread_repo;
 
 /// The only branches the controller commits on and pushes.
 pub const BRANCH_PREFIX: &str = "codebutler/";
@@ -46,6 +56,8 @@ pub const TEMPLATE_PATHS: [&str; 6] = [
 const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
 /// Most commit subjects listed in the fallback body.
 const MAX_LISTED_COMMITS: usize = 50;
+/// Largest file a commit takes: GitHub refuses pushes with bigger ones.
+pub const MAX_COMMIT_FILE_BYTES: u64 = 100 * 1024 * 1024;
 /// Most bytes of a failed command's output quoted in an error.
 const MAX_QUOTED_OUTPUT: usize = 2000;
 
@@ -80,6 +92,17 @@ pub enum ForgeError {
     },
     #[error("gh printed no pull request address; its output: {output:?}")]
     NoUrl { output: String },
+    #[error("{0}")]
+    Thread(#[from] super::thread_repo::ThreadRepoError),
+    #[error("read the worktree's files: {0}")]
+    Stage(#[from] super::stage::StageError),
+    #[error(
+        "{} larger than GitHub accepts ({} MB): {}; add them to .gitignore or remove them, then commit again",
+        if .0.len() == 1 { "a file is" } else { "files are" },
+        MAX_COMMIT_FILE_BYTES >> 20,
+        .0.join(", ")
+    )]
+    TooLarge(Vec<String>),
 }
 
 impl ForgeError {
@@ -90,11 +113,14 @@ impl ForgeError {
             Self::EmptyMessage
             | Self::EmptyTitle
             | Self::NotOurBranch { .. }
-            | Self::Git { .. } => true,
+            | Self::Git { .. }
+            | Self::Thread(_)
+            | Self::TooLarge(_) => true,
             Self::Spawn { .. }
             | Self::Timeout { .. }
             | Self::Failed { .. }
-            | Self::NoUrl { .. } => false,
+            | Self::NoUrl { .. }
+            | Self::Stage(_) => false,
         }
     }
 }
@@ -133,7 +159,7 @@ pub fn thread_link(channel: &str, ts: &str) -> String {
 }
 
 /// Refuses a branch that is not one of ours or not a valid branch name.
-fn check_branch(branch: &str) -> Result<(), ForgeError> {
+pub(crate) fn check_branch(branch: &str) -> Result<(), ForgeError> {
     let ours = branch.len() > BRANCH_PREFIX.len()
         && branch.starts_with(BRANCH_PREFIX)
         && git2::Reference::is_valid_name(&format!("refs/heads/{branch}"));
@@ -148,9 +174,7 @@ fn check_branch(branch: &str) -> Result<(), ForgeError> {
 
 /// The branch the worktree's HEAD is on, if it is one of ours. Blocking (git2).
 pub fn worktree_branch(worktree: &Path) -> Result<String, ForgeError> {
-    let repo =
-        git2::Repository::open(worktree).map_err(git(format!("open {}", worktree.display())))?;
-    head_branch(&repo)
+    head_branch(&thread_repo::open(worktree)?)
 }
 
 fn head_branch(repo: &git2::Repository) -> Result<String, ForgeError> {
@@ -167,36 +191,36 @@ fn head_branch(repo: &git2::Repository) -> Result<String, ForgeError> {
 }
 
 /// Stages every change of the worktree (added, modified and deleted files; ignored files and
-/// anything under `.git` stay out) and commits it on the worktree's current branch as
-/// CodeButler. Refuses unless HEAD is on a `codebutler/` branch. Blocking (git2): call it
-/// from `spawn_blocking`.
-pub fn commit_all(worktree: &Path, message: &str) -> Result<Commit, ForgeError> {
+/// anything under `.git` stay out; read by the sandboxed `helper`) and commits it on the
+/// worktree's current branch as CodeButler, then copies the branch to the main repository
+/// `main`. Refuses unless HEAD is on a `codebutler/` branch, and files over
+/// [`MAX_COMMIT_FILE_BYTES`]. Blocking (git2): call it from `spawn_blocking`.
+pub fn commit_all(
+    helper: &Helper,
+    main: &Path,
+    worktree: &Path,
+    message: &str,
+) -> Result<Commit, ForgeError> {
     if message.trim().is_empty() {
         return Err(ForgeError::EmptyMessage);
     }
-    let repo =
-        git2::Repository::open(worktree).map_err(git(format!("open {}", worktree.display())))?;
-    head_branch(&repo)?;
+    let repo = thread_repo::open(worktree)?;
+    let branch = head_branch(&repo)?;
     let parent = repo
         .head()
         .and_then(|h| h.peel_to_commit())
         .map_err(git("read the branch's last commit"))?;
-    let mut index = repo.index().map_err(git("read the index"))?;
-    let mut skip_git = |path: &Path, _: &[u8]| -> i32 {
-        i32::from(path.components().any(|c| c.as_os_str() == ".git"))
-    };
-    index
-        .add_all(
-            ["*"],
-            git2::IndexAddOption::DEFAULT,
-            Some(&mut skip_git as &mut git2::IndexMatchedPath<'_>),
-        )
-        .map_err(git("stage changes"))?;
-    index
-        .update_all(["*"], None)
-        .map_err(git("stage deletions"))?;
-    index.write().map_err(git("write the index"))?;
-    let tree_id = index.write_tree().map_err(git("write the tree"))?;
+    let files = stage::snapshot(helper, &repo, MAX_COMMIT_FILE_BYTES)?;
+    if !files.skipped.is_empty() {
+        return Err(ForgeError::TooLarge(
+            files
+                .skipped
+                .iter()
+                .map(|(path, size)| format!("{path} ({} MB)", size >> 20))
+                .collect(),
+        ));
+    }
+    let tree_id = stage::write_index(&repo, &files.files)?;
     if tree_id == parent.tree_id() {
         return Ok(Commit {
             sha: String::new(),
@@ -227,6 +251,7 @@ pub fn commit_all(worktree: &Path, message: &str) -> Result<Commit, ForgeError> 
             &[&parent],
         )
         .map_err(git("commit"))?;
+    thread_repo::mirror(main, &repo, &branch)?;
     Ok(Commit {
         sha: oid.to_string(),
         files_changed,
@@ -257,25 +282,41 @@ pub(crate) fn safe_git(dir: &Path) -> Command {
     command
 }
 
-/// Pushes `branch` (a `codebutler/` branch) from the worktree's repository to `origin`:
-/// `git -c core.hooksPath=/dev/null -c protocol.ext.allow=never … push origin
-/// refs/heads/<branch>:refs/heads/<branch>`, without force, without a terminal prompt, within
-/// [`PUSH_TIMEOUT`].
-pub async fn push_branch(worktree: &Path, branch: &str) -> Result<(), ForgeError> {
+/// Pushes `branch` (a `codebutler/` branch, already copied there by [`commit_all`]) from the
+/// main repository `main` to `origin`: `git -c core.hooksPath=/dev/null -c
+/// protocol.ext.allow=never … push origin refs/heads/<branch>:refs/heads/<branch>`, without
+/// force, without a terminal prompt, within [`PUSH_TIMEOUT`]; then records the push in the
+/// thread repository of `worktree`.
+pub async fn push_branch(main: &Path, worktree: &Path, branch: &str) -> Result<(), ForgeError> {
     check_branch(branch)?;
     let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
-    let mut command = safe_git(worktree);
+    let mut command = safe_git(main);
     command.args(["push", "origin", &refspec]);
     run(command, None, "git push", PUSH_TIMEOUT).await?;
+    let (tree, name) = (worktree.to_owned(), branch.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let repo = thread_repo::open(&tree)?;
+        let tip = repo
+            .refname_to_id(&format!("refs/heads/{name}"))
+            .map_err(git(format!("read {name}")))?;
+        thread_repo::set_pushed(&repo, &name, tip)?;
+        Ok::<_, ForgeError>(())
+    })
+    .await
+    .map_err(|e| ForgeError::Failed {
+        what: "record the push".into(),
+        status: "the task failed".into(),
+        output: e.to_string(),
+    })??;
     Ok(())
 }
 
 /// Opens a pull request for `branch` with `gh pr create --head <branch> --title <title>
-/// --body-file -` (the body on stdin), run in the worktree within [`GH_TIMEOUT`]; returns the
-/// address `gh` printed and the number at its end.
+/// --body-file -` (the body on stdin), run in the main repository `main` within
+/// [`GH_TIMEOUT`]; returns the address `gh` printed and the number at its end.
 pub async fn open_pr(
     gh: &Path,
-    worktree: &Path,
+    main: &Path,
     branch: &str,
     title: &str,
     body: &str,
@@ -297,7 +338,7 @@ pub async fn open_pr(
             "--body-file",
             "-",
         ])
-        .current_dir(worktree)
+        .current_dir(main)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GH_PROMPT_DISABLED", "1");
     let output = run(command, Some(body.as_bytes()), "gh pr create", GH_TIMEOUT).await?;
@@ -395,15 +436,14 @@ fn quote(text: &str) -> String {
 pub struct PrContext {
     /// The repository's PR template as committed on the branch, if it has one.
     pub template: Option<String>,
-    /// Subjects of the branch's commits not on the main checkout's HEAD, oldest first.
+    /// Subjects of the branch's commits since its base, oldest first.
     pub commits: Vec<String>,
 }
 
 /// Reads the PR template (the first of [`TEMPLATE_PATHS`] that is a regular file in the
 /// worktree's HEAD commit) and the branch's commit subjects. Blocking (git2).
 pub fn pr_context(worktree: &Path) -> Result<PrContext, ForgeError> {
-    let repo =
-        git2::Repository::open(worktree).map_err(git(format!("open {}", worktree.display())))?;
+    let repo = thread_repo::open(worktree)?;
     let head = repo
         .head()
         .and_then(|h| h.peel_to_commit())
@@ -424,15 +464,11 @@ pub fn pr_context(worktree: &Path) -> Result<PrContext, ForgeError> {
             .map(str::to_owned)
             .filter(|t| !t.trim().is_empty())
     });
-    // The main checkout's HEAD: where the branch started from (or later).
-    let base = git2::Repository::open(repo.commondir())
-        .ok()
-        .and_then(|main| main.head().ok()?.peel_to_commit().ok().map(|c| c.id()));
+    // Where the branch started.
+    let base = thread_repo::base_of(&repo)?;
     let mut walk = repo.revwalk().map_err(git("walk the branch"))?;
     walk.push(head.id()).map_err(git("walk the branch"))?;
-    if let Some(base) = base {
-        walk.hide(base).map_err(git("walk the branch"))?;
-    }
+    walk.hide(base).map_err(git("walk the branch"))?;
     let mut commits: Vec<String> = walk
         .take(MAX_LISTED_COMMITS)
         .filter_map(Result::ok)
@@ -487,52 +523,25 @@ pub fn pr_body(context: &PrContext, model_body: &str, thread_link: Option<&str>)
 mod tests {
     use super::*;
 
-    /// A repository with one commit of `files` on `main`, and a linked worktree on
-    /// `codebutler/task`.
-    fn repo_and_worktree(files: &[(&str, &str)]) -> (tempfile::TempDir, std::path::PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("repo");
-        let repo = git2::Repository::init_opts(
-            &root,
-            git2::RepositoryInitOptions::new().initial_head("main"),
-        )
-        .unwrap();
-        let mut index = repo.index().unwrap();
-        for (path, text) in files {
-            let full = root.join(path);
-            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
-            std::fs::write(&full, text).unwrap();
-            index.add_path(Path::new(path)).unwrap();
-        }
-        index.write().unwrap();
-        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("Alice", "alice@example.com").unwrap();
-        let head = repo
-            .commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
-            .unwrap();
-        let branch = repo
-            .branch("codebutler/task", &repo.find_commit(head).unwrap(), false)
-            .unwrap();
-        let path = dir.path().join("wt");
-        let reference = branch.into_reference();
-        let mut options = git2::WorktreeAddOptions::new();
-        options.reference(Some(&reference));
-        repo.worktree("task", &path, Some(&options)).unwrap();
-        (dir, path)
+    use crate::runners::stage::test_support::ThreadFixture;
+
+    fn main_repo(f: &ThreadFixture) -> git2::Repository {
+        git2::Repository::open(f.main()).unwrap()
     }
 
-    fn main_repo(dir: &tempfile::TempDir) -> git2::Repository {
-        git2::Repository::open(dir.path().join("repo")).unwrap()
+    fn commit_in(f: &ThreadFixture, message: &str) -> Result<Commit, ForgeError> {
+        commit_all(&f.helper(), f.main(), f.worktree(), message)
     }
 
     #[test]
     fn commits_every_change_on_the_codebutler_branch_only() {
-        let (dir, wt) = repo_and_worktree(&[
+        let f = ThreadFixture::new(&[
             ("README.md", "hello\n"),
             ("old.txt", "old\n"),
             (".gitignore", "target/\n"),
         ]);
-        let main_before = main_repo(&dir).head().unwrap().target().unwrap();
+        let wt = f.worktree();
+        let main_before = main_repo(&f).head().unwrap().target().unwrap();
         std::fs::write(wt.join("README.md"), "hello, world\n").unwrap();
         std::fs::remove_file(wt.join("old.txt")).unwrap();
         std::fs::create_dir_all(wt.join("src")).unwrap();
@@ -540,14 +549,24 @@ mod tests {
         std::fs::create_dir_all(wt.join("target")).unwrap();
         std::fs::write(wt.join("target/out"), "ignored").unwrap();
 
-        let commit = commit_all(&wt, "Say hello to the world\n\nDetails.").unwrap();
+        let commit = commit_in(&f, "Say hello to the world\n\nDetails.").unwrap();
         assert!(!commit.nothing_to_commit);
         assert_eq!(commit.files_changed, ["README.md", "old.txt", "src/new.rs"]);
 
-        let repo = main_repo(&dir);
+        // The commit is on the thread's branch and copied to the main repository, whose
+        // checkout did not move.
+        let repo = main_repo(&f);
         assert_eq!(repo.head().unwrap().target().unwrap(), main_before);
+        assert_eq!(
+            thread_repo::open(wt)
+                .unwrap()
+                .refname_to_id("refs/heads/codebutler/t")
+                .unwrap()
+                .to_string(),
+            commit.sha
+        );
         let branch = repo
-            .find_branch("codebutler/task", git2::BranchType::Local)
+            .find_branch("codebutler/t", git2::BranchType::Local)
             .unwrap();
         let made = branch.get().peel_to_commit().unwrap();
         assert_eq!(made.id().to_string(), commit.sha);
@@ -563,7 +582,9 @@ mod tests {
         assert!(tree.get_path(Path::new("old.txt")).is_err());
         assert!(tree.get_path(Path::new("target/out")).is_err());
 
-        let again = commit_all(&wt, "again").unwrap();
+        // The index matches: git in the worktree sees a clean tree but the ignored file.
+        assert_eq!(f.git_status(), "");
+        let again = commit_in(&f, "again").unwrap();
         assert_eq!(
             again,
             Commit {
@@ -576,22 +597,22 @@ mod tests {
 
     #[test]
     fn refuses_other_branches_and_empty_messages() {
-        let (dir, wt) = repo_and_worktree(&[("a.txt", "a\n")]);
+        let f = ThreadFixture::new(&[("a.txt", "a\n")]);
         assert!(matches!(
-            commit_all(&wt, "  \n"),
+            commit_in(&f, "  \n"),
             Err(ForgeError::EmptyMessage)
         ));
         // The main checkout is on `main`.
-        let main = dir.path().join("repo");
+        let main = f.main();
         std::fs::write(main.join("a.txt"), "changed\n").unwrap();
-        let err = commit_all(&main, "change").unwrap_err();
+        let err = commit_all(&f.helper(), main, main, "change").unwrap_err();
         assert!(matches!(err, ForgeError::NotOurBranch { .. }), "{err}");
         assert_eq!(
             err.to_string(),
             "refusing to commit or push \"main\": only codebutler/ branches are allowed"
         );
         assert!(err.is_precondition());
-        assert_eq!(worktree_branch(&wt).unwrap(), "codebutler/task");
+        assert_eq!(worktree_branch(f.worktree()).unwrap(), "codebutler/t");
         for bad in [
             "main",
             "codebutler/",
@@ -651,22 +672,23 @@ mod tests {
 
     #[test]
     fn the_template_comes_from_the_branch_and_never_through_a_symlink() {
-        let (_dir, wt) = repo_and_worktree(&[
+        let f = ThreadFixture::new(&[
             ("docs/PULL_REQUEST_TEMPLATE.md", "docs template\n"),
             (".github/pull_request_template.md", "github template\n"),
         ]);
-        let context = pr_context(&wt).unwrap();
+        let wt = f.worktree();
+        let context = pr_context(wt).unwrap();
         assert_eq!(context.template.as_deref(), Some("github template\n"));
         assert!(context.commits.is_empty());
 
         // A committed symlink in a higher-priority place is skipped; uncommitted edits are not
         // seen.
-        let secret = wt.parent().unwrap().join("secret.txt");
+        let secret = f.dir.path().join("secret.txt");
         std::fs::write(&secret, "SECRET").unwrap();
         std::os::unix::fs::symlink(&secret, wt.join(".github/PULL_REQUEST_TEMPLATE.md")).unwrap();
-        commit_all(&wt, "Plant a link").unwrap();
+        commit_in(&f, "Plant a link").unwrap();
         std::fs::write(wt.join(".github/pull_request_template.md"), "uncommitted").unwrap();
-        let context = pr_context(&wt).unwrap();
+        let context = pr_context(wt).unwrap();
         assert_eq!(context.template.as_deref(), Some("github template\n"));
         assert_eq!(context.commits, ["Plant a link"]);
     }
@@ -684,22 +706,23 @@ mod tests {
         assert_eq!(parse_pr_url("https://github.com/acme/app/pull/x\n"), None);
     }
 
-    /// A bare repository at `dir/origin.git` holding `main`, set as the main repo's `origin`.
-    fn with_bare_origin(dir: &tempfile::TempDir) -> git2::Repository {
-        let bare_path = dir.path().join("origin.git");
+    /// A bare repository at `dir/origin.git`, set as the main repo's `origin`.
+    fn with_bare_origin(f: &ThreadFixture) -> git2::Repository {
+        let bare_path = f.dir.path().join("origin.git");
         let bare = git2::Repository::init_bare(&bare_path).unwrap();
-        let repo = main_repo(dir);
+        let repo = main_repo(f);
         repo.remote("origin", bare_path.to_str().unwrap()).unwrap();
         bare
     }
 
     #[tokio::test]
     async fn pushes_only_our_branch_without_running_hooks() {
-        let (dir, wt) = repo_and_worktree(&[("a.txt", "a\n")]);
-        let bare = with_bare_origin(&dir);
-        // A hook in the repository's common dir that would leave a marker if run.
-        let marker = dir.path().join("hook-ran");
-        let hooks = dir.path().join("repo/.git/hooks");
+        let f = ThreadFixture::new(&[("a.txt", "a\n")]);
+        let (wt, main) = (f.worktree(), f.main());
+        let bare = with_bare_origin(&f);
+        // A hook in the main repository that would leave a marker if run.
+        let marker = f.dir.path().join("hook-ran");
+        let hooks = main.join(".git/hooks");
         std::fs::create_dir_all(&hooks).unwrap();
         let hook = hooks.join("pre-push");
         std::fs::write(
@@ -711,28 +734,37 @@ mod tests {
         std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
 
         std::fs::write(wt.join("a.txt"), "b\n").unwrap();
-        let commit = commit_all(&wt, "Change a").unwrap();
-        push_branch(&wt, "codebutler/task").await.unwrap();
+        let commit = commit_in(&f, "Change a").unwrap();
+        push_branch(main, wt, "codebutler/t").await.unwrap();
         let pushed = bare
-            .find_reference("refs/heads/codebutler/task")
+            .find_reference("refs/heads/codebutler/t")
             .unwrap()
             .target()
             .unwrap();
         assert_eq!(pushed.to_string(), commit.sha);
         assert!(!marker.exists(), "the pre-push hook ran");
+        // The thread repository knows what origin has (for "undo").
+        assert_eq!(
+            thread_repo::open(wt)
+                .unwrap()
+                .refname_to_id("refs/remotes/origin/codebutler/t")
+                .unwrap()
+                .to_string(),
+            commit.sha
+        );
 
-        let err = push_branch(&wt, "main").await.unwrap_err();
+        let err = push_branch(main, wt, "main").await.unwrap_err();
         assert!(matches!(err, ForgeError::NotOurBranch { .. }), "{err}");
         assert!(bare.find_reference("refs/heads/main").is_err());
 
         // A push git refuses (non-fast-forward, since force is never used) is an error.
-        let repo = main_repo(&dir);
+        let repo = main_repo(&f);
         let sig = git2::Signature::now("x", "x@example.com").unwrap();
         let first = repo
             .find_commit(repo.head().unwrap().target().unwrap())
             .unwrap();
         repo.reference(
-            "refs/heads/codebutler/task",
+            "refs/heads/codebutler/t",
             first.id(),
             true,
             "rewind for the test",
@@ -740,7 +772,7 @@ mod tests {
         .unwrap();
         let tree = first.tree().unwrap();
         repo.commit(
-            Some("refs/heads/codebutler/task"),
+            Some("refs/heads/codebutler/t"),
             &sig,
             &sig,
             "diverge",
@@ -748,11 +780,11 @@ mod tests {
             &[&first],
         )
         .unwrap();
-        let err = push_branch(&wt, "codebutler/task").await.unwrap_err();
+        let err = push_branch(main, wt, "codebutler/t").await.unwrap_err();
         assert!(matches!(err, ForgeError::Failed { .. }), "{err}");
         assert!(!err.is_precondition());
         assert_eq!(
-            bare.find_reference("refs/heads/codebutler/task")
+            bare.find_reference("refs/heads/codebutler/t")
                 .unwrap()
                 .target()
                 .unwrap()

@@ -50,6 +50,10 @@ pub struct RunHub {
     pub calls_per_hour: u32,
     /// The run's worktree, where commits are made.
     pub worktree: PathBuf,
+    /// The main repository, where the branch is copied and pushed from.
+    pub repo: PathBuf,
+    /// The worktree helper that reads the worktree's files for a commit.
+    pub helper: super::stage::Helper,
     /// The run's own branch (`codebutler/<slug>`), the only one it may push.
     pub branch: String,
     /// The `gh` executable (`github.cli`).
@@ -256,11 +260,17 @@ impl RunnerHub for RunHub {
         request: Request<CommitRequest>,
     ) -> Result<Response<CommitResponse>, Status> {
         let message = request.into_inner().message;
-        let worktree = self.worktree.clone();
-        let commit = tokio::task::spawn_blocking(move || forge::commit_all(&worktree, &message))
-            .await
-            .map_err(joined)?
-            .map_err(|e| forge_status(&e))?;
+        let (helper, repo, worktree) = (
+            self.helper.clone(),
+            self.repo.clone(),
+            self.worktree.clone(),
+        );
+        let commit = tokio::task::spawn_blocking(move || {
+            forge::commit_all(&helper, &repo, &worktree, &message)
+        })
+        .await
+        .map_err(joined)?
+        .map_err(|e| forge_status(&e))?;
         if commit.nothing_to_commit {
             tracing::info!(tag = "CLD", run = %self.run_id, "commit: nothing to commit");
         } else {
@@ -288,7 +298,7 @@ impl RunnerHub for RunHub {
         if request.title.trim().is_empty() {
             return Err(forge_status(&ForgeError::EmptyTitle));
         }
-        forge::push_branch(&self.worktree, &self.branch)
+        forge::push_branch(&self.repo, &self.worktree, &self.branch)
             .await
             .map_err(|e| forge_status(&e))?;
         let worktree = self.worktree.clone();
@@ -297,15 +307,9 @@ impl RunnerHub for RunHub {
             .map_err(joined)?
             .map_err(|e| forge_status(&e))?;
         let body = forge::pr_body(&context, &request.body, self.thread_link.as_deref());
-        let pr = forge::open_pr(
-            &self.gh,
-            &self.worktree,
-            &self.branch,
-            &request.title,
-            &body,
-        )
-        .await
-        .map_err(|e| forge_status(&e))?;
+        let pr = forge::open_pr(&self.gh, &self.repo, &self.branch, &request.title, &body)
+            .await
+            .map_err(|e| forge_status(&e))?;
         tracing::info!(tag = "CLD", run = %self.run_id, "opened pull request {}", pr.url);
         Ok(Response::new(OpenPullRequestResponse {
             url: pr.url,

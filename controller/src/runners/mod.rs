@@ -2,17 +2,23 @@
 //! ([`hub`], with web fetches under [`fetch`]'s policy and commits, pushes and pull requests
 //! made by [`forge`]), supervising runs ([`supervisor`]),
 //! the admin API `runnerctl` uses ([`admin`]) and the worktrees runs work in ([`worktree`],
-//! prepared per platform by [`platform`]).
+//! prepared per platform by [`platform`]): each a repository of its own with only its
+//! thread's history ([`thread_repo`]) on a disk of its own ([`disk`]), whose files the
+//! controller reads and writes only through the sandboxed worktree helper ([`stage`]), for
+//! commits and for the checkpoints "undo" returns to ([`checkpoint`]).
 
 pub mod admin;
 pub mod checkpoint;
+pub mod disk;
 pub mod fetch;
 pub mod forge;
 pub mod hub;
 pub mod launcher;
 pub mod platform;
 pub mod resume;
+pub mod stage;
 pub mod supervisor;
+pub mod thread_repo;
 pub mod worktree;
 
 use std::path::{Path, PathBuf};
@@ -47,11 +53,7 @@ pub async fn supervisor_for(
     }
     let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
         .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone())?;
-    let sandbox = config.sandbox.clone();
-    let build = config.build.clone();
-    let spec: supervisor::SpecBuilder = Arc::new(move |worktree| {
-        serde_json::to_string(&run_spec(&sandbox, &build, worktree)).unwrap_or_default()
-    });
+    let worktrees = preparer_for(layout, config)?;
     Supervisor::new(SupervisorParts {
         store,
         gateway,
@@ -66,7 +68,7 @@ pub async fn supervisor_for(
             calls_per_hour: config.access.max_claude_calls_per_hour,
             context_window: config.coder.context_window,
         },
-        spec,
+        worktrees,
         log_dir: layout.dir.join("run"),
         memory_dir: layout.memory(),
         gh: PathBuf::from(&config.github.cli),
@@ -104,6 +106,15 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
 /// The worktree preparer for a repository's configuration (`build`, `sandbox`,
 /// `access.maxWorktreeDiskMB`), with the same runner binary as the supervisor's.
 pub fn preparer_for(layout: &Layout, config: &Config) -> Result<worktree::Preparer, String> {
+    if config.sandbox.disk_mb > 0
+        && let Err(e) = disk::probe()
+    {
+        return Err(format!(
+            "sandbox.diskMB is {} but this process cannot give each worktree its own disk ({e}); \
+             run codebutler as root, or set sandbox.diskMB to 0 to run without a per-thread disk cap",
+            config.sandbox.disk_mb
+        ));
+    }
     let runner_bin = match &config.sandbox.runner_path {
         Some(path) => PathBuf::from(path),
         None => {

@@ -20,6 +20,7 @@ use tokio_util::task::TaskTracker;
 use super::fetch::FetchPolicy;
 use super::hub::RunHub;
 use super::launcher::{LaunchRequest, Launcher};
+use super::worktree::Preparer;
 use crate::gateway::{CallContext, Gateway};
 use crate::store::{CheckpointRecord, NewRun, RunRecord, RunState, Store, StoreError, ThreadKey};
 
@@ -93,9 +94,6 @@ pub enum SupervisorError {
     Conversation(#[from] serde_json::Error),
 }
 
-/// Builds the sandbox spec (JSON) for a worktree.
-pub type SpecBuilder = Arc<dyn Fn(&std::path::Path) -> String + Send + Sync>;
-
 /// The supervisor; cheap to clone.
 #[derive(Clone)]
 pub struct Supervisor {
@@ -114,7 +112,8 @@ struct Inner {
     launcher: Arc<dyn Launcher>,
     fetch: Arc<FetchPolicy>,
     limits: RunLimits,
-    spec: SpecBuilder,
+    /// The worktrees: their sandbox specs, disks and helper.
+    worktrees: Preparer,
     log_dir: PathBuf,
     gh: PathBuf,
     memory_dir: PathBuf,
@@ -149,7 +148,8 @@ pub struct SupervisorParts {
     pub launcher: Arc<dyn Launcher>,
     pub fetch: Arc<FetchPolicy>,
     pub limits: RunLimits,
-    pub spec: SpecBuilder,
+    /// The worktrees runs work in: their sandbox specs, disks and helper.
+    pub worktrees: Preparer,
     /// Where runner logs go (`.codebutler/run/`).
     pub log_dir: PathBuf,
     /// The `gh` executable pull requests are opened with (`github.cli`).
@@ -178,7 +178,7 @@ impl Supervisor {
                 launcher: parts.launcher,
                 fetch: parts.fetch,
                 limits: parts.limits,
-                spec: parts.spec,
+                worktrees: parts.worktrees,
                 log_dir: parts.log_dir,
                 gh: parts.gh,
                 memory_dir: parts.memory_dir,
@@ -385,6 +385,11 @@ impl Supervisor {
         &self.inner.limits
     }
 
+    /// The worktrees runs work in.
+    pub fn worktrees(&self) -> &Preparer {
+        &self.inner.worktrees
+    }
+
     /// Cancels every run and waits (bounded) for them to be reaped.
     pub async fn shutdown(&self) {
         let all: Vec<String> = self.lock_active().keys().cloned().collect();
@@ -426,10 +431,22 @@ impl Inner {
                 .finish(run_id, RunState::Cancelled, "cancelled while queued", None)
                 .await;
         };
+        if let Err(e) = self.worktrees.ensure_mounted(&request.worktree).await {
+            return self
+                .finish(run_id, RunState::Failed, &e.to_string(), None)
+                .await;
+        }
+        let spec_json = match serde_json::to_string(&self.worktrees.run_spec(&request.worktree)) {
+            Ok(json) => json,
+            Err(e) => {
+                let reason = format!("write the sandbox spec: {e}");
+                return self.finish(run_id, RunState::Failed, &reason, None).await;
+            }
+        };
         let launched = match self
             .launcher
             .launch(&LaunchRequest {
-                spec_json: (self.spec)(&request.worktree),
+                spec_json,
                 log: self.log_dir.join(format!("run-{run_id}.log")),
             })
             .await
@@ -469,6 +486,8 @@ impl Inner {
             cancel: hub_stop.clone(),
             calls_per_hour: self.limits.calls_per_hour,
             worktree: request.worktree.clone(),
+            repo: self.worktrees.repo.clone(),
+            helper: self.worktrees.helper(&request.worktree),
             branch: request.branch.clone(),
             gh: self.gh.clone(),
             thread_link: request.thread_link.clone(),
@@ -525,7 +544,7 @@ impl Inner {
             let kill_deadline = kill_at.unwrap_or(hard_limit).min(hard_limit);
             tokio::select! {
                 Some(event) = event_rx.recv() => {
-                    if let Some(end) = ending_of(&event) {
+                    if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
                         ending = Some(end);
                     }
                     if request.thread_link.is_none()
@@ -554,7 +573,7 @@ impl Inner {
         };
         // Events sent just before the exit.
         while let Ok(event) = event_rx.try_recv() {
-            if let Some(end) = ending_of(&event) {
+            if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
                 ending = Some(end);
             }
             self.record_event(run_id, &mut seq, event).await;
@@ -584,10 +603,12 @@ impl Inner {
             None => serde_json::to_string(&[codebutler_runner::agent::plan_message(&request.plan)]),
         };
         let tree = request.worktree.clone();
-        let snapshot = tokio::task::spawn_blocking(move || super::checkpoint::snapshot(&tree))
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|s| s.map_err(|e| e.to_string()));
+        let helper = self.worktrees.helper(&tree);
+        let snapshot =
+            tokio::task::spawn_blocking(move || super::checkpoint::snapshot(&helper, &tree))
+                .await
+                .map_err(|e| e.to_string())
+                .and_then(|s| s.map_err(|e| e.to_string()));
         let (snapshot, conversation) = match (snapshot, conversation) {
             (Ok(s), Ok(c)) => (s, c),
             (Err(e), _) => {
@@ -673,8 +694,9 @@ fn unattended_answer(event: &RunnerEvent) -> Option<RunnerCommand> {
 /// What a Coder asking in a run without a thread is told.
 pub const UNATTENDED_ANSWER: &str = "Nobody can answer questions in this run (it has no Slack thread). Decide yourself, choosing the option that is easiest to change later, and say in your summary what you chose and why.";
 
-/// The run state and words an ending event stands for.
-fn ending_of(event: &RunnerEvent) -> Option<(RunState, String)> {
+/// The run state and words an ending event stands for, if it ends the run; `disk_mb` is the
+/// worktree's disk (`sandbox.diskMB`).
+fn ending_of(event: &RunnerEvent, disk_mb: u64) -> Option<(RunState, String)> {
     match &event.event {
         Some(Event::Finished(f)) => {
             let reason = FinishReason::try_from(f.reason).unwrap_or(FinishReason::Unspecified);
@@ -684,6 +706,18 @@ fn ending_of(event: &RunnerEvent) -> Option<(RunState, String)> {
                 }
                 FinishReason::MaxTurns => (RunState::Finished, "stopped at the turn limit".into()),
                 FinishReason::Timeout => (RunState::Finished, "stopped at the time limit".into()),
+                FinishReason::DiskFull if disk_mb > 0 => (
+                    RunState::Finished,
+                    format!(
+                        "stopped: {} (sandbox.diskMB is {disk_mb} MB); remove build outputs \
+                         from it or raise the limit",
+                        f.summary
+                    ),
+                ),
+                FinishReason::DiskFull => (
+                    RunState::Finished,
+                    format!("stopped: {} (the host's disk has no room left)", f.summary),
+                ),
                 FinishReason::Completed | FinishReason::Unspecified => (
                     RunState::Finished,
                     format!("completed: {}", first_line(&f.summary)),

@@ -1,15 +1,18 @@
 //! Worktrees for runs: `<repo>/.codebutler/branches/<slug>` on branch `codebutler/<slug>`,
-//! made with git2 (libgit2 runs no hooks), and their preparation before a Coder starts
-//! ([`Preparer`]):
+//! made with git2 (libgit2 runs no hooks), each a repository of its own with only its base
+//! commit's history ([`super::thread_repo`]) on a disk of its own ([`super::disk`]), and
+//! their preparation before a Coder starts ([`Preparer`]):
 //!
-//! 1. the disk the existing worktrees use is measured (allocated blocks, like `du`; no
-//!    hashing) plus an estimate of the new one from the index's file sizes, against
-//!    `access.maxWorktreeDiskMB`;
+//! 1. the disk the existing worktrees, their images and the base stores use is measured
+//!    (allocated blocks, like `du`; no hashing) plus an estimate of the new one from the
+//!    index's file sizes, against `access.maxWorktreeDiskMB`;
 //! 2. `origin`'s default branch is fetched ([`choose_base`]) with the controller's safe git
 //!    settings ([`super::forge::safe_git`]: no hooks, no `ext::`, no repository programs),
 //!    from `remote.origin.url` directly, so no `remote.origin.*` setting applies; a failed
 //!    fetch falls back to the last fetched `origin/<default>` or the local `HEAD`, and says so;
-//! 3. the worktree is created on a new branch from that commit;
+//! 3. the worktree is created on a new branch from that commit ([`create`]): its slug
+//!    claimed, the base store shared or packed, its disk made and mounted, its repository
+//!    made and the base's files checked out — all undone again if a step fails;
 //! 4. the platforms' init ([`super::platform`]) runs in the sandbox with the network, and
 //!    reports in the thread through a [`Progress`].
 
@@ -20,6 +23,7 @@ use async_trait::async_trait;
 
 use super::forge::{self, ForgeError};
 use super::platform::{self, InitEnd, InitRequest};
+use super::{disk, stage, thread_repo};
 use crate::config::{BuildConfig, SandboxConfig};
 
 /// Longest `git ls-remote` or `git fetch` of `origin` may take.
@@ -69,100 +73,175 @@ pub fn slug(plan: &str) -> String {
     }
 }
 
-/// Creates a worktree for `plan` in the repository at `repo` from its current HEAD, with a
-/// slug unique among existing branches and worktrees. Blocking (git2): call it from
-/// `spawn_blocking`.
-pub fn create(repo: &Path, plan: &str) -> Result<Worktree, WorktreeError> {
-    create_at(repo, plan, None)
+/// `.codebutler/branches` of the repository at `repo`: the worktrees.
+pub fn branches_dir(repo: &Path) -> PathBuf {
+    repo.join(".codebutler").join("branches")
 }
 
-/// Like [`create`], from the commit `start` (hex) when given.
-pub fn create_at(repo: &Path, plan: &str, start: Option<&str>) -> Result<Worktree, WorktreeError> {
-    let base = slug(plan);
+/// `.codebutler/disks` of the repository at `repo`: the worktrees' disk images.
+pub fn disks_dir(repo: &Path) -> PathBuf {
+    repo.join(".codebutler").join("disks")
+}
+
+/// `.codebutler/git/bases` of the repository at `repo`: the shared base object stores.
+pub fn stores_dir(repo: &Path) -> PathBuf {
+    repo.join(".codebutler").join("git").join("bases")
+}
+
+/// Creates the worktree for `plan` in the repository at `repo`, starting from `base` (the
+/// local HEAD when `None`): a slug unique among branches and worktrees, a disk of
+/// `disk_mb` MB for it (none when 0; see [`super::disk`]), the thread's own repository in
+/// it with the base commit's history only (see [`super::thread_repo`]), the base's files
+/// checked out, and the branch `codebutler/<slug>` in the main repository too. Anything made
+/// is removed again when a step fails.
+pub async fn create(
+    repo: &Path,
+    plan: &str,
+    base: Option<&Base>,
+    disk_mb: u64,
+) -> Result<Worktree, WorktreeError> {
+    let wanted = slug(plan);
     let err = |message: String| WorktreeError {
-        slug: base.clone(),
+        slug: wanted.clone(),
+        message,
+    };
+    let base = match base {
+        Some(base) => base.clone(),
+        None => {
+            let dir = repo.to_owned();
+            blocking(move || offline_head(&dir)).await?
+        }
+    };
+    let (dir, first, commit) = (repo.to_owned(), wanted.clone(), base.commit.clone());
+    let tree = blocking(move || reserve(&dir, &first, &commit)).await?;
+    let name = tree_name(&tree);
+    let made = async {
+        let objects = thread_repo::ensure_base_store(repo, &stores_dir(repo), &base.commit, &name)
+            .await
+            .map_err(|e| err(format!("share the base's history: {e}")))?;
+        let (path, branch, commit) = (tree.path.clone(), tree.branch.clone(), base.commit.clone());
+        let upstream = (base.name != "HEAD").then(|| base.name.clone());
+        let (images, main) = (disks_dir(repo), repo.to_owned());
+        blocking(move || {
+            let fail = |message: String| WorktreeError {
+                slug: branch.clone(),
+                message,
+            };
+            if disk_mb > 0 {
+                disk::ThreadDisk::of(&images, &path)
+                    .create(disk_mb)
+                    .map_err(|e| fail(format!("make its disk: {e}")))?;
+            }
+            let short = branch.trim_start_matches(forge::BRANCH_PREFIX);
+            thread_repo::init(
+                &main,
+                &path,
+                &objects,
+                &branch,
+                &commit,
+                upstream.as_deref(),
+            )
+            .map_err(|e| fail(format!("make the thread's repository for {short}: {e}")))
+        })
+        .await
+    };
+    match made.await {
+        Ok(()) => Ok(tree),
+        Err(e) => {
+            if let Err(r) = remove(repo, &tree).await {
+                tracing::warn!("remove the half-made worktree {}: {r}", tree.path.display());
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The worktree's directory name (its slug).
+fn tree_name(tree: &Worktree) -> String {
+    tree.path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Picks a free slug from `wanted` (`wanted-2`, `wanted-3`… when taken) and claims it: the
+/// worktree's directory is made (atomically: a directory that exists is taken) and the
+/// branch `codebutler/<slug>` is created in the main repository at `commit`.
+fn reserve(repo: &Path, wanted: &str, commit: &str) -> Result<Worktree, WorktreeError> {
+    let err = |message: String| WorktreeError {
+        slug: wanted.to_owned(),
         message,
     };
     let repository = git2::Repository::open(repo).map_err(|e| err(e.message().to_owned()))?;
-    let head = match start {
-        Some(hex) => git2::Oid::from_str(hex)
-            .and_then(|id| repository.find_commit(id))
-            .map_err(|e| err(format!("find the start commit {hex}: {}", e.message())))?,
-        None => repository
-            .head()
-            .and_then(|h| h.peel_to_commit())
-            .map_err(|e| {
-                err(format!(
-                    "the repository has no commit to start from ({})",
-                    e.message()
-                ))
-            })?,
-    };
-    let branches = repo.join(".codebutler").join("branches");
+    let start = git2::Oid::from_str(commit)
+        .and_then(|id| repository.find_commit(id))
+        .map_err(|e| err(format!("find the start commit {commit}: {}", e.message())))?;
+    let branches = branches_dir(repo);
     std::fs::create_dir_all(&branches)
         .map_err(|e| err(format!("create {}: {e}", branches.display())))?;
-    let mut slug = base.clone();
+    let images = disks_dir(repo);
+    let mut slug = wanted.to_owned();
     let mut n = 1;
     loop {
         let branch = format!("codebutler/{slug}");
+        let path = branches.join(&slug);
         let taken = repository
             .find_branch(&branch, git2::BranchType::Local)
             .is_ok()
-            || branches.join(&slug).exists()
+            || images.join(format!("{slug}.img")).exists()
             || repository.find_worktree(&slug).is_ok();
         if !taken {
-            break;
+            match std::fs::create_dir(&path) {
+                Ok(()) => {
+                    repository
+                        .branch(&branch, &start, false)
+                        .map_err(|e| err(e.message().to_owned()))?;
+                    return Ok(Worktree { path, branch });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(err(format!("create {}: {e}", path.display()))),
+            }
         }
         n += 1;
-        slug = format!("{base}-{n}");
+        slug = format!("{wanted}-{n}");
     }
-    let branch_name = format!("codebutler/{slug}");
-    let branch = repository
-        .branch(&branch_name, &head, false)
-        .map_err(|e| err(e.message().to_owned()))?;
-    let path = branches.join(&slug);
-    let reference = branch.into_reference();
-    let mut options = git2::WorktreeAddOptions::new();
-    options.reference(Some(&reference));
-    repository
-        .worktree(&slug, &path, Some(&options))
-        .map_err(|e| err(e.message().to_owned()))?;
-    Ok(Worktree {
-        path,
-        branch: branch_name,
-    })
 }
 
-/// Removes a worktree made by [`create`] and its branch (used when its preparation failed,
-/// so approving again starts clean). Blocking (git2).
-pub fn remove(repo: &Path, tree: &Worktree) -> Result<(), WorktreeError> {
-    let name = tree
-        .path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+/// Removes a worktree made by [`create`]: its disk (or directory), the branch in the main
+/// repository, and its use of the base store. Used when a preparation failed, so
+/// approving again starts clean.
+pub async fn remove(repo: &Path, tree: &Worktree) -> Result<(), WorktreeError> {
+    let name = tree_name(tree);
     let err = |message: String| WorktreeError {
         slug: name.clone(),
         message,
     };
-    let repository = git2::Repository::open(repo).map_err(|e| err(e.message().to_owned()))?;
-    if let Ok(worktree) = repository.find_worktree(&name) {
-        let mut options = git2::WorktreePruneOptions::new();
-        options.valid(true).working_tree(true);
-        worktree
-            .prune(Some(&mut options))
-            .map_err(|e| err(format!("prune: {}", e.message())))?;
-    }
-    if tree.path.exists() {
-        std::fs::remove_dir_all(&tree.path)
-            .map_err(|e| err(format!("remove {}: {e}", tree.path.display())))?;
-    }
-    if let Ok(mut branch) = repository.find_branch(&tree.branch, git2::BranchType::Local) {
-        branch
-            .delete()
-            .map_err(|e| err(format!("delete {}: {}", tree.branch, e.message())))?;
-    }
-    Ok(())
+    let (dir, gone) = (repo.to_owned(), tree.clone());
+    blocking(move || {
+        let fail = |message: String| WorktreeError {
+            slug: tree_name(&gone),
+            message,
+        };
+        let image = disk::ThreadDisk::of(&disks_dir(&dir), &gone.path);
+        if image.exists() {
+            image.remove().map_err(|e| fail(e.to_string()))?;
+        } else if gone.path.exists() {
+            // std's remove_dir_all never follows the symlinks it meets.
+            std::fs::remove_dir_all(&gone.path)
+                .map_err(|e| fail(format!("remove {}: {e}", gone.path.display())))?;
+        }
+        let repository = git2::Repository::open(&dir).map_err(|e| fail(e.message().to_owned()))?;
+        if let Ok(mut branch) = repository.find_branch(&gone.branch, git2::BranchType::Local) {
+            branch
+                .delete()
+                .map_err(|e| fail(format!("delete {}: {}", gone.branch, e.message())))?;
+        }
+        Ok(())
+    })
+    .await?;
+    thread_repo::release_base_stores(&stores_dir(repo), &name)
+        .await
+        .map_err(|e| err(format!("release the base's history: {e}")))
 }
 
 /// Bytes allocated on disk under `dir` (like `du`): symlinks are not followed, other
@@ -288,6 +367,29 @@ fn remote_branch(repo: &Path, branch: &str) -> Option<String> {
         .ok()?
         .id();
     Some(id.to_string())
+}
+
+/// The local HEAD as a base (what `runnerctl run` starts from).
+fn offline_head(repo: &Path) -> Result<Base, WorktreeError> {
+    let repository = git2::Repository::open(repo).map_err(|e| WorktreeError {
+        slug: String::new(),
+        message: e.message().to_owned(),
+    })?;
+    let head = repository
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|e| WorktreeError {
+            slug: String::new(),
+            message: format!(
+                "the repository has no commit to start from ({})",
+                e.message()
+            ),
+        })?;
+    Ok(Base {
+        commit: head.id().to_string(),
+        name: "HEAD".to_owned(),
+        warning: None,
+    })
 }
 
 /// The best base without the network: the last fetched `origin/<preferred>`, then
@@ -511,7 +613,10 @@ impl Preparer {
         if self.max_disk_mb > 0 {
             let repo = self.repo.clone();
             let (used, needed) = tokio::task::spawn_blocking(move || {
-                let used = disk_usage(&repo.join(".codebutler").join("branches"));
+                // Plain worktrees, the worktrees' disk images and the shared base stores.
+                let used = disk_usage(&branches_dir(&repo))
+                    + disk_usage(&disks_dir(&repo))
+                    + disk_usage(&repo.join(".codebutler").join("git"));
                 (used, checkout_estimate(&repo))
             })
             .await
@@ -528,8 +633,7 @@ impl Preparer {
         if let Some(warning) = &base.warning {
             progress.post(warning).await;
         }
-        let (repo, plan, commit) = (self.repo.clone(), summary.to_owned(), base.commit.clone());
-        let tree = blocking(move || create_at(&repo, &plan, Some(&commit))).await?;
+        let tree = create(&self.repo, summary, Some(&base), self.sandbox.disk_mb).await?;
         tracing::info!(
             "worktree {} on {} from {} ({})",
             tree.path.display(),
@@ -538,6 +642,37 @@ impl Preparer {
             short(&base.commit)
         );
         Ok(tree)
+    }
+
+    /// Creates a worktree for `plan` from the local HEAD, without fetching or preparing it
+    /// (`runnerctl run`).
+    pub async fn create_from_head(&self, plan: &str) -> Result<Worktree, WorktreeError> {
+        create(&self.repo, plan, None, self.sandbox.disk_mb).await
+    }
+
+    /// The sandbox spec of a Coder run in `worktree` (see [`super::run_spec`]).
+    pub fn run_spec(&self, worktree: &Path) -> codebutler_runner::sandbox::SandboxSpec {
+        super::run_spec(&self.sandbox, &self.build, worktree)
+    }
+
+    /// The worktree helper for `worktree`, in the sandbox its runs get (see [`stage`]).
+    pub fn helper(&self, worktree: &Path) -> stage::Helper {
+        stage::Helper {
+            runner_bin: self.runner_bin.clone(),
+            spec: self.run_spec(worktree),
+        }
+    }
+
+    /// Mounts the disk of `worktree` again if a reboot unmounted it.
+    pub async fn ensure_mounted(&self, worktree: &Path) -> Result<(), WorktreeError> {
+        let disk = disk::ThreadDisk::of(&disks_dir(&self.repo), worktree);
+        blocking(move || {
+            disk.ensure_mounted().map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("mount {}: {e}", disk.mount.display()),
+            })
+        })
+        .await
     }
 
     /// Runs the worktree's init. When it fails, the worktree and its branch are removed (a
@@ -550,8 +685,7 @@ impl Preparer {
         let Err(e) = self.init(tree, progress).await else {
             return Ok(());
         };
-        let (repo, failed) = (self.repo.clone(), tree.clone());
-        if let Err(r) = blocking(move || remove(&repo, &failed)).await {
+        if let Err(r) = remove(&self.repo, tree).await {
             tracing::warn!("remove the unprepared worktree: {r}");
         }
         progress.failed().await;
@@ -691,28 +825,120 @@ mod tests {
         assert!(slug(&"word ".repeat(40)).len() <= 40);
     }
 
-    #[test]
-    fn creates_unique_worktrees_on_their_own_branches() {
+    #[tokio::test]
+    async fn creates_unique_worktrees_each_with_a_repository_of_its_own() {
         let dir = tempfile::tempdir().unwrap();
-        let repo = git2::Repository::init(dir.path()).unwrap();
-        std::fs::write(dir.path().join("a.txt"), "a").unwrap();
-        let mut index = repo.index().unwrap();
-        index.add_path(Path::new("a.txt")).unwrap();
-        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("t", "t@example.com").unwrap();
-        repo.commit(Some("HEAD"), &sig, &sig, "init", &tree, &[])
+        let repo = repo_with(dir.path(), &[("a.txt", "a")]);
+        // Things of the person and of other threads the new worktree must not see.
+        let main = git2::Repository::open(&repo).unwrap();
+        let head = main.head().unwrap().peel_to_commit().unwrap();
+        main.branch("my-unpushed-work", &head, false).unwrap();
+        let secret_blob = main.blob(b"SECRET OF ANOTHER THREAD").unwrap();
+        let mut config = main.config().unwrap();
+        config
+            .set_str("http.extraheader", "AUTHORIZATION: basic c2VjcmV0")
             .unwrap();
 
-        let first = create(dir.path(), "Add a feature").unwrap();
+        let first = create(&repo, "Add a feature", None, 0).await.unwrap();
         assert_eq!(first.branch, "codebutler/add-a-feature");
         assert!(first.path.join("a.txt").is_file());
         assert!(
-            first.path.join(".git").is_file(),
-            "a linked worktree has a .git file"
+            std::fs::symlink_metadata(first.path.join(".git"))
+                .unwrap()
+                .is_dir(),
+            "a repository of its own, not a linked worktree"
         );
-        let second = create(dir.path(), "Add a feature").unwrap();
+        let own = thread_repo::open(&first.path).unwrap();
+        assert_eq!(
+            own.head().unwrap().name().ok(),
+            Some("refs/heads/codebutler/add-a-feature")
+        );
+        assert_eq!(own.head().unwrap().target(), Some(head.id()));
+        // Only its own branch and base; the base's history through the shared store.
+        let refs: Vec<String> = own
+            .references()
+            .unwrap()
+            .map(|r| r.unwrap().name().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            refs,
+            [
+                "refs/codebutler/base",
+                "refs/heads/codebutler/add-a-feature"
+            ]
+        );
+        assert!(own.find_object(secret_blob, None).is_err());
+        let own_config = std::fs::read_to_string(first.path.join(".git/config")).unwrap();
+        assert!(!own_config.contains("extraheader"), "{own_config}");
+        // The main repository has the branch too.
+        assert!(
+            main.find_branch("codebutler/add-a-feature", git2::BranchType::Local)
+                .is_ok()
+        );
+
+        let second = create(&repo, "Add a feature", None, 0).await.unwrap();
         assert_eq!(second.branch, "codebutler/add-a-feature-2");
         assert_ne!(first.path, second.path);
+        // Both share one base store for the one base commit.
+        let stores: Vec<_> = std::fs::read_dir(stores_dir(&repo))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        assert_eq!(stores, [head.id().to_string()]);
+        remove(&repo, &first).await.unwrap();
+        assert!(stores_dir(&repo).join(head.id().to_string()).is_dir());
+        remove(&repo, &second).await.unwrap();
+        assert!(
+            !stores_dir(&repo).join(head.id().to_string()).exists(),
+            "the last user removes the store"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_shallow_clone_gives_worktrees_whose_history_git_can_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let origin = repo_with(dir.path(), &[("a.txt", "a")]);
+        let o = git2::Repository::open(&origin).unwrap();
+        commit_files(&o, &[("b.txt", "b")], "second");
+        commit_files(&o, &[("c.txt", "c")], "third");
+        let main = dir.path().join("main");
+        let cloned = std::process::Command::new("git")
+            .args(["clone", "-q", "--depth", "1"])
+            .arg(format!("file://{}", origin.display()))
+            .arg(&main)
+            .status()
+            .unwrap();
+        assert!(cloned.success());
+        let tree = create(&main, "Shallow", None, 0).await.unwrap();
+        let log = std::process::Command::new("git")
+            .args(["log", "--format=%s"])
+            .current_dir(&tree.path)
+            .output()
+            .unwrap();
+        assert!(log.status.success(), "{log:?}");
+        assert_eq!(String::from_utf8_lossy(&log.stdout), "third\n");
+    }
+
+    #[tokio::test]
+    async fn a_worktree_on_its_own_disk_is_capped_and_removed_whole() {
+        disk::probe().expect("these machines run the tests as root with loop devices");
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("a.txt", "a")]);
+        let tree = create(&repo, "On a disk", None, 32).await.unwrap();
+        let image = disks_dir(&repo).join("on-a-disk.img");
+        assert!(image.is_file());
+        assert_eq!(
+            std::fs::read_to_string(tree.path.join("a.txt")).unwrap(),
+            "a"
+        );
+        let stat = nix::sys::statvfs::statvfs(&tree.path).unwrap();
+        let size = stat.blocks() * stat.fragment_size();
+        assert!(size <= 32 << 20, "{size}");
+        assert!(!tree.path.join("lost+found").exists());
+        remove(&repo, &tree).await.unwrap();
+        assert!(!image.exists());
+        assert!(!tree.path.exists());
     }
 
     /// A repository at `dir/repo` with one commit of `files`.
@@ -823,10 +1049,18 @@ mod tests {
         assert_eq!(base.warning, None);
         assert!(!marker.exists(), "a hook ran during the fetch");
 
-        let tree = create_at(&repo, "Use upstream", Some(&base.commit)).unwrap();
+        let tree = create(&repo, "Use upstream", Some(&base), 0).await.unwrap();
         assert_eq!(
             std::fs::read_to_string(tree.path.join("upstream.txt")).unwrap(),
             "new upstream work"
+        );
+        // The thread knows its base as origin's branch.
+        assert_eq!(
+            thread_repo::open(&tree.path)
+                .unwrap()
+                .refname_to_id(&format!("refs/remotes/origin/{branch}"))
+                .unwrap(),
+            upstream
         );
         // The main checkout did not move.
         assert!(!repo.join("upstream.txt").exists());
@@ -898,13 +1132,13 @@ mod tests {
         );
     }
 
-    #[test]
-    fn remove_takes_away_the_worktree_and_its_branch() {
+    #[tokio::test]
+    async fn remove_takes_away_the_worktree_and_its_branch() {
         let dir = tempfile::tempdir().unwrap();
         let repo = repo_with(dir.path(), &[("a.txt", "a")]);
-        let tree = create(&repo, "Short lived").unwrap();
+        let tree = create(&repo, "Short lived", None, 0).await.unwrap();
         std::fs::create_dir_all(tree.path.join(".codebutler-cache/npm")).unwrap();
-        remove(&repo, &tree).unwrap();
+        remove(&repo, &tree).await.unwrap();
         assert!(!tree.path.exists());
         let r = git2::Repository::open(&repo).unwrap();
         assert!(
@@ -913,7 +1147,10 @@ mod tests {
         );
         assert!(r.find_worktree("short-lived").is_err());
         // The same plan gets the same slug again.
-        assert_eq!(create(&repo, "Short lived").unwrap().path, tree.path);
+        assert_eq!(
+            create(&repo, "Short lived", None, 0).await.unwrap().path,
+            tree.path
+        );
     }
 
     /// Records what a preparation reports.
@@ -968,6 +1205,7 @@ mod tests {
                 file_size_mb: 64,
                 cpu_seconds: 60,
                 tmp_mb: 64,
+                disk_mb: 0,
                 read_only: Vec::new(),
                 runner_path: None,
             },

@@ -16,7 +16,7 @@ pub enum Step {
     ValidateSpec,
     /// Canonicalize the worktree on the host.
     ResolveWorktree,
-    /// Follow the worktree's `.git` file to its gitdir and commondir.
+    /// Check the worktree's `.git` directory and find the object stores it borrows from.
     ResolveGitMetadata,
     /// Canonicalize the extra read-only paths.
     ResolveReadOnly,

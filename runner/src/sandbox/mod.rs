@@ -26,10 +26,11 @@
 //! # Order of operations
 //!
 //! In the runner (single-threaded, host view):
-//! 1. **Resolve** the worktree and follow its `.git` file (`gitdir:`, then the gitdir's
-//!    `commondir`) to the git metadata, which must stay read-only inside: the controller
-//!    later commits there with git2, so the runner must not plant hooks, change `config`
-//!    or move other branches' refs. Canonicalize the `readOnly` paths; look at `/usr`,
+//! 1. **Resolve** the worktree and its `.git` directory (its thread's own repository; a
+//!    `gitdir:` file of a linked worktree is refused, since it would expose the main
+//!    repository's metadata) and the object stores its `objects/info/alternates` names: all
+//!    must stay read-only inside, since the controller commits there with git2, so the
+//!    runner must not plant hooks, change `config` or move refs. Canonicalize the `readOnly` paths; look at `/usr`,
 //!    `/bin`, `/lib*`, `/etc`, the secrets under them, the devices; read the mount flags of
 //!    every bind source. Validate the spec against all of it; compute the plans; probe the
 //!    kernel's Landlock ABI (missing or older than 3 is an error). Create the `pids` and
@@ -55,8 +56,9 @@
 //!    `/newroot` from the plan — read-only binds of `/usr`, `/etc` (secrets hidden under
 //!    empty files and tmpfs), `/lib*` (symlinks recreated as symlinks) and the `readOnly`
 //!    paths (cargo `credentials` hidden); a size-capped tmpfs `/tmp` with `/tmp/home`; the
-//!    worktree read-write at the mount point with its `.git` read-only over itself; the git
-//!    metadata read-only at its own absolute paths (so `gitdir:` still resolves); a minimal
+//!    worktree read-write at the mount point with its `.git` read-only over itself; the
+//!    object stores of its alternates read-only at their own absolute paths (so git inside
+//!    still finds them); a minimal
 //!    `/dev`; a new `/proc` with its root-owned knobs re-bound read-only — detach the old
 //!    root, `pivot_root` into `/newroot`, remount it read-only, `chdir` to the mount point.
 //!    Binds are not recursive: submounts of an exposed path stay invisible.

@@ -78,7 +78,7 @@ pub struct HostLayout {
     /// What the worktree's `.git` is: a file (a git worktree's pointer) or a directory (a
     /// main checkout); `None` for a plain directory. Bound read-only over itself.
     pub dot_git: Option<NodeKind>,
-    /// Git metadata directories (the worktree's gitdir, the main repository's commondir),
+    /// Object stores the worktree's `.git` borrows from (its alternates),
     /// canonical, none inside another; bound read-only at the same path.
     pub git_metadata: Vec<PathBuf>,
     /// The spec's `readOnly` paths, canonical, with their kind.
@@ -307,9 +307,15 @@ fn resolve_worktree(worktree: &Path) -> Result<PathBuf, SandboxError> {
     Ok(canonical)
 }
 
-/// Reads the worktree's `.git`: a `gitdir: <path>` file (a git worktree) whose target and
-/// `commondir` are returned, or a directory (a main checkout; it is inside the worktree and
-/// protected by the read-only bind over `.git` itself).
+/// Reads the worktree's `.git`, which must be a directory of its own (a CodeButler worktree:
+/// its thread's history only) or absent. Its object stores named in
+/// `.git/objects/info/alternates` (absolute paths; the controller writes the file and the
+/// sandbox keeps `.git` read-only) are returned, to be bound read-only at their own paths so
+/// git inside finds them.
+///
+/// A `gitdir:` file (a linked worktree of `git worktree add`) is refused: its metadata is
+/// the main repository's, with every branch, stash and config of the person and of other
+/// threads.
 fn resolve_git(worktree: &Path) -> Result<(Option<NodeKind>, Vec<PathBuf>), SandboxError> {
     let dot_git = worktree.join(".git");
     let meta = match fs::symlink_metadata(&dot_git) {
@@ -322,52 +328,52 @@ fn resolve_git(worktree: &Path) -> Result<(Option<NodeKind>, Vec<PathBuf>), Sand
             ));
         }
     };
-    if meta.is_dir() {
-        return Ok((Some(NodeKind::Dir), Vec::new()));
+    if meta.is_file() {
+        return Err(SandboxError::new(
+            Step::ResolveGitMetadata,
+            format!(
+                "{} is a `gitdir:` file: a linked worktree would expose the main repository's \
+                 git metadata (every branch, stash and config); a sandboxed worktree needs a \
+                 .git directory of its own",
+                dot_git.display()
+            ),
+        ));
     }
-    if !meta.is_file() {
+    if !meta.is_dir() {
         return Err(SandboxError::new(
             Step::ResolveGitMetadata,
             format!("{} is neither a file nor a directory", dot_git.display()),
         ));
     }
-    let text = fs::read_to_string(&dot_git).at(Step::ResolveGitMetadata, || {
-        format!("read {}", dot_git.display())
-    })?;
-    let pointer = text
-        .lines()
-        .find_map(|l| l.strip_prefix("gitdir:"))
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .ok_or_else(|| {
-            SandboxError::new(
-                Step::ResolveGitMetadata,
-                format!("{} has no `gitdir:` line", dot_git.display()),
-            )
-        })?;
-    let gitdir = canonical_dir(&worktree.join(pointer), "gitdir")?;
-    let mut dirs = vec![gitdir.clone()];
-    let commondir_file = gitdir.join("commondir");
-    match fs::read_to_string(&commondir_file) {
-        Ok(text) => {
-            let rel = text.trim();
-            if rel.is_empty() {
-                return Err(SandboxError::new(
-                    Step::ResolveGitMetadata,
-                    format!("{} is empty", commondir_file.display()),
-                ));
-            }
-            dirs.push(canonical_dir(&gitdir.join(rel), "commondir")?);
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+    let alternates = dot_git.join("objects/info/alternates");
+    let text = match fs::read_to_string(&alternates) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => String::new(),
         Err(e) => {
             return Err(SandboxError::new(
                 Step::ResolveGitMetadata,
-                format!("read {}: {e}", commondir_file.display()),
+                format!("read {}: {e}", alternates.display()),
             ));
         }
+    };
+    let mut dirs = Vec::new();
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let path = Path::new(line);
+        if !path.is_absolute() {
+            return Err(SandboxError::new(
+                Step::ResolveGitMetadata,
+                format!(
+                    "{} names {line:?}: object stores must be absolute paths",
+                    alternates.display()
+                ),
+            ));
+        }
+        dirs.push(canonical_dir(path, "object store")?);
     }
-    Ok((Some(NodeKind::File), outermost(dirs)))
+    Ok((Some(NodeKind::Dir), outermost(dirs)))
 }
 
 fn canonical_dir(p: &Path, what: &str) -> Result<PathBuf, SandboxError> {
@@ -708,30 +714,62 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn resolves_a_real_git_worktree() {
+    fn resolves_a_worktree_with_its_own_git_and_object_stores() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = tmp.path().join("bases/abc/objects");
+        let wt = tmp.path().join("branches/t");
+        fs::create_dir_all(&store).unwrap();
+        fs::create_dir_all(wt.join(".git/objects/info")).unwrap();
+        let canonical = fs::canonicalize(&wt).unwrap();
+        // No alternates: only the worktree's own .git.
+        assert_eq!(
+            resolve_git(&canonical).unwrap(),
+            (Some(NodeKind::Dir), Vec::new())
+        );
+        fs::write(
+            wt.join(".git/objects/info/alternates"),
+            format!("{}\n\n# note\n", store.display()),
+        )
+        .unwrap();
+        assert_eq!(
+            resolve_git(&canonical).unwrap(),
+            (Some(NodeKind::Dir), vec![fs::canonicalize(&store).unwrap()])
+        );
+        // Relative or dangling stores are errors of their own step.
+        fs::write(wt.join(".git/objects/info/alternates"), "../x/objects\n").unwrap();
+        assert_eq!(
+            resolve_git(&canonical).unwrap_err().step,
+            Step::ResolveGitMetadata
+        );
+        fs::write(
+            wt.join(".git/objects/info/alternates"),
+            "/nonexistent/objects\n",
+        )
+        .unwrap();
+        assert_eq!(
+            resolve_git(&canonical).unwrap_err().step,
+            Step::ResolveGitMetadata
+        );
+        // No .git at all: a plain directory.
+        let plain = tmp.path().join("plain");
+        fs::create_dir_all(&plain).unwrap();
+        assert_eq!(resolve_git(&plain).unwrap(), (None, Vec::new()));
+    }
+
+    #[test]
+    fn a_linked_worktree_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
         let repo = tmp.path().join("repo");
         let wt = repo.join(".codebutler/branches/t");
         fs::create_dir_all(repo.join(".git/worktrees/t")).unwrap();
         fs::create_dir_all(&wt).unwrap();
-        fs::write(repo.join(".git/worktrees/t/commondir"), "../..\n").unwrap();
         fs::write(
             wt.join(".git"),
             format!("gitdir: {}\n", repo.join(".git/worktrees/t").display()),
         )
         .unwrap();
-        let (kind, dirs) = resolve_git(&fs::canonicalize(&wt).unwrap()).unwrap();
-        assert_eq!(kind, Some(NodeKind::File));
-        assert_eq!(dirs, vec![fs::canonicalize(repo.join(".git")).unwrap()]);
-
-        // A relative pointer resolves against the worktree.
-        fs::write(wt.join(".git"), "gitdir: ../../../.git/worktrees/t\n").unwrap();
-        let (_, dirs) = resolve_git(&fs::canonicalize(&wt).unwrap()).unwrap();
-        assert_eq!(dirs, vec![fs::canonicalize(repo.join(".git")).unwrap()]);
-
-        // A dangling pointer is an error of its own step.
-        fs::write(wt.join(".git"), "gitdir: /nonexistent/x\n").unwrap();
         let e = resolve_git(&fs::canonicalize(&wt).unwrap()).unwrap_err();
         assert_eq!(e.step, Step::ResolveGitMetadata);
+        assert!(e.to_string().contains("linked worktree"), "{e}");
     }
 }

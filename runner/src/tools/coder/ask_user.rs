@@ -284,6 +284,7 @@ mod tests {
             max_turns: 5,
             timeout,
             resume: vec![],
+            disk: None,
         }
     }
 
