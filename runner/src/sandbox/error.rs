@@ -80,8 +80,13 @@ pub enum Step {
     Landlock,
     /// Compile and install the seccomp filters.
     Seccomp,
+    /// Read the mount ids of the sandbox's own writable mounts (where a `connect` may lead).
+    ConnectPolicy,
     /// `fork` the sandboxed process from the sandbox's init.
     ForkSandboxed,
+    /// In the sandboxed process, install its own filters (the connect filter among them) and
+    /// hand the connect filter's listener to PID 1; in PID 1, take it.
+    ConnectFilter,
     /// Restore the signal mask in the sandboxed process.
     RestoreSignals,
     /// Replace the environment by the spec's allow-list.
@@ -129,7 +134,9 @@ impl Step {
             Step::DropCapabilities => "drop_capabilities",
             Step::Landlock => "landlock",
             Step::Seccomp => "seccomp",
+            Step::ConnectPolicy => "connect_policy",
             Step::ForkSandboxed => "fork_sandboxed",
+            Step::ConnectFilter => "connect_filter",
             Step::RestoreSignals => "restore_signals",
             Step::CleanEnvironment => "clean_environment",
             Step::CloseFds => "close_fds",

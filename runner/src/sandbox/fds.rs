@@ -1,4 +1,4 @@
-//! Step 10 (descriptors): close every descriptor above 2 that is not in `keepFds`.
+//! Step 11 (descriptors): close every descriptor above 2 that is not in `keepFds`.
 
 #![allow(unsafe_code)]
 

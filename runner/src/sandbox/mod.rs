@@ -15,13 +15,17 @@
 //! runner (host PID namespace)            supervisor: waits, forwards SIGTERM/INT/HUP/QUIT,
 //!   │ unshare(user, mount, pid, …)       removes the cgroups, exits with the sandbox's status
 //!   └─ fork ─ PID 1 of the new namespace  builds the sandbox, then acts as its init: reaps
-//!              │                           orphans, forwards signals, exits with its child's
-//!              │                           status (which kills everything left inside)
+//!              │                           orphans, forwards signals, performs connects,
+//!              │                           exits with its child's status (which kills
+//!              │                           everything left inside)
 //!              └─ fork ─ the sandboxed process: `enter` returns here
 //! ```
 //!
 //! The sandboxed process is not PID 1, so it keeps ordinary signal semantics (PID 1 ignores
-//! signals it has no handler for) and orphans of its commands are reaped for it.
+//! signals it has no handler for) and orphans of its commands are reaped for it. PID 1 is
+//! not under the connect filter, so that it can perform, after its checks, the `connect`
+//! calls the filter hands it ([`notify`], [`connect`], [`init`]): no sandboxed process
+//! reaches a Unix socket outside the sandbox's own writable mounts.
 //!
 //! # Order of operations
 //!
@@ -71,11 +75,18 @@
 //! 7. **Privileges**: `PR_SET_NO_NEW_PRIVS`, `PR_SET_DUMPABLE 0`, lock the securebits, drop
 //!    the bounding, ambient, effective, permitted and inheritable capabilities (verified).
 //! 8. **Landlock** with every right of the kernel's ABI handled, fully enforced or an error.
-//! 9. **seccomp** ([`seccomp`]).
-//! - `fork` the sandboxed process and become its init.
+//! 9. **seccomp** ([`seccomp`]): the rule list, which PID 1 and the sandboxed process share
+//!    (all but `pidfd_getfd`, which PID 1 needs). Read the mount ids of the worktree,
+//!    `/tmp` and `/dev/shm` (the only places a pathname `connect` may lead:
+//!    [`connect::Policy`]); make the socket pair the connect filter's listener will cross.
+//! - `fork` the sandboxed process; receive the listener from it, acknowledge, and become
+//!   its init ([`init`]): reap, forward signals, serve `connect`.
 //!
 //! In the sandboxed process:
-//! 10. Restore the signal mask, `PR_SET_PDEATHSIG(SIGKILL)`, replace the environment by
+//! 10. **Its own seccomp filters**: refuse `pidfd_getfd`; install the connect filter
+//!     ([`notify`]: `connect` is handed to PID 1, with a new listener and killable waits);
+//!     send the listener to PID 1, close it (checked), wait for PID 1's acknowledgement.
+//! 11. Restore the signal mask, `PR_SET_PDEATHSIG(SIGKILL)`, replace the environment by
 //!     [`clean_env`], close every descriptor above 2 not in `keepFds`, and return the
 //!     [`SandboxReport`] to the caller (which execs a command, or runs the agent loop).
 //!
@@ -89,12 +100,15 @@
 
 mod caps;
 pub mod cgroup;
+pub mod connect;
 pub mod error;
 pub mod fds;
+mod init;
 pub mod landlock;
 pub mod limits;
 mod mounts;
 mod net;
+pub mod notify;
 pub mod plan;
 pub mod resolve;
 pub mod seccomp;
@@ -103,6 +117,7 @@ pub mod spec;
 use std::ffi::OsString;
 use std::fs;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use nix::errno::Errno;
@@ -170,6 +185,9 @@ struct Prepared {
     landlock_rules: Vec<plan::LandlockRule>,
     landlock_abi: i32,
     seccomp_programs: Vec<seccompiler::BpfProgram>,
+    sandboxed_seccomp_programs: Vec<seccompiler::BpfProgram>,
+    connect_filter: seccompiler::BpfProgram,
+    audit_arch: u32,
     seccomp_rules: usize,
     rlimits: Vec<Rlimit>,
     env: std::collections::BTreeMap<String, String>,
@@ -200,12 +218,17 @@ pub fn enter(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
     check_single_thread()?;
     let layout = resolve::resolve(spec)?;
     let seccomp_rules = seccomp::rules(spec.network);
+    let arch = seccomp::target_arch()?;
     let prepared = Prepared {
         mounts: plan::plan_mounts(spec, &layout),
         landlock_rules: plan::landlock_rules(spec, &layout),
         landlock_abi: landlock::kernel_abi()?,
-        seccomp_programs: seccomp::compile(&seccomp_rules, seccomp::target_arch()?)?,
-        seccomp_rules: seccomp_rules.len(),
+        seccomp_programs: seccomp::compile(&seccomp_rules, arch)?,
+        sandboxed_seccomp_programs: seccomp::compile_sandboxed_only(arch)?,
+        connect_filter: notify::connect_filter(arch),
+        audit_arch: notify::audit_arch(arch),
+        // The rule list, the sandboxed process's own rules, and `connect` (notified).
+        seccomp_rules: seccomp_rules.len() + seccomp::sandboxed_only_rules().len() + 1,
         rlimits: limits::rlimits(&spec.limits),
         env: clean_env(Path::new(HOME_INSIDE), &spec.env),
     };
@@ -222,6 +245,7 @@ pub fn enter(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
             ));
         }
     }
+    warnings.extend(connect::yama_warning());
     if getuid().is_root() && matches!(cgroups.report.pids, CgroupStatus::Skipped { .. }) {
         cgroup::cleanup(&cgroups.created);
         return Err(SandboxError::new(
@@ -355,7 +379,7 @@ fn supervise(child: Pid, cgroups: &cgroup::Cgroups, lifeline: OwnedFd) -> ! {
     if let Err(e) = fds::close_all_except(&keep) {
         eprintln!("codebutler-runner: supervisor: {e}");
     }
-    let code = wait_forwarding(child, &supervised_signals(), false);
+    let code = wait_forwarding(child, &supervised_signals());
     for problem in cgroup::cleanup(&cgroups.created) {
         eprintln!("codebutler-runner: warning: {problem}");
     }
@@ -363,9 +387,9 @@ fn supervise(child: Pid, cgroups: &cgroup::Cgroups, lifeline: OwnedFd) -> ! {
     std::process::exit(code)
 }
 
-/// Waits for `child` while forwarding termination signals to it; with `reap_all`, also
-/// reaps every other child (as an init must). Returns the exit code to propagate.
-fn wait_forwarding(child: Pid, signals: &SigSet, reap_all: bool) -> i32 {
+/// Waits for `child` while forwarding termination signals to it. Returns the exit code to
+/// propagate. (The sandbox's PID 1 has its own loop: [`init`].)
+fn wait_forwarding(child: Pid, signals: &SigSet) -> i32 {
     loop {
         let sig = match signals.wait() {
             Ok(s) => s,
@@ -383,8 +407,7 @@ fn wait_forwarding(child: Pid, signals: &SigSet, reap_all: bool) -> i32 {
             continue;
         }
         loop {
-            let target = if reap_all { None } else { Some(child) };
-            match waitpid(target, Some(WaitPidFlag::WNOHANG)) {
+            match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == child => return code,
                 Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => return 128 + sig as i32,
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => break,
@@ -399,7 +422,8 @@ fn wait_forwarding(child: Pid, signals: &SigSet, reap_all: bool) -> i32 {
     }
 }
 
-/// PID 1 of the sandbox: steps 4 to 9, then fork the sandboxed process and act as init.
+/// PID 1 of the sandbox: steps 4 to 9, then fork the sandboxed process (which runs step 10)
+/// and act as init.
 /// Returns only in the sandboxed process.
 fn sandbox_init(
     spec: &SandboxSpec,
@@ -459,23 +483,65 @@ fn sandbox_init(
         spec.network,
     )?;
     seccomp::install(&prepared.seccomp_programs)?;
+    let policy = connect::Policy::read(
+        &spec.mount_point,
+        spec.network,
+        prepared.landlock_abi,
+        prepared.audit_arch,
+    )?;
+    let (init_end, sandboxed_end) = UnixStream::pair().at(Step::ConnectFilter, || {
+        "socketpair for the listener's handover".into()
+    })?;
 
     // SAFETY: still single-threaded (this process was forked from a single thread and
     // started none).
     match unsafe { fork() }.at(Step::ForkSandboxed, || "fork".into())? {
         ForkResult::Parent { child } => {
+            drop(sandboxed_end);
             // The init keeps nothing the sandboxed process was given (the hub socket).
-            if let Err(e) = fds::close_all_except(&[]) {
+            if let Err(e) = fds::close_all_except(&[init_end.as_raw_fd()]) {
                 eprintln!("codebutler-runner: sandbox init: {e}");
             }
-            let code = wait_forwarding(child, &supervised_signals(), true);
+            let code = match notify::take_over(init_end) {
+                Ok(listener) => init::run(child, &supervised_signals(), listener, &policy),
+                Err(e) => {
+                    // Exiting ends the sandboxed process too (it is in this PID namespace).
+                    eprintln!("codebutler-runner: {e}");
+                    125
+                }
+            };
             std::process::exit(code)
         }
-        ForkResult::Child => sandboxed_process(spec, &prepared, &old_mask),
+        ForkResult::Child => {
+            drop(init_end);
+            sandboxed_filters(&prepared, sandboxed_end)?;
+            sandboxed_process(spec, &prepared, &old_mask)
+        }
     }
 }
 
-/// Step 10, in the sandboxed process.
+/// Step 10, in the sandboxed process: its own seccomp filters — no `pidfd_getfd`, and the
+/// connect filter, whose listener goes to PID 1 and nowhere else.
+fn sandboxed_filters(prepared: &Prepared, channel: UnixStream) -> Result<(), SandboxError> {
+    seccomp::install(&prepared.sandboxed_seccomp_programs)
+        .map_err(|e| SandboxError::new(Step::ConnectFilter, e.detail))?;
+    let listener = notify::install_connect_filter(&prepared.connect_filter)?;
+    let number = listener.as_raw_fd();
+    notify::hand_over(channel, listener)?;
+    // The listener would let its holder answer its own connects: make sure it is gone. (It
+    // is close-on-exec, but `run` does not exec, and `keepFds` could keep its number.)
+    // SAFETY: F_GETFD on a descriptor number only reads its flags (or fails with EBADF).
+    let rc = unsafe { libc::fcntl(number, libc::F_GETFD) };
+    match Errno::result(rc) {
+        Err(Errno::EBADF) => Ok(()),
+        _ => Err(SandboxError::new(
+            Step::ConnectFilter,
+            format!("descriptor {number} is still open after the listener's handover"),
+        )),
+    }
+}
+
+/// Step 11, in the sandboxed process.
 fn sandboxed_process(
     spec: &SandboxSpec,
     prepared: &Prepared,

@@ -1,4 +1,4 @@
-//! Step 9: the seccomp filter, as a plain rule list ([`rules`]) compiled with seccompiler.
+//! Steps 9 and 10: the seccomp filters, as a plain rule list ([`rules`]) compiled with seccompiler.
 //!
 //! The default is to allow: the sandbox's filesystem, network and process isolation come
 //! from namespaces, mounts, Landlock and dropped capabilities; seccomp takes away the kernel
@@ -7,11 +7,22 @@
 //! every socket family but `AF_UNIX` — or, for a spec with `network: true` (the worktree
 //! preparation), every family but `AF_UNIX`, `AF_INET` and `AF_INET6`.
 //!
-//! Three filters are installed: one per errno of the rule list (`EPERM`, and `ENOSYS` for
-//! `clone3`, whose flags live in memory a filter cannot read, so that libc falls back to
-//! `clone`, whose flags it can), and on x86_64 a guard refusing x32 system-call numbers,
-//! which a deny-list keyed on x86_64 numbers would otherwise let through. Every filter kills
-//! the process on a foreign architecture (i386 `int 0x80`), as seccompiler's prologue does.
+//! Unix *datagram* sockets are refused too (`SOCK_DGRAM`, and `SOCK_RAW`, which the kernel
+//! turns into one): a datagram socket names its destination in every `sendmsg`, inside a
+//! `msghdr` in the caller's memory, where no filter can read it and which another thread can
+//! rewrite after any check. Without them, `connect` is the only call that reaches a Unix
+//! socket by its address (a stream or seqpacket socket ignores or refuses a destination
+//! given to `sendto`/`sendmsg`, and an inet socket cannot address a Unix one), and the
+//! sandbox's PID 1 performs every `connect` itself ([`super::notify`], [`super::connect`]).
+//!
+//! Three filters are installed in PID 1 (and inherited by the sandboxed process): one per
+//! errno of the rule list (`EPERM`, and `ENOSYS` for `clone3`, whose flags live in memory a
+//! filter cannot read, so that libc falls back to `clone`, whose flags it can), and on x86_64
+//! a guard refusing x32 system-call numbers, which a deny-list keyed on x86_64 numbers would
+//! otherwise let through. The sandboxed process adds two of its own: [`sandboxed_only_rules`]
+//! (what PID 1 needs and the sandbox must not have: `pidfd_getfd`) and the connect filter.
+//! Every filter kills the process on a foreign architecture (i386 `int 0x80`), as
+//! seccompiler's prologue does.
 
 use std::collections::BTreeMap;
 
@@ -54,7 +65,19 @@ pub enum ArgCheck {
         /// The refused flag.
         bit: u64,
     },
+    /// A `socket`/`socketpair` call's domain (argument 0) is `family` and its type's low
+    /// bits (argument 1 masked with `SOCK_TYPE_MASK`, without `SOCK_NONBLOCK`/`SOCK_CLOEXEC`)
+    /// are `socket_type`.
+    SocketType {
+        /// The address family.
+        family: u32,
+        /// The refused socket type.
+        socket_type: u32,
+    },
 }
+
+/// The type bits of `socket`'s second argument (the rest are `SOCK_NONBLOCK`/`SOCK_CLOEXEC`).
+pub const SOCK_TYPE_MASK: u32 = 0xf;
 
 /// One refused system call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,11 +272,10 @@ pub const NETWORK_FAMILIES: &[u32] = &[
 /// inet socket families ([`NETWORK_FAMILIES`]) besides `AF_UNIX`.
 pub fn rules(network: bool) -> Vec<SyscallRule> {
     let mut rules = always![
-        // Reaching into other processes.
+        // Reaching into other processes (`pidfd_getfd`: see `sandboxed_only_rules`).
         ptrace,
         process_vm_readv,
         process_vm_writev,
-        pidfd_getfd,
         // Changing the filesystem view or namespaces.
         mount,
         umount2,
@@ -344,21 +366,38 @@ pub fn rules(network: bool) -> Vec<SyscallRule> {
         ("socket", libc::SYS_socket),
         ("socketpair", libc::SYS_socketpair),
     ] {
+        let mut when = vec![ArgCheck::NoneOf {
+            arg: 0,
+            values: if network {
+                NETWORK_FAMILIES
+            } else {
+                LOCAL_FAMILIES
+            },
+        }];
+        when.extend(UNIX_DATAGRAM_TYPES.iter().map(|t| ArgCheck::SocketType {
+            family: libc::AF_UNIX as u32,
+            socket_type: *t,
+        }));
         rules.push(SyscallRule {
             name,
             number,
-            when: vec![ArgCheck::NoneOf {
-                arg: 0,
-                values: if network {
-                    NETWORK_FAMILIES
-                } else {
-                    LOCAL_FAMILIES
-                },
-            }],
+            when,
             errno: libc::EPERM,
         });
     }
     rules
+}
+
+/// Unix socket types refused: `SOCK_DGRAM`, and `SOCK_RAW`, which `AF_UNIX` turns into a
+/// datagram socket.
+pub const UNIX_DATAGRAM_TYPES: &[u32] = &[libc::SOCK_DGRAM as u32, libc::SOCK_RAW as u32];
+
+/// The rules only the sandboxed process gets: what the sandbox's PID 1 must keep to serve
+/// its `connect` calls (taking the caller's socket with `pidfd_getfd`), and no sandboxed
+/// process may have (it would take PID 1's descriptors, the connect filter's listener among
+/// them).
+pub fn sandboxed_only_rules() -> Vec<SyscallRule> {
+    always![pidfd_getfd]
 }
 
 /// The seccompiler architecture of the running binary.
@@ -373,6 +412,23 @@ pub fn target_arch() -> Result<TargetArch, SandboxError> {
 
 /// Compiles `rules` into BPF programs, one per errno, plus the x32 guard on x86_64.
 pub fn compile(rules: &[SyscallRule], arch: TargetArch) -> Result<Vec<BpfProgram>, SandboxError> {
+    let mut programs = compile_by_errno(rules, arch)?;
+    if arch == TargetArch::x86_64 {
+        programs.push(x32_guard());
+    }
+    Ok(programs)
+}
+
+/// Compiles [`sandboxed_only_rules`] (no x32 guard: PID 1's filters, inherited, hold one).
+pub fn compile_sandboxed_only(arch: TargetArch) -> Result<Vec<BpfProgram>, SandboxError> {
+    compile_by_errno(&sandboxed_only_rules(), arch)
+}
+
+/// One BPF program per errno of `rules`.
+fn compile_by_errno(
+    rules: &[SyscallRule],
+    arch: TargetArch,
+) -> Result<Vec<BpfProgram>, SandboxError> {
     let mut by_errno: BTreeMap<i32, BTreeMap<i64, Vec<SeccompRule>>> = BTreeMap::new();
     for rule in rules {
         let mut seccomp_rules = Vec::new();
@@ -415,6 +471,23 @@ pub fn compile(rules: &[SyscallRule], arch: TargetArch) -> Result<Vec<BpfProgram
                         )
                     })
                     .collect(),
+                ArgCheck::SocketType {
+                    family,
+                    socket_type,
+                } => vec![
+                    SeccompCondition::new(
+                        0,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::Eq,
+                        u64::from(family),
+                    ),
+                    SeccompCondition::new(
+                        1,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::MaskedEq(u64::from(SOCK_TYPE_MASK)),
+                        u64::from(socket_type),
+                    ),
+                ],
             }
             .into_iter()
             .collect::<Result<Vec<_>, _>>()
@@ -450,9 +523,6 @@ pub fn compile(rules: &[SyscallRule], arch: TargetArch) -> Result<Vec<BpfProgram
             )
         })?;
         programs.push(program);
-    }
-    if arch == TargetArch::x86_64 {
-        programs.push(x32_guard());
     }
     Ok(programs)
 }
@@ -542,13 +612,22 @@ mod tests {
             assert!(r.when.is_empty(), "{name} must be refused unconditionally");
             assert_eq!(r.errno, libc::EPERM, "{name}");
         }
-        assert_eq!(
-            find(&rules, "socket").when,
-            vec![ArgCheck::NoneOf {
-                arg: 0,
-                values: &[libc::AF_UNIX as u32]
-            }]
-        );
+        let unix_datagrams = [
+            ArgCheck::SocketType {
+                family: libc::AF_UNIX as u32,
+                socket_type: libc::SOCK_DGRAM as u32,
+            },
+            ArgCheck::SocketType {
+                family: libc::AF_UNIX as u32,
+                socket_type: libc::SOCK_RAW as u32,
+            },
+        ];
+        let mut expected = vec![ArgCheck::NoneOf {
+            arg: 0,
+            values: &[libc::AF_UNIX as u32],
+        }];
+        expected.extend(unix_datagrams);
+        assert_eq!(find(&rules, "socket").when, expected);
         assert_eq!(find(&rules, "socketpair").when, find(&rules, "socket").when);
         assert_eq!(find(&rules, "clone3").errno, libc::ENOSYS);
         assert!(find(&rules, "ioctl").when.contains(&ArgCheck::Equal {
@@ -574,15 +653,20 @@ mod tests {
     fn network_allows_inet_sockets_and_changes_nothing_else() {
         let (without, with) = (rules(false), rules(true));
         assert_eq!(
-            find(&with, "socket").when,
-            vec![ArgCheck::NoneOf {
+            find(&with, "socket").when[0],
+            ArgCheck::NoneOf {
                 arg: 0,
                 values: &[
                     libc::AF_UNIX as u32,
                     libc::AF_INET as u32,
                     libc::AF_INET6 as u32
                 ]
-            }]
+            }
+        );
+        // Unix datagram sockets stay refused with the network too.
+        assert_eq!(
+            find(&with, "socket").when[1..],
+            find(&without, "socket").when[1..]
         );
         assert_eq!(find(&with, "socketpair").when, find(&with, "socket").when);
         let others = |rules: &[SyscallRule]| -> Vec<SyscallRule> {
@@ -594,6 +678,19 @@ mod tests {
         };
         assert_eq!(others(&with), others(&without));
         assert_eq!(with.len(), without.len());
+    }
+
+    #[test]
+    fn pid_1_keeps_pidfd_getfd_and_the_sandboxed_process_loses_it() {
+        assert!(!rules(false).iter().any(|r| r.name == "pidfd_getfd"));
+        assert!(!rules(true).iter().any(|r| r.name == "pidfd_getfd"));
+        let only = sandboxed_only_rules();
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].name, "pidfd_getfd");
+        assert!(only[0].when.is_empty());
+        assert_eq!(only[0].errno, libc::EPERM);
+        let programs = compile_sandboxed_only(target_arch().unwrap()).unwrap();
+        assert_eq!(programs.len(), 1, "one errno, no second x32 guard");
     }
 
     #[test]
