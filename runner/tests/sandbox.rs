@@ -967,17 +967,25 @@ impl Drop for HostDir {
 }
 
 /// Where a host process may leave a socket the sandbox sees: two system directories, a
-/// `readOnly` path, the main repository's git metadata (where `git fsmonitor--daemon`
-/// listens) and the worktree's gitdir. Returns the directories to remove, the spec's
-/// `readOnly` override and the socket paths (named `name`).
-fn host_socket_places(f: &Fixture, name: &str) -> (Vec<HostDir>, Value, Vec<PathBuf>) {
+/// `readOnly` path and the worktree's own `.git` (where `git fsmonitor--daemon` would
+/// listen; read-only like the base store, whose path is too long for a socket address; the
+/// main repository's `.git` is not in the sandbox at all). Returns the directories to
+/// remove, the spec's `readOnly` override and the socket paths (named `name`).
+fn host_socket_places(f: &Fixture, name: &str) -> (Vec<HostDir>, Value, Vec<(PathBuf, String)>) {
     let dirs = vec![HostDir::new("/usr/local/share"), HostDir::new("/etc")];
     let toolchain = f.root.join("toolchain");
     fs::create_dir_all(&toolchain).unwrap();
-    let mut paths: Vec<PathBuf> = dirs.iter().map(|d| d.0.join(name)).collect();
-    paths.push(toolchain.join(name));
-    paths.push(f.commondir.join(format!("fsmonitor--daemon.{name}")));
-    paths.push(f.gitdir.join(name));
+    let mut paths: Vec<(PathBuf, String)> = dirs
+        .iter()
+        .map(|d| d.0.join(name))
+        .chain([toolchain.join(name)])
+        .map(|p| {
+            let inside = f.path(&p);
+            (p, inside)
+        })
+        .collect();
+    // The worktree's `.git` is seen at the mount point inside.
+    paths.push((f.git_dir.join(name), format!("/workspace/.git/{name}")));
     (dirs, json!({"readOnly": [toolchain]}), paths)
 }
 
@@ -1027,7 +1035,7 @@ fn host_unix_sockets_under_mounted_paths_cannot_be_connected() {
     let (_dirs, read_only, paths) = host_socket_places(&f, "host.sock");
     let listeners: Vec<_> = paths
         .iter()
-        .map(|p| {
+        .map(|(p, _)| {
             (
                 p.clone(),
                 std::os::unix::net::UnixListener::bind(p).unwrap(),
@@ -1035,7 +1043,7 @@ fn host_unix_sockets_under_mounted_paths_cannot_be_connected() {
         })
         .collect();
     let mut argv = vec!["python3", "-c", CONNECT_PROBE];
-    argv.extend(paths.iter().map(|p| p.to_str().unwrap()));
+    argv.extend(paths.iter().map(|(_, inside)| inside.as_str()));
     let mut expected = String::new();
     for i in 0..paths.len() {
         for how in [
@@ -1071,7 +1079,7 @@ fn host_datagram_sockets_receive_nothing() {
     let (_dirs, read_only, paths) = host_socket_places(&f, "host.dgram");
     let receivers: Vec<_> = paths
         .iter()
-        .map(|p| {
+        .map(|(p, _)| {
             let r = std::os::unix::net::UnixDatagram::bind(p).unwrap();
             r.set_nonblocking(true).unwrap();
             (p.clone(), r)
@@ -1104,7 +1112,7 @@ attempt("connected seqpacket sendmsg", lambda: pair(socket.SOCK_SEQPACKET),
         lambda s, p: s.sendmsg([b"escaped"], [], 0, p))
 "#;
     let mut argv = vec!["python3", "-c", script];
-    argv.extend(paths.iter().map(|p| p.to_str().unwrap()));
+    argv.extend(paths.iter().map(|(_, inside)| inside.as_str()));
     for network in [false, true] {
         let mut spec = read_only.clone();
         spec["network"] = json!(network);
