@@ -9,7 +9,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::http;
 use crate::slack::*;
 
-fn urlencode(pairs: &[(&str, &str)]) -> String {
+pub(super) fn urlencode(pairs: &[(&str, &str)]) -> String {
     let enc = |s: &str| {
         s.bytes()
             .map(|b| match b {
@@ -428,6 +428,7 @@ async fn post_message_echo_update_and_reactions() {
             thread_ts: Some(user.ts.clone()),
             text: "on it".into(),
             blocks: None,
+            metadata: None,
         }
     );
     assert_eq!(posts[1].text, "");
