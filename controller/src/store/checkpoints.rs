@@ -1,6 +1,7 @@
 //! What resuming and undoing a Coder run needs: each run's latest conversation (kept up to
 //! date on every model call, so a crashed run can continue) and the checkpoint taken before
 //! each run (the worktree's tree, the branch's head and the conversation given to the run).
+//! An undo is a [`super::Change`], recorded with its reply.
 
 use sqlx::Row;
 
@@ -90,21 +91,12 @@ impl Store {
             conversation: r.get("conversation"),
         }))
     }
-
-    /// Drops a checkpoint once it was restored, so the next "undo" goes one run further back.
-    pub async fn drop_checkpoint(&self, run_id: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM run_checkpoints WHERE run_id = ?")
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::NewRun;
+    use crate::store::{Change, NewRun};
 
     fn thread() -> ThreadKey {
         ThreadKey {
@@ -166,10 +158,20 @@ mod tests {
         s.add_checkpoint(&checkpoint("r2", "t2")).await.unwrap();
         let latest = s.latest_checkpoint(&thread()).await.unwrap().unwrap();
         assert_eq!(latest.tree_sha, "t2");
-        s.drop_checkpoint("r2").await.unwrap();
+        let undone = |checkpoint_run| Change::Undone {
+            checkpoint_run,
+            latest_run: Some("r2"),
+            conversation: "[\"back\"]",
+        };
+        s.commit(&[undone("r2")], &[]).await.unwrap();
         let latest = s.latest_checkpoint(&thread()).await.unwrap().unwrap();
         assert_eq!(latest.tree_sha, "t1");
-        s.drop_checkpoint("r1").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r2").await.unwrap().as_deref(),
+            Some("[\"back\"]"),
+            "the next run resumes from before the undone one"
+        );
+        s.commit(&[undone("r1")], &[]).await.unwrap();
         assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
     }
 }
