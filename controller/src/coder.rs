@@ -22,6 +22,7 @@ use crate::layout::Layout;
 use crate::pm::Pm;
 use crate::pm::tools::Plan;
 use crate::runners::admin::CLI_CHANNEL;
+use crate::runners::resume::resume_with;
 use crate::runners::supervisor::{Resume, RunEvent, RunRequest, Supervisor};
 use crate::runners::{checkpoint, forge, worktree};
 use crate::slack::effects::{Effect, Effects, MessageRef};
@@ -158,16 +159,54 @@ impl SlackCoder {
             last.branch.clone()
         };
         let conversation = self.stored_conversation(last).await?;
+        let message = follow_up_message(msg);
+        let resumed = resume_with(&conversation, &message).map_err(|e| e.to_string())?;
         let tree = worktree::Worktree { path, branch };
         let resume = Resume {
             conversation,
-            message: format!("<@{}>: {}", msg.user, msg.text),
+            message,
         };
         let (run, events) = self
             .begin(msg, last.plan.clone(), &tree, Some(resume), None)
             .await?;
+        // Until its first model call stores the run's conversation, it is the one it was
+        // given with the new message: what "continue" resumes if the run dies before.
+        if let Err(e) = self.store.seed_run_conversation(&run.id, &resumed).await {
+            tracing::warn!(run = %run.id, "record the conversation the run starts from: {e}");
+        }
         self.follow(msg, &tree, run, events).await;
         Ok(())
+    }
+
+    /// For a follow-up whose run was recorded just before a crash, before the run's
+    /// conversation was: gives the run the conversation it was started with.
+    pub async fn seed_cut_off_follow_up(&self, msg: &IncomingMessage, run_id: &str) {
+        let seeded = async {
+            let Some(run) = self.store.run(run_id).await.map_err(|e| e.to_string())? else {
+                return Ok(());
+            };
+            let Some(before) = self
+                .store
+                .run_before(&run)
+                .await
+                .map_err(|e| e.to_string())?
+            else {
+                return Ok(());
+            };
+            let given = self.stored_conversation(&before).await?;
+            let resumed =
+                resume_with(&given, &follow_up_message(msg)).map_err(|e| e.to_string())?;
+            self.store
+                .seed_run_conversation(run_id, &resumed)
+                .await
+                .map_err(|e| e.to_string())
+        };
+        if let Err(e) = seeded.await {
+            tracing::warn!(
+                run = run_id,
+                "record the conversation of a run cut off at its start: {e}"
+            );
+        }
     }
 
     /// The thread's last run, when it has ended and a new message should go on from it: the
@@ -433,6 +472,11 @@ impl SlackCoder {
         };
         tokio::spawn(follower.run(events));
     }
+}
+
+/// How a follow-up reaches the Coder: who said what.
+fn follow_up_message(msg: &IncomingMessage) -> String {
+    format!("<@{}>: {}", msg.user, msg.text)
 }
 
 /// A plan's one-line summary: the first line of its text, without the "📋 Plan:" label.

@@ -3,9 +3,10 @@
 //!
 //! 1. **Runs cut off mid-start.** An approval or follow-up still pending with its start
 //!    begun ([`crate::store::RunStart`]): if its run was recorded, that run was interrupted
-//!    and is reported below, so the message is done; if not, nothing ran, so the thread is
-//!    told, an approved plan waits for approval again (with its buttons), and the message is
-//!    done. Re-handling it instead would find its plan taken and answer nonsense.
+//!    and is reported below, so the message is done (a follow-up's run gets the
+//!    conversation it was started with, for "continue"); if not, nothing ran, so the thread
+//!    is told, an approved plan waits for approval again (with its buttons), and the message
+//!    is done. Re-handling it instead would find its plan taken and answer nonsense.
 //! 2. **Run ends never reported** (runs the supervisor marked interrupted at start, runs that
 //!    ended while the daemon went down): reported now, once.
 //! 3. **Worktrees and branches no run owns** (a crash between creating a worktree and
@@ -68,6 +69,9 @@ async fn cut_off(store: &Store, coder: &SlackCoder, start: &CutOffStart) {
     let thread = msg.thread();
     if let Some(run) = &start.run_id {
         tracing::info!(thread = %thread, "message {} started run {run} before the stop", msg.ts);
+        if start.kind == RunStart::FollowUp {
+            coder.seed_cut_off_follow_up(msg, run).await;
+        }
         if let Err(e) = store.mark_processed(msg).await {
             tracing::error!(thread = %thread, "mark message {} processed: {e}", msg.ts);
         }

@@ -7,6 +7,7 @@ mod harness;
 
 mod approval;
 mod caching;
+mod chaos;
 mod config_errors;
 mod followups;
 mod intake;

@@ -36,7 +36,22 @@ impl Store {
         Ok(())
     }
 
-    /// The run's latest conversation, if a model call was made.
+    /// Gives a run the conversation it starts from, unless a model call stored one already:
+    /// what "continue" resumes if the run dies before its first call.
+    pub async fn seed_run_conversation(
+        &self,
+        run_id: &str,
+        conversation: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET conversation = ? WHERE id = ? AND conversation IS NULL")
+            .bind(conversation)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The run's latest conversation, if a model call was made (or one was seeded).
     pub async fn run_conversation(&self, run_id: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT conversation FROM runs WHERE id = ?")
             .bind(run_id)
@@ -136,8 +151,14 @@ mod tests {
         let s = Store::open(&dir.path().join("s.db")).await.unwrap();
         run(&s, "r1").await;
         assert_eq!(s.run_conversation("r1").await.unwrap(), None);
+        s.seed_run_conversation("r1", "[0]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some("[0]")
+        );
         s.set_run_conversation("r1", "[1]").await.unwrap();
         s.set_run_conversation("r1", "[1,2]").await.unwrap();
+        s.seed_run_conversation("r1", "[0]").await.unwrap();
         assert_eq!(
             s.run_conversation("r1").await.unwrap().as_deref(),
             Some("[1,2]")

@@ -180,6 +180,21 @@ impl Store {
         Ok(row.as_ref().map(record))
     }
 
+    /// The run of `run`'s thread created just before it, if any.
+    pub async fn run_before(&self, run: &RunRecord) -> Result<Option<RunRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE channel_id = ? AND thread_ts = ? AND id <> ? \
+             AND created_at <= ? ORDER BY created_at DESC, id DESC LIMIT 1"
+        ))
+        .bind(&run.thread.channel)
+        .bind(&run.thread.thread_ts)
+        .bind(&run.id)
+        .bind(&run.created_at)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(record))
+    }
+
     /// Runs, newest first.
     pub async fn list_runs(
         &self,
@@ -421,6 +436,10 @@ mod tests {
         assert_eq!(s.run_events("r1", 1).await.unwrap().len(), 1);
         assert!(s.list_runs(true, 10).await.unwrap().is_empty());
         assert_eq!(s.latest_run("1.1").await.unwrap().unwrap().id, "r1");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let r2 = s.create_run(new_run("r2", &thread(), 10)).await.unwrap();
+        assert_eq!(s.run_before(&r2).await.unwrap().unwrap().id, "r1");
+        assert_eq!(s.run_before(&run).await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -560,7 +560,11 @@ impl FakeSlack {
             .lock()
             .stalls
             .insert(method.to_owned(), point.clone());
-        Stall { point }
+        Stall {
+            point,
+            method: method.to_owned(),
+            inner: self.inner.clone(),
+        }
     }
 
     /// Waits until at least one socket is connected and has received `hello`.
@@ -902,9 +906,12 @@ impl StallPoint {
     }
 }
 
-/// A stalled call, from [`FakeSlack::stall_next`]. Dropping it releases the answer.
+/// A stalled call, from [`FakeSlack::stall_next`]. Dropping it releases the answer, or
+/// disarms the stall if no call reached it.
 pub struct Stall {
     point: Arc<StallPoint>,
+    method: String,
+    inner: Arc<Inner>,
 }
 
 impl std::fmt::Debug for Stall {
@@ -924,6 +931,14 @@ impl Stall {
 
 impl Drop for Stall {
     fn drop(&mut self) {
+        let mut st = self.inner.lock();
+        if st
+            .stalls
+            .get(&self.method)
+            .is_some_and(|armed| Arc::ptr_eq(armed, &self.point))
+        {
+            st.stalls.remove(&self.method);
+        }
         self.point.released.notify_one();
     }
 }
