@@ -10,10 +10,10 @@
 //! 2. **Run ends never reported** (runs the supervisor marked interrupted at start, runs that
 //!    ended while the daemon went down): reported now, once.
 //! 3. **Worktrees and branches no run owns** (a crash between creating a worktree and
-//!    recording its run): git worktrees and `codebutler/` branches whose slug no run
-//!    records are removed with [`worktree::remove`], directory included. A branch with
-//!    commits no other ref holds is kept and logged; a directory under `branches/` that git
-//!    knows nothing of is left alone.
+//!    recording its run): git worktrees, `codebutler/` branches and empty directories under
+//!    `.codebutler/branches/` whose slug no run records are removed with
+//!    [`worktree::remove`]. A branch with commits no other ref holds is kept and logged; a
+//!    directory with files that git knows nothing of is left alone.
 //!
 //! The effects these record are delivered with the rest of the outbox after start-up.
 
@@ -42,24 +42,42 @@ pub async fn after_stop(coder: &SlackCoder) {
         Err(e) => tracing::error!("read messages cut off while starting a run: {e}"),
     }
     coder.report_unreported_runs().await;
-    let repo = coder.layout.repo.clone();
-    let store = coder.store.clone();
-    let owned = match store.run_worktrees().await {
+    remove_orphans(coder).await;
+}
+
+/// Removes what no run owns (step 3).
+async fn remove_orphans(coder: &SlackCoder) {
+    let owned = match coder.store.run_worktrees().await {
         Ok(owned) => owned,
         Err(e) => {
             tracing::error!("read the runs' worktrees: {e}");
             return;
         }
     };
-    match tokio::task::spawn_blocking(move || remove_orphans(&repo, &owned)).await {
-        Ok(removed) if !removed.is_empty() => {
-            tracing::warn!(
-                "removed worktrees and branches no run owns: {}",
-                removed.join(", ")
-            )
+    let repo = coder.layout.repo.clone();
+    let found = {
+        let repo = repo.clone();
+        tokio::task::spawn_blocking(move || orphans(&repo, &owned)).await
+    };
+    let orphans = match found {
+        Ok(orphans) => orphans,
+        Err(e) => {
+            tracing::error!("look for worktrees no run owns: {e}");
+            return;
         }
-        Ok(_) => {}
-        Err(e) => tracing::error!("look for worktrees no run owns: {e}"),
+    };
+    for tree in orphans {
+        tracing::warn!(
+            "removing {} and its branch {}: no run owns them (a crash cut their run's start short)",
+            tree.path.display(),
+            tree.branch
+        );
+        let (dir, gone) = (repo.clone(), tree.clone());
+        match tokio::task::spawn_blocking(move || worktree::remove(&dir, &gone)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!("remove orphaned worktree {}: {e}", tree.path.display()),
+            Err(e) => tracing::error!("remove orphaned worktree {}: {e}", tree.path.display()),
+        }
     }
 }
 
@@ -106,10 +124,10 @@ async fn cut_off(store: &Store, coder: &SlackCoder, start: &CutOffStart) {
     }
 }
 
-/// Removes the git worktrees and the `codebutler/` branches whose slug no run owns
-/// (`owned`: the runs' worktree paths and branches), with their directories under
-/// `.codebutler/branches/`. Returns what it removed. Blocking (git2).
-fn remove_orphans(repo: &Path, owned: &[(String, String)]) -> Vec<String> {
+/// The worktrees no run owns (`owned`: the runs' worktree paths and branches): each git
+/// worktree, `codebutler/` branch and empty directory under `.codebutler/branches/` whose
+/// slug no run records, unless its branch has commits of its own. Blocking (git2).
+fn orphans(repo: &Path, owned: &[(String, String)]) -> Vec<worktree::Worktree> {
     let branches_dir = repo.join(".codebutler").join("branches");
     let mut owned_slugs = HashSet::new();
     for (path, branch) in owned {
@@ -131,8 +149,8 @@ fn remove_orphans(repo: &Path, owned: &[(String, String)]) -> Vec<String> {
             return Vec::new();
         }
     };
-    // Git's worktrees and `codebutler/` branches; a directory under `branches/` that is
-    // neither is not ours to judge.
+    // Git's worktrees, `codebutler/` branches, and directories a start claimed but left
+    // empty; a directory with files that git knows nothing of is not ours to judge.
     let mut slugs: HashSet<String> = HashSet::new();
     if let Ok(names) = repository.worktrees() {
         slugs.extend(names.iter().flatten().flatten().map(str::to_owned));
@@ -146,25 +164,30 @@ fn remove_orphans(repo: &Path, owned: &[(String, String)]) -> Vec<String> {
             }
         }
     }
-    let mut removed = Vec::new();
-    let mut orphans: Vec<String> = slugs.difference(&owned_slugs).cloned().collect();
-    orphans.sort();
-    for slug in orphans {
-        let branch = format!("{BRANCH_PREFIX}{slug}");
-        if has_own_commits(&repository, &branch) {
-            tracing::warn!("branch {branch} has no run but commits of its own; kept");
-            continue;
-        }
-        let tree = worktree::Worktree {
-            path: branches_dir.join(&slug),
-            branch,
-        };
-        match worktree::remove(repo, &tree) {
-            Ok(()) => removed.push(slug),
-            Err(e) => tracing::error!("remove orphaned worktree {slug}: {e}"),
+    if let Ok(entries) = std::fs::read_dir(&branches_dir) {
+        for entry in entries.flatten() {
+            let empty = std::fs::read_dir(entry.path()).is_ok_and(|mut d| d.next().is_none());
+            if empty {
+                slugs.insert(entry.file_name().to_string_lossy().into_owned());
+            }
         }
     }
-    removed
+    let mut orphans: Vec<String> = slugs.difference(&owned_slugs).cloned().collect();
+    orphans.sort();
+    orphans
+        .into_iter()
+        .filter_map(|slug| {
+            let branch = format!("{BRANCH_PREFIX}{slug}");
+            if has_own_commits(&repository, &branch) {
+                tracing::warn!("branch {branch} has no run but commits of its own; kept");
+                return None;
+            }
+            Some(worktree::Worktree {
+                path: branches_dir.join(&slug),
+                branch,
+            })
+        })
+        .collect()
 }
 
 /// Whether the local branch `name` holds a commit no other branch or remote ref reaches

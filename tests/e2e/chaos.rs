@@ -374,7 +374,7 @@ async fn worktrees_and_branches_no_run_owns_are_removed_at_start() {
     let env = Env::new().await;
     let repo = env.repo_path();
     // What a crash between creating a worktree and recording its run leaves: a worktree on
-    // its branch, and a branch whose worktree was never added.
+    // its branch, a branch whose worktree was never added, a directory claimed for one.
     git(
         repo,
         &[
@@ -387,7 +387,8 @@ async fn worktrees_and_branches_no_run_owns_are_removed_at_start() {
         ],
     );
     git(repo, &["branch", "codebutler/half-made"]);
-    // Not ours to remove: a branch with work of its own, a directory git knows nothing of.
+    std::fs::create_dir_all(repo.join(".codebutler/branches/claimed")).unwrap();
+    // Not ours to remove: a branch with work of its own, files git knows nothing of.
     git(
         repo,
         &[
@@ -417,6 +418,7 @@ async fn worktrees_and_branches_no_run_owns_are_removed_at_start() {
         ],
     );
     std::fs::create_dir_all(repo.join(".codebutler/branches/not-git")).unwrap();
+    std::fs::write(repo.join(".codebutler/branches/not-git/keep.txt"), "mine\n").unwrap();
 
     let _daemon = env.start().await;
     let repository = git2::Repository::open(repo).unwrap();
@@ -428,6 +430,7 @@ async fn worktrees_and_branches_no_run_owns_are_removed_at_start() {
     assert!(!repo.join(".codebutler/branches/orphan").exists());
     assert!(!branch("codebutler/orphan"));
     assert!(!branch("codebutler/half-made"));
+    assert!(!repo.join(".codebutler/branches/claimed").exists());
     assert!(repository.find_worktree("orphan").is_err());
     assert!(
         branch("codebutler/worked"),

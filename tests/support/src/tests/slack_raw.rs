@@ -143,7 +143,7 @@ async fn web_api_auth_and_errors() {
     assert_eq!(
         post_json(
             &fake,
-            "conversations.replies",
+            "users.info",
             BOT_TOKEN,
             json!({"channel": CHANNEL})
         )
@@ -177,7 +177,7 @@ async fn web_api_auth_and_errors() {
     assert_eq!(calls[0].http_method, "GET");
     assert_eq!(calls[0].error, None);
     assert_eq!(calls[1].error.as_deref(), Some("invalid_auth"));
-    let unknown = fake.calls_of("conversations.replies");
+    let unknown = fake.calls_of("users.info");
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].params, json!({"channel": CHANNEL}));
     assert!(fake.posts().is_empty());
