@@ -457,13 +457,10 @@ impl Rng {
     }
 }
 
-/// Threads that ask questions one after the other, and threads that get a plan approved,
-/// run it, then ask for more.
+/// Threads that ask question after question, and threads that get a plan approved, run it,
+/// then ask for more, as long as the kills go on: each finishes its step after that.
 const QUESTION_THREADS: usize = 5;
 const PLAN_THREADS: usize = 5;
-const QUESTIONS: usize = 6;
-/// Runs per plan thread: the plan's, then follow-ups.
-const RUNS: usize = 2;
 const KILLS: usize = 20;
 /// Where a kill may wait for Slack to have done something before it strikes.
 const STALL_AT: [&str; 5] = [
@@ -520,7 +517,7 @@ fn script_chaos(env: &Env) {
             number_after(&asked, "CHAOS-Q"),
             number_after(&asked, "question ")
         );
-        if asked.contains("question 1") {
+        if number_after(&asked, "question ") % 3 == 1 {
             Reply::text(long_answer(&token))
         } else {
             Reply::text(format!("Answer {token}."))
@@ -583,6 +580,8 @@ struct ChaosThread {
     /// `Q<t>` or `P<t>`.
     name: String,
     t: usize,
+    /// Questions asked, or run steps asked for.
+    steps: usize,
     ts: String,
     stage: Stage,
     /// Posts of the thread already acted on.
@@ -597,6 +596,8 @@ struct ChaosThread {
 struct Driver {
     env: Arc<Env>,
     rng: Rng,
+    /// Set once the last kill is done: threads finish the step they are on.
+    winding_down: bool,
     threads: Vec<ChaosThread>,
     /// Events not acknowledged yet, and when they were last sent: Slack sends them again.
     unacked: Vec<(String, Instant)>,
@@ -615,6 +616,7 @@ impl Driver {
             self.threads.push(ChaosThread {
                 name: format!("Q{t}"),
                 t,
+                steps: 1,
                 ts,
                 stage: Stage::Asked(0),
                 seen: 0,
@@ -626,6 +628,7 @@ impl Driver {
             self.threads.push(ChaosThread {
                 name: format!("P{t}"),
                 t,
+                steps: 1,
                 ts,
                 stage: Stage::AwaitingPlan,
                 seen: 0,
@@ -666,29 +669,33 @@ impl Driver {
         let text = post.text.as_str();
         let (stage, action) = match self.threads[i].stage.clone() {
             Stage::Asked(k) => {
-                let answered = if k == 1 {
-                    text.contains(&format!("Last words of {t}.{k}"))
+                let answered = if k % 3 == 1 {
+                    text.contains(&format!("Last words of {t}.{k}."))
                 } else {
                     text.contains(&format!("Answer {t}.{k}."))
                 };
                 match answered {
                     false => return,
-                    true if k + 1 < QUESTIONS => (
-                        Stage::Asked(k + 1),
-                        Some(Action::Say(format!("CHAOS-Q{t} question {}", k + 1))),
-                    ),
-                    true => (Stage::Done, None),
+                    true if self.winding_down => (Stage::Done, None),
+                    true => {
+                        self.threads[i].steps += 1;
+                        (
+                            Stage::Asked(k + 1),
+                            Some(Action::Say(format!("CHAOS-Q{t} question {}", k + 1))),
+                        )
+                    }
                 }
             }
             Stage::AwaitingPlan if text.contains(&format!("Plan for P{t} is ready.")) => {
                 (Stage::Working(0), Some(Action::Approve(post.ts.clone())))
             }
             Stage::Working(s) if text.contains(&format!("Done with P{t} step {s}.")) => {
-                if s + 1 < RUNS {
+                if self.winding_down {
+                    (Stage::Done, None)
+                } else {
+                    self.threads[i].steps += 1;
                     let more = format!("also write more for P{t}");
                     (Stage::Working(s + 1), Some(Action::Say(more)))
-                } else {
-                    (Stage::Done, None)
                 }
             }
             Stage::Working(s)
@@ -792,6 +799,7 @@ async fn twenty_kills_while_ten_threads_work_lose_and_repeat_nothing() {
     let driver = Arc::new(Mutex::new(Driver {
         env: env.clone(),
         rng: Rng(seed ^ 0x5eed),
+        winding_down: false,
         threads: Vec::new(),
         unacked: Vec::new(),
     }));
@@ -826,7 +834,7 @@ async fn twenty_kills_while_ten_threads_work_lose_and_repeat_nothing() {
         } else {
             let method = STALL_AT[rng.below(STALL_AT.len() as u64) as usize];
             let stall = env.slack.stall_next(method);
-            let reached = stall.reached(Duration::from_secs(3)).await;
+            let reached = stall.reached(Duration::from_secs(2)).await;
             daemon.kill9().await;
             drop(stall);
             let how = if reached { "stalled" } else { "not reached" };
@@ -834,6 +842,7 @@ async fn twenty_kills_while_ten_threads_work_lose_and_repeat_nothing() {
         }
     }
 
+    driver.lock().unwrap().winding_down = true;
     let mut daemon = env.start().await;
     let finished = env
         .slack
@@ -851,7 +860,15 @@ async fn twenty_kills_while_ten_threads_work_lose_and_repeat_nothing() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     daemon.signal("TERM");
     assert!(daemon.wait_exit(WAIT).await.success(), "{}", daemon.log());
-    check_chaos_outcome(&env, seed).await;
+    let steps: Vec<(String, usize)> = driver
+        .lock()
+        .unwrap()
+        .threads
+        .iter()
+        .map(|t| (t.name.clone(), t.steps))
+        .collect();
+    println!("chaos: steps per thread {steps:?}");
+    check_chaos_outcome(&env, seed, &steps).await;
     println!(
         "chaos: {KILLS} kills, all checks passed in {:?}",
         started.elapsed()
@@ -860,7 +877,7 @@ async fn twenty_kills_while_ten_threads_work_lose_and_repeat_nothing() {
 
 /// Everything the chaos test promises, checked against what the fake Slack received, the
 /// repository and the store.
-async fn check_chaos_outcome(env: &Env, seed: u64) {
+async fn check_chaos_outcome(env: &Env, seed: u64, steps: &[(String, usize)]) {
     env.assert_clean();
     assert_each_effect_posted_once(env);
     let threads: Vec<(String, String)> = env
@@ -875,14 +892,20 @@ async fn check_chaos_outcome(env: &Env, seed: u64) {
             .filter(|(_, text)| text.contains(needle))
             .count()
     };
+    let steps_of = |name: &str| {
+        steps
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0, |(_, steps)| *steps)
+    };
     // Every question answered once, every part of a long answer once, its snippet once.
     for t in 0..QUESTION_THREADS {
-        for k in 0..QUESTIONS {
+        for k in 0..steps_of(&format!("Q{t}")) {
             let token = format!("{t}.{k}");
-            if k == 1 {
+            if k % 3 == 1 {
                 for part in ["First part of", "Part two of", "Last words of"] {
                     assert_eq!(
-                        in_any(&format!("{part} {token}")),
+                        in_any(&format!("{part} {token}.")),
                         1,
                         "seed {seed}: {part} {token}"
                     );
@@ -891,7 +914,7 @@ async fn check_chaos_outcome(env: &Env, seed: u64) {
                     .slack
                     .uploads()
                     .into_iter()
-                    .filter(|u| u.content.contains(&format!("snippet {token}")))
+                    .filter(|u| u.content.contains(&format!("snippet {token}\"")))
                     .count();
                 assert_eq!(snippets, 1, "seed {seed}: snippet {token}");
             } else {
@@ -910,7 +933,7 @@ async fn check_chaos_outcome(env: &Env, seed: u64) {
             1,
             "seed {seed}: plan P{t}"
         );
-        for s in 0..RUNS {
+        for s in 0..steps_of(&format!("P{t}")) {
             assert_eq!(
                 in_any(&format!("Done with P{t} step {s}.")),
                 1,

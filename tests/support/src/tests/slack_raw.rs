@@ -141,13 +141,7 @@ async fn web_api_auth_and_errors() {
         .unwrap();
     assert_eq!(resp["ok"], true);
     assert_eq!(
-        post_json(
-            &fake,
-            "users.info",
-            BOT_TOKEN,
-            json!({"channel": CHANNEL})
-        )
-        .await["error"],
+        post_json(&fake, "users.info", BOT_TOKEN, json!({"channel": CHANNEL})).await["error"],
         "unknown_method"
     );
     assert_eq!(
