@@ -37,12 +37,12 @@ const INTERRUPTED: &str = "I was stopped while working on this (the CodeButler s
 
 /// The outbox group of a run's status message: 👀 on the message that started the run,
 /// then the status message.
-pub fn status_group(run_id: &str) -> String {
+fn status_group(run_id: &str) -> String {
     format!("status:{run_id}")
 }
 
 /// The outbox group reporting a run's end.
-pub fn end_group(run_id: &str) -> String {
+fn end_group(run_id: &str) -> String {
     format!("end:{run_id}")
 }
 
@@ -903,5 +903,84 @@ mod tests {
             s.render(Duration::from_secs(72)),
             "*Coder:* working on _Fix expiry_ in `codebutler/fix-expiry`\nturn 3 of 25 · editing src/auth.rs · 1m 12s · 1200 tokens · $0.12"
         );
+    }
+
+    fn ended(state: RunState, ending: &str) -> RunRecord {
+        RunRecord {
+            id: "42".into(),
+            thread: crate::store::ThreadKey {
+                channel: "C1".into(),
+                thread_ts: "1.1".into(),
+            },
+            state,
+            plan: "📋 **Plan:** Fix expiry\n\n1. Edit it\n".into(),
+            model: "m".into(),
+            worktree: "/w".into(),
+            branch: "codebutler/fix-expiry".into(),
+            max_turns: 25,
+            turns: 4,
+            prompt_tokens: 1000,
+            completion_tokens: 234,
+            cost: 0.5,
+            ending: Some(ending.into()),
+            exit_code: Some(0),
+            runner_pid: Some(7),
+            created_at: "2026-11-24T10:00:00.000000Z".into(),
+            started_at: Some("2026-11-24T10:00:01.000000Z".into()),
+            ended_at: Some("2026-11-24T10:01:13.500000Z".into()),
+        }
+    }
+
+    #[test]
+    fn a_finished_run_ends_with_its_final_line_its_last_words_and_a_check_mark() {
+        let run = ended(RunState::Finished, "completed: fixed it");
+        let effects = end_effects(&run, "Fixed the expiry.", Some("status:42/1"), Some("1.2"));
+        assert_eq!(effects.group(), "end:42");
+        let final_line = "*Coder:* finished _Fix expiry_ in `codebutler/fix-expiry` · 4 turns · 1m 12s · 1234 tokens · $0.50";
+        assert_eq!(
+            effects.effects(),
+            Effects::named("end:42", &run.thread)
+                .update(
+                    MessageRef::Post("status:42/1".into()),
+                    final_line,
+                    crate::slack::interactive::sections(final_line)
+                )
+                .push(Effect::Post {
+                    text: "*Coder:* Fixed the expiry.".into(),
+                    blocks: None
+                })
+                .react("1.2", "white_check_mark")
+                .effects()
+        );
+    }
+
+    #[test]
+    fn a_run_cut_off_says_so_and_how_to_go_on() {
+        let run = ended(RunState::Interrupted, "the controller stopped while it ran");
+        let effects = end_effects(&run, "half way", None, None);
+        assert_eq!(
+            effects.effects(),
+            [Effect::Post {
+                text: "*Coder:* I was stopped while working on this (the CodeButler service restarted). Say *continue* to pick up where I left off, or *undo* to drop what I changed.".into(),
+                blocks: None
+            }],
+            "without a status message or its approval known, only the summary"
+        );
+        let failed = ended(RunState::Failed, "model failed: refused");
+        let effects = end_effects(&failed, "", Some("s/1"), Some("1.2"));
+        let [
+            Effect::Update { text, .. },
+            Effect::Post { text: summary, .. },
+            Effect::React { name, .. },
+        ] = effects.effects()
+        else {
+            panic!("update, summary, reaction");
+        };
+        assert!(text.starts_with("*Coder:* stopped _Fix expiry_"), "{text}");
+        assert_eq!(
+            summary,
+            "*Coder:* model failed: refused.\n\nSay *continue* to pick up where I stopped, or *undo* to drop what I changed."
+        );
+        assert_eq!(name, "x");
     }
 }

@@ -1,6 +1,11 @@
 //! The daemon: wires configuration, store, Slack, the model gateway, thread dispatch and the
 //! PM together, runs until a shutdown signal, then stops in order — stop taking messages,
 //! let work in flight finish within a bound, close the store.
+//!
+//! At start, before anything can start a run, it sorts out what the last stop cut off
+//! ([`crate::reconcile`]); once connected it delivers what the outbox still holds and
+//! answers the messages still pending. Everything it says in Slack goes through the outbox
+//! ([`crate::slack::outbox`]), recorded with the change it reports.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -129,9 +134,7 @@ pub async fn run(
     tokio::spawn(async move {
         let threads = outbox.recover().await;
         if threads > 0 {
-            tracing::info!(
-                "delivered what the last stop left in the outbox of {threads} thread(s)"
-            );
+            tracing::info!("delivered what the outbox held for {threads} thread(s)");
         }
     });
     let resumed = dispatcher.resume_pending().await?;
