@@ -278,17 +278,17 @@ impl PmHandler {
 
     /// Replies to `msg` and marks it processed, or failed if that cannot be recorded.
     async fn answer(&self, msg: &IncomingMessage, markdown: &str) {
-        if !self.say(msg, &[Change::Processed(msg)], markdown).await {
-            self.settle_failed(msg).await;
-        }
+        self.answer_as(msg, markdown, PM_PREFIX).await;
     }
 
     /// Replies to `msg` as the Coder and marks it processed, or failed.
     async fn answer_coder(&self, msg: &IncomingMessage, markdown: &str) {
-        if !self
-            .say_coder(msg, &[Change::Processed(msg)], markdown)
-            .await
-        {
+        self.answer_as(msg, markdown, CODER_PREFIX).await;
+    }
+
+    async fn answer_as(&self, msg: &IncomingMessage, markdown: &str, prefix: &str) {
+        let changes = [Change::Processed(msg)];
+        if !self.say_as(msg, &changes, markdown, prefix).await {
             self.settle_failed(msg).await;
         }
     }

@@ -122,6 +122,27 @@ pub struct Store {
     pub(crate) pool: SqlitePool,
 }
 
+/// A message from a row with its columns (`channel_id`, `ts`, `thread_ts`, `user_id`,
+/// `text`, `event_id`).
+fn message_of(r: &sqlx::sqlite::SqliteRow) -> IncomingMessage {
+    IncomingMessage {
+        channel: r.get("channel_id"),
+        ts: r.get("ts"),
+        thread_ts: r.get("thread_ts"),
+        user: r.get("user_id"),
+        text: r.get("text"),
+        event_id: r.get("event_id"),
+    }
+}
+
+/// A thread from a row with `channel_id` and `thread_ts`.
+fn thread_of(r: &sqlx::sqlite::SqliteRow) -> ThreadKey {
+    ThreadKey {
+        channel: r.get("channel_id"),
+        thread_ts: r.get("thread_ts"),
+    }
+}
+
 pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
@@ -214,13 +235,7 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| ThreadKey {
-                channel: r.get("channel_id"),
-                thread_ts: r.get("thread_ts"),
-            })
-            .collect())
+        Ok(rows.iter().map(thread_of).collect())
     }
 
     /// Puts every failed message with attempts left back in line (at start).
@@ -247,14 +262,7 @@ impl Store {
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| IncomingMessage {
-            channel: r.get("channel_id"),
-            ts: r.get("ts"),
-            thread_ts: r.get("thread_ts"),
-            user: r.get("user_id"),
-            text: r.get("text"),
-            event_id: r.get("event_id"),
-        }))
+        Ok(row.as_ref().map(message_of))
     }
 
     /// Marks a message handled, with nothing to record or say about it.

@@ -9,7 +9,7 @@
 
 use sqlx::{Row, SqliteConnection};
 
-use super::{Store, StoreError, ThreadKey, now};
+use super::{Store, StoreError, ThreadKey, now, thread_of};
 
 /// An effect to record: its id (unique; `<group>/<n>`), its thread and its body (JSON the
 /// delivery understands).
@@ -69,10 +69,7 @@ const COLUMNS: &str = "id, channel_id, thread_ts, body, state, ts, file_id";
 fn record(r: &sqlx::sqlite::SqliteRow) -> IntentRecord {
     IntentRecord {
         id: r.get("id"),
-        thread: ThreadKey {
-            channel: r.get("channel_id"),
-            thread_ts: r.get("thread_ts"),
-        },
+        thread: thread_of(r),
         body: r.get("body"),
         state: IntentState::parse(r.get("state")),
         ts: r.get("ts"),
@@ -132,13 +129,7 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| ThreadKey {
-                channel: r.get("channel_id"),
-                thread_ts: r.get("thread_ts"),
-            })
-            .collect())
+        Ok(rows.iter().map(thread_of).collect())
     }
 
     /// The effects recorded together as `group`, in order.

@@ -5,7 +5,7 @@
 
 use sqlx::{Row, SqliteConnection};
 
-use super::{IncomingMessage, Store, StoreError, now};
+use super::{IncomingMessage, Store, StoreError, message_of, now};
 
 /// What a message started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,14 +78,7 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| CutOffStart {
-                msg: IncomingMessage {
-                    channel: r.get("channel_id"),
-                    ts: r.get("ts"),
-                    thread_ts: r.get("thread_ts"),
-                    user: r.get("user_id"),
-                    text: r.get("text"),
-                    event_id: r.get("event_id"),
-                },
+                msg: message_of(r),
                 kind: if r.get::<&str, _>("run_start") == RunStart::FollowUp.as_str() {
                     RunStart::FollowUp
                 } else {
