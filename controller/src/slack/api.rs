@@ -356,14 +356,16 @@ impl Sender {
         Ok(())
     }
 
-    /// What of its own a thread shows: the outbox effects its posts name in their metadata
-    /// and the files shared in it. Reads the whole thread with `conversations.replies`
-    /// (`include_all_metadata`), page by page: a call Slack rate-limits hard, so it is made
-    /// only to settle an effect whose outcome is unknown.
+    /// What of its own a thread shows from `oldest` (a Slack ts) on: the outbox effects its
+    /// posts name in their metadata and the files shared in it. Reads the thread with
+    /// `conversations.replies` (`include_all_metadata`), page by page: a call Slack
+    /// rate-limits hard, so it is made only to settle an effect whose outcome is unknown, and
+    /// only from when that effect was recorded.
     pub async fn thread_marks(
         &self,
         channel: &str,
         thread_ts: &str,
+        oldest: &str,
     ) -> Result<ThreadMarks, SlackError> {
         let mut marks = ThreadMarks::default();
         let mut cursor: Option<String> = None;
@@ -374,6 +376,8 @@ impl Sender {
                         ("channel", Some(channel)),
                         ("ts", Some(thread_ts)),
                         ("include_all_metadata", Some("true")),
+                        ("oldest", Some(oldest)),
+                        ("inclusive", Some("true")),
                         ("limit", Some(REPLIES_PAGE)),
                     ];
                     if let Some(cursor) = &cursor {

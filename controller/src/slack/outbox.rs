@@ -155,8 +155,11 @@ impl Outbox {
 
     async fn deliver_unsent(&self, thread: &ThreadKey) -> Result<(), OutboxError> {
         let store = &self.inner.store;
+        let rows = store.unsent(thread).await?;
+        // Whatever a crash left unknown was recorded after the earliest unsent effect.
+        let oldest = rows.first().map(|r| slack_ts_before(&r.created_at));
         let mut marks: Option<ThreadMarks> = None;
-        for row in store.unsent(thread).await? {
+        for row in rows {
             let effect = match serde_json::from_str::<Effect>(&row.body) {
                 Ok(effect) => effect,
                 Err(e) => {
@@ -173,7 +176,11 @@ impl Outbox {
                     let read = self
                         .inner
                         .sender
-                        .thread_marks(&thread.channel, &thread.thread_ts)
+                        .thread_marks(
+                            &thread.channel,
+                            &thread.thread_ts,
+                            oldest.as_deref().unwrap_or("0"),
+                        )
                         .await?;
                     marks = Some(read);
                 }
@@ -327,6 +334,22 @@ impl Outbox {
     }
 }
 
+/// How far before an effect's recording the thread is read for it: Slack's clock and ours
+/// may disagree a little.
+const CLOCK_MARGIN_SECS: i64 = 600;
+
+/// A Slack ts (epoch seconds) [`CLOCK_MARGIN_SECS`] before `recorded` (RFC 3339); "0" (the
+/// whole thread) if it cannot be read.
+fn slack_ts_before(recorded: &str) -> String {
+    match chrono::DateTime::parse_from_rfc3339(recorded) {
+        Ok(at) => format!("{}.000000", (at.timestamp() - CLOCK_MARGIN_SECS).max(0)),
+        Err(e) => {
+            tracing::warn!("outbox time {recorded:?} unreadable ({e}); reading the whole thread");
+            "0".into()
+        }
+    }
+}
+
 /// Whether the thread shows `row`'s effect: `Some(ts)` if so (the post's ts; `None` for a
 /// snippet), `None` if not.
 fn shown(marks: &ThreadMarks, row: &IntentRecord, effect: &Effect) -> Option<Option<String>> {
@@ -460,6 +483,12 @@ mod tests {
             reads.len() >= 3,
             "paged through the thread: {}",
             reads.len()
+        );
+        let oldest: f64 = reads[0].params["oldest"].as_str().unwrap().parse().unwrap();
+        let parent: f64 = s.thread.thread_ts.parse().unwrap();
+        assert!(
+            (parent - 700.0..parent).contains(&oldest),
+            "read from a little before the effects were recorded: {oldest} for {parent}"
         );
         assert!(
             reads

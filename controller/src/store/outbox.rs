@@ -62,9 +62,11 @@ pub struct IntentRecord {
     pub ts: Option<String>,
     /// The uploaded file's id, once known (snippets).
     pub file_id: Option<String>,
+    /// When it was recorded (RFC 3339, UTC): nothing of it can be in Slack from before.
+    pub created_at: String,
 }
 
-const COLUMNS: &str = "id, channel_id, thread_ts, body, state, ts, file_id";
+const COLUMNS: &str = "id, channel_id, thread_ts, body, state, ts, file_id, created_at";
 
 fn record(r: &sqlx::sqlite::SqliteRow) -> IntentRecord {
     IntentRecord {
@@ -74,6 +76,7 @@ fn record(r: &sqlx::sqlite::SqliteRow) -> IntentRecord {
         state: IntentState::parse(r.get("state")),
         ts: r.get("ts"),
         file_id: r.get("file_id"),
+        created_at: r.get("created_at"),
     }
 }
 

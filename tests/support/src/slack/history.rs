@@ -7,8 +7,9 @@
 //! checks it) is kept too, and returned only when the caller asks `include_all_metadata`.
 //!
 //! `conversations.replies` behaves as documented: `channel` and `ts` are required, `ts` may be
-//! the parent or any reply (the whole thread comes back, parent first, oldest first), an
-//! unknown `ts` is `thread_not_found`; `limit` defaults to 1000 and pages are chained with
+//! the parent or any reply (the whole thread comes back, parent first, oldest first, within
+//! `oldest`/`latest`, exclusive unless `inclusive`), an unknown `ts` is `thread_not_found`;
+//! `limit` defaults to 1000 and pages are chained with
 //! `has_more` and an opaque `response_metadata.next_cursor` (a bad one is `invalid_cursor`).
 //! Slack caps pages of apps outside its Marketplace at 15 messages; [`FakeSlack::cap_history_pages`]
 //! turns that on. Rate limits come from [`FakeSlack::rate_limit`], as for every method.
@@ -109,6 +110,20 @@ pub(super) fn replies(st: &SlackState, params: &Params) -> Result<Value, String>
         .map(|(_, m)| m)
         .collect();
     thread.sort_by_key(|m| ts_key(m["ts"].as_str().unwrap_or_default()));
+    // `oldest`/`latest` bound the messages returned, exclusive unless `inclusive`.
+    let inclusive = matches!(params.get("inclusive"), Some(Value::Bool(true)))
+        || matches!(
+            str_param(params, "inclusive").as_deref(),
+            Some("true" | "1")
+        );
+    let bound = |key: &str| str_param(params, key).map(|ts| ts_key(&ts));
+    let (oldest, latest) = (bound("oldest"), bound("latest"));
+    thread.retain(|m| {
+        let ts = ts_key(m["ts"].as_str().unwrap_or_default());
+        let after = oldest.is_none_or(|o| ts > o || (inclusive && ts == o));
+        let before = latest.is_none_or(|l| ts < l || (inclusive && ts == l));
+        after && before
+    });
 
     let limit = match str_param(params, "limit") {
         None => MAX_LIMIT,

@@ -107,6 +107,31 @@ async fn posts_keep_their_metadata_and_replies_return_it_only_when_asked() {
     let reply_ts = fake.posts()[1].ts.clone();
     let (_, by_reply) = replies(&fake, &[("channel", CHANNEL), ("ts", &reply_ts)]).await;
     assert_eq!(by_reply["messages"].as_array().unwrap().len(), 3);
+    // Bounded by time: from the second reply on.
+    let second = fake.posts()[1].ts.clone();
+    let (_, later) = replies(
+        &fake,
+        &[
+            ("channel", CHANNEL),
+            ("ts", &parent),
+            ("oldest", &second),
+            ("inclusive", "true"),
+        ],
+    )
+    .await;
+    let later: Vec<&str> = later["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(later, ["reply 1"]);
+    let (_, after) = replies(
+        &fake,
+        &[("channel", CHANNEL), ("ts", &parent), ("oldest", &second)],
+    )
+    .await;
+    assert!(after["messages"].as_array().unwrap().is_empty(), "{after}");
     let (_, missing) = replies(&fake, &[("channel", CHANNEL), ("ts", "1.000009")]).await;
     assert_eq!(missing["error"], "thread_not_found");
     let (_, no_ts) = replies(&fake, &[("channel", CHANNEL)]).await;
