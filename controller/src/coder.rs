@@ -46,6 +46,16 @@ fn end_group(run_id: &str) -> String {
     format!("end:{run_id}")
 }
 
+/// The outbox group announcing the pull request of the run's event `seq`.
+fn pull_request_group(run_id: &str, seq: i64) -> String {
+    format!("pr:{run_id}:{seq}")
+}
+
+/// The line announcing a pull request.
+fn pull_request_line(url: &str) -> String {
+    format!("{PREFIX}opened a pull request: {url}")
+}
+
 /// Why a run could not be started.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StartFailure {
@@ -316,7 +326,19 @@ impl SlackCoder {
                 return;
             }
         };
-        let last_text = self.last_assistant_text(run_id).await;
+        let story = self.story(run_id).await;
+        let mut unannounced = Vec::new();
+        for (seq, url) in story.pull_requests {
+            match self
+                .store
+                .intent_group(&pull_request_group(run_id, seq))
+                .await
+            {
+                Ok(rows) if rows.is_empty() => unannounced.push(url),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(run = run_id, "read the pull request link: {e}"),
+            }
+        }
         let status = match self.store.intent_group(&status_group(run_id)).await {
             Ok(rows) => rows,
             Err(e) => {
@@ -335,7 +357,8 @@ impl SlackCoder {
         }
         let effects = end_effects(
             &run,
-            &last_text,
+            &story.last_text,
+            &unannounced,
             status_post.as_deref(),
             approval_ts.as_deref(),
         );
@@ -352,31 +375,32 @@ impl SlackCoder {
         }
     }
 
-    /// The Coder's last words in the run (its last assistant text), from the run's events.
-    async fn last_assistant_text(&self, run_id: &str) -> String {
+    /// What the run's recorded events tell its end report: the Coder's last words and the
+    /// pull requests it opened.
+    async fn story(&self, run_id: &str) -> Story {
+        let mut story = Story::default();
         let events = match self.store.run_events(run_id, 0).await {
             Ok(events) => events,
             Err(e) => {
                 tracing::warn!(run = run_id, "read the run's events: {e}");
-                return String::new();
+                return story;
             }
         };
-        events
-            .iter()
-            .rev()
-            .find_map(|(_, body)| {
-                match codebutler_proto::runner::v1::RunnerEvent::decode(body.as_slice()) {
-                    Ok(recorded) => match recorded.event {
-                        Some(Event::AssistantText(a)) => Some(a.text),
-                        _ => None,
-                    },
-                    Err(e) => {
-                        tracing::warn!(run = run_id, "stored event: {e}");
-                        None
+        for (seq, body) in events {
+            match codebutler_proto::runner::v1::RunnerEvent::decode(body.as_slice()) {
+                Ok(recorded) => match recorded.event {
+                    Some(Event::AssistantText(a)) => story.last_text = a.text,
+                    Some(event) => {
+                        if let Some(url) = pull_request_url(&event) {
+                            story.pull_requests.push((seq, url));
+                        }
                     }
-                }
-            })
-            .unwrap_or_default()
+                    None => {}
+                },
+                Err(e) => tracing::warn!(run = run_id, "stored event {seq}: {e}"),
+            }
+        }
+        story
     }
 
     /// The conversation `last` left: the one kept at its latest model call, else the one
@@ -474,6 +498,14 @@ impl SlackCoder {
     }
 }
 
+/// What a run's events tell its end report.
+#[derive(Debug, Default)]
+struct Story {
+    last_text: String,
+    /// Pull requests opened, with the seq of their event.
+    pull_requests: Vec<(i64, String)>,
+}
+
 /// How a follow-up reaches the Coder: who said what.
 fn follow_up_message(msg: &IncomingMessage) -> String {
     format!("<@{}>: {}", msg.user, msg.text)
@@ -551,10 +583,12 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
 }
 
 /// The effects reporting a run's end: the status message's final line (when it was
-/// posted), the summary, and ✅ or ❌ on the message that started the run (when known).
+/// posted), the links of pull requests nobody announced (the follower died first), the
+/// summary, and ✅ or ❌ on the message that started the run (when known).
 fn end_effects(
     run: &RunRecord,
     last_text: &str,
+    unannounced: &[String],
     status_post: Option<&str>,
     approval_ts: Option<&str>,
 ) -> Effects {
@@ -566,6 +600,12 @@ fn end_effects(
             &text,
             crate::slack::interactive::sections(&text),
         );
+    }
+    for url in unannounced {
+        effects = effects.push(Effect::Post {
+            text: pull_request_line(url),
+            blocks: None,
+        });
     }
     effects = effects.reply(&end_summary(run, last_text), PREFIX);
     if let Some(ts) = approval_ts {
@@ -684,7 +724,7 @@ impl Follower {
                         }
                         next_seq = e.seq + 1;
                         if let Some(event) = &e.event.event {
-                            self.on_event(event).await;
+                            self.on_event(e.seq, event).await;
                             dirty = true;
                         }
                     }
@@ -712,11 +752,12 @@ impl Follower {
 
     /// What one event of the run means for the thread: the status, a PR link, a notice, a
     /// question for the PM or the people.
-    async fn on_event(&mut self, event: &Event) {
+    async fn on_event(&mut self, seq: i64, event: &Event) {
         self.status.apply(event);
         if let Some(url) = pull_request_url(event) {
-            let effects = Effects::new(&self.approval.thread()).push(Effect::Post {
-                text: format!("{PREFIX}opened a pull request: {url}"),
+            let group = pull_request_group(&self.run_id, seq);
+            let effects = Effects::named(group, &self.approval.thread()).push(Effect::Post {
+                text: pull_request_line(&url),
                 blocks: None,
             });
             if let Err(e) = self.coder.outbox.send(&effects).await {
@@ -751,7 +792,7 @@ impl Follower {
                     match codebutler_proto::runner::v1::RunnerEvent::decode(body.as_slice()) {
                         Ok(recorded) => {
                             if let Some(event) = &recorded.event {
-                                self.on_event(event).await;
+                                self.on_event(seq, event).await;
                             }
                         }
                         Err(e) => tracing::warn!(run = %self.run_id, "stored event {seq}: {e}"),
@@ -934,7 +975,13 @@ mod tests {
     #[test]
     fn a_finished_run_ends_with_its_final_line_its_last_words_and_a_check_mark() {
         let run = ended(RunState::Finished, "completed: fixed it");
-        let effects = end_effects(&run, "Fixed the expiry.", Some("status:42/1"), Some("1.2"));
+        let effects = end_effects(
+            &run,
+            "Fixed the expiry.",
+            &[],
+            Some("status:42/1"),
+            Some("1.2"),
+        );
         assert_eq!(effects.group(), "end:42");
         let final_line = "*Coder:* finished _Fix expiry_ in `codebutler/fix-expiry` · 4 turns · 1m 12s · 1234 tokens · $0.50";
         assert_eq!(
@@ -957,7 +1004,7 @@ mod tests {
     #[test]
     fn a_run_cut_off_says_so_and_how_to_go_on() {
         let run = ended(RunState::Interrupted, "the controller stopped while it ran");
-        let effects = end_effects(&run, "half way", None, None);
+        let effects = end_effects(&run, "half way", &[], None, None);
         assert_eq!(
             effects.effects(),
             [Effect::Post {
@@ -967,15 +1014,26 @@ mod tests {
             "without a status message or its approval known, only the summary"
         );
         let failed = ended(RunState::Failed, "model failed: refused");
-        let effects = end_effects(&failed, "", Some("s/1"), Some("1.2"));
+        let effects = end_effects(
+            &failed,
+            "",
+            &["https://x/pull/7".into()],
+            Some("s/1"),
+            Some("1.2"),
+        );
         let [
             Effect::Update { text, .. },
+            Effect::Post { text: link, .. },
             Effect::Post { text: summary, .. },
             Effect::React { name, .. },
         ] = effects.effects()
         else {
-            panic!("update, summary, reaction");
+            panic!("update, link, summary, reaction");
         };
+        assert_eq!(
+            link, "*Coder:* opened a pull request: https://x/pull/7",
+            "a pull request nobody announced is, with the end"
+        );
         assert!(text.starts_with("*Coder:* stopped _Fix expiry_"), "{text}");
         assert_eq!(
             summary,
