@@ -1,6 +1,11 @@
 //! The daemon: wires configuration, store, Slack, the model gateway, thread dispatch and the
 //! PM together, runs until a shutdown signal, then stops in order — stop taking messages,
 //! let work in flight finish within a bound, close the store.
+//!
+//! At start, before anything can start a run, it sorts out what the last stop cut off
+//! ([`crate::reconcile`]); once connected it delivers what the outbox still holds and
+//! answers the messages still pending. Everything it says in Slack goes through the outbox
+//! ([`crate::slack::outbox`]), recorded with the change it reports.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -17,14 +22,15 @@ use crate::coder::SlackCoder;
 use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
-use crate::pm::{Pm, PmError};
+use crate::pm::{Pm, PmError, PmTurn};
 use crate::routing::{Route, mentioned_roles, other_roles_reply, route};
 use crate::runners;
 use crate::slack::api::{Sender, auth_test, build_client};
-use crate::slack::format::render_reply;
+use crate::slack::effects::{Effects, MessageRef};
 use crate::slack::intake::{Intake, IntakeFilter, classify};
+use crate::slack::outbox::{Outbox, OutboxError};
 use crate::slack::socket::{EventSink, SocketMode};
-use crate::store::{IncomingMessage, Store};
+use crate::store::{Change, IncomingMessage, RunStart, Store};
 use crate::threads::{Dispatcher, IDLE_TIMEOUT, MessageHandler};
 
 /// How long shutdown waits for work in flight.
@@ -68,18 +74,11 @@ pub async fn run(
         &config.slack.bot_token,
         config.slack.messages_per_second,
     );
+    let outbox = Outbox::new(store.clone(), sender);
     let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
     let supervisor = runners::supervisor_for(&layout, &config, store.clone(), gateway.clone())
         .await
         .map_err(StartError::Runners)?;
-    let admin_stop = CancellationToken::new();
-    let admin = tokio::spawn(runners::admin::serve(
-        runners::admin::AdminService {
-            supervisor: supervisor.clone(),
-            layout: layout.clone(),
-        },
-        admin_stop.clone(),
-    ));
     let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
         path: layout.repo.clone(),
         source,
@@ -92,17 +91,28 @@ pub async fn run(
         model: config.product_manager.default_model().to_owned(),
         gh: PathBuf::from(&config.github.cli),
     };
-    let handler = Arc::new(PmHandler {
+    let coder = SlackCoder {
+        supervisor: supervisor.clone(),
+        layout: layout.clone(),
+        outbox: outbox.clone(),
+        store: store.clone(),
+        prepare: runners::preparer_for(&layout, &config).map_err(StartError::Runners)?,
         pm: pm.clone(),
-        coder: SlackCoder {
+    };
+    // Before anything can start a run: what the last stop cut off.
+    crate::reconcile::after_stop(&coder).await;
+    let admin_stop = CancellationToken::new();
+    let admin = tokio::spawn(runners::admin::serve(
+        runners::admin::AdminService {
             supervisor: supervisor.clone(),
             layout: layout.clone(),
-            sender: sender.clone(),
-            store: store.clone(),
-            prepare: runners::preparer_for(&layout, &config).map_err(StartError::Runners)?,
-            pm,
         },
-        sender,
+        admin_stop.clone(),
+    ));
+    let handler = Arc::new(PmHandler {
+        pm,
+        coder,
+        outbox: outbox.clone(),
         store: store.clone(),
         allowed_users: config.access.allowed_users.clone(),
         max_cost_per_thread: config.coder.max_cost_per_thread,
@@ -119,10 +129,14 @@ pub async fn run(
     let socket = SocketMode::start(client, &config.slack.app_token, sink)
         .await
         .map_err(|e| StartError::Socket(e.to_string()))?;
-    handler
-        .coder
-        .report_interrupted(supervisor.take_interrupted())
-        .await;
+    // Effects the last stop left undelivered, in the background: a thread whose outcome is
+    // unknown is read first, and Slack rate-limits that.
+    tokio::spawn(async move {
+        let threads = outbox.recover().await;
+        if threads > 0 {
+            tracing::info!("delivered what the outbox held for {threads} thread(s)");
+        }
+    });
     let resumed = dispatcher.resume_pending().await?;
     if resumed > 0 {
         tracing::info!("resuming {resumed} thread(s) with unanswered messages");
@@ -203,9 +217,13 @@ impl EventSink for IntakeSink {
 }
 
 /// Handles a thread's messages with the PM.
+///
+/// What handling a message changes and what it says in Slack are recorded together
+/// ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
+/// after leaves it processed with its reply waiting in the outbox.
 struct PmHandler {
     pm: Pm,
-    sender: Sender,
+    outbox: Outbox,
     store: Store,
     /// Starts and reports Coder runs of approved plans.
     coder: SlackCoder,
@@ -216,23 +234,73 @@ struct PmHandler {
 }
 
 impl PmHandler {
-    async fn say(&self, msg: &IncomingMessage, markdown: &str) -> bool {
-        self.say_as(msg, markdown, PM_PREFIX).await
+    /// Records `changes` with a `*PM:*` reply to `msg`. Returns whether it was recorded.
+    async fn say(&self, msg: &IncomingMessage, changes: &[Change<'_>], markdown: &str) -> bool {
+        self.say_as(msg, changes, markdown, PM_PREFIX).await
     }
 
-    async fn say_as(&self, msg: &IncomingMessage, markdown: &str, prefix: &str) -> bool {
-        let parts = render_reply(markdown, prefix);
-        match self.sender.send(&msg.channel, &msg.thread_ts, &parts).await {
-            Ok(()) => true,
+    /// Records `changes` with a `*Coder:*` reply to `msg`.
+    async fn say_coder(
+        &self,
+        msg: &IncomingMessage,
+        changes: &[Change<'_>],
+        markdown: &str,
+    ) -> bool {
+        self.say_as(msg, changes, markdown, CODER_PREFIX).await
+    }
+
+    async fn say_as(
+        &self,
+        msg: &IncomingMessage,
+        changes: &[Change<'_>],
+        markdown: &str,
+        prefix: &str,
+    ) -> bool {
+        let effects = Effects::new(&msg.thread()).reply(markdown, prefix);
+        self.record(msg, changes, &effects).await
+    }
+
+    /// Records `changes` with `effects`; a failure is logged and leaves `msg` as it was.
+    async fn record(
+        &self,
+        msg: &IncomingMessage,
+        changes: &[Change<'_>],
+        effects: &Effects,
+    ) -> bool {
+        match self.outbox.commit(changes, effects).await {
+            Ok(_) => true,
             Err(e) => {
-                tracing::error!(thread = %msg.thread(), "post reply: {e}");
+                tracing::error!(thread = %msg.thread(), "record the reply to {}: {e}", msg.ts);
                 false
             }
         }
     }
 
+    /// Replies to `msg` and marks it processed, or failed if that cannot be recorded.
+    async fn answer(&self, msg: &IncomingMessage, markdown: &str) {
+        self.answer_as(msg, markdown, PM_PREFIX).await;
+    }
+
+    /// Replies to `msg` as the Coder and marks it processed, or failed.
+    async fn answer_coder(&self, msg: &IncomingMessage, markdown: &str) {
+        self.answer_as(msg, markdown, CODER_PREFIX).await;
+    }
+
+    async fn answer_as(&self, msg: &IncomingMessage, markdown: &str, prefix: &str) {
+        let changes = [Change::Processed(msg)];
+        if !self.say_as(msg, &changes, markdown, prefix).await {
+            self.settle_failed(msg).await;
+        }
+    }
+
+    /// A reaction that needs no outbox: adding it again is harmless.
     async fn react(&self, msg: &IncomingMessage, name: &str) {
-        if let Err(e) = self.sender.react(&msg.channel, &msg.ts, name).await {
+        if let Err(e) = self
+            .outbox
+            .sender()
+            .react(&msg.channel, &msg.ts, name)
+            .await
+        {
             tracing::warn!(thread = %msg.thread(), "react {name}: {e}");
         }
     }
@@ -274,10 +342,12 @@ impl PmHandler {
         taken
     }
 
-    /// An approval of the thread's pending plan: starts the Coder (at most once).
+    /// An approval of the thread's pending plan: starts the Coder (at most once). The
+    /// message stays pending until the run is started and announced; a crash meanwhile is
+    /// sorted out at the next start ([`crate::reconcile`]).
     async fn approve(&self, msg: &IncomingMessage) {
         let thread = msg.thread();
-        let plan = match self.store.approve_plan(&thread).await {
+        let plan = match self.store.approve_plan(&thread, msg).await {
             Ok(Some(plan)) => plan,
             Ok(None) => {
                 // Approved a moment ago by someone else: nothing more to start.
@@ -297,15 +367,24 @@ impl PmHandler {
         );
         self.approve_budget(msg).await;
         let approval = crate::slack::interactive::reaction_target(msg);
-        if let Err(e) = self.coder.start(&approval, &plan).await {
-            tracing::error!(thread = %thread, "start coder: {e}");
-            let _ = self.store.set_phase(&thread, "pm").await;
-            let reply = format!(
-                "I couldn't start the Coder ({e}). The plan is still waiting; approve it again to retry."
-            );
-            let _ = self.say(msg, &reply).await;
+        match self.coder.start(&approval, &plan).await {
+            Ok(()) => self.done(msg).await,
+            Err(failure) => {
+                tracing::error!(thread = %thread, "start coder: {}", failure.reason);
+                let reply = format!(
+                    "I couldn't start the Coder ({}). The plan is still waiting; approve it again to retry.",
+                    failure.reason
+                );
+                let mut changes = vec![Change::PlanPending(&thread), Change::Processed(msg)];
+                if let Some(run) = &failure.run {
+                    // The run never began: this reply is its end.
+                    changes.push(Change::RunReported(run));
+                }
+                if !self.say(msg, &changes, &reply).await {
+                    self.settle_failed(msg).await;
+                }
+            }
         }
-        self.done(msg).await;
     }
 
     /// A message after the thread's run ended: a new run goes on from it.
@@ -317,16 +396,36 @@ impl PmHandler {
             msg.user,
             last.id
         );
-        if let Err(e) = self.coder.resume(msg, last).await {
-            tracing::error!(thread = %msg.thread(), "resume coder: {e}");
-            let reply = format!("I couldn't go on from my last run ({e}).");
-            self.say_coder(msg, &reply).await;
+        if let Err(e) = self.store.mark_run_start(msg, RunStart::FollowUp).await {
+            tracing::error!(thread = %msg.thread(), "record the start of a run: {e}");
+            self.settle_failed(msg).await;
+            return;
         }
-        self.done(msg).await;
+        match self.coder.resume(msg, last).await {
+            Ok(()) => self.done(msg).await,
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "resume coder: {e}");
+                let reply = format!("I couldn't go on from my last run ({e}).");
+                self.answer_coder(msg, &reply).await;
+            }
+        }
     }
 
-    async fn say_coder(&self, msg: &IncomingMessage, markdown: &str) -> bool {
-        self.say_as(msg, markdown, CODER_PREFIX).await
+    /// "undo" in a thread that has had a run.
+    async fn undo(&self, msg: &IncomingMessage) {
+        let undo = self.coder.undo(msg).await;
+        let mut changes = Vec::new();
+        if let Some(undone) = &undo.undone {
+            changes.push(Change::Undone {
+                checkpoint_run: &undone.checkpoint_run,
+                latest_run: undone.latest_run.as_deref(),
+                conversation: &undone.conversation,
+            });
+        }
+        changes.push(Change::Processed(msg));
+        if !self.say_coder(msg, &changes, &undo.reply).await {
+            self.settle_failed(msg).await;
+        }
     }
 
     async fn done(&self, msg: &IncomingMessage) {
@@ -335,32 +434,39 @@ impl PmHandler {
         }
     }
 
-    /// Stores a turn, retrying briefly: the answer is already posted.
-    async fn store_turn(
-        &self,
-        msg: &IncomingMessage,
-        messages: &[codebutler_runner::conversation::ChatMessage],
-    ) -> Result<(), crate::store::StoreError> {
-        let mut attempt = 0;
-        loop {
-            match self
-                .store
-                .complete_turn(msg, crate::pm::ROLE, messages)
-                .await
-            {
-                Err(e) if attempt < 3 => {
-                    tracing::warn!(thread = %msg.thread(), "store pm turn: {e}; retrying");
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
-                }
-                result => return result,
-            }
-        }
-    }
-
     async fn settle_failed(&self, msg: &IncomingMessage) {
         if let Err(e) = self.store.mark_failed(msg).await {
             tracing::error!(thread = %msg.thread(), "mark message {} failed: {e}", msg.ts);
+        }
+    }
+
+    /// Records the PM's turn with its answer (or plan) and ✅, retrying briefly: until it is
+    /// recorded nothing was said, so a failure leaves the message to be answered again.
+    async fn complete_turn(&self, msg: &IncomingMessage, turn: &PmTurn) -> Result<(), OutboxError> {
+        let thread = msg.thread();
+        let effects = match &turn.plan {
+            Some(plan) => self.plan_effects(msg, &turn.answer, plan).await,
+            None => Effects::new(&thread).reply(&turn.answer, PM_PREFIX),
+        }
+        .react(&msg.ts, "white_check_mark");
+        let changes = [
+            Change::Turn {
+                thread: &thread,
+                role: crate::pm::ROLE,
+                messages: &turn.new_messages,
+            },
+            Change::Processed(msg),
+        ];
+        let mut attempt = 0;
+        loop {
+            match self.outbox.commit(&changes, &effects).await {
+                Err(e) if attempt < 3 => {
+                    tracing::warn!(thread = %thread, "store pm turn: {e}; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                }
+                result => return result.map(|_| ()),
+            }
         }
     }
 }
@@ -380,21 +486,13 @@ impl MessageHandler for PmHandler {
                 msg.user
             );
             let reply = "Sorry, I only take requests from the people on this channel's allow-list (`access.allowedUsers`). Ask whoever runs CodeButler to add you.";
-            if self.say(&msg, reply).await {
-                if let Err(e) = self.store.mark_processed(&msg).await {
-                    tracing::error!(thread = %thread, "mark processed: {e}");
-                }
-            } else {
-                self.settle_failed(&msg).await;
-            }
+            self.answer(&msg, reply).await;
             return;
         }
         if is_undo(&msg.text)
             && self.store.phase(&thread).await.ok().flatten().as_deref() == Some("coder")
         {
-            let reply = self.coder.undo(&msg).await;
-            self.say_coder(&msg, &reply).await;
-            self.done(&msg).await;
+            self.undo(&msg).await;
             return;
         }
         if let Some(cap) = crate::budget::parse_budget_command(&msg.text) {
@@ -414,8 +512,7 @@ impl MessageHandler for PmHandler {
             if is_approval(&msg.text) {
                 // "yes"/"ok" after the run is not new work: don't start a run for it.
                 let reply = "That plan was carried out already. Tell me what to change next, say **continue** to go on, or **undo** to drop my last run's changes.";
-                self.say_coder(&msg, reply).await;
-                self.done(&msg).await;
+                self.answer_coder(&msg, reply).await;
             } else {
                 self.follow_up(&msg, &last).await;
             }
@@ -427,13 +524,7 @@ impl MessageHandler for PmHandler {
                 "thread {thread} → addressed to {}",
                 named.join(", ")
             );
-            if self.say(&msg, &other_roles_reply(&named)).await {
-                if let Err(e) = self.store.mark_processed(&msg).await {
-                    tracing::error!(thread = %thread, "mark processed: {e}");
-                }
-            } else {
-                self.settle_failed(&msg).await;
-            }
+            self.answer(&msg, &other_roles_reply(&named)).await;
             return;
         }
 
@@ -447,45 +538,32 @@ impl MessageHandler for PmHandler {
             }
             Err(PmError::Model(e)) => {
                 tracing::error!(thread = %thread, "pm model call failed: {e}");
-                self.say(
-                    &msg,
-                    &format!(
-                        "I couldn't reach the model ({}). Your message is saved: I'll try it again when you next write in this thread, or when I restart.",
-                        short_reason(&e)
-                    ),
-                )
-                .await;
-                self.settle_failed(&msg).await;
+                let reply = format!(
+                    "I couldn't reach the model ({}). Your message is saved: I'll try it again when you next write in this thread, or when I restart.",
+                    short_reason(&e)
+                );
+                if !self.say(&msg, &[Change::Failed(&msg)], &reply).await {
+                    self.settle_failed(&msg).await;
+                }
                 return;
             }
             Err(PmError::Store(e)) => {
                 tracing::error!(thread = %thread, "pm store error: {e}");
-                self.say(&msg, "Something went wrong on my side reading this thread's history; your message is saved and will be retried.").await;
-                self.settle_failed(&msg).await;
+                let reply = "Something went wrong on my side reading this thread's history; your message is saved and will be retried.";
+                if !self.say(&msg, &[Change::Failed(&msg)], reply).await {
+                    self.settle_failed(&msg).await;
+                }
                 return;
             }
         };
-
-        let posted = match &turn.plan {
-            Some(plan) => {
-                tracing::info!(tag = "PM", "thread {thread} → plan proposed");
-                self.propose(&msg, &turn.answer, plan).await
-            }
-            None => self.say(&msg, &turn.answer).await,
-        };
-        if !posted {
+        if turn.plan.is_some() {
+            tracing::info!(tag = "PM", "thread {thread} → plan proposed");
+        }
+        if let Err(e) = self.complete_turn(&msg, &turn).await {
+            tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
             self.settle_failed(&msg).await;
             return;
         }
-        if let Err(e) = self.store_turn(&msg, &turn.new_messages).await {
-            // The answer is posted: never answer again. The thread's history misses this turn.
-            tracing::error!(thread = %thread, "store pm turn: {e}; the answer was posted but is not in the thread's history");
-            if let Err(e) = self.store.mark_processed(&msg).await {
-                tracing::error!(thread = %thread, "mark processed: {e}");
-            }
-            return;
-        }
-        self.react(&msg, "white_check_mark").await;
         tracing::info!(
             tag = "RSP",
             "pm: {:?} ({} tool calls)",
@@ -495,25 +573,25 @@ impl MessageHandler for PmHandler {
     }
 
     async fn on_panic(&self, msg: IncomingMessage, panic: String) {
-        self.say(
-            &msg,
-            &format!("Something broke while I worked on this ({panic}). It is logged; your message is saved and will be retried when you write again."),
-        )
-        .await;
-        self.settle_failed(&msg).await;
+        let reply = format!(
+            "Something broke while I worked on this ({panic}). It is logged; your message is saved and will be retried when you write again."
+        );
+        if !self.say(&msg, &[Change::Failed(&msg)], &reply).await {
+            self.settle_failed(&msg).await;
+        }
     }
 }
 
 /// Buttons and budgets (see [`crate::slack::interactive`] and [`crate::budget`]).
 impl PmHandler {
-    /// Posts the PM's answer with its plan, the plan's cost estimate and budget, and the
+    /// The PM's answer with its plan, the plan's cost estimate and budget, and the
     /// Approve/Cancel buttons.
-    async fn propose(
+    async fn plan_effects(
         &self,
         msg: &IncomingMessage,
         answer: &str,
         plan: &crate::pm::tools::Plan,
-    ) -> bool {
+    ) -> Effects {
         use crate::slack::interactive::{plan_blocks, plan_digest};
         let thread = msg.thread();
         let cap = match self.store.thread_budget(&thread).await {
@@ -532,30 +610,13 @@ impl PmHandler {
         let cost_line = crate::budget::cost_markdown(&estimate, cap);
         let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
         let digest = plan_digest(&serde_json::to_string(plan).unwrap_or_default());
-        let parts = render_reply(&markdown, PM_PREFIX);
-        match self
-            .sender
-            .send_with_blocks(&msg.channel, &msg.thread_ts, &parts, |text| {
-                plan_blocks(text, &digest)
-            })
-            .await
-        {
-            Ok(_) => true,
-            Err(e) => {
-                tracing::error!(thread = %thread, "post plan: {e}");
-                false
-            }
-        }
+        Effects::new(&thread)
+            .reply_with_blocks(&markdown, PM_PREFIX, |text| plan_blocks(text, &digest))
     }
 
     /// "budget $N": sets the thread's cap and says so.
     async fn set_budget(&self, msg: &IncomingMessage, cap: f64) {
         let thread = msg.thread();
-        if let Err(e) = self.store.set_thread_budget(&thread, cap, &msg.user).await {
-            tracing::error!(thread = %thread, "set budget: {e}");
-            self.settle_failed(msg).await;
-            return;
-        }
         tracing::info!(
             tag = "PM",
             "thread {thread} → budget set to {} by {}",
@@ -563,9 +624,18 @@ impl PmHandler {
             msg.user
         );
         let running = self.coder.supervisor.is_active(&thread.thread_ts);
-        self.say(msg, &crate::budget::budget_set_reply(cap, running))
-            .await;
-        self.done(msg).await;
+        let change = Change::Budget {
+            thread: &thread,
+            cap_usd: cap,
+            user: &msg.user,
+        };
+        let reply = crate::budget::budget_set_reply(cap, running);
+        if !self
+            .say(msg, &[change, Change::Processed(msg)], &reply)
+            .await
+        {
+            self.settle_failed(msg).await;
+        }
     }
 
     /// At approval, fixes the cap the Coder runs under (a typed one, else the default).
@@ -597,8 +667,7 @@ impl PmHandler {
                 "thread {thread} → button click by {}, who is not in access.allowedUsers",
                 msg.user
             );
-            self.say(msg, &not_allowed_reply(&msg.user)).await;
-            self.done(msg).await;
+            self.answer(msg, &not_allowed_reply(&msg.user)).await;
             return;
         }
         if click.action == ButtonAction::StopRun {
@@ -609,8 +678,13 @@ impl PmHandler {
                 .cancel(&thread.thread_ts, &reason)
                 .await
             {
-                self.resolve(msg, &click, &format!("⏹️ Cancelled by <@{}>", msg.user))
-                    .await;
+                let note = format!("⏹️ Cancelled by <@{}>", msg.user);
+                if self
+                    .record(msg, &[Change::Processed(msg)], &resolve(msg, &click, &note))
+                    .await
+                {
+                    return;
+                }
             }
             self.done(msg).await;
             return;
@@ -636,57 +710,45 @@ impl PmHandler {
             // Already approved or withdrawn (a second click): nothing changes.
             None => self.done(msg).await,
             Some(digest) if digest != click.value => {
-                self.say(
+                self.answer(
                     msg,
                     "That button belongs to an earlier plan; use the buttons on the latest one.",
                 )
                 .await;
-                self.done(msg).await;
             }
             Some(_) if click.action == ButtonAction::Approve => {
-                self.resolve(msg, &click, &format!("✅ Approved by <@{}>", msg.user))
-                    .await;
+                let note = format!("✅ Approved by <@{}>", msg.user);
+                self.record(msg, &[], &resolve(msg, &click, &note)).await;
                 self.approve(msg).await;
             }
             Some(_) => {
-                if let Err(e) = self.store.withdraw_plan(&thread).await {
-                    tracing::error!(thread = %thread, "withdraw plan: {e}");
-                    self.settle_failed(msg).await;
-                    return;
-                }
                 tracing::info!(
                     tag = "PM",
                     "thread {thread} → plan withdrawn by {}",
                     msg.user
                 );
-                self.resolve(msg, &click, &format!("✖️ Cancelled by <@{}>", msg.user))
-                    .await;
-                self.say(
-                    msg,
+                let note = format!("✖️ Cancelled by <@{}>", msg.user);
+                let effects = resolve(msg, &click, &note).reply(
                     "Plan withdrawn. Tell me what to change, or ask for something else.",
-                )
-                .await;
-                self.done(msg).await;
+                    PM_PREFIX,
+                );
+                let changes = [Change::WithdrawPlan(&thread), Change::Processed(msg)];
+                if !self.record(msg, &changes, &effects).await {
+                    self.settle_failed(msg).await;
+                }
             }
         }
     }
+}
 
-    /// Replaces the clicked message's buttons with `note`.
-    async fn resolve(
-        &self,
-        msg: &IncomingMessage,
-        click: &crate::slack::interactive::Click,
-        note: &str,
-    ) {
-        let blocks = crate::slack::interactive::resolved_blocks(&click.message_text, note);
-        if let Err(e) = self
-            .sender
-            .update_blocks(&msg.channel, &click.message_ts, &click.message_text, blocks)
-            .await
-        {
-            tracing::warn!(thread = %msg.thread(), "replace the buttons: {e}");
-        }
-    }
+/// Replaces the clicked message's buttons with `note`.
+fn resolve(msg: &IncomingMessage, click: &crate::slack::interactive::Click, note: &str) -> Effects {
+    let blocks = crate::slack::interactive::resolved_blocks(&click.message_text, note);
+    Effects::new(&msg.thread()).update(
+        MessageRef::Ts(click.message_ts.clone()),
+        &click.message_text,
+        blocks,
+    )
 }
 
 /// The first line of a text, cut to 80 characters, for log lines.

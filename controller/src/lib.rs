@@ -5,7 +5,7 @@
 //! (`.codebutler/`), [`store`] (sqlx), [`slack`] (Socket Mode intake, Web API sender,
 //! formatting), [`threads`] (one task per thread), [`routing`] (`@codebutler.<role>`),
 //! [`gateway`] (every model call), [`pm`] (the PM's tool loop), [`daemon`] (wiring),
-//! [`logging`].
+//! [`reconcile`] (what a crash left, sorted out at start), [`logging`].
 
 pub mod approval;
 pub mod budget;
@@ -19,6 +19,7 @@ pub mod pm;
 pub mod pricing;
 pub mod prompts;
 pub mod questions;
+pub mod reconcile;
 pub mod routing;
 pub mod runnerctl;
 pub mod runners;

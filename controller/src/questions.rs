@@ -25,7 +25,7 @@ use crate::coder::SlackCoder;
 use crate::gateway::{CallContext, RoleModel};
 use crate::pm::{Pm, PmError, ROLE};
 use crate::runners::supervisor::Supervisor;
-use crate::slack::format::render_reply;
+use crate::slack::effects::Effects;
 use crate::store::{IncomingMessage, Store, ThreadKey};
 
 /// Model calls that may use tools before the PM must give its verdict.
@@ -219,13 +219,9 @@ pub async fn handle_question(
 }
 
 async fn post(coder: &SlackCoder, approval: &IncomingMessage, markdown: &str, prefix: &str) {
-    let parts = render_reply(markdown, prefix);
-    if let Err(e) = coder
-        .sender
-        .send(&approval.channel, &approval.thread_ts, &parts)
-        .await
-    {
-        tracing::warn!(thread = %approval.thread(), "post coder question: {e}");
+    let effects = Effects::new(&approval.thread()).reply(markdown, prefix);
+    if let Err(e) = coder.outbox.send(&effects).await {
+        tracing::warn!(thread = %approval.thread(), "record the coder's question: {e}");
     }
 }
 

@@ -351,3 +351,40 @@ pub fn user_messages(body: &Value) -> Vec<String> {
         .map(|m| content_text(&m["content"]))
         .collect()
 }
+
+/// The outbox effect a post delivered: the id in its metadata.
+pub fn intent(post: &Post) -> Option<String> {
+    let metadata = post.metadata.as_ref()?;
+    (metadata["event_type"] == "codebutler_post")
+        .then(|| {
+            metadata["event_payload"]["intent"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .flatten()
+}
+
+/// Asserts that every post of the bot names its outbox effect and that no effect was
+/// posted twice.
+pub fn assert_each_effect_posted_once(env: &Env) {
+    let mut seen = std::collections::HashMap::new();
+    for post in env.slack.posts() {
+        let id = intent(&post).unwrap_or_else(|| panic!("a post without its effect id: {post:?}"));
+        if let Some(first) = seen.insert(id.clone(), post.text.clone()) {
+            panic!("effect {id} posted twice: {first:?} and {:?}", post.text);
+        }
+    }
+}
+
+/// The daemon's store, opened from the outside (the daemon stopped or running).
+pub async fn open_store(env: &Env) -> sqlx::SqlitePool {
+    let path = env.repo_path().join(".codebutler/store.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(Duration::from_secs(5));
+    sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .unwrap()
+}

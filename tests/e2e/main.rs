@@ -8,6 +8,7 @@ mod harness;
 mod approval;
 mod boundary;
 mod caching;
+mod chaos;
 mod config_errors;
 mod followups;
 mod intake;

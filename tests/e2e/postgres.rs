@@ -168,6 +168,7 @@ async fn migrations_run_on_postgresql() {
             "coder_questions",
             "conversation_messages",
             "messages",
+            "outbox",
             "run_checkpoints",
             "run_events",
             "runs",

@@ -1,9 +1,11 @@
 //! The Slack Web API side: building the slack-morphism client (any base URL, http or https,
 //! so a fake on 127.0.0.1 works), learning the bot's identity with `auth.test`, and a sender
-//! that posts into threads, reacts and uploads snippets while respecting Slack's limits: a
-//! per-channel pace for `chat.postMessage` and a wait of `Retry-After` on HTTP 429.
+//! that posts into threads (each post naming its outbox effect in its metadata), updates,
+//! reacts, uploads snippets and reads back what a thread shows of its own, while respecting
+//! Slack's limits: a per-channel pace for `chat.postMessage` and a wait of `Retry-After` on
+//! HTTP 429. [`Outcome`] says what a failed call means for its effect.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +17,6 @@ use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 use crate::secret::Secret;
-use crate::slack::format::Outgoing;
 
 /// The HTTP connector type of our client.
 pub type Connector = SlackClientHyperConnector<HttpsConnector<HttpConnector>>;
@@ -24,6 +25,12 @@ pub type Client = SlackClient<Connector>;
 
 /// How many times a call refused with 429 is retried.
 const MAX_RATE_LIMIT_RETRIES: u32 = 5;
+/// The metadata `event_type` of the bot's posts.
+pub const INTENT_EVENT: &str = "codebutler_post";
+/// The metadata `event_payload` key naming the outbox effect a post delivers.
+pub const INTENT_KEY: &str = "intent";
+/// Messages asked for per `conversations.replies` page (Slack may send fewer).
+const REPLIES_PAGE: &str = "200";
 
 /// A Slack call that failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +42,97 @@ pub enum SlackError {
         method: &'static str,
         source: SlackClientError,
     },
+}
+
+/// What a failed call says about its effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Slack refused it and would again: it did not happen, and retrying is pointless.
+    Refused,
+    /// It certainly did not happen (rate limited, Slack unavailable); it may be retried.
+    NotDone,
+    /// It may or may not have happened (no answer, an unreadable one, or an error Slack says
+    /// can come after part of the work was done): check before retrying.
+    Unknown,
+}
+
+impl SlackError {
+    /// What the failure says about the call's effect.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            Self::Setup(_) => Outcome::NotDone,
+            Self::Api { source, .. } => match source {
+                SlackClientError::ApiError(e) => match e.code.as_str() {
+                    // "It's possible some aspect of the operation succeeded" (Slack's docs).
+                    "internal_error" | "fatal_error" => Outcome::Unknown,
+                    "ratelimited" | "service_unavailable" | "request_timeout" => Outcome::NotDone,
+                    _ => Outcome::Refused,
+                },
+                SlackClientError::RateLimitError(_) => Outcome::NotDone,
+                SlackClientError::HttpError(_)
+                | SlackClientError::HttpProtocolError(_)
+                | SlackClientError::EndOfStream(_)
+                | SlackClientError::SystemError(_)
+                | SlackClientError::ProtocolError(_)
+                | SlackClientError::SocketModeProtocolError(_) => Outcome::Unknown,
+            },
+        }
+    }
+}
+
+/// What of the bot's own a thread shows (see [`Sender::thread_marks`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadMarks {
+    /// Outbox effect ids named in posts' metadata, with the posts' ts.
+    pub intents: HashMap<String, String>,
+    /// Ids of the files shared in the thread.
+    pub files: HashSet<String>,
+}
+
+impl ThreadMarks {
+    fn add(&mut self, message: &RepliesMessage) {
+        if let Some(meta) = &message.metadata
+            && meta.event_type == INTENT_EVENT
+            && let Some(id) = meta.event_payload.get(INTENT_KEY).and_then(|v| v.as_str())
+        {
+            self.intents.insert(id.to_owned(), message.ts.clone());
+        }
+        for file in &message.files {
+            if let Some(id) = file.get("id").and_then(|v| v.as_str()) {
+                self.files.insert(id.to_owned());
+            }
+        }
+    }
+}
+
+/// One page of `conversations.replies`, read leniently: only what [`ThreadMarks`] needs, so
+/// another app's metadata or an unusual message cannot make the page unreadable.
+#[derive(Debug, serde::Deserialize)]
+struct RepliesPage {
+    #[serde(default)]
+    messages: Vec<RepliesMessage>,
+    response_metadata: Option<RepliesCursor>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct RepliesCursor {
+    next_cursor: Option<String>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct RepliesMessage {
+    ts: String,
+    metadata: Option<RepliesMetadata>,
+    #[serde(default)]
+    files: Vec<serde_json::Value>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct RepliesMetadata {
+    #[serde(default)]
+    event_type: String,
+    #[serde(default)]
+    event_payload: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Builds the client for the Web API at `api_url` (no trailing slash).
@@ -99,47 +197,27 @@ impl Sender {
         }
     }
 
-    /// Posts `text` into the thread; returns the new message's ts.
-    pub async fn post(
+    /// Posts `text` (with Block Kit `blocks`, if any; `text` is then their notification and
+    /// accessibility fallback) into the thread, paced, with metadata naming the outbox
+    /// effect `intent` so the post can be found again after a crash. Returns its ts.
+    pub async fn post_message(
         &self,
         channel: &str,
         thread_ts: &str,
         text: &str,
+        blocks: Option<Vec<SlackBlock>>,
+        intent: &str,
     ) -> Result<String, SlackError> {
-        self.post_content(
-            channel,
-            thread_ts,
-            SlackMessageContent::new().with_text(text.into()),
-        )
-        .await
-    }
-
-    /// Posts a message made of Block Kit `blocks`, with `text` as its notification and
-    /// accessibility fallback; returns the new message's ts.
-    pub async fn post_blocks(
-        &self,
-        channel: &str,
-        thread_ts: &str,
-        text: &str,
-        blocks: Vec<SlackBlock>,
-    ) -> Result<String, SlackError> {
-        self.post_content(
-            channel,
-            thread_ts,
-            SlackMessageContent::new()
-                .with_text(text.into())
-                .with_blocks(blocks),
-        )
-        .await
-    }
-
-    /// Posts `content` into the thread, paced; returns the new message's ts.
-    async fn post_content(
-        &self,
-        channel: &str,
-        thread_ts: &str,
-        content: SlackMessageContent,
-    ) -> Result<String, SlackError> {
+        let mut content = SlackMessageContent::new()
+            .with_text(text.into())
+            .with_metadata(
+                SlackMessageMetadata::new(INTENT_EVENT.into()).with_event_payload(HashMap::from([
+                    (INTENT_KEY.to_owned(), intent.to_owned()),
+                ])),
+            );
+        if let Some(blocks) = blocks {
+            content = content.with_blocks(blocks);
+        }
         self.pace.wait(channel).await;
         let request = SlackApiChatPostMessageRequest::new(channel.into(), content)
             .with_thread_ts(thread_ts.into())
@@ -153,35 +231,6 @@ impl Sender {
             })
             .await?;
         Ok(response.ts.0)
-    }
-
-    /// Sends a rendered reply whose last text message carries the blocks `blocks_for` makes
-    /// of its text (buttons under a plan); returns that message's ts.
-    pub async fn send_with_blocks(
-        &self,
-        channel: &str,
-        thread_ts: &str,
-        parts: &[Outgoing],
-        blocks_for: impl Fn(&str) -> Vec<SlackBlock>,
-    ) -> Result<String, SlackError> {
-        let last_text = parts
-            .iter()
-            .rposition(|p| matches!(p, Outgoing::Text(_)))
-            .unwrap_or(parts.len());
-        let (before, rest) = parts.split_at(last_text.min(parts.len()));
-        self.send(channel, thread_ts, before).await?;
-        let Some((Outgoing::Text(text), after)) = rest.split_first() else {
-            // No text at all: post the blocks on their own line.
-            let text = "(see above)";
-            return self
-                .post_blocks(channel, thread_ts, text, blocks_for(text))
-                .await;
-        };
-        let ts = self
-            .post_blocks(channel, thread_ts, text, blocks_for(text))
-            .await?;
-        self.send(channel, thread_ts, after).await?;
-        Ok(ts)
     }
 
     /// Replaces the text of a message the bot posted.
@@ -250,15 +299,14 @@ impl Sender {
         }
     }
 
-    /// Uploads `content` as a snippet file into the thread (files upload v2).
-    pub async fn upload_snippet(
+    /// Uploads `content` as a snippet file, not yet shared anywhere (the first two steps of
+    /// files upload v2); returns the file's id for [`Sender::share_file`].
+    pub async fn upload_file(
         &self,
-        channel: &str,
-        thread_ts: &str,
         filename: &str,
         filetype: &str,
         content: &str,
-    ) -> Result<(), SlackError> {
+    ) -> Result<String, SlackError> {
         let url_request =
             SlackApiFilesGetUploadUrlExternalRequest::new(filename.into(), content.len())
                 .with_snippet_type(SlackFileSnippetType(filetype.into()));
@@ -282,8 +330,19 @@ impl Sender {
                 .await
         })
         .await?;
+        Ok(target.file_id.0)
+    }
+
+    /// Shares an uploaded file into the thread, titled `title` (files upload v2's last step).
+    pub async fn share_file(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        file_id: &str,
+        title: &str,
+    ) -> Result<(), SlackError> {
         let complete = SlackApiFilesCompleteUploadExternalRequest::new(vec![
-            SlackApiFilesComplete::new(target.file_id.clone()).with_title(filename.into()),
+            SlackApiFilesComplete::new(SlackFileId(file_id.into())).with_title(title.into()),
         ])
         .with_channel_id(channel.into())
         .with_thread_ts(thread_ts.into());
@@ -297,29 +356,51 @@ impl Sender {
         Ok(())
     }
 
-    /// Sends a rendered reply into a thread, in order.
-    pub async fn send(
+    /// What of its own a thread shows from `oldest` (a Slack ts) on: the outbox effects its
+    /// posts name in their metadata and the files shared in it. Reads the thread with
+    /// `conversations.replies` (`include_all_metadata`), page by page: a call Slack
+    /// rate-limits hard, so it is made only to settle an effect whose outcome is unknown, and
+    /// only from when that effect was recorded.
+    pub async fn thread_marks(
         &self,
         channel: &str,
         thread_ts: &str,
-        parts: &[Outgoing],
-    ) -> Result<(), SlackError> {
-        for part in parts {
-            match part {
-                Outgoing::Text(text) => {
-                    self.post(channel, thread_ts, text).await?;
-                }
-                Outgoing::Snippet {
-                    filename,
-                    filetype,
-                    content,
-                } => {
-                    self.upload_snippet(channel, thread_ts, filename, filetype, content)
-                        .await?;
-                }
+        oldest: &str,
+    ) -> Result<ThreadMarks, SlackError> {
+        let mut marks = ThreadMarks::default();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page: RepliesPage = self
+                .retrying("conversations.replies", || async {
+                    let mut params = vec![
+                        ("channel", Some(channel)),
+                        ("ts", Some(thread_ts)),
+                        ("include_all_metadata", Some("true")),
+                        ("oldest", Some(oldest)),
+                        ("inclusive", Some("true")),
+                        ("limit", Some(REPLIES_PAGE)),
+                    ];
+                    if let Some(cursor) = &cursor {
+                        params.push(("cursor", Some(cursor.as_str())));
+                    }
+                    self.client
+                        .open_session(&self.token)
+                        .http_session_api
+                        .http_get("conversations.replies", &params, None)
+                        .await
+                })
+                .await?;
+            for message in &page.messages {
+                marks.add(message);
+            }
+            cursor = page
+                .response_metadata
+                .and_then(|m| m.next_cursor)
+                .filter(|c| !c.is_empty());
+            if cursor.is_none() {
+                return Ok(marks);
             }
         }
-        Ok(())
     }
 
     /// Runs `call`, waiting out HTTP 429 answers as long as their `Retry-After` says.

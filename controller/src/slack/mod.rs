@@ -1,8 +1,11 @@
-//! Slack: the Web API client and sender, the Socket Mode intake, and the formatting of
-//! replies (Markdown to mrkdwn, splitting, snippets).
+//! Slack: the Web API client and sender, the Socket Mode intake, the formatting of replies
+//! (Markdown to mrkdwn, splitting, snippets), and the outbox every effect in Slack goes
+//! through so it happens exactly once ([`effects`] as data, [`outbox`] delivering them).
 
 pub mod api;
+pub mod effects;
 pub mod format;
 pub mod intake;
 pub mod interactive;
+pub mod outbox;
 pub mod socket;

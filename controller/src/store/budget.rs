@@ -1,6 +1,6 @@
 //! Per-thread Coder budgets and the figures behind a plan's cost estimate: what a thread's
-//! Coder has spent, and what earlier completed runs of this repository cost. Also the
-//! withdrawal of a pending plan (its Cancel button), the other side of approving it.
+//! Coder has spent, and what earlier completed runs of this repository cost. (A typed budget
+//! and a withdrawn plan are [`super::Change`]s, recorded with the reply that confirms them.)
 
 use sqlx::Row;
 
@@ -20,29 +20,6 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(|r| r.get("cap_usd")))
-    }
-
-    /// Sets the thread's budget cap (someone typed "budget $N" in it).
-    pub async fn set_thread_budget(
-        &self,
-        thread: &ThreadKey,
-        cap_usd: f64,
-        set_by: &str,
-    ) -> Result<(), StoreError> {
-        let now = now();
-        sqlx::query(
-            "INSERT INTO thread_budgets (channel_id, thread_ts, cap_usd, set_by, updated_at) \
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, thread_ts) \
-             DO UPDATE SET cap_usd = excluded.cap_usd, set_by = excluded.set_by, updated_at = excluded.updated_at",
-        )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
-        .bind(cap_usd)
-        .bind(set_by)
-        .bind(&now)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
     }
 
     /// Fixes the thread's cap at approval: keeps a typed one, else records `default_usd`.
@@ -65,21 +42,6 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(self.thread_budget(thread).await?.unwrap_or(default_usd))
-    }
-
-    /// Withdraws the thread's pending plan (its Cancel button was clicked): the thread goes
-    /// on with the PM and nothing is left to approve. Returns whether a plan was pending.
-    pub async fn withdraw_plan(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
-        let result = sqlx::query(
-            "UPDATE threads SET plan = NULL, updated_at = ? \
-             WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
-        )
-        .bind(now())
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
-        .execute(&self.pool)
-        .await?;
-        Ok(result.rows_affected() == 1)
     }
 
     /// What the thread's Coder has spent so far, in USD, over all its runs (from the usage
@@ -112,7 +74,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::UsageRecord;
+    use crate::store::{Change, UsageRecord};
 
     fn thread(ts: &str) -> ThreadKey {
         ThreadKey {
@@ -132,8 +94,18 @@ mod tests {
         let (_dir, s) = store().await;
         let typed = thread("1.1");
         assert_eq!(s.thread_budget(&typed).await.unwrap(), None);
-        s.set_thread_budget(&typed, 5.0, "U1").await.unwrap();
-        s.set_thread_budget(&typed, 7.5, "U2").await.unwrap();
+        for (cap_usd, user) in [(5.0, "U1"), (7.5, "U2")] {
+            s.commit(
+                &[Change::Budget {
+                    thread: &typed,
+                    cap_usd,
+                    user,
+                }],
+                &[],
+            )
+            .await
+            .unwrap();
+        }
         assert_eq!(
             s.approve_thread_budget(&typed, 10.0, "U1").await.unwrap(),
             7.5
@@ -159,12 +131,11 @@ mod tests {
             event_id: None,
         };
         s.record_message(&msg).await.unwrap();
-        assert!(!s.withdraw_plan(&t).await.unwrap());
         s.set_plan(&t, "{}").await.unwrap();
         assert!(s.has_pending_plan(&t).await.unwrap());
-        assert!(s.withdraw_plan(&t).await.unwrap());
+        s.commit(&[Change::WithdrawPlan(&t)], &[]).await.unwrap();
         assert!(!s.has_pending_plan(&t).await.unwrap());
-        assert_eq!(s.approve_plan(&t).await.unwrap(), None);
+        assert_eq!(s.approve_plan(&t, &msg).await.unwrap(), None);
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! What resuming and undoing a Coder run needs: each run's latest conversation (kept up to
 //! date on every model call, so a crashed run can continue) and the checkpoint taken before
 //! each run (the worktree's tree, the branch's head and the conversation given to the run).
+//! An undo is a [`super::Change`], recorded with its reply.
 
 use sqlx::Row;
 
@@ -35,7 +36,22 @@ impl Store {
         Ok(())
     }
 
-    /// The run's latest conversation, if a model call was made.
+    /// Gives a run the conversation it starts from, unless a model call stored one already:
+    /// what "continue" resumes if the run dies before its first call.
+    pub async fn seed_run_conversation(
+        &self,
+        run_id: &str,
+        conversation: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE runs SET conversation = ? WHERE id = ? AND conversation IS NULL")
+            .bind(conversation)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The run's latest conversation, if a model call was made (or one was seeded).
     pub async fn run_conversation(&self, run_id: &str) -> Result<Option<String>, StoreError> {
         let row = sqlx::query("SELECT conversation FROM runs WHERE id = ?")
             .bind(run_id)
@@ -90,21 +106,12 @@ impl Store {
             conversation: r.get("conversation"),
         }))
     }
-
-    /// Drops a checkpoint once it was restored, so the next "undo" goes one run further back.
-    pub async fn drop_checkpoint(&self, run_id: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM run_checkpoints WHERE run_id = ?")
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::NewRun;
+    use crate::store::{Change, NewRun};
 
     fn thread() -> ThreadKey {
         ThreadKey {
@@ -144,8 +151,14 @@ mod tests {
         let s = Store::open(&dir.path().join("s.db")).await.unwrap();
         run(&s, "r1").await;
         assert_eq!(s.run_conversation("r1").await.unwrap(), None);
+        s.seed_run_conversation("r1", "[0]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some("[0]")
+        );
         s.set_run_conversation("r1", "[1]").await.unwrap();
         s.set_run_conversation("r1", "[1,2]").await.unwrap();
+        s.seed_run_conversation("r1", "[0]").await.unwrap();
         assert_eq!(
             s.run_conversation("r1").await.unwrap().as_deref(),
             Some("[1,2]")
@@ -166,10 +179,20 @@ mod tests {
         s.add_checkpoint(&checkpoint("r2", "t2")).await.unwrap();
         let latest = s.latest_checkpoint(&thread()).await.unwrap().unwrap();
         assert_eq!(latest.tree_sha, "t2");
-        s.drop_checkpoint("r2").await.unwrap();
+        let undone = |checkpoint_run| Change::Undone {
+            checkpoint_run,
+            latest_run: Some("r2"),
+            conversation: "[\"back\"]",
+        };
+        s.commit(&[undone("r2")], &[]).await.unwrap();
         let latest = s.latest_checkpoint(&thread()).await.unwrap().unwrap();
         assert_eq!(latest.tree_sha, "t1");
-        s.drop_checkpoint("r1").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r2").await.unwrap().as_deref(),
+            Some("[\"back\"]"),
+            "the next run resumes from before the undone one"
+        );
+        s.commit(&[undone("r1")], &[]).await.unwrap();
         assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
     }
 }

@@ -14,11 +14,17 @@ use sqlx::{Row, SqlitePool};
 
 mod budget;
 mod checkpoints;
+mod commit;
+mod outbox;
 mod questions;
 mod runs;
+mod starts;
 pub use checkpoints::CheckpointRecord;
+pub use commit::Change;
+pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::QuestionRecord;
 pub use runs::{NewRun, RunRecord, RunState};
+pub use starts::{CutOffStart, RunStart};
 
 /// Attempts after which a failed message is no longer retried (it stays stored).
 pub const MAX_ATTEMPTS: i64 = 3;
@@ -116,6 +122,27 @@ pub struct Store {
     pub(crate) pool: SqlitePool,
 }
 
+/// A message from a row with its columns (`channel_id`, `ts`, `thread_ts`, `user_id`,
+/// `text`, `event_id`).
+fn message_of(r: &sqlx::sqlite::SqliteRow) -> IncomingMessage {
+    IncomingMessage {
+        channel: r.get("channel_id"),
+        ts: r.get("ts"),
+        thread_ts: r.get("thread_ts"),
+        user: r.get("user_id"),
+        text: r.get("text"),
+        event_id: r.get("event_id"),
+    }
+}
+
+/// A thread from a row with `channel_id` and `thread_ts`.
+fn thread_of(r: &sqlx::sqlite::SqliteRow) -> ThreadKey {
+    ThreadKey {
+        channel: r.get("channel_id"),
+        thread_ts: r.get("thread_ts"),
+    }
+}
+
 pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
@@ -208,13 +235,7 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| ThreadKey {
-                channel: r.get("channel_id"),
-                thread_ts: r.get("thread_ts"),
-            })
-            .collect())
+        Ok(rows.iter().map(thread_of).collect())
     }
 
     /// Puts every failed message with attempts left back in line (at start).
@@ -241,40 +262,19 @@ impl Store {
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| IncomingMessage {
-            channel: r.get("channel_id"),
-            ts: r.get("ts"),
-            thread_ts: r.get("thread_ts"),
-            user: r.get("user_id"),
-            text: r.get("text"),
-            event_id: r.get("event_id"),
-        }))
+        Ok(row.as_ref().map(message_of))
     }
 
-    /// Marks a message answered without a conversation change (an ignored or routed message).
+    /// Marks a message handled, with nothing to record or say about it.
     pub async fn mark_processed(&self, msg: &IncomingMessage) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE messages SET state = 'processed', processed_at = ?, attempts = attempts + 1 \
-             WHERE channel_id = ? AND ts = ?",
-        )
-        .bind(now())
-        .bind(&msg.channel)
-        .bind(&msg.ts)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.commit(&[Change::Processed(msg)], &[])
+            .await
+            .map(|_| ())
     }
 
     /// Marks a message as failed: kept for a later retry, not retried in a loop.
     pub async fn mark_failed(&self, msg: &IncomingMessage) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE messages SET state = 'failed', attempts = attempts + 1 WHERE channel_id = ? AND ts = ?",
-        )
-        .bind(&msg.channel)
-        .bind(&msg.ts)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        self.commit(&[Change::Failed(msg)], &[]).await.map(|_| ())
     }
 
     /// A role's conversation in a thread, in order.
@@ -301,64 +301,6 @@ impl Store {
                 })
             })
             .collect()
-    }
-
-    /// Appends a turn to a role's conversation and marks the message that caused it
-    /// processed, in one transaction: either both happen or neither.
-    pub async fn complete_turn(
-        &self,
-        msg: &IncomingMessage,
-        role: &str,
-        new_messages: &[ChatMessage],
-    ) -> Result<(), StoreError> {
-        let thread = msg.thread();
-        let now = now();
-        let mut tx = self.begin_write().await?;
-        let next: i64 = sqlx::query(
-            "SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM conversation_messages \
-             WHERE channel_id = ? AND thread_ts = ? AND role = ?",
-        )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
-        .bind(role)
-        .fetch_one(&mut *tx)
-        .await?
-        .get("next");
-        for (i, message) in new_messages.iter().enumerate() {
-            let body = serde_json::to_string(message).map_err(|source| StoreError::Corrupt {
-                thread: thread.to_string(),
-                source,
-            })?;
-            sqlx::query(
-                "INSERT INTO conversation_messages (channel_id, thread_ts, role, seq, body, created_at) \
-                 VALUES (?, ?, ?, ?, ?, ?)",
-            )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
-            .bind(role)
-            .bind(next + i as i64)
-            .bind(body)
-            .bind(&now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        sqlx::query(
-            "UPDATE messages SET state = 'processed', processed_at = ?, attempts = attempts + 1 \
-             WHERE channel_id = ? AND ts = ?",
-        )
-        .bind(&now)
-        .bind(&msg.channel)
-        .bind(&msg.ts)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("UPDATE threads SET updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
-            .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
     }
 
     /// Records the usage of one model call.
@@ -453,25 +395,15 @@ impl Store {
             .collect())
     }
 
-    /// Sets the thread's phase: `pm` (talking, maybe a plan pending approval) or `coder`
-    /// (the plan was approved and a run started).
-    pub async fn set_phase(&self, thread: &ThreadKey, phase: &str) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE threads SET phase = ?, updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
-        )
-        .bind(phase)
-        .bind(now())
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// Takes the thread's pending plan for a run: moves the thread from `pm` to `coder` and
-    /// returns the plan, or `None` if there is no plan waiting (none proposed, or already
-    /// approved). Atomic, so one approval starts at most one run.
-    pub async fn approve_plan(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
+    /// Takes the thread's pending plan for a run: moves the thread from `pm` to `coder`, marks
+    /// `approval` as starting a run ([`RunStart::Approval`]) and returns the plan, or `None` if
+    /// there is no plan waiting (none proposed, or already approved). Atomic, so one approval
+    /// starts at most one run.
+    pub async fn approve_plan(
+        &self,
+        thread: &ThreadKey,
+        approval: &IncomingMessage,
+    ) -> Result<Option<String>, StoreError> {
         let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
@@ -488,6 +420,7 @@ impl Store {
                 .bind(&thread.thread_ts)
                 .execute(&mut *tx)
                 .await?;
+            starts::mark(&mut tx, approval, RunStart::Approval).await?;
         }
         tx.commit().await?;
         Ok(plan)
@@ -552,6 +485,21 @@ mod tests {
         (dir, store)
     }
 
+    impl Store {
+        /// A PM turn for `msg`, which is then processed.
+        async fn complete_turn(&self, msg: &IncomingMessage, turn: &[ChatMessage]) {
+            let thread = msg.thread();
+            let turn = Change::Turn {
+                thread: &thread,
+                role: "pm",
+                messages: turn,
+            };
+            self.commit(&[turn, Change::Processed(msg)], &[])
+                .await
+                .unwrap();
+        }
+    }
+
     #[tokio::test]
     async fn a_message_is_stored_once() {
         let (_d, s) = store().await;
@@ -570,15 +518,11 @@ mod tests {
         assert_eq!(s.next_pending(&t).await.unwrap(), Some(a.clone()));
         s.complete_turn(
             &a,
-            "pm",
             &[ChatMessage::user("q"), ChatMessage::assistant_text("r")],
         )
-        .await
-        .unwrap();
+        .await;
         assert_eq!(s.next_pending(&t).await.unwrap(), Some(b.clone()));
-        s.complete_turn(&b, "pm", &[ChatMessage::user("q2")])
-            .await
-            .unwrap();
+        s.complete_turn(&b, &[ChatMessage::user("q2")]).await;
         assert_eq!(s.next_pending(&t).await.unwrap(), None);
         let conv = s.conversation(&t, "pm").await.unwrap();
         assert_eq!(conv.len(), 3);
@@ -620,10 +564,18 @@ mod tests {
                     let m = msg(&format!("{i}.1"), &format!("{i}.1"));
                     s.record_message(&m).await?;
                     s.conversation(&m.thread(), "pm").await?;
-                    s.complete_turn(
-                        &m,
-                        "pm",
-                        &[ChatMessage::user("q"), ChatMessage::assistant_text("a")],
+                    let thread = m.thread();
+                    let turn = [ChatMessage::user("q"), ChatMessage::assistant_text("a")];
+                    s.commit(
+                        &[
+                            Change::Turn {
+                                thread: &thread,
+                                role: "pm",
+                                messages: &turn,
+                            },
+                            Change::Processed(&m),
+                        ],
+                        &[],
                     )
                     .await
                 })

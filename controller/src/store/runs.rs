@@ -180,6 +180,21 @@ impl Store {
         Ok(row.as_ref().map(record))
     }
 
+    /// The run of `run`'s thread created just before it, if any.
+    pub async fn run_before(&self, run: &RunRecord) -> Result<Option<RunRecord>, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE channel_id = ? AND thread_ts = ? AND id <> ? \
+             AND created_at <= ? ORDER BY created_at DESC, id DESC LIMIT 1"
+        ))
+        .bind(&run.thread.channel)
+        .bind(&run.thread.thread_ts)
+        .bind(&run.id)
+        .bind(&run.created_at)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(record))
+    }
+
     /// Runs, newest first.
     pub async fn list_runs(
         &self,
@@ -301,6 +316,33 @@ impl Store {
         Ok(())
     }
 
+    /// Every run's worktree path and branch: what the runs own on disk and in git.
+    pub async fn run_worktrees(&self) -> Result<Vec<(String, String)>, StoreError> {
+        let rows = sqlx::query("SELECT worktree, branch FROM runs")
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("worktree"), r.get("branch")))
+            .collect())
+    }
+
+    /// Runs that ended without their end being reported in their thread, oldest first,
+    /// leaving out the channel `except_channel` (runs started outside Slack).
+    pub async fn unreported_runs(
+        &self,
+        except_channel: &str,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE reported_at IS NULL \
+             AND state NOT IN ('queued', 'running') AND channel_id <> ? ORDER BY created_at"
+        ))
+        .bind(except_channel)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(record).collect())
+    }
+
     /// At start: runs that were queued or running when the controller died are interrupted.
     /// Returns them, so their threads can be told.
     pub async fn interrupt_unfinished_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
@@ -394,6 +436,10 @@ mod tests {
         assert_eq!(s.run_events("r1", 1).await.unwrap().len(), 1);
         assert!(s.list_runs(true, 10).await.unwrap().is_empty());
         assert_eq!(s.latest_run("1.1").await.unwrap().unwrap().id, "r1");
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        let r2 = s.create_run(new_run("r2", &thread(), 10)).await.unwrap();
+        assert_eq!(s.run_before(&r2).await.unwrap().unwrap().id, "r1");
+        assert_eq!(s.run_before(&run).await.unwrap(), None);
     }
 
     #[tokio::test]
@@ -419,5 +465,36 @@ mod tests {
             s.run("r2").await.unwrap().unwrap().state,
             RunState::Cancelled
         );
+    }
+
+    #[tokio::test]
+    async fn ended_runs_wait_to_be_reported_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let cli = ThreadKey {
+            channel: "runnerctl".into(),
+            thread_ts: "cli-1".into(),
+        };
+        for (id, thread) in [("r1", thread()), ("r2", thread()), ("r3", cli)] {
+            s.create_run(new_run(id, &thread, 1)).await.unwrap();
+        }
+        s.finish_run("r1", RunState::Finished, "completed", Some(0))
+            .await
+            .unwrap();
+        s.finish_run("r3", RunState::Finished, "completed", Some(0))
+            .await
+            .unwrap();
+        let ids = |runs: Vec<RunRecord>| runs.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(s.unreported_runs("runnerctl").await.unwrap()),
+            ["r1"],
+            "r2 is still running; r3 has no Slack thread"
+        );
+        s.commit(&[crate::store::Change::RunReported("r1")], &[])
+            .await
+            .unwrap();
+        assert!(s.unreported_runs("runnerctl").await.unwrap().is_empty());
+        s.interrupt_unfinished_runs().await.unwrap();
+        assert_eq!(ids(s.unreported_runs("runnerctl").await.unwrap()), ["r2"]);
     }
 }

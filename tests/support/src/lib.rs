@@ -17,7 +17,7 @@ pub use gh::{gh_log, gh_pr_body, install_fake_gh};
 pub use model::{FakeModel, Recorded, Reply};
 pub use slack::{
     APP_ID, APP_TOKEN, Ack, BOT_ID, BOT_TOKEN, BOT_USER_ID, CHANNEL, Call, FakeSlack, Post,
-    Reaction, Sent, TEAM_ID, Update, Upload,
+    Reaction, Sent, Stall, TEAM_ID, Update, Upload,
 };
 
 use std::time::{Duration, Instant};

@@ -103,10 +103,22 @@ struct Inner {
     state: Mutex<ModelState>,
 }
 
+/// Computes a reply from the request's JSON body.
+pub type Responder = Arc<dyn Fn(&Value) -> Reply + Send + Sync>;
+
+/// What answers a script's requests.
+enum Script {
+    /// Replies taken in order, one per request, until they run out.
+    Queue(VecDeque<Reply>),
+    /// A reply computed from each request; it never runs out, and the same request always
+    /// gets the same answer (a conversation retried after a crash is answered alike).
+    Respond(Responder),
+}
+
 #[derive(Default)]
 struct ModelState {
-    /// Scripts in registration order: (matcher, remaining replies).
-    scripts: Vec<(String, VecDeque<Reply>)>,
+    /// Scripts in registration order: (matcher, what answers).
+    scripts: Vec<(String, Script)>,
     requests: Vec<Recorded>,
     violations: Vec<String>,
     unscripted: Vec<String>,
@@ -162,8 +174,26 @@ impl FakeModel {
     pub fn script(&self, matcher: &str, replies: Vec<Reply>) {
         let mut st = self.inner.lock();
         match st.scripts.iter_mut().find(|(m, _)| m == matcher) {
-            Some((_, queue)) => queue.extend(replies),
-            None => st.scripts.push((matcher.to_owned(), replies.into())),
+            Some((_, Script::Queue(queue))) => queue.extend(replies),
+            Some((_, script)) => *script = Script::Queue(replies.into()),
+            None => st
+                .scripts
+                .push((matcher.to_owned(), Script::Queue(replies.into()))),
+        }
+    }
+
+    /// Answers every request of the conversations matching `matcher` (as for
+    /// [`FakeModel::script`]) with what `respond` makes of the request's body.
+    pub fn respond(
+        &self,
+        matcher: &str,
+        respond: impl Fn(&Value) -> Reply + Send + Sync + 'static,
+    ) {
+        let mut st = self.inner.lock();
+        let script = Script::Respond(Arc::new(respond));
+        match st.scripts.iter_mut().find(|(m, _)| m == matcher) {
+            Some((_, existing)) => *existing = script,
+            None => st.scripts.push((matcher.to_owned(), script)),
         }
     }
 
@@ -180,14 +210,17 @@ impl FakeModel {
         self.inner.lock().api_key = Some(key.to_owned());
     }
 
-    /// How many replies the script still holds.
+    /// How many replies the script still holds (`usize::MAX` for a responder).
     pub fn remaining(&self, matcher: &str) -> usize {
         self.inner
             .lock()
             .scripts
             .iter()
             .find(|(m, _)| m == matcher)
-            .map_or(0, |(_, q)| q.len())
+            .map_or(0, |(_, script)| match script {
+                Script::Queue(q) => q.len(),
+                Script::Respond(_) => usize::MAX,
+            })
     }
 
     /// Every request, in arrival order.
@@ -348,7 +381,11 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         return Err((500, msg));
     };
     let matcher = st.scripts[script_idx].0.clone();
-    let Some(reply) = st.scripts[script_idx].1.pop_front() else {
+    let next = match &mut st.scripts[script_idx].1 {
+        Script::Queue(queue) => queue.pop_front(),
+        Script::Respond(respond) => Some(respond(&request)),
+    };
+    let Some(reply) = next else {
         let msg = format!(
             "fake model: no scripted reply for request #{} of script {matcher:?} (script exhausted)",
             st.requests

@@ -16,8 +16,14 @@
 //! * Interactivity (see [`interactive`]): a test "clicks" a button of a message the bot posted
 //!   and the fake sends an `interactive` envelope with a `block_actions` payload, as Slack does;
 //!   `chat.update` keeps a message's blocks when it sends none and drops them for `blocks: []`.
+//! * History (see [`history`]): every message is kept as `conversations.replies` returns it,
+//!   with the `metadata` a post carried (returned with `include_all_metadata`), paged with
+//!   `has_more` and cursors.
+//! * Crashes: [`FakeSlack::stall_next`] holds the answer to the next successful call of a
+//!   method after Slack has done it, so a test can kill the client in the window where the
+//!   effect happened but the client never learned of it.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -30,10 +36,11 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use serde_json::{Map, Value, json};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::wait_until;
 
+mod history;
 mod interactive;
 
 /// The bot token the fake accepts for every Web API method except `apps.connections.open`.
@@ -57,6 +64,7 @@ const KNOWN_METHODS: &[&str] = &[
     "apps.connections.open",
     "chat.postMessage",
     "chat.update",
+    "conversations.replies",
     "reactions.add",
     "reactions.remove",
     "files.getUploadURLExternal",
@@ -89,6 +97,8 @@ pub struct Post {
     pub text: String,
     /// `blocks` as Slack keeps them (a `block_id` on every block), if any.
     pub blocks: Option<Value>,
+    /// The `metadata` (`{event_type, event_payload}`) the post carried, if any.
+    pub metadata: Option<Value>,
 }
 
 /// A successful `chat.update`.
@@ -225,6 +235,12 @@ struct SlackState {
     /// What a bot message shows now, by (channel, ts): after every post and update.
     shown: HashMap<(String, String), interactive::Shown>,
     rate_limits: HashMap<String, (u32, u64)>,
+    /// Every message of every conversation as the history methods show it, by (channel, ts).
+    history: BTreeMap<(String, String), Value>,
+    /// At most this many messages per history page, whatever `limit` asks.
+    history_page_cap: Option<usize>,
+    /// Armed by [`FakeSlack::stall_next`], by method.
+    stalls: HashMap<String, Arc<StallPoint>>,
     last_ts_micros: u64,
     next_id: u64,
     violations: Vec<String>,
@@ -283,6 +299,13 @@ impl SlackState {
                 self.messages
                     .entry((channel.to_owned(), ts.to_owned()))
                     .or_insert(info);
+                let (channel, ts) = (channel.to_owned(), ts.to_owned());
+                self.remember(&channel, &ts, &event);
+            } else if let (Some("message_deleted"), Some(deleted)) =
+                (subtype, event.get("deleted_ts").and_then(Value::as_str))
+            {
+                self.history
+                    .remove(&(channel.to_owned(), deleted.to_owned()));
             }
         }
         let ts = event
@@ -527,6 +550,23 @@ impl FakeSlack {
             .insert(method.to_owned(), (times, retry_after_secs));
     }
 
+    /// Arms a stall: the next successful call of `method` takes effect as usual (a post is
+    /// posted, a reaction added), but its answer is held until the returned [`Stall`] is
+    /// dropped. A test kills the client meanwhile to crash it between Slack doing something
+    /// and the client learning of it. Arming again replaces an unused stall.
+    pub fn stall_next(&self, method: &str) -> Stall {
+        let point = Arc::new(StallPoint::default());
+        self.inner
+            .lock()
+            .stalls
+            .insert(method.to_owned(), point.clone());
+        Stall {
+            point,
+            method: method.to_owned(),
+            inner: self.inner.clone(),
+        }
+    }
+
     /// Waits until at least one socket is connected and has received `hello`.
     pub async fn wait_connected(&self, timeout: Duration) -> bool {
         wait_until(timeout, || !self.inner.lock().conns.is_empty()).await
@@ -757,12 +797,47 @@ async fn api_handler(
         Err(e) => (Params::new(), Some(e)),
     };
     let token = bearer(&headers).or_else(|| str_param(&params, "token"));
+    let call = ApiCall {
+        method,
+        http_method: http_method.to_string(),
+        params,
+        parse_error,
+        token,
+        at,
+    };
+    let (response, stall) = answer_call(&inner, call);
+    if let Some(stall) = stall {
+        stall.hold().await;
+    }
+    response
+}
 
+/// A Web API request as the handler parsed it.
+struct ApiCall {
+    method: String,
+    http_method: String,
+    params: Params,
+    parse_error: Option<&'static str>,
+    token: Option<String>,
+    at: Instant,
+}
+
+/// Records and answers one call under the lock; returns the answer and the stall armed for
+/// it, if any.
+fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint>>) {
+    let ApiCall {
+        method,
+        http_method,
+        params,
+        parse_error,
+        token,
+        at,
+    } = call;
     let mut st = inner.lock();
     let record = |st: &mut SlackState, error: Option<&str>| {
         st.calls.push(Call {
             method: method.clone(),
-            http_method: http_method.to_string(),
+            http_method: http_method.clone(),
             params: Value::Object(params.clone()),
             at,
             error: error.map(str::to_owned),
@@ -781,7 +856,7 @@ async fn api_handler(
             header::RETRY_AFTER,
             HeaderValue::from_str(&retry_after.to_string()).expect("retry-after header"),
         );
-        return resp;
+        return (resp, None);
     }
 
     let result = if !KNOWN_METHODS.contains(&method.as_str()) {
@@ -796,7 +871,7 @@ async fn api_handler(
         };
         match token.as_deref() {
             None => Err("not_authed".to_owned()),
-            Some(t) if t == expected => dispatch(&inner, &mut st, &method, &params),
+            Some(t) if t == expected => dispatch(inner, &mut st, &method, &params),
             Some(t) if t == APP_TOKEN || t == BOT_TOKEN => Err("not_allowed_token_type".to_owned()),
             Some(_) => Err("invalid_auth".to_owned()),
         }
@@ -804,12 +879,67 @@ async fn api_handler(
     match result {
         Ok(body) => {
             record(&mut st, None);
-            slack_json(body)
+            (slack_json(body), st.stalls.remove(&method))
         }
         Err(error) => {
             record(&mut st, Some(&error));
-            slack_json(slack_error(&error))
+            (slack_json(slack_error(&error)), None)
         }
+    }
+}
+
+/// The longest a stalled answer is held (the client is normally killed long before).
+const STALL_LIMIT: Duration = Duration::from_secs(60);
+
+/// One armed [`FakeSlack::stall_next`].
+#[derive(Default)]
+struct StallPoint {
+    reached: Notify,
+    released: Notify,
+}
+
+impl StallPoint {
+    /// Says the call was done, then holds its answer until released (or [`STALL_LIMIT`]).
+    async fn hold(&self) {
+        self.reached.notify_one();
+        let _ = tokio::time::timeout(STALL_LIMIT, self.released.notified()).await;
+    }
+}
+
+/// A stalled call, from [`FakeSlack::stall_next`]. Dropping it releases the answer, or
+/// disarms the stall if no call reached it.
+pub struct Stall {
+    point: Arc<StallPoint>,
+    method: String,
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Stall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stall").finish_non_exhaustive()
+    }
+}
+
+impl Stall {
+    /// Waits until the stalled call was done by Slack (its effect recorded, its answer held).
+    pub async fn reached(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.point.reached.notified())
+            .await
+            .is_ok()
+    }
+}
+
+impl Drop for Stall {
+    fn drop(&mut self) {
+        let mut st = self.inner.lock();
+        if st
+            .stalls
+            .get(&self.method)
+            .is_some_and(|armed| Arc::ptr_eq(armed, &self.point))
+        {
+            st.stalls.remove(&self.method);
+        }
+        self.point.released.notify_one();
     }
 }
 
@@ -850,6 +980,7 @@ fn dispatch(
                 Some(b) => Some(interactive::as_slack_stores(st, b)?),
                 None => None,
             };
+            let metadata = history::check_metadata(params)?;
             let text = text.unwrap_or_default();
             let thread_ts = str_param(params, "thread_ts");
             let ts = st.next_ts();
@@ -867,6 +998,7 @@ fn dispatch(
                 thread_ts: thread_ts.clone(),
                 text: text.clone(),
                 blocks: blocks.clone(),
+                metadata: metadata.clone(),
             });
             let mut message = json!({
                 "type": "message",
@@ -890,12 +1022,19 @@ fn dispatch(
                     message["parent_user_id"] = json!(parent);
                 }
             }
-            // Like Slack, the bot's own post comes back as a message event.
+            // Like Slack, the bot's own post comes back as a message event (its metadata only
+            // to apps subscribed to metadata events, which the bot is not).
             let mut event = message.clone();
             event["channel"] = json!(channel);
             event["event_ts"] = json!(ts);
             event["channel_type"] = json!(channel_type(&channel));
             st.emit_event(event);
+            if let Some(metadata) = &metadata {
+                message["metadata"] = metadata.clone();
+                if let Some(kept) = st.history.get_mut(&(channel.clone(), ts.clone())) {
+                    kept["metadata"] = metadata.clone();
+                }
+            }
             Ok(json!({"ok": true, "channel": channel, "ts": ts, "message": message}))
         }
         "chat.update" => {
@@ -938,13 +1077,20 @@ fn dispatch(
                 .iter()
                 .find(|p| p.channel == channel && p.ts == ts)
                 .and_then(|p| p.thread_ts.clone());
+            let edit_ts = st.next_ts();
+            st.edit_history(
+                &channel,
+                &ts,
+                &text,
+                blocks.as_ref(),
+                json!({"user": BOT_USER_ID, "ts": edit_ts}),
+            );
             st.updates.push(Update {
                 channel: channel.clone(),
                 ts: ts.clone(),
                 text: text.clone(),
                 blocks,
             });
-            let edit_ts = st.next_ts();
             let mut message = json!({
                 "type": "message",
                 "ts": ts,
@@ -995,6 +1141,7 @@ fn dispatch(
                 },
             }))
         }
+        "conversations.replies" => history::replies(st, params),
         "reactions.add" => {
             let reaction = Reaction {
                 channel: need("channel")?,

@@ -2,6 +2,7 @@
 
 mod gh;
 mod model;
+mod slack_history;
 mod slack_morphism_client;
 mod slack_raw;
 

@@ -297,3 +297,28 @@ async fn required_api_key() {
     assert_eq!(body["error"]["code"], 401);
     assert_eq!(fake.violations().len(), 1);
 }
+
+#[tokio::test]
+async fn a_responder_answers_each_request_from_its_content_and_never_runs_out() {
+    let fake = FakeModel::start().await;
+    fake.respond("RESPOND", |request| {
+        let last = request["messages"].as_array().unwrap().last().unwrap();
+        Reply::text(format!("echo {}", last["content"].as_str().unwrap_or("?")))
+    });
+    assert_eq!(fake.remaining("RESPOND"), usize::MAX);
+    for round in 0..3 {
+        let messages = json!([
+            {"role": "user", "content": "RESPOND please"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": format!("round {round}")},
+        ]);
+        let (status, _, body) = call(&fake, &json!({"model": "m", "messages": messages})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["choices"][0]["message"]["content"],
+            format!("echo round {round}")
+        );
+    }
+    assert_eq!(fake.requests_for("RESPOND").len(), 3);
+    assert!(fake.unscripted().is_empty());
+}

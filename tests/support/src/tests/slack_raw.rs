@@ -9,7 +9,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::http;
 use crate::slack::*;
 
-fn urlencode(pairs: &[(&str, &str)]) -> String {
+pub(super) fn urlencode(pairs: &[(&str, &str)]) -> String {
     let enc = |s: &str| {
         s.bytes()
             .map(|b| match b {
@@ -141,13 +141,7 @@ async fn web_api_auth_and_errors() {
         .unwrap();
     assert_eq!(resp["ok"], true);
     assert_eq!(
-        post_json(
-            &fake,
-            "conversations.replies",
-            BOT_TOKEN,
-            json!({"channel": CHANNEL})
-        )
-        .await["error"],
+        post_json(&fake, "users.info", BOT_TOKEN, json!({"channel": CHANNEL})).await["error"],
         "unknown_method"
     );
     assert_eq!(
@@ -177,7 +171,7 @@ async fn web_api_auth_and_errors() {
     assert_eq!(calls[0].http_method, "GET");
     assert_eq!(calls[0].error, None);
     assert_eq!(calls[1].error.as_deref(), Some("invalid_auth"));
-    let unknown = fake.calls_of("conversations.replies");
+    let unknown = fake.calls_of("users.info");
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].params, json!({"channel": CHANNEL}));
     assert!(fake.posts().is_empty());
@@ -428,6 +422,7 @@ async fn post_message_echo_update_and_reactions() {
             thread_ts: Some(user.ts.clone()),
             text: "on it".into(),
             blocks: None,
+            metadata: None,
         }
     );
     assert_eq!(posts[1].text, "");

@@ -1,0 +1,355 @@
+//! One transaction for what handling a message changes and the Slack effects that report
+//! it: a PM turn and its answer, a budget and its confirmation, a run's end and its summary.
+//! Either all of it is recorded or none, so a crash can neither post an answer twice (the
+//! message is still pending, nothing is in the outbox) nor lose one (the message is
+//! processed and its answer waits in the outbox).
+
+use codebutler_runner::conversation::ChatMessage;
+use sqlx::{Row, SqliteConnection};
+
+use super::outbox::{NewIntent, enqueue};
+use super::{IncomingMessage, Store, StoreError, ThreadKey, now};
+
+/// A change recorded by [`Store::commit`].
+#[derive(Clone, Copy, Debug)]
+pub enum Change<'a> {
+    /// The message is handled.
+    Processed(&'a IncomingMessage),
+    /// Handling the message failed; it is retried later (up to [`super::MAX_ATTEMPTS`]).
+    Failed(&'a IncomingMessage),
+    /// A turn appended to `role`'s conversation in the thread.
+    Turn {
+        thread: &'a ThreadKey,
+        role: &'a str,
+        messages: &'a [ChatMessage],
+    },
+    /// "budget $N": the thread's cap, set by `user`.
+    Budget {
+        thread: &'a ThreadKey,
+        cap_usd: f64,
+        user: &'a str,
+    },
+    /// The thread's pending plan is withdrawn (its Cancel button).
+    WithdrawPlan(&'a ThreadKey),
+    /// The thread's plan waits for approval again (its run could not start).
+    PlanPending(&'a ThreadKey),
+    /// "undo": the restored checkpoint is dropped and the thread's latest run, if any, is
+    /// resumed from `conversation` next.
+    Undone {
+        checkpoint_run: &'a str,
+        latest_run: Option<&'a str>,
+        conversation: &'a str,
+    },
+    /// The run's end is reported. Only once: if it was reported already, [`Store::commit`]
+    /// records nothing and returns false.
+    RunReported(&'a str),
+}
+
+impl Store {
+    /// Records `changes` and appends `intents` to the outbox, in one transaction. Returns
+    /// false, recording nothing, when a [`Change::RunReported`] finds the run reported.
+    pub async fn commit(
+        &self,
+        changes: &[Change<'_>],
+        intents: &[NewIntent],
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.begin_write().await?;
+        for change in changes {
+            if !apply(&mut tx, change).await? {
+                tx.rollback().await?;
+                return Ok(false);
+            }
+        }
+        enqueue(&mut tx, intents).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+/// Applies one change; false when a guard says the whole commit must not happen.
+async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool, StoreError> {
+    let now = now();
+    match *change {
+        Change::Processed(msg) => {
+            sqlx::query(
+                "UPDATE messages SET state = 'processed', processed_at = ?, attempts = attempts + 1 \
+                 WHERE channel_id = ? AND ts = ?",
+            )
+            .bind(&now)
+            .bind(&msg.channel)
+            .bind(&msg.ts)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::Failed(msg) => {
+            sqlx::query(
+                "UPDATE messages SET state = 'failed', attempts = attempts + 1 \
+                 WHERE channel_id = ? AND ts = ?",
+            )
+            .bind(&msg.channel)
+            .bind(&msg.ts)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::Turn {
+            thread,
+            role,
+            messages,
+        } => append_turn(conn, thread, role, messages, &now).await?,
+        Change::Budget {
+            thread,
+            cap_usd,
+            user,
+        } => {
+            sqlx::query(
+                "INSERT INTO thread_budgets (channel_id, thread_ts, cap_usd, set_by, updated_at) \
+                 VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, thread_ts) \
+                 DO UPDATE SET cap_usd = excluded.cap_usd, set_by = excluded.set_by, updated_at = excluded.updated_at",
+            )
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .bind(cap_usd)
+            .bind(user)
+            .bind(&now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::WithdrawPlan(thread) => {
+            sqlx::query(
+                "UPDATE threads SET plan = NULL, updated_at = ? \
+                 WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
+            )
+            .bind(&now)
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::PlanPending(thread) => {
+            sqlx::query(
+                "UPDATE threads SET phase = 'pm', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+            )
+            .bind(&now)
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::Undone {
+            checkpoint_run,
+            latest_run,
+            conversation,
+        } => {
+            sqlx::query("DELETE FROM run_checkpoints WHERE run_id = ?")
+                .bind(checkpoint_run)
+                .execute(&mut *conn)
+                .await?;
+            if let Some(run) = latest_run {
+                sqlx::query("UPDATE runs SET conversation = ? WHERE id = ?")
+                    .bind(conversation)
+                    .bind(run)
+                    .execute(&mut *conn)
+                    .await?;
+            }
+        }
+        Change::RunReported(run) => {
+            let reported =
+                sqlx::query("UPDATE runs SET reported_at = ? WHERE id = ? AND reported_at IS NULL")
+                    .bind(&now)
+                    .bind(run)
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected();
+            return Ok(reported == 1);
+        }
+    }
+    Ok(true)
+}
+
+/// Appends a turn to a role's conversation and touches the thread.
+async fn append_turn(
+    conn: &mut SqliteConnection,
+    thread: &ThreadKey,
+    role: &str,
+    messages: &[ChatMessage],
+    now: &str,
+) -> Result<(), StoreError> {
+    let next: i64 = sqlx::query(
+        "SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM conversation_messages \
+         WHERE channel_id = ? AND thread_ts = ? AND role = ?",
+    )
+    .bind(&thread.channel)
+    .bind(&thread.thread_ts)
+    .bind(role)
+    .fetch_one(&mut *conn)
+    .await?
+    .get("next");
+    for (i, message) in messages.iter().enumerate() {
+        let body = serde_json::to_string(message).map_err(|source| StoreError::Corrupt {
+            thread: thread.to_string(),
+            source,
+        })?;
+        sqlx::query(
+            "INSERT INTO conversation_messages (channel_id, thread_ts, role, seq, body, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .bind(role)
+        .bind(next + i as i64)
+        .bind(body)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    sqlx::query("UPDATE threads SET updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
+        .bind(now)
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewRun;
+
+    fn msg(ts: &str) -> IncomingMessage {
+        IncomingMessage {
+            channel: "C1".into(),
+            ts: ts.into(),
+            thread_ts: "1.1".into(),
+            user: "U1".into(),
+            text: format!("message {ts}"),
+            event_id: None,
+        }
+    }
+
+    fn reply(id: &str) -> NewIntent {
+        NewIntent {
+            id: id.into(),
+            thread: msg("1.1").thread(),
+            body: "{}".into(),
+        }
+    }
+
+    async fn store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn a_turn_its_answer_and_the_processed_mark_are_one_write() {
+        let (_d, s) = store().await;
+        let (a, b) = (msg("1.1"), msg("1.2"));
+        s.record_message(&a).await.unwrap();
+        s.record_message(&b).await.unwrap();
+        let t = a.thread();
+        let turn = [ChatMessage::user("q"), ChatMessage::assistant_text("r")];
+        assert!(
+            s.commit(
+                &[
+                    Change::Turn {
+                        thread: &t,
+                        role: "pm",
+                        messages: &turn
+                    },
+                    Change::Processed(&a)
+                ],
+                &[reply("g/0")],
+            )
+            .await
+            .unwrap()
+        );
+        assert_eq!(s.next_pending(&t).await.unwrap(), Some(b.clone()));
+        assert_eq!(s.conversation(&t, "pm").await.unwrap().len(), 2);
+        assert_eq!(s.unsent(&t).await.unwrap().len(), 1);
+
+        // A failing part (the reply's id is taken) leaves nothing behind: no turn, no mark.
+        let again = [ChatMessage::user("q2")];
+        assert!(
+            s.commit(
+                &[
+                    Change::Turn {
+                        thread: &t,
+                        role: "pm",
+                        messages: &again
+                    },
+                    Change::Processed(&b)
+                ],
+                &[reply("g/0")],
+            )
+            .await
+            .is_err()
+        );
+        assert_eq!(s.next_pending(&t).await.unwrap(), Some(b));
+        assert_eq!(s.conversation(&t, "pm").await.unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_run_end_is_reported_once() {
+        let (_d, s) = store().await;
+        let t = msg("1.1").thread();
+        s.create_run(NewRun {
+            id: "r1",
+            thread: &t,
+            plan: "p",
+            model: "m",
+            worktree: "/w",
+            branch: "codebutler/x",
+            max_turns: 5,
+        })
+        .await
+        .unwrap();
+        assert!(
+            s.commit(&[Change::RunReported("r1")], &[reply("end/0")])
+                .await
+                .unwrap()
+        );
+        assert!(
+            !s.commit(&[Change::RunReported("r1")], &[reply("end2/0")])
+                .await
+                .unwrap(),
+            "reported already"
+        );
+        assert!(
+            s.intent("end2/0").await.unwrap().is_none(),
+            "nothing written"
+        );
+    }
+
+    #[tokio::test]
+    async fn budgets_plans_and_failures_are_recorded() {
+        let (_d, s) = store().await;
+        let a = msg("1.1");
+        let t = a.thread();
+        s.record_message(&a).await.unwrap();
+        s.commit(
+            &[Change::Budget {
+                thread: &t,
+                cap_usd: 7.5,
+                user: "U2",
+            }],
+            &[],
+        )
+        .await
+        .unwrap();
+        assert_eq!(s.thread_budget(&t).await.unwrap(), Some(7.5));
+        s.set_plan(&t, "{}").await.unwrap();
+        assert!(s.approve_plan(&t, &a).await.unwrap().is_some());
+        s.commit(&[Change::PlanPending(&t)], &[]).await.unwrap();
+        assert!(s.has_pending_plan(&t).await.unwrap(), "approvable again");
+        s.commit(&[Change::WithdrawPlan(&t), Change::Failed(&a)], &[])
+            .await
+            .unwrap();
+        assert!(!s.has_pending_plan(&t).await.unwrap());
+        assert_eq!(
+            s.next_pending(&t).await.unwrap(),
+            None,
+            "failed, not pending"
+        );
+    }
+}

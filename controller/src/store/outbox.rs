@@ -1,0 +1,269 @@
+//! The outbox: the effects the daemon means to have in Slack, recorded before they are
+//! attempted (see `slack::outbox` for their delivery and what a body holds).
+//!
+//! A row is written in the same transaction as the change it reports ([`super::Change`]),
+//! so a crash either loses both or keeps both. Rows of a thread are delivered in `seq` order.
+//! A row goes `pending` → `sending` (attempted: from here on its outcome is unknown until
+//! Slack answers) → `sent`, or back to `pending` when Slack certainly did nothing, or to
+//! `failed` when Slack refused it for good.
+
+use sqlx::{Row, SqliteConnection};
+
+use super::{Store, StoreError, ThreadKey, now, thread_of};
+
+/// An effect to record: its id (unique; `<group>/<n>`), its thread and its body (JSON the
+/// delivery understands).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewIntent {
+    pub id: String,
+    pub thread: ThreadKey,
+    pub body: String,
+}
+
+/// Where an effect is in its delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntentState {
+    /// Not done, and known not to be.
+    Pending,
+    /// Attempted; whether it got through is unknown until Slack answers or the thread shows it.
+    Sending,
+    Sent,
+    /// Refused by Slack for good; given up.
+    Failed,
+}
+
+impl IntentState {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Sending => "sending",
+            Self::Sent => "sent",
+            Self::Failed => "failed",
+        }
+    }
+
+    fn parse(name: &str) -> Self {
+        [Self::Pending, Self::Sending, Self::Sent, Self::Failed]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+            // An unknown state is treated as unknown outcome: checked before any retry.
+            .unwrap_or(Self::Sending)
+    }
+}
+
+/// One recorded effect.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntentRecord {
+    pub id: String,
+    pub thread: ThreadKey,
+    pub body: String,
+    pub state: IntentState,
+    /// The posted message's ts, once known.
+    pub ts: Option<String>,
+    /// The uploaded file's id, once known (snippets).
+    pub file_id: Option<String>,
+    /// When it was recorded (RFC 3339, UTC): nothing of it can be in Slack from before.
+    pub created_at: String,
+}
+
+const COLUMNS: &str = "id, channel_id, thread_ts, body, state, ts, file_id, created_at";
+
+fn record(r: &sqlx::sqlite::SqliteRow) -> IntentRecord {
+    IntentRecord {
+        id: r.get("id"),
+        thread: thread_of(r),
+        body: r.get("body"),
+        state: IntentState::parse(r.get("state")),
+        ts: r.get("ts"),
+        file_id: r.get("file_id"),
+        created_at: r.get("created_at"),
+    }
+}
+
+/// Appends `intents` to the outbox, after everything already in it.
+pub(super) async fn enqueue(
+    conn: &mut SqliteConnection,
+    intents: &[NewIntent],
+) -> Result<(), StoreError> {
+    if intents.is_empty() {
+        return Ok(());
+    }
+    let last: i64 = sqlx::query("SELECT COALESCE(MAX(seq), 0) AS last FROM outbox")
+        .fetch_one(&mut *conn)
+        .await?
+        .get("last");
+    let now = now();
+    for (i, intent) in intents.iter().enumerate() {
+        sqlx::query(
+            "INSERT INTO outbox (id, seq, channel_id, thread_ts, body, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&intent.id)
+        .bind(last + 1 + i as i64)
+        .bind(&intent.thread.channel)
+        .bind(&intent.thread.thread_ts)
+        .bind(&intent.body)
+        .bind(&now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// The thread's effects not yet sent or given up, in order.
+    pub async fn unsent(&self, thread: &ThreadKey) -> Result<Vec<IntentRecord>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM outbox WHERE state IN ('pending', 'sending') \
+             AND channel_id = ? AND thread_ts = ? ORDER BY seq"
+        ))
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(record).collect())
+    }
+
+    /// Threads with effects not yet sent or given up.
+    pub async fn threads_with_unsent(&self) -> Result<Vec<ThreadKey>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT channel_id, thread_ts, MIN(seq) AS first FROM outbox \
+             WHERE state IN ('pending', 'sending') GROUP BY channel_id, thread_ts ORDER BY first",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(thread_of).collect())
+    }
+
+    /// The effects recorded together as `group`, in order.
+    pub async fn intent_group(&self, group: &str) -> Result<Vec<IntentRecord>, StoreError> {
+        // Ids of the group are `<group>/<n>`: the range from "<group>/" up to "<group>0"
+        // ('0' follows '/') holds exactly them, without LIKE's wildcards.
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM outbox WHERE id >= ? AND id < ? ORDER BY seq"
+        ))
+        .bind(format!("{group}/"))
+        .bind(format!("{group}0"))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(record).collect())
+    }
+
+    /// One effect.
+    pub async fn intent(&self, id: &str) -> Result<Option<IntentRecord>, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM outbox WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(record))
+    }
+
+    /// Marks an effect attempted (its outcome unknown from now on); `file_id` is the file a
+    /// snippet's upload made.
+    pub async fn intent_sending(&self, id: &str, file_id: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET state = 'sending', file_id = ? WHERE id = ?")
+            .bind(file_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Marks an effect done; `ts` is the posted message's.
+    pub async fn intent_sent(&self, id: &str, ts: Option<&str>) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE outbox SET state = 'sent', ts = COALESCE(?, ts), sent_at = ? WHERE id = ?",
+        )
+        .bind(ts)
+        .bind(now())
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Puts an effect back in line: Slack certainly did not do it.
+    pub async fn intent_pending(&self, id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET state = 'pending' WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Gives an effect up: Slack refused it for good (`error` says why).
+    pub async fn intent_failed(&self, id: &str, error: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE outbox SET state = 'failed', error = ? WHERE id = ?")
+            .bind(error)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn thread(ts: &str) -> ThreadKey {
+        ThreadKey {
+            channel: "C1".into(),
+            thread_ts: ts.into(),
+        }
+    }
+
+    fn intent(id: &str, ts: &str) -> NewIntent {
+        NewIntent {
+            id: id.into(),
+            thread: thread(ts),
+            body: format!("{{\"say\":\"{id}\"}}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn effects_come_back_in_order_per_thread_until_settled() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        s.commit(&[], &[intent("a/0", "1.1"), intent("a/1", "1.1")])
+            .await
+            .unwrap();
+        s.commit(&[], &[intent("b/0", "2.1"), intent("c/0", "1.1")])
+            .await
+            .unwrap();
+        let ids = |rows: Vec<IntentRecord>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+        assert_eq!(
+            ids(s.unsent(&thread("1.1")).await.unwrap()),
+            ["a/0", "a/1", "c/0"]
+        );
+        assert_eq!(
+            s.threads_with_unsent().await.unwrap(),
+            [thread("1.1"), thread("2.1")]
+        );
+        assert_eq!(ids(s.intent_group("a").await.unwrap()), ["a/0", "a/1"]);
+
+        s.intent_sending("a/0", None).await.unwrap();
+        assert_eq!(
+            s.unsent(&thread("1.1")).await.unwrap()[0].state,
+            IntentState::Sending,
+            "an attempted effect stays in line until its outcome is known"
+        );
+        s.intent_sent("a/0", Some("9.9")).await.unwrap();
+        s.intent_sending("a/1", Some("F1")).await.unwrap();
+        s.intent_pending("a/1").await.unwrap();
+        s.intent_failed("c/0", "invalid_blocks").await.unwrap();
+        let a0 = s.intent("a/0").await.unwrap().unwrap();
+        assert_eq!(
+            (a0.state, a0.ts.as_deref()),
+            (IntentState::Sent, Some("9.9"))
+        );
+        let a1 = s.intent("a/1").await.unwrap().unwrap();
+        assert_eq!(
+            (a1.state, a1.file_id.as_deref()),
+            (IntentState::Pending, Some("F1"))
+        );
+        assert_eq!(ids(s.unsent(&thread("1.1")).await.unwrap()), ["a/1"]);
+        // A second write of the same id is refused: an effect is recorded once.
+        assert!(s.commit(&[], &[intent("a/0", "1.1")]).await.is_err());
+    }
+}

@@ -1,0 +1,162 @@
+//! Messages that start Coder runs. Starting a run takes a while (fetch, worktree, runner) and
+//! the message stays pending until its run is recorded and announced; the mark made when
+//! the start began tells, after a crash, that the message was cut off mid-start rather than
+//! never handled: re-handling it would find its plan already taken.
+
+use sqlx::{Row, SqliteConnection};
+
+use super::{IncomingMessage, Store, StoreError, message_of, now};
+
+/// What a message started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStart {
+    /// The approval of the thread's plan.
+    Approval,
+    /// A new run going on from the thread's last one.
+    FollowUp,
+}
+
+impl RunStart {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Approval => "approval",
+            Self::FollowUp => "follow_up",
+        }
+    }
+}
+
+/// A message still pending whose run start began before the last stop.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CutOffStart {
+    pub msg: IncomingMessage,
+    pub kind: RunStart,
+    /// The id of the run recorded for it, if the start got that far.
+    pub run_id: Option<String>,
+}
+
+/// Marks `msg` as starting a run of `kind`, now.
+pub(super) async fn mark(
+    conn: &mut SqliteConnection,
+    msg: &IncomingMessage,
+    kind: RunStart,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "UPDATE messages SET run_start = ?, run_start_at = ? WHERE channel_id = ? AND ts = ?",
+    )
+    .bind(kind.as_str())
+    .bind(now())
+    .bind(&msg.channel)
+    .bind(&msg.ts)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+impl Store {
+    /// Marks `msg` as starting a run of `kind` (see [`Store::approve_plan`] for approvals).
+    pub async fn mark_run_start(
+        &self,
+        msg: &IncomingMessage,
+        kind: RunStart,
+    ) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?;
+        mark(&mut conn, msg, kind).await
+    }
+
+    /// Pending messages whose run start began (at start-up: cut off by the last stop), each
+    /// with the run recorded for it since, if any. A thread handles one message at a time,
+    /// so a run of its thread created after the start began is that start's run.
+    pub async fn cut_off_starts(&self) -> Result<Vec<CutOffStart>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT m.channel_id, m.ts, m.thread_ts, m.user_id, m.text, m.event_id, m.run_start, \
+             (SELECT r.id FROM runs r WHERE r.channel_id = m.channel_id AND r.thread_ts = m.thread_ts \
+              AND r.created_at >= m.run_start_at ORDER BY r.created_at LIMIT 1) AS run_id \
+             FROM messages m WHERE m.state = 'pending' AND m.run_start IS NOT NULL ORDER BY m.ts",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| CutOffStart {
+                msg: message_of(r),
+                kind: if r.get::<&str, _>("run_start") == RunStart::FollowUp.as_str() {
+                    RunStart::FollowUp
+                } else {
+                    RunStart::Approval
+                },
+                run_id: r.get("run_id"),
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Change, NewRun, ThreadKey};
+
+    fn msg(ts: &str) -> IncomingMessage {
+        IncomingMessage {
+            channel: "C1".into(),
+            ts: ts.into(),
+            thread_ts: "1.1".into(),
+            user: "U1".into(),
+            text: "yes".into(),
+            event_id: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_start_cut_off_is_found_with_the_run_it_got_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let thread = ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        };
+        let old_run = NewRun {
+            id: "before",
+            thread: &thread,
+            plan: "p",
+            model: "m",
+            worktree: "/w",
+            branch: "codebutler/x",
+            max_turns: 5,
+        };
+        s.create_run(old_run).await.unwrap();
+        let (approval, follow_up, done) = (msg("1.2"), msg("1.3"), msg("1.4"));
+        for m in [&approval, &follow_up, &done] {
+            s.record_message(m).await.unwrap();
+        }
+        s.set_plan(&thread, "{}").await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        assert!(s.approve_plan(&thread, &approval).await.unwrap().is_some());
+        assert_eq!(
+            s.cut_off_starts().await.unwrap(),
+            [CutOffStart {
+                msg: approval.clone(),
+                kind: RunStart::Approval,
+                run_id: None,
+            }],
+            "an earlier run of the thread is not this start's"
+        );
+        s.create_run(NewRun {
+            id: "after",
+            ..old_run
+        })
+        .await
+        .unwrap();
+        s.mark_run_start(&follow_up, RunStart::FollowUp)
+            .await
+            .unwrap();
+        s.mark_run_start(&done, RunStart::FollowUp).await.unwrap();
+        s.commit(&[Change::Processed(&done)], &[]).await.unwrap();
+        let found = s.cut_off_starts().await.unwrap();
+        assert_eq!(found.len(), 2, "a processed message is no cut-off start");
+        assert_eq!(found[0].run_id.as_deref(), Some("after"));
+        assert_eq!(
+            (found[1].kind, found[1].run_id.as_deref()),
+            (RunStart::FollowUp, None)
+        );
+    }
+}
