@@ -72,7 +72,7 @@ pub struct Pm {
 impl Pm {
     /// Runs the PM on one user message: restores the thread's conversation, adds the
     /// message, and runs the tool loop. Nothing is stored here; the caller stores the turn
-    /// once the answer is posted.
+    /// together with the answer's outbox effects, before anything is posted.
     pub async fn answer(
         &self,
         msg: &IncomingMessage,

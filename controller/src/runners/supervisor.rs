@@ -121,8 +121,6 @@ struct Inner {
     active: Mutex<HashMap<String, Active>>,
     events: broadcast::Sender<RunEvent>,
     tracker: TaskTracker,
-    /// Runs the previous controller left running, until the daemon has told their threads.
-    interrupted: Mutex<Vec<RunRecord>>,
 }
 
 struct Active {
@@ -159,7 +157,9 @@ pub struct SupervisorParts {
 }
 
 impl Supervisor {
-    /// A supervisor. Marks runs left running by a previous controller as interrupted.
+    /// A supervisor. Marks runs left running by a previous controller as interrupted (their
+    /// threads are told by the start-up reconciliation, which reports every run end not yet
+    /// reported).
     pub async fn new(parts: SupervisorParts) -> Result<Self, StoreError> {
         let interrupted = parts.store.interrupt_unfinished_runs().await?;
         if !interrupted.is_empty() {
@@ -185,7 +185,6 @@ impl Supervisor {
                 active: Mutex::new(HashMap::new()),
                 events,
                 tracker: TaskTracker::new(),
-                interrupted: Mutex::new(interrupted),
             }),
         })
     }
@@ -261,15 +260,6 @@ impl Supervisor {
             })
             .await?;
         Ok(record)
-    }
-
-    /// The runs the previous controller left running (marked interrupted at start), once:
-    /// for telling their threads.
-    pub fn take_interrupted(&self) -> Vec<RunRecord> {
-        match self.inner.interrupted.lock() {
-            Ok(mut runs) => std::mem::take(&mut *runs),
-            Err(poisoned) => std::mem::take(&mut *poisoned.into_inner()),
-        }
     }
 
     /// Asks the thread's run to stop. Returns whether a run was in progress.
