@@ -18,6 +18,7 @@ use crate::pm::tools::Plan;
 use crate::runners::supervisor::{Resume, RunEvent, RunRequest, Supervisor};
 use crate::runners::{checkpoint, forge, worktree};
 use crate::slack::api::Sender;
+use crate::slack::format::escape_text;
 use crate::store::{IncomingMessage, RunRecord, RunState, Store};
 
 /// Least time between two edits of a status message.
@@ -312,10 +313,13 @@ impl Status {
         }
     }
 
+    /// The status text; the plan's title and the Coder's activity are model text, made
+    /// inert.
     fn render(&self, elapsed: Duration) -> String {
         let mut line = format!(
             "{PREFIX}working on _{}_ in `{}`\n",
-            self.summary, self.branch
+            escape_text(&self.summary),
+            escape_text(&self.branch)
         );
         if self.turn == 0 {
             line.push_str("starting the sandbox…");
@@ -324,7 +328,7 @@ impl Status {
                 "turn {} of {} · {} · {} · {} tokens · ${:.2}",
                 self.turn,
                 self.max_turns,
-                self.doing,
+                escape_text(&self.doing),
                 elapsed_text(elapsed),
                 self.tokens,
                 self.cost
@@ -471,7 +475,7 @@ impl Follower {
     }
 
     async fn announce_pull_request(&self, url: &str) {
-        let text = format!("{PREFIX}opened a pull request: {url}");
+        let text = format!("{PREFIX}opened a pull request: {}", escape_text(url));
         if let Err(e) = self
             .coder
             .sender
@@ -512,8 +516,8 @@ impl Follower {
         let final_status = format!(
             "{PREFIX}{} _{}_ in `{}` · {} turns · {} · {} tokens · ${:.2}",
             if ok { "finished" } else { "stopped" },
-            self.status.summary,
-            self.status.branch,
+            escape_text(&self.status.summary),
+            escape_text(&self.status.branch),
             turns,
             elapsed_text(elapsed),
             self.status.tokens,
@@ -575,7 +579,11 @@ impl worktree::Progress for ThreadProgress<'_> {
         let a = self.approval;
         match self
             .sender
-            .post(&a.channel, &a.thread_ts, &format!("{PREFIX}{text}"))
+            .post(
+                &a.channel,
+                &a.thread_ts,
+                &format!("{PREFIX}{}", escape_text(text)),
+            )
             .await
         {
             Ok(ts) => Some(ts),
@@ -588,7 +596,7 @@ impl worktree::Progress for ThreadProgress<'_> {
 
     async fn update(&self, handle: &str, text: &str) {
         let a = self.approval;
-        let text = format!("{PREFIX}{text}");
+        let text = format!("{PREFIX}{}", escape_text(text));
         if let Err(e) = self.sender.update(&a.channel, handle, &text).await {
             tracing::warn!(thread = %a.thread(), "update preparation progress: {e}");
         }
@@ -671,6 +679,28 @@ mod tests {
         assert_eq!(
             s.render(Duration::from_secs(72)),
             "*Coder:* working on _Fix expiry_ in `codebutler/fix-expiry`\nturn 3 of 25 · editing src/auth.rs · 1m 12s · 1200 tokens · $0.12"
+        );
+    }
+
+    #[test]
+    fn status_shows_model_text_as_text() {
+        let mut s = Status {
+            summary: "Ping <!channel> & <https://evil.example|https://good.example>".into(),
+            branch: "codebutler/ping".into(),
+            ..Status::default()
+        };
+        s.apply(&Event::TurnBegun(TurnBegun {
+            turn: 1,
+            max_turns: 25,
+        }));
+        s.apply(&Event::ToolStarted(ToolStarted {
+            call_id: "c".into(),
+            tool: "Bash".into(),
+            summary: "running `echo <!here>`".into(),
+        }));
+        assert_eq!(
+            s.render(Duration::ZERO),
+            "*Coder:* working on _Ping &lt;!channel&gt; &amp; &lt;https://evil.example|https://good.example&gt;_ in `codebutler/ping`\nturn 1 of 25 · running `echo &lt;!here&gt;` · 0s · 0 tokens · $0.00"
         );
     }
 }
