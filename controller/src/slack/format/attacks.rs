@@ -106,10 +106,47 @@ fn a_label_showing_another_address_is_not_a_link_label() {
         markdown_to_mrkdwn("[good。example](https://evil.example)"),
         "good。example (<https://evil.example>)"
     );
+    // Found by the render fuzz target: characters a person cannot see do not hide an address.
+    assert_eq!(
+        markdown_to_mrkdwn("[www.good.exa\u{200B}mple](https://evil.example)"),
+        "www.good.exa\u{200B}mple (<https://evil.example>)"
+    );
+    assert_eq!(
+        markdown_to_mrkdwn("![www.good.exam\0\u{1}ple](https://evil.example/i.png)"),
+        "www.good.exam\u{FFFD}\u{1}ple (<https://evil.example/i.png>)"
+    );
+    assert_eq!(
+        markdown_to_mrkdwn("[http'://good.example/login](https://evil.example/login)"),
+        "http'://good.example/login (<https://evil.example/login>)"
+    );
+    // Found by the render fuzz target: formatting marks split words as Slack shows them.
+    assert_eq!(
+        markdown_to_mrkdwn("[see`www.good.example`](https://evil.example)"),
+        "see`www.good.example` (<https://evil.example>)"
+    );
     // The user part of a URL is not its host.
     assert_eq!(
         markdown_to_mrkdwn("[good.example](https://good.example@evil.example/)"),
         "good.example (<https://good.example@evil.example/>)"
+    );
+}
+
+#[test]
+fn links_inside_link_labels_are_their_labels() {
+    // Found by the render fuzz target: an autolink inside a link's label made a link inside
+    // a link.
+    assert_eq!(
+        markdown_to_mrkdwn("[write <me@x.example> now](https://x.example/contact)"),
+        "<https://x.example/contact|write me@x.example now>"
+    );
+    // What an inner link or image shows counts as the outer label's text.
+    assert_eq!(
+        markdown_to_mrkdwn("[see <https://good.example> now](https://evil.example)"),
+        "see https://good.example now (<https://evil.example>)"
+    );
+    assert_eq!(
+        markdown_to_mrkdwn("[![good.example](https://x.example/i.png)](https://evil.example)"),
+        "good.example (<https://evil.example>)"
     );
 }
 

@@ -71,13 +71,19 @@ pub(super) fn render_image(url: &str, alt: &str, raw: &str, markup: &mut Markup)
     labelled_link(url, &alt, raw, markup)
 }
 
-/// `<target|label>`, or `label (<target>)` when the label shows another address or the
-/// link would be too long.
+/// `<target|label>`, or `label (<target>)` when the label shows another address — in the
+/// answer's text or as Slack will show it (formatting marks included) — or the link would
+/// be too long.
 fn labelled_link(target: &str, label: &str, raw: &str, markup: &mut Markup) -> String {
     let url = sanitize_url(target);
     let host = url_host(&url);
+    let shown_label = label
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&");
     let honest = shown_hosts(raw)
-        .iter()
+        .into_iter()
+        .chain(shown_hosts(&shown_label))
         .all(|shown| host.as_deref() == Some(shown.as_str()));
     let link = format!("<{url}|{label}>");
     if honest && link.chars().count() <= MAX_MARKUP_CHARS {
@@ -164,30 +170,78 @@ fn normalize_host(host: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_owned())
 }
 
-/// The hosts of the addresses the plain text `text` shows: URLs, e-mail addresses and
-/// anything that looks like a domain name or an IPv4 address (ideographic full stops read
-/// as dots, as browsers read them).
+/// The hosts of the addresses the plain text `text` shows, as a person reads it (invisible
+/// characters dropped, ideographic full stops read as dots, as browsers read them): URLs,
+/// `www.` names and e-mail addresses whatever their characters, and any other word that
+/// looks like a domain name or an IPv4 address.
 fn shown_hosts(text: &str) -> Vec<String> {
-    let text = text.replace(['。', '．', '｡'], ".").to_lowercase();
-    text.split(|c: char| c.is_whitespace() || "()[]{}<>\"'`,;|*~".contains(c))
-        .filter_map(shown_host)
+    let text: String = text
+        .chars()
+        .filter(|&c| !is_invisible(c))
+        .collect::<String>()
+        .replace(['。', '．', '｡'], ".")
+        .to_lowercase();
+    text.split(|c: char| c.is_whitespace() || "()[]{}<>\"'`,;|*_~".contains(c))
+        .flat_map(shown_host)
         .collect()
 }
 
-fn shown_host(word: &str) -> Option<String> {
-    let word = word.trim_matches(|c: char| matches!(c, '.' | ':' | '!' | '?'));
+/// The hosts a word may be read as showing: every reading counts (a word can start like a
+/// mail address and go on like a URL).
+fn shown_host(word: &str) -> Vec<String> {
+    let mut hosts = Vec::new();
+    let word = word.trim_end_matches(['.', ':', '!', '?']);
     if let Some((_, rest)) = word.split_once("://") {
-        return normalize_host(authority_host(rest)?);
+        hosts.extend(authority_host(rest).and_then(normalize_host));
     }
+    let word = word.trim_start_matches(['.', ':', '/']);
     if let Some(rest) = word.strip_prefix("mailto:") {
-        return normalize_host(mail_host(rest)?);
+        hosts.extend(mail_host(rest).and_then(normalize_host));
     }
-    let host = match word.rsplit_once('@') {
-        Some((_, domain)) => domain.split('?').next()?,
-        None => word.split(['/', '?', '#', ':', '\\']).next()?,
-    };
-    let host = normalize_host(host)?;
-    looks_like_host(&host).then_some(host)
+    let head = word
+        .split(['/', '?', '#', ':', '\\'])
+        .next()
+        .unwrap_or_default();
+    if word.starts_with("www.") {
+        hosts.extend(normalize_host(head));
+    }
+    if let Some(domain) = word
+        .rsplit_once('@')
+        .and_then(|(_, domain)| domain.split('?').next())
+        .filter(|domain| domain.contains('.'))
+    {
+        hosts.extend(normalize_host(domain));
+    }
+    hosts.extend(normalize_host(head).filter(|host| looks_like_host(host)));
+    hosts.dedup();
+    hosts
+}
+
+/// Characters a person does not see: controls, zero-width and other format characters,
+/// variation selectors, tags.
+pub(crate) fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{034F}'
+                | '\u{061C}'
+                | '\u{115F}'
+                | '\u{1160}'
+                | '\u{17B4}'
+                | '\u{17B5}'
+                | '\u{180B}'..='\u{180F}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{3164}'
+                | '\u{FE00}'..='\u{FE0F}'
+                | '\u{FEFF}'
+                | '\u{FFA0}'
+                | '\u{FFF0}'..='\u{FFF8}'
+                | '\u{1D173}'..='\u{1D17A}'
+                | '\u{E0000}'..='\u{E0FFF}'
+        )
 }
 
 /// Whether `host` reads as a domain name (`a.example`, a last label of letters) or an IPv4
@@ -271,6 +325,11 @@ mod tests {
             vec!["good.example", "a.example", "b.example", "c.example"]
         );
         assert_eq!(shown_hosts("v1.2 e.g. 10.0.0.1 x"), vec!["10.0.0.1"]);
+        // Found by the render fuzz target: what a person cannot see does not hide a host.
+        assert_eq!(
+            shown_hosts("www.good.exa\u{200B}mple good.exa\u{1}mple www.good.exam\u{FFFD}ple"),
+            vec!["good.example", "good.example", "good.exam\u{FFFD}ple"]
+        );
         assert!(shown_hosts("the auth guide, section 2.1").is_empty());
         for (url, host) in [
             ("https://www.Example.com:8443/a", "example.com"),

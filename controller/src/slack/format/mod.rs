@@ -62,6 +62,7 @@ mod table;
 #[cfg(test)]
 mod test_support;
 
+pub(crate) use links::is_invisible;
 pub use split::split_message;
 
 /// Size limit for one Slack message, in characters (Slack recommends staying

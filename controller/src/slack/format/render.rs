@@ -502,15 +502,17 @@ impl Renderer {
         }
     }
 
+    /// Writes a link; one inside another link's label (pulldown-cmark lets autolinks be)
+    /// or in a table cell is just its label.
     fn end_link(&mut self) {
-        let Some(frame) = self.frames.pop() else {
+        let Some(frame) = self.pop_frame() else {
             return;
         };
         let FrameKind::Link { url, link_type } = frame.kind else {
             return;
         };
         let label = frame.buf.trim();
-        if self.in_cell() {
+        if self.in_cell() || self.in_link() {
             self.emit(label);
             return;
         }
@@ -519,7 +521,7 @@ impl Renderer {
     }
 
     fn end_image(&mut self) {
-        let Some(frame) = self.frames.pop() else {
+        let Some(frame) = self.pop_frame() else {
             return;
         };
         let FrameKind::Image { url } = frame.kind else {
@@ -532,6 +534,16 @@ impl Renderer {
         }
         let rendered = render_image(&url, alt, &frame.raw, &mut self.markup);
         self.emit(&rendered);
+    }
+
+    /// Closes the innermost frame; its plain text is part of the enclosing one's too (an
+    /// outer link's label shows what an inner link or image showed).
+    fn pop_frame(&mut self) -> Option<Frame> {
+        let frame = self.frames.pop()?;
+        if let Some(parent) = self.frames.last_mut() {
+            parent.raw.push_str(&frame.raw);
+        }
+        Some(frame)
     }
 
     fn in_cell(&self) -> bool {
