@@ -9,6 +9,7 @@
 
 use slack_morphism::prelude::*;
 
+use crate::slack::format::is_invisible;
 use crate::slack::intake::{Intake, IntakeFilter};
 
 /// What one Socket Mode text frame amounts to, as the daemon applies it.
@@ -159,9 +160,10 @@ fn host_of(url: &str) -> Option<String> {
 }
 
 /// The hosts of the unmistakable addresses a label shows: URLs, `www.` names and e-mail
-/// addresses (mrkdwn entities decoded, formatting ignored).
+/// addresses (mrkdwn entities decoded, formatting and what a person cannot see ignored).
 fn address_hosts(label: &str) -> Vec<String> {
-    let text = label
+    let visible: String = label.chars().filter(|&c| !is_invisible(c)).collect();
+    let text = visible
         .replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&amp;", "&")
@@ -174,12 +176,13 @@ fn address_hosts(label: &str) -> Vec<String> {
                 host_of(word)
             } else if let Some(rest) = word.strip_prefix("www.") {
                 host_of(&format!("http://{rest}"))
-            } else if word.contains('@') && word.rsplit('@').next()?.contains('.') {
+            } else if word.rsplit_once('@')?.1.split('?').next()?.contains('.') {
                 host_of(&format!("mailto:{word}"))
             } else {
                 None
             }
         })
+        .filter(|host| !host.is_empty())
         .collect()
 }
 

@@ -104,6 +104,12 @@ impl Cuts {
                 self.deep_tags, limits.max_depth
             ));
         }
+        if self.crowded_tags > 0 {
+            notes.push(format!(
+                "[{} tags had more than {} attributes; the rest were dropped]",
+                self.crowded_tags, limits.max_attrs
+            ));
+        }
         if self.text {
             notes.push(format!(
                 "[the page was read up to {} characters of text]",
