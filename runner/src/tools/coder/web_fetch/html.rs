@@ -137,7 +137,7 @@ impl Cuts {
 pub struct Work {
     /// Tokens that reached the tree builder.
     pub tokens: u64,
-    /// Most open and formatting elements the tree builder held before a token.
+    /// Most open and formatting elements the tree builder held before a start tag.
     pub max_depth: usize,
     /// Most attributes on one tag that reached the tree builder.
     pub max_attrs: usize,
@@ -148,8 +148,11 @@ pub struct Work {
 /// A page as text.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Converted {
+    /// The text, wrapped at 100 columns, links as numbered footnotes.
     pub text: String,
+    /// What the bounds cut.
     pub cuts: Cuts,
+    /// The work done.
     pub work: Work,
 }
 
@@ -165,7 +168,8 @@ const WIDTH: usize = 100;
 
 /// Converts an HTML body to text within `limits`.
 pub fn html_to_text(body: &[u8], limits: &Limits) -> Result<Converted, HtmlError> {
-    let started = Instant::now();
+    // A deadline too far to represent is no deadline.
+    let deadline = Instant::now().checked_add(limits.deadline);
     let mut cuts = Cuts::default();
     let read = if body.len() > limits.max_bytes {
         cuts.bytes = Some(body.len());
@@ -181,14 +185,14 @@ pub fn html_to_text(body: &[u8], limits: &Limits) -> Result<Converted, HtmlError
             ..TreeBuilderOpts::default()
         },
     );
-    let filter = Filter::new(builder, limits, started + limits.deadline);
+    let filter = Filter::new(builder, limits, deadline);
     let tokenizer = Tokenizer::new(filter, TokenizerOpts::default());
     let queue = BufferQueue::default();
     for piece in pieces(&html, PIECE_CHARS) {
         if tokenizer.sink.stop.get().is_some() {
             break;
         }
-        if Instant::now() >= started + limits.deadline {
+        if tokenizer.sink.past_deadline() {
             tokenizer.sink.stop.set(Some(Stop::Time));
             break;
         }
@@ -249,7 +253,7 @@ enum Stop {
 struct Filter<'a> {
     builder: TreeBuilder<html2text::Handle, CountedDom>,
     limits: &'a Limits,
-    deadline: Instant,
+    deadline: Option<Instant>,
     stop: Cell<Option<Stop>>,
     /// The tokenizer reads raw text (a script, a style…) until the next end tag.
     in_raw_text: Cell<bool>,
@@ -265,7 +269,7 @@ impl<'a> Filter<'a> {
     fn new(
         builder: TreeBuilder<html2text::Handle, CountedDom>,
         limits: &'a Limits,
-        deadline: Instant,
+        deadline: Option<Instant>,
     ) -> Self {
         Self {
             builder,
@@ -280,6 +284,11 @@ impl<'a> Filter<'a> {
             max_depth: Cell::new(0),
             max_attrs: Cell::new(0),
         }
+    }
+
+    fn past_deadline(&self) -> bool {
+        self.deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
     }
 
     /// The tree builder's open and formatting elements (and the few handles it keeps
@@ -343,7 +352,7 @@ impl TokenSink for Filter<'_> {
         if self.stop.get().is_some() {
             return TokenSinkResult::Continue;
         }
-        if Instant::now() >= self.deadline {
+        if self.past_deadline() {
             self.stop.set(Some(Stop::Time));
             return TokenSinkResult::Continue;
         }
