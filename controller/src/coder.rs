@@ -26,6 +26,7 @@ use crate::runners::resume::resume_with;
 use crate::runners::supervisor::{Resume, RunEvent, RunRequest, Supervisor};
 use crate::runners::{checkpoint, forge, worktree};
 use crate::slack::effects::{Effect, Effects, MessageRef};
+use crate::slack::format::escape_text;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, IncomingMessage, RunRecord, RunState, Store};
 
@@ -51,9 +52,9 @@ fn pull_request_group(run_id: &str, seq: i64) -> String {
     format!("pr:{run_id}:{seq}")
 }
 
-/// The line announcing a pull request.
+/// The line announcing a pull request (the address, from the forge, made inert).
 fn pull_request_line(url: &str) -> String {
-    format!("{PREFIX}opened a pull request: {url}")
+    format!("{PREFIX}opened a pull request: {}", escape_text(url))
 }
 
 /// Why a run could not be started.
@@ -556,8 +557,8 @@ fn final_status(run: &RunRecord) -> String {
         } else {
             "stopped"
         },
-        plan_summary(&run.plan),
-        run.branch,
+        escape_text(&plan_summary(&run.plan)),
+        escape_text(&run.branch),
         run.turns,
         elapsed_text(run_elapsed(run)),
         run.prompt_tokens + run.completion_tokens,
@@ -653,10 +654,13 @@ impl Status {
         }
     }
 
+    /// The status text; the plan's title and the Coder's activity are model text, made
+    /// inert.
     fn render(&self, elapsed: Duration) -> String {
         let mut line = format!(
             "{PREFIX}working on _{}_ in `{}`\n",
-            self.summary, self.branch
+            escape_text(&self.summary),
+            escape_text(&self.branch)
         );
         if self.turn == 0 {
             line.push_str("starting the sandbox…");
@@ -665,7 +669,7 @@ impl Status {
                 "turn {} of {} · {} · {} · {} tokens · ${:.2}",
                 self.turn,
                 self.max_turns,
-                self.doing,
+                escape_text(&self.doing),
                 elapsed_text(elapsed),
                 self.tokens,
                 self.cost
@@ -855,7 +859,7 @@ impl ThreadProgress<'_> {
 impl worktree::Progress for ThreadProgress<'_> {
     async fn post(&self, text: &str) -> Option<String> {
         let effects = Effects::new(&self.approval.thread()).push(Effect::Post {
-            text: format!("{PREFIX}{text}"),
+            text: format!("{PREFIX}{}", escape_text(text)),
             blocks: None,
         });
         self.send(effects.clone(), "preparation progress").await;
@@ -864,7 +868,7 @@ impl worktree::Progress for ThreadProgress<'_> {
 
     async fn update(&self, handle: &str, text: &str) {
         let a = self.approval;
-        let text = format!("{PREFIX}{text}");
+        let text = format!("{PREFIX}{}", escape_text(text));
         if let Err(e) = self.outbox.sender().update(&a.channel, handle, &text).await {
             tracing::warn!(thread = %a.thread(), "update preparation progress: {e}");
         }
@@ -1045,5 +1049,27 @@ mod tests {
             "*Coder:* model failed: refused.\n\nSay *continue* to pick up where I stopped, or *undo* to drop what I changed."
         );
         assert_eq!(name, "x");
+    }
+
+    #[test]
+    fn status_shows_model_text_as_text() {
+        let mut s = Status {
+            summary: "Ping <!channel> & <https://evil.example|https://good.example>".into(),
+            branch: "codebutler/ping".into(),
+            ..Status::default()
+        };
+        s.apply(&Event::TurnBegun(TurnBegun {
+            turn: 1,
+            max_turns: 25,
+        }));
+        s.apply(&Event::ToolStarted(ToolStarted {
+            call_id: "c".into(),
+            tool: "Bash".into(),
+            summary: "running `echo <!here>`".into(),
+        }));
+        assert_eq!(
+            s.render(Duration::ZERO),
+            "*Coder:* working on _Ping &lt;!channel&gt; &amp; &lt;https://evil.example|https://good.example&gt;_ in `codebutler/ping`\nturn 1 of 25 · running `echo &lt;!here&gt;` · 0s · 0 tokens · $0.00"
+        );
     }
 }

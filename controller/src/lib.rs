@@ -12,6 +12,8 @@ pub mod budget;
 pub mod coder;
 pub mod config;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod layout;
 pub mod logging;

@@ -433,7 +433,7 @@ async fn the_policy_refuses_internal_addresses_unless_named() {
     let result = tool_results(&requests[1].body);
     assert!(
         result.starts_with(&format!(
-            "error: fetching {base}/docs is not allowed: 127.0.0.1 resolves to an internal address"
+            "error: fetching {base}/docs is not allowed: 127.0.0.1 is an internal address"
         )),
         "{result}"
     );

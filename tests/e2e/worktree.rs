@@ -262,7 +262,7 @@ async fn a_failed_init_is_reported_and_the_coder_does_not_start() {
     assert!(ok, "{texts:?}");
     assert!(
         texts.iter().any(|t| t.starts_with(
-            "*Coder:* preparing the worktree failed: `echo compiling; echo BROKEN-DEP >&2; exit 3` failed (exit status: 3) after "
+            "*Coder:* preparing the worktree failed: `echo compiling; echo BROKEN-DEP &gt;&amp;2; exit 3` failed (exit status: 3) after "
         )),
         "{texts:?}"
     );

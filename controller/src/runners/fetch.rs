@@ -6,8 +6,16 @@
 //! again when the connection is made so a name cannot answer differently the second time
 //! (DNS rebinding); redirects not followed
 //! (the answer says where they point); the body cut at a size cap.
+//!
+//! A URL's host is a name or an IP literal (`http://[2606:4700::1111]/`, `http://10.0.0.1/`):
+//! a name is resolved, a literal is the address itself and is checked as such (IPv6 ones
+//! too, including IPv4 addresses embedded in them), never handed to the resolver.
+//!
+//! Only bytes cross here: the controller never parses a fetched page (the runner turns HTML
+//! into text, inside its sandbox), so no page can tie it up.
 
-use std::net::{IpAddr, SocketAddr};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -40,12 +48,12 @@ impl FetchPolicy {
         })
     }
 
-    /// Lets the named hosts (exact names or IP literals) resolve to internal addresses.
-    /// They still pass the allow and deny lists.
+    /// Lets the named hosts (exact names or IP literals, IPv6 with or without brackets)
+    /// resolve to internal addresses. They still pass the allow and deny lists.
     pub fn allowing_internal_hosts(mut self, hosts: Vec<String>) -> Result<Self, String> {
         self.allow_internal = hosts
-            .into_iter()
-            .map(|h| h.trim().trim_matches(['[', ']']).to_lowercase())
+            .iter()
+            .map(|h| normalize_host(h))
             .filter(|h| !h.is_empty())
             .collect();
         self.http = client(self.allow_internal.clone())?;
@@ -61,14 +69,8 @@ impl FetchPolicy {
                 "only http and https URLs are fetched",
             ));
         }
-        let host = parsed
-            .host_str()
-            .ok_or_else(|| Status::invalid_argument("the URL has no host"))?
-            .to_lowercase();
-        let matches = |suffix: &String| {
-            let suffix = suffix.trim_start_matches('.').to_lowercase();
-            host == suffix || host.ends_with(&format!(".{suffix}"))
-        };
+        let host = Host::of(&parsed)?;
+        let matches = |entry: &String| host.matches(entry);
         if self.deny.iter().any(matches) {
             return Err(Status::permission_denied(format!(
                 "{host} is on the fetch deny list"
@@ -82,25 +84,39 @@ impl FetchPolicy {
         Ok(parsed)
     }
 
+    /// The addresses `parsed` (checked by [`FetchPolicy::check_url`]) leads to, once they
+    /// pass the internal-address rule: an IP literal is its own address, a name is resolved.
+    pub async fn checked_addresses(&self, parsed: &reqwest::Url) -> Result<Vec<IpAddr>, Status> {
+        let host = Host::of(parsed)?;
+        let addrs = match &host {
+            Host::Ip(ip) => vec![*ip],
+            Host::Name(name) => {
+                let port = parsed.port_or_known_default().unwrap_or(80);
+                tokio::net::lookup_host((name.as_str(), port))
+                    .await
+                    .map_err(|e| Status::unavailable(format!("resolve {host}: {e}")))?
+                    .map(|a| a.ip())
+                    .collect()
+            }
+        };
+        let internal_allowed = self.allow_internal.contains(&host.to_string());
+        if addrs.is_empty() || (!internal_allowed && addrs.iter().any(|ip| !is_public(ip))) {
+            let what = match host {
+                Host::Ip(_) => "is",
+                Host::Name(_) => "resolves to",
+            };
+            return Err(Status::permission_denied(format!(
+                "{host} {what} an internal address; only public hosts are fetched"
+            )));
+        }
+        Ok(addrs)
+    }
+
     /// Fetches `url` under the policy.
     pub async fn fetch(&self, url: &str, max_bytes: u64) -> Result<FetchResponse, Status> {
         let parsed = self.check_url(url)?;
-        let host = parsed.host_str().unwrap_or_default().to_owned();
-        let port = parsed.port_or_known_default().unwrap_or(80);
-        let addrs: Vec<IpAddr> = tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .map_err(|e| Status::unavailable(format!("resolve {host}: {e}")))?
-            .map(|a| a.ip())
-            .collect();
-        let internal_allowed = self
-            .allow_internal
-            .iter()
-            .any(|h| *h == host.trim_matches(['[', ']']).to_lowercase());
-        if addrs.is_empty() || (!internal_allowed && addrs.iter().any(|ip| !is_public(ip))) {
-            return Err(Status::permission_denied(format!(
-                "{host} resolves to an internal address; only public hosts are fetched"
-            )));
-        }
+        let host = Host::of(&parsed)?;
+        self.checked_addresses(&parsed).await?;
         let cap = max_bytes.clamp(1, MAX_FETCH_BYTES);
         let mut response = self
             .http
@@ -139,6 +155,56 @@ impl FetchPolicy {
             truncated,
             final_url: parsed.to_string(),
         })
+    }
+}
+
+/// A URL's host: a name (lower-case) or an IP literal.
+#[derive(Debug, Clone, PartialEq)]
+enum Host {
+    Name(String),
+    Ip(IpAddr),
+}
+
+impl Host {
+    /// The host of `url`; IPv6 literals lose their brackets, IPv4 ones are in the URL
+    /// parser's canonical form already (`http://127.1/` is `127.0.0.1`).
+    fn of(url: &reqwest::Url) -> Result<Self, Status> {
+        let host = url
+            .host_str()
+            .ok_or_else(|| Status::invalid_argument("the URL has no host"))?;
+        let bare = host.trim_start_matches('[').trim_end_matches(']');
+        Ok(match bare.parse::<IpAddr>() {
+            Ok(ip) => Self::Ip(ip),
+            Err(_) => Self::Name(host.to_lowercase()),
+        })
+    }
+
+    /// Whether a list entry names this host: a name by suffix (`example.com` covers
+    /// `docs.example.com`), an address exactly.
+    fn matches(&self, entry: &str) -> bool {
+        let entry = normalize_host(entry.trim().trim_start_matches('.'));
+        match self {
+            Self::Name(name) => *name == entry || name.ends_with(&format!(".{entry}")),
+            Self::Ip(ip) => ip.to_string() == entry,
+        }
+    }
+}
+
+impl fmt::Display for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Name(name) => f.write_str(name),
+            Self::Ip(ip) => write!(f, "{ip}"),
+        }
+    }
+}
+
+/// A host as configured: lower-case, an IP literal in canonical form without brackets.
+fn normalize_host(host: &str) -> String {
+    let bare = host.trim().trim_start_matches('[').trim_end_matches(']');
+    match bare.parse::<IpAddr>() {
+        Ok(ip) => ip.to_string(),
+        Err(_) => bare.to_lowercase(),
     }
 }
 
@@ -181,35 +247,70 @@ impl reqwest::dns::Resolve for PublicResolver {
     }
 }
 
-/// Whether an address is on the public internet.
+/// Whether an address is on the public internet. IPv6 addresses that carry an IPv4
+/// address (mapped, compatible, NAT64, 6to4) are as public as the address they carry.
 pub fn is_public(ip: &IpAddr) -> bool {
     match ip {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || (o[0] == 198 && (o[1] == 18 || o[1] == 19))
-                || o[0] >= 240)
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(&IpAddr::V4(v4));
-            }
-            let s = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80)
-        }
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => match embedded_v4(v6) {
+            Some(v4) => is_public_v4(&v4),
+            None => is_public_v6(v6),
+        },
     }
+}
+
+fn is_public_v4(v4: &Ipv4Addr) -> bool {
+    let o = v4.octets();
+    !(v4.is_loopback()
+        || v4.is_private()
+        || v4.is_link_local()
+        || v4.is_unspecified()
+        || v4.is_broadcast()
+        || v4.is_multicast()
+        || v4.is_documentation()
+        || o[0] == 0
+        || (o[0] == 100 && (64..128).contains(&o[1]))
+        || (o[0] == 192 && o[1] == 0 && o[2] == 0)
+        || (o[0] == 198 && (o[1] == 18 || o[1] == 19))
+        || o[0] >= 240)
+}
+
+fn is_public_v6(v6: &Ipv6Addr) -> bool {
+    let s = v6.segments();
+    !(v6.is_loopback()
+        || v6.is_unspecified()
+        || v6.is_multicast()
+        // unique local fc00::/7, link-local fe80::/10, site-local fec0::/10
+        || (s[0] & 0xfe00) == 0xfc00
+        || (s[0] & 0xffc0) == 0xfe80
+        || (s[0] & 0xffc0) == 0xfec0
+        // local-use NAT64 64:ff9b:1::/48, discard-only 100::/64
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+        || (s[0] == 0x100 && s[1..4] == [0, 0, 0])
+        // Teredo 2001::/32, benchmarking 2001:2::/48, ORCHID 2001:10::/28 and 2001:20::/28,
+        // documentation 2001:db8::/32 and 3fff::/20
+        || (s[0] == 0x2001 && (s[1] == 0 || s[1] == 2 || (0x10..=0x2f).contains(&s[1]) || s[1] == 0xdb8))
+        || (s[0] & 0xfff0) == 0x3ff0)
+}
+
+/// The IPv4 address an IPv6 address carries: IPv4-mapped (`::ffff:a.b.c.d`),
+/// IPv4-compatible (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) or 6to4 (`2002:AABB:CCDD::`).
+fn embedded_v4(v6: &Ipv6Addr) -> Option<Ipv4Addr> {
+    if let Some(v4) = v6.to_ipv4_mapped() {
+        return Some(v4);
+    }
+    let s = v6.segments();
+    let low = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    if s[..6] == [0, 0, 0, 0, 0, 0] && !v6.is_loopback() && !v6.is_unspecified() {
+        return Some(low(s[6], s[7]));
+    }
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        return Some(low(s[6], s[7]));
+    }
+    if s[0] == 0x2002 {
+        return Some(low(s[1], s[2]));
+    }
+    None
 }
 
 #[cfg(test)]
@@ -228,14 +329,115 @@ mod tests {
             "0.0.0.0",
             "::1",
             "fd00::1",
+            "fc00::1",
             "fe80::1",
+            "fec0::1",
+            "::",
             "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "::127.0.0.1",
+            "::169.254.169.254",
+            "64:ff9b::7f00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1::1",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "2001:db8::1",
+            "2001::1",
+            "100::1",
+            "192.0.0.1",
         ] {
             assert!(!is_public(&ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "2606:2800:220:1::1"] {
+        for ip in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "2606:4700::1111",
+            "::ffff:93.184.216.34",
+            "64:ff9b::5db8:d822",
+            "2002:5db8:d822::1",
+        ] {
             assert!(is_public(&ip.parse().unwrap()), "{ip}");
         }
+    }
+
+    #[tokio::test]
+    async fn ip_literals_are_their_own_addresses() {
+        let open = FetchPolicy::new(vec![], vec![]).unwrap();
+        let url = |u: &str| reqwest::Url::parse(u).unwrap();
+        for (u, ip) in [
+            ("http://[2606:4700::1111]/", "2606:4700::1111"),
+            ("https://[2606:4700:0:0::1111]:8443/x", "2606:4700::1111"),
+            ("http://1.1.1.1/", "1.1.1.1"),
+            ("http://16843009/", "1.1.1.1"),
+        ] {
+            let addrs = open.checked_addresses(&url(u)).await.unwrap();
+            assert_eq!(addrs, vec![ip.parse::<IpAddr>().unwrap()], "{u}");
+        }
+        for u in [
+            "http://[::1]:9/",
+            "http://[fe80::1]/",
+            "http://[fc00::1]/",
+            "http://[::ffff:127.0.0.1]/",
+            "http://[::ffff:7f00:1]/",
+            "http://[::]/",
+            "http://[64:ff9b::7f00:1]/",
+            "http://127.1/",
+            "http://0x7f.0.0.1/",
+        ] {
+            let err = open.fetch(u, 100).await.unwrap_err();
+            assert_eq!(err.code(), tonic::Code::PermissionDenied, "{u}: {err}");
+            assert!(
+                err.message().contains("is an internal address"),
+                "{u}: {err}"
+            );
+        }
+        // Lists name addresses exactly, with or without brackets.
+        let denied = FetchPolicy::new(vec![], vec!["[2606:4700::1111]".into()]).unwrap();
+        let err = denied.check_url("http://[2606:4700:0::1111]/").unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err}");
+        assert!(denied.check_url("http://[2606:4700::1112]/").is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_allowed_internal_ipv6_literal_is_fetched() {
+        let listener = tokio::net::TcpListener::bind("[::1]:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.ends_with(b"\r\n\r\n") {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "request ended early");
+                request.extend_from_slice(&buf[..n]);
+            }
+            socket
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 5\r\nconnection: close\r\n\r\nhello")
+                .await
+                .unwrap();
+            String::from_utf8(request).unwrap()
+        });
+        let url = format!("http://[::1]:{port}/page");
+        let strict = FetchPolicy::new(vec![], vec![]).unwrap();
+        let err = strict.fetch(&url, 100).await.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::PermissionDenied, "{err}");
+        let local = FetchPolicy::new(vec![], vec![])
+            .unwrap()
+            .allowing_internal_hosts(vec!["[::1]".into()])
+            .unwrap();
+        let page = local.fetch(&url, 100).await.unwrap();
+        assert_eq!((page.status, page.body.as_slice()), (200, &b"hello"[..]));
+        assert_eq!(page.final_url, url);
+        let request = server.await.unwrap();
+        assert!(request.starts_with("GET /page HTTP/1.1\r\n"), "{request}");
+        assert!(
+            request
+                .to_lowercase()
+                .contains(&format!("host: [::1]:{port}\r\n")),
+            "{request}"
+        );
     }
 
     #[tokio::test]

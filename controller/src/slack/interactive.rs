@@ -201,6 +201,11 @@ pub fn classify(event: &SlackInteractionEvent, filter: &IntakeFilter) -> Intake 
         value: info.value.clone().unwrap_or_default(),
         message_text: message.content.text.clone().unwrap_or_default(),
     };
+    // A ts or value the marker line cannot carry (Slack's never hold spaces) would turn the
+    // stored click into typed text.
+    if Click::parse(&click.to_text()).as_ref() != Some(&click) {
+        return Intake::Ignore("a click the marker cannot carry");
+    }
     Intake::Accept(IncomingMessage {
         channel,
         // Unique per click and after the clicked message in the thread's order; the suffix
@@ -341,6 +346,12 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("action_ts");
+        // Found by the socket_frame fuzz target: a ts with a space stored a click that read
+        // back as typed text.
+        let mut spaced_ts = block_actions(APPROVE);
+        spaced_ts["message"]["ts"] = json!("1700 0001.000200");
+        let mut dash_value = block_actions(APPROVE);
+        dash_value["actions"][0]["value"] = json!("-");
         for (payload, reason) in [
             (
                 block_actions("someone_elses_button"),
@@ -349,6 +360,8 @@ mod tests {
             (other_channel, "other channel"),
             (foreign, "a button on someone else's message"),
             (no_ts, "no action_ts"),
+            (spaced_ts, "a click the marker cannot carry"),
+            (dash_value, "a click the marker cannot carry"),
         ] {
             assert_eq!(classify(&event(payload), &filter()), Intake::Ignore(reason));
         }

@@ -2,9 +2,10 @@
 //! backticks that would read as a code fence.
 //!
 //! Every character of the answer that reaches a message goes through one of
-//! these two functions, so an answer can neither mention `<!channel>` nor
-//! open a ```` ``` ```` block that [`split_message`](super::split_message)
-//! does not know about.
+//! these two functions (references through [`References`](super::references),
+//! link targets through [`links`](super::links)), so an answer can neither
+//! mention `<!channel>` nor open a ```` ``` ```` block that
+//! [`split_message`](super::split_message) does not know about.
 
 /// Zero-width space, used to break accidental runs of three backticks.
 const ZWSP: char = '\u{200B}';
@@ -21,65 +22,6 @@ pub(super) fn escape(text: &str) -> String {
         }
     }
     out
-}
-
-/// Stand-ins for the angle brackets of Slack user and channel references, from Unicode's
-/// private use area: they pass Markdown parsing and escaping untouched.
-const OPEN: char = '\u{E000}';
-const CLOSE: char = '\u{E001}';
-
-/// Hides Slack's user and channel references (`<@U123>`, `<@W123>`, `<#C123>`,
-/// `<#C123|name>`) from the Markdown parser and the escaping, so mentions keep working.
-/// Special mentions such as `<!channel>` are not references: an answer never pings a whole
-/// channel.
-pub(super) fn protect_references(markdown: &str) -> String {
-    let mut out = String::with_capacity(markdown.len());
-    let mut rest = markdown;
-    while let Some(i) = rest.find('<') {
-        out.push_str(&rest[..i]);
-        let tail = &rest[i..];
-        match reference_len(tail) {
-            Some(n) => {
-                out.push(OPEN);
-                out.push_str(&tail[1..n - 1]);
-                out.push(CLOSE);
-                rest = &tail[n..];
-            }
-            None => {
-                out.push('<');
-                rest = &tail[1..];
-            }
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Puts the protected references' angle brackets back.
-pub(super) fn restore_references(text: &str) -> String {
-    text.replace(OPEN, "<").replace(CLOSE, ">")
-}
-
-/// The length of a user or channel reference at the start of `s`, if one is there.
-fn reference_len(s: &str) -> Option<usize> {
-    let end = s.find('>')?;
-    let inner = &s[1..end];
-    let (kind, body) = inner.split_at_checked(1)?;
-    let (id, label) = match body.split_once('|') {
-        Some((id, label)) => (id, Some(label)),
-        None => (body, None),
-    };
-    let id_ok = id.len() >= 2
-        && id
-            .chars()
-            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
-        && match kind {
-            "@" => id.starts_with('U') || id.starts_with('W'),
-            "#" => id.starts_with('C'),
-            _ => false,
-        };
-    let label_ok = label.is_none_or(|l| !l.contains(['<', '&']));
-    (id_ok && label_ok).then_some(end + 1)
 }
 
 /// Appends `text` to `buf`; unless `fence`, a third consecutive backtick gets

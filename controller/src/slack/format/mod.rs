@@ -18,24 +18,43 @@
 //! Tables (the GFM extension is enabled) are rendered as a code block of
 //! aligned columns, since Slack has no table syntax.
 //!
+//! The answer is model text, so the output is **inert**: the only `<…>` markup
+//! in a rendered message is a user or channel reference (`<@U…>`, `<#C…|name>`)
+//! written in the answer's prose, or a web or mail link rendered from Markdown
+//! link syntax or an autolink whose label shows no other address than its
+//! target. Everything else, whatever its Unicode, is escaped text: no
+//! `<!channel>`, `<!here>` or `<!everyone>`, no link that shows one address and
+//! leads to another. The renderer issues every `<…>` it writes through one
+//! place and checks each finished message against that list.
+//! [`escape_text`] makes other text (status lines) inert the same way.
+//!
 //! This file holds the public API and the assembly of a reply (prefix,
 //! per-message limits); each step lives in a submodule with one job:
 //!
 //! - `render` walks the Markdown events, one method per kind of event or tag;
 //! - `output` writes mrkdwn lines: block separators and quote/list prefixes;
 //! - `escape` escapes Slack's control characters and defuses stray fences;
-//! - `links` renders links and images as `<url|text>`;
+//! - `references` carries the answer's user and channel references through
+//!   parsing as tokens the answer cannot forge;
+//! - `inert` records the markup written and checks finished messages;
+//! - `links` renders links and images as `<url|text>`, never under a label
+//!   that shows another address;
 //! - `table` lays tables out as aligned columns;
 //! - `snippets` cuts long code blocks out and numbers their file names;
 //! - `names` infers a snippet's file name from the prose before it;
 //! - `langs` is the table of fence languages, extensions and Slack types;
-//! - `split` cuts mrkdwn under the size limit with balanced fences.
+//! - `split` cuts mrkdwn under the size limit with balanced fences, never
+//!   inside a `<…>`.
 
+#[cfg(test)]
+mod attacks;
 mod escape;
+mod inert;
 mod langs;
 mod links;
 mod names;
 mod output;
+mod references;
 mod render;
 mod snippets;
 mod split;
@@ -43,6 +62,7 @@ mod table;
 #[cfg(test)]
 mod test_support;
 
+pub(crate) use links::is_invisible;
 pub use split::split_message;
 
 /// Size limit for one Slack message, in characters (Slack recommends staying
@@ -88,7 +108,7 @@ pub fn render_reply(markdown: &str, prefix: &str) -> Vec<Outgoing> {
     }
     let converted = render::convert(markdown, true);
     if converted.has_text {
-        split_texts(converted.pieces, prefix)
+        split_texts(converted.pieces, prefix, &converted.markup)
     } else {
         snippets_only(converted.pieces, prefix)
     }
@@ -101,15 +121,22 @@ pub fn render_reply(markdown: &str, prefix: &str) -> Vec<Outgoing> {
 /// (nested levels indented by 4 spaces), block quotes → `> ` lines, rules →
 /// `———`, fenced code → a bare ```` ``` ```` block, tables → a code block of
 /// aligned columns. `&`, `<` and `>` in text and code are escaped as Slack
-/// requires.
+/// requires; the result is inert (see the module's documentation).
 pub fn markdown_to_mrkdwn(markdown: &str) -> String {
+    let converted = render::convert(markdown, false);
     let mut text = String::new();
-    for piece in render::convert(markdown, false).pieces {
+    for piece in converted.pieces {
         if let Outgoing::Text(t) = piece {
             text.push_str(&t);
         }
     }
-    text
+    inert::enforce(&text, &converted.markup)
+}
+
+/// Plain text (a plan's title, a tool's activity, a command) as inert mrkdwn: `&`, `<`
+/// and `>` escaped, so Slack shows it as written and reads no markup in it.
+pub fn escape_text(text: &str) -> String {
+    escape::escape(text)
 }
 
 /// The reply to a blank answer.
@@ -141,9 +168,9 @@ fn snippets_only(pieces: Vec<Outgoing>, prefix: &str) -> Vec<Outgoing> {
     out
 }
 
-/// Splits every text run under the message limit, prefixing the first chunk;
-/// snippets stay where they are.
-fn split_texts(pieces: Vec<Outgoing>, prefix: &str) -> Vec<Outgoing> {
+/// Splits every text run under the message limit, checks each chunk holds no markup
+/// but `markup`, and prefixes the first chunk; snippets stay where they are.
+fn split_texts(pieces: Vec<Outgoing>, prefix: &str, markup: &inert::Markup) -> Vec<Outgoing> {
     // The prefix may be followed by a line break, hence the `+ 1`.
     let first_limit = MAX_MESSAGE_CHARS.saturating_sub(prefix.chars().count() + 1);
     let mut out = Vec::new();
@@ -157,6 +184,7 @@ fn split_texts(pieces: Vec<Outgoing>, prefix: &str) -> Vec<Outgoing> {
                     first_limit
                 };
                 for chunk in split_message(&text, limit) {
+                    let chunk = inert::enforce(&chunk, markup);
                     if prefixed {
                         out.push(Outgoing::Text(chunk));
                     } else {

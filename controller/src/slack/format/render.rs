@@ -9,13 +9,21 @@
 //! Lines and their prefixes are [`Output`]'s business, link syntax
 //! [`links`](super::links)', table layout [`Table`]'s, and long code blocks
 //! go to [`Snippets`] under a name from [`NameHints`].
+//!
+//! The answer is parsed with its references replaced by tokens (see
+//! [`references`](super::references)); the place a text lands in decides what
+//! they become: live references in prose, the answer's own text (escaped
+//! where it is mrkdwn) in code, link targets and labels, tables and HTML.
+//! Every `<…>` written is issued through [`Markup`] and checked at the end.
 
 use pulldown_cmark::{Alignment, CodeBlockKind, Event, LinkType, Options, Parser, Tag, TagEnd};
 
-use super::escape::{escape, protect_references, push_guarded, restore_references};
+use super::escape::{escape, push_guarded};
+use super::inert::Markup;
 use super::links::{render_image, render_link};
 use super::names::NameHints;
 use super::output::{Container, Ink, Output, Sep};
+use super::references::{References, protect};
 use super::snippets::Snippets;
 use super::table::Table;
 use super::{FENCE, Outgoing, SNIPPET_MIN_LINES};
@@ -26,25 +34,20 @@ pub(super) struct Converted {
     pub(super) pieces: Vec<Outgoing>,
     /// Whether any text other than snippet placeholders was written.
     pub(super) has_text: bool,
+    /// The markup written, for the final check.
+    pub(super) markup: Markup,
 }
 
 /// Converts Markdown to mrkdwn, taking long code blocks out as snippets
 /// when `extract_snippets`.
 pub(super) fn convert(markdown: &str, extract_snippets: bool) -> Converted {
     let options = Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TABLES;
-    let mut renderer = Renderer::new(extract_snippets);
-    let protected = protect_references(markdown);
+    let (protected, refs) = protect(markdown);
+    let mut renderer = Renderer::new(extract_snippets, refs);
     for event in Parser::new_ext(&protected, options) {
         renderer.event(event);
     }
-    let mut converted = renderer.finish();
-    for piece in &mut converted.pieces {
-        match piece {
-            Outgoing::Text(text) => *text = restore_references(text),
-            Outgoing::Snippet { content, .. } => *content = restore_references(content),
-        }
-    }
-    converted
+    renderer.finish()
 }
 
 /// An inline span whose rendering needs its whole content (link label,
@@ -53,7 +56,7 @@ struct Frame {
     kind: FrameKind,
     /// Rendered content (escaped mrkdwn, or raw text inside table cells).
     buf: String,
-    /// Unformatted text, to recognise autolinks.
+    /// Unformatted text as the answer wrote it, to recognise autolinks and addresses.
     raw: String,
 }
 
@@ -83,6 +86,12 @@ struct CodeBlock {
 
 struct Renderer {
     extract_snippets: bool,
+    /// Resolves the answer's reference tokens.
+    refs: References,
+    /// Every `<…>` written.
+    markup: Markup,
+    /// Consecutive text events, merged before they are written.
+    pending: String,
     out: Output,
     /// Open lists: the next item number for ordered ones.
     lists: Vec<Option<u64>>,
@@ -95,9 +104,12 @@ struct Renderer {
 }
 
 impl Renderer {
-    fn new(extract_snippets: bool) -> Self {
+    fn new(extract_snippets: bool, refs: References) -> Self {
         Self {
             extract_snippets,
+            refs,
+            markup: Markup::default(),
+            pending: String::new(),
             out: Output::new(),
             lists: Vec::new(),
             frames: Vec::new(),
@@ -110,15 +122,20 @@ impl Renderer {
     }
 
     fn event(&mut self, event: Event<'_>) {
+        if let Event::Text(text) = &event {
+            self.pending.push_str(text);
+            return;
+        }
+        self.flush_text();
         match event {
             Event::Start(tag) => self.start(tag),
             Event::End(tag) => self.end(tag),
             Event::Text(text) => self.text(&text),
             Event::Code(code) => self.inline_code(&code),
-            Event::InlineMath(math) | Event::DisplayMath(math) => self.text(&math),
+            Event::InlineMath(math) | Event::DisplayMath(math) => self.literal(&math),
             Event::Html(html) => self.html(&html),
-            Event::InlineHtml(html) => self.text(&html),
-            Event::FootnoteReference(label) => self.text(&format!("[{label}]")),
+            Event::InlineHtml(html) => self.literal(&html),
+            Event::FootnoteReference(label) => self.literal(&format!("[{label}]")),
             Event::SoftBreak | Event::HardBreak => self.line_break(),
             Event::Rule => self.rule(),
             Event::TaskListMarker(done) => self.text(if done { "☑ " } else { "☐ " }),
@@ -150,11 +167,11 @@ impl Renderer {
                 dest_url,
                 ..
             } => self.frames.push(Frame::new(FrameKind::Link {
-                url: dest_url.to_string(),
+                url: self.refs.plain(&dest_url),
                 link_type,
             })),
             Tag::Image { dest_url, .. } => self.frames.push(Frame::new(FrameKind::Image {
-                url: dest_url.to_string(),
+                url: self.refs.plain(&dest_url),
             })),
             Tag::Superscript | Tag::Subscript => {}
         }
@@ -263,7 +280,7 @@ impl Renderer {
     fn start_code_block(&mut self, kind: &CodeBlockKind<'_>) {
         self.start_block();
         self.code = Some(CodeBlock {
-            lang: fence_lang(kind),
+            lang: self.refs.plain(&fence_lang(kind)),
             content: String::new(),
         });
     }
@@ -271,9 +288,10 @@ impl Renderer {
     /// Writes the collected code block, or extracts it as a snippet if it is
     /// long enough.
     fn end_code_block(&mut self) {
-        let Some(code) = self.code.take() else {
+        let Some(mut code) = self.code.take() else {
             return;
         };
+        code.content = self.refs.plain(&code.content);
         if self.extract_snippets && code.content.lines().count() >= SNIPPET_MIN_LINES {
             self.extract_snippet(code);
         } else {
@@ -322,13 +340,14 @@ impl Renderer {
     fn html(&mut self, html: &str) {
         match self.html.as_mut() {
             Some(buf) => buf.push_str(html),
-            None => self.text(html),
+            None => self.literal(html),
         }
     }
 
     /// Writes an HTML block as escaped text.
     fn end_html_block(&mut self) {
         if let Some(html) = self.html.take() {
+            let html = self.refs.plain(&html);
             let html = html.trim_end();
             self.hints.push_text(html);
             self.hints.end_block();
@@ -376,35 +395,80 @@ impl Renderer {
 
     // ----- inline -----
 
+    /// Writes the text events collected so far.
+    fn flush_text(&mut self) {
+        if !self.pending.is_empty() {
+            let text = std::mem::take(&mut self.pending);
+            self.text(&text);
+        }
+    }
+
+    /// Prose: its references become live markup, unless it is a link's label or an
+    /// image's alt text (which are inside markup already) or a table cell (plain text).
     fn text(&mut self, text: &str) {
+        if self.collect_raw(text) {
+            return;
+        }
+        if self.in_link() || self.in_cell() {
+            let plain = self.refs.plain(text);
+            self.write_plain(&plain);
+            return;
+        }
+        let plain = self.refs.plain(text);
+        self.hints.push_text(&plain);
+        if let Some(frame) = self.frames.last_mut() {
+            frame.raw.push_str(&plain);
+        }
+        let mrkdwn = self.refs.mrkdwn(text, &mut self.markup);
+        self.emit(&mrkdwn);
+    }
+
+    /// Text that is never markup (inline HTML, math, footnote labels): written as the
+    /// answer wrote it, escaped.
+    fn literal(&mut self, text: &str) {
+        if self.collect_raw(text) {
+            return;
+        }
+        let plain = self.refs.plain(text);
+        self.write_plain(&plain);
+    }
+
+    /// Adds `text` to the code block or HTML block being collected, if one is.
+    fn collect_raw(&mut self, text: &str) -> bool {
         if let Some(code) = self.code.as_mut() {
             code.content.push_str(text);
-            return;
+            return true;
         }
         if let Some(html) = self.html.as_mut() {
             html.push_str(text);
-            return;
+            return true;
         }
-        self.hints.push_text(text);
+        false
+    }
+
+    /// Writes plain text: as is in a table cell (the table escapes it), escaped elsewhere.
+    fn write_plain(&mut self, plain: &str) {
+        self.hints.push_text(plain);
         if let Some(frame) = self.frames.last_mut() {
-            frame.raw.push_str(text);
+            frame.raw.push_str(plain);
         }
         if self.in_cell() {
-            self.emit(text);
+            self.emit(plain);
         } else {
-            self.emit(&escape(text));
+            self.emit(&escape(plain));
         }
     }
 
     fn inline_code(&mut self, code: &str) {
-        self.hints.push_code(code);
+        let code = self.refs.plain(code);
+        self.hints.push_code(&code);
         if let Some(frame) = self.frames.last_mut() {
-            frame.raw.push_str(code);
+            frame.raw.push_str(&code);
         }
         if self.in_cell() {
-            self.emit(code);
+            self.emit(&code);
         } else {
-            self.emit(&format!("`{}`", escape(code)));
+            self.emit(&format!("`{}`", escape(&code)));
         }
     }
 
@@ -438,24 +502,26 @@ impl Renderer {
         }
     }
 
+    /// Writes a link; one inside another link's label (pulldown-cmark lets autolinks be)
+    /// or in a table cell is just its label.
     fn end_link(&mut self) {
-        let Some(frame) = self.frames.pop() else {
+        let Some(frame) = self.pop_frame() else {
             return;
         };
         let FrameKind::Link { url, link_type } = frame.kind else {
             return;
         };
         let label = frame.buf.trim();
-        if self.in_cell() {
+        if self.in_cell() || self.in_link() {
             self.emit(label);
             return;
         }
-        let rendered = render_link(url, link_type, label, &frame.raw);
+        let rendered = render_link(&url, link_type, label, &frame.raw, &mut self.markup);
         self.emit(&rendered);
     }
 
     fn end_image(&mut self) {
-        let Some(frame) = self.frames.pop() else {
+        let Some(frame) = self.pop_frame() else {
             return;
         };
         let FrameKind::Image { url } = frame.kind else {
@@ -466,8 +532,18 @@ impl Renderer {
             self.emit(alt);
             return;
         }
-        let rendered = render_image(&url, alt);
+        let rendered = render_image(&url, alt, &frame.raw, &mut self.markup);
         self.emit(&rendered);
+    }
+
+    /// Closes the innermost frame; its plain text is part of the enclosing one's too (an
+    /// outer link's label shows what an inner link or image showed).
+    fn pop_frame(&mut self) -> Option<Frame> {
+        let frame = self.frames.pop()?;
+        if let Some(parent) = self.frames.last_mut() {
+            parent.raw.push_str(&frame.raw);
+        }
+        Some(frame)
     }
 
     fn in_cell(&self) -> bool {
@@ -482,10 +558,11 @@ impl Renderer {
             .any(|f| matches!(f.kind, FrameKind::Heading))
     }
 
+    /// Inside a link's label or an image's alt text.
     fn in_link(&self) -> bool {
         self.frames
             .iter()
-            .any(|f| matches!(f.kind, FrameKind::Link { .. }))
+            .any(|f| matches!(f.kind, FrameKind::Link { .. } | FrameKind::Image { .. }))
     }
 
     // ----- writing -----
@@ -502,12 +579,14 @@ impl Renderer {
         }
     }
 
-    fn finish(self) -> Converted {
+    fn finish(mut self) -> Converted {
+        self.flush_text();
         let has_text = self.out.has_text();
         let tail = self.out.into_text();
         Converted {
             pieces: self.snippets.finish(tail),
             has_text,
+            markup: self.markup,
         }
     }
 }

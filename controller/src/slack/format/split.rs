@@ -6,7 +6,9 @@
 //! close it and the next chunk must reopen it, or Slack renders the rest of
 //! the thread as code. Among the cuts that fit it prefers the end of the
 //! text, then paragraph boundaries, then any line, and cuts inside a line
-//! only when one line alone is too long.
+//! only when one line alone is too long — and then not inside a `<…>` link or
+//! reference (in rendered mrkdwn every `<` opens one), unless that one alone
+//! is longer than the limit.
 
 use super::{FENCE, is_blank};
 
@@ -172,7 +174,9 @@ fn assemble(reopen: Option<String>, body: &str, end_open: Option<&str>) -> Optio
 }
 
 /// Splits a too-long line after at most `avail` characters (at least one,
-/// never all of it). Prose is cut after a space when one is near the limit.
+/// never all of it). Prose is cut after a space when one is near the limit;
+/// a cut inside a `<…>` moves before its `<`, or after its `>` when it starts
+/// the line and fits.
 fn cut_line(line: &str, avail: usize, prose: bool) -> (&str, &str) {
     let chars: Vec<(usize, char)> = line.char_indices().collect();
     let total = chars.len();
@@ -191,8 +195,28 @@ fn cut_line(line: &str, avail: usize, prose: bool) -> (&str, &str) {
     if back > 0 {
         cut = back;
     }
+    if let Some((open, close)) = split_markup(&chars, cut) {
+        if open > 0 {
+            cut = open;
+        } else if close < avail.min(total.saturating_sub(1)) {
+            cut = close + 1;
+            if prose && is_char(cut, ' ') && cut + 1 < total {
+                cut += 1;
+            }
+        }
+    }
     let byte = chars.get(cut).map_or(line.len(), |&(b, _)| b);
     line.split_at(byte)
+}
+
+/// The `<` and `>` of the `<…>` that a cut before character `cut` would split, if it would.
+fn split_markup(chars: &[(usize, char)], cut: usize) -> Option<(usize, usize)> {
+    let open = chars[..cut]
+        .iter()
+        .rposition(|&(_, c)| c == '<' || c == '>')
+        .filter(|&at| chars[at].1 == '<')?;
+    let close = cut + chars[cut..].iter().position(|&(_, c)| c == '>')?;
+    Some((open, close))
 }
 
 /// Number of fences on a line.

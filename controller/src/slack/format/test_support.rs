@@ -30,3 +30,10 @@ pub(super) fn texts(out: &[Outgoing]) -> Vec<String> {
         })
         .collect()
 }
+
+/// Fails unless every `<…>` in `text` is markup the renderer may produce for `source`.
+pub(super) fn check_inert(text: &str, source: &str) {
+    if let Some(found) = crate::fuzzing::foreign_markup(text, source) {
+        panic!("foreign markup {found:?} in {text:?}");
+    }
+}

@@ -84,9 +84,12 @@ pub struct BashTool {
     description: &'static str,
 }
 
-#[derive(Deserialize)]
-struct Args {
-    command: String,
+/// Bash's arguments.
+#[doc(hidden)]
+#[derive(Debug, Deserialize)]
+pub struct Args {
+    /// The command line.
+    pub command: String,
     timeout: Option<f64>,
 }
 
@@ -104,6 +107,18 @@ impl BashTool {
             config,
             description,
         }
+    }
+
+    /// The model's arguments checked as a call checks them, without running anything: the
+    /// command and its timeout. Public for the fuzz targets, which must never run a command.
+    #[doc(hidden)]
+    pub fn check_args(&self, args: serde_json::Value) -> Result<(Args, Duration), ToolError> {
+        let args: Args = parse_args(NAME, args)?;
+        if args.command.trim().is_empty() {
+            return Err(invalid("command is empty".to_owned()));
+        }
+        let timeout = self.timeout(args.timeout)?;
+        Ok((args, timeout))
     }
 
     fn timeout(&self, requested: Option<f64>) -> Result<Duration, ToolError> {
@@ -342,11 +357,7 @@ impl Tool for BashTool {
     }
 
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
-        let args: Args = parse_args(NAME, args)?;
-        if args.command.trim().is_empty() {
-            return Err(invalid("command is empty".to_owned()));
-        }
-        let timeout = self.timeout(args.timeout)?;
+        let (args, timeout) = self.check_args(args)?;
         let outcome = run(
             &self.root,
             &args.command,

@@ -38,6 +38,8 @@ pub use grep::GrepTool;
 pub use notify::NotifyTool;
 pub use read::ReadTool;
 pub use read_memory::{MemoryFailure, MemorySource, ReadMemoryTool};
+#[doc(hidden)]
+pub use web_fetch::html;
 pub use web_fetch::{FetchFailure, FetchedPage, WebFetchTool, WebSource};
 pub use write::WriteTool;
 

@@ -2,11 +2,18 @@
 //! by the controller (its hub's `Fetch`, under the allow/deny policy and a size cap) through
 //! a [`WebSource`]; this tool turns what comes back into text for the model.
 //!
-//! HTML becomes readable text with `html2text` (links as numbered footnotes); text, JSON,
-//! XML, YAML and Markdown pass through; anything else (images, PDFs, archives, unknown
-//! binary) is refused with a message saying what it was. A URL the policy denies, an HTTP
-//! error status and an unreachable host are each reported plainly, so the model can decide
-//! what to do instead. The text returned is capped at [`MAX_TEXT_CHARS`].
+//! HTML becomes readable text with `html2text` (links as numbered footnotes), under bounds
+//! on bytes, nesting, attributes, text and time that a hostile page cannot get round (see
+//! [`html`]; what they cut is noted for the model); text, JSON, XML, YAML and Markdown pass
+//! through; anything else (images, PDFs, archives, unknown binary) is refused with a
+//! message saying what it was. A URL the policy denies, an HTTP error status and an
+//! unreachable host are each reported plainly, so the model can decide what to do instead.
+//! The text returned is capped at [`MAX_TEXT_CHARS`]. The conversion runs here, in the
+//! sandboxed runner and off its async runtime; the controller only fetches the bytes.
+
+mod dom;
+#[doc(hidden)]
+pub mod html;
 
 use std::sync::Arc;
 
@@ -16,14 +23,14 @@ use serde::Deserialize;
 use crate::conversation::ToolSpec;
 use crate::tool::{Tool, ToolError, parse_args, run_blocking};
 
+use html::{Limits, html_to_text};
+
 /// Most characters of page text returned to the model.
 pub const MAX_TEXT_CHARS: usize = 20_000;
 /// Body bytes asked of the controller (it applies its own, possibly lower, cap).
 pub const FETCH_MAX_BYTES: u64 = 1024 * 1024;
 /// Longest URL accepted.
 const MAX_URL_CHARS: usize = 2_048;
-/// Column width HTML is wrapped at.
-const HTML_WIDTH: usize = 100;
 
 /// A page as the controller fetched it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -244,10 +251,14 @@ fn render_page(page: &FetchedPage) -> Result<String, ToolError> {
     if !(200..300).contains(&page.status) {
         let mut message = format!("HTTP {} from {url}", page.status);
         if kind != Kind::Binary && !page.body.is_empty() {
-            let text = to_text(kind, &page.body).unwrap_or_default();
-            let excerpt: String = text.trim().chars().take(500).collect();
-            if !excerpt.is_empty() {
-                message.push_str(&format!("; the page says:\n{excerpt}"));
+            match to_text(kind, &page.body) {
+                Ok((text, _)) => {
+                    let excerpt: String = text.trim().chars().take(500).collect();
+                    if !excerpt.is_empty() {
+                        message.push_str(&format!("; the page says:\n{excerpt}"));
+                    }
+                }
+                Err(e) => message.push_str(&format!("; {e}")),
             }
         }
         return Err(ToolError::Failed(message));
@@ -262,11 +273,15 @@ fn render_page(page: &FetchedPage) -> Result<String, ToolError> {
             page.body.len()
         )));
     }
-    let text = to_text(kind, &page.body)?;
+    let (text, notes) = to_text(kind, &page.body)?;
     let total = text.chars().count();
     let mut out = format!("URL: {url}\nContent-Type: {}\n", page.content_type);
     if page.truncated {
         out.push_str("(the page was cut at the controller's size cap)\n");
+    }
+    for note in notes {
+        out.push_str(&note);
+        out.push('\n');
     }
     out.push('\n');
     if total > MAX_TEXT_CHARS {
@@ -280,13 +295,16 @@ fn render_page(page: &FetchedPage) -> Result<String, ToolError> {
     Ok(out)
 }
 
-fn to_text(kind: Kind, body: &[u8]) -> Result<String, ToolError> {
+/// The body as text, with notes on what the HTML bounds cut.
+fn to_text(kind: Kind, body: &[u8]) -> Result<(String, Vec<String>), ToolError> {
     match kind {
-        Kind::Html => html2text::config::plain()
-            .no_link_wrapping()
-            .string_from_read(body, HTML_WIDTH)
-            .map_err(|e| ToolError::Failed(format!("could not convert the HTML to text: {e}"))),
-        Kind::Text | Kind::Binary => Ok(String::from_utf8_lossy(body).into_owned()),
+        Kind::Html => {
+            let limits = Limits::default();
+            let converted =
+                html_to_text(body, &limits).map_err(|e| ToolError::Failed(e.to_string()))?;
+            Ok((converted.text, converted.cuts.notes(&limits)))
+        }
+        Kind::Text | Kind::Binary => Ok((String::from_utf8_lossy(body).into_owned(), vec![])),
     }
 }
 
@@ -476,6 +494,37 @@ mod tests {
             MAX_TEXT_CHARS + 10
         )));
         assert_eq!(out.matches('é').count(), MAX_TEXT_CHARS);
+    }
+
+    #[tokio::test]
+    async fn hostile_html_is_bounded_and_says_what_was_cut() {
+        let deep = format!("{}deep{}", "<div>".repeat(20_000), "</div>".repeat(20_000));
+        let (t, _) = tool(Ok(page(200, "text/html", deep.as_bytes())));
+        let out = fetch(&t).await.unwrap();
+        assert!(
+            out.contains(
+                "[19748 tags nested deeper than 256 elements were dropped; their text is kept]\n"
+            ),
+            "{out}"
+        );
+        assert!(out.ends_with("deep\n"), "{out}");
+
+        let flat = "<p>some words of text</p>".repeat(60_000);
+        let mut p = page(200, "text/html", flat.as_bytes());
+        p.body.truncate(1_500_000);
+        let (t, _) = tool(Ok(p));
+        let out = fetch(&t).await.unwrap();
+        assert!(
+            out.contains("[only the first 1048576 of 1500000 bytes of HTML were read]\n"),
+            "{}",
+            &out[..300]
+        );
+        assert!(
+            out.contains("[the page was read up to 80000 characters of text]\n"),
+            "{}",
+            &out[..300]
+        );
+        assert!(out.ends_with(" characters]"), "{}", &out[out.len() - 100..]);
     }
 
     #[tokio::test]
