@@ -419,20 +419,7 @@ fn offline_base(repo: &Path, preferred: Option<&str>) -> Result<Base, WorktreeEr
             });
         }
     }
-    let head = repository
-        .head()
-        .and_then(|h| h.peel_to_commit())
-        .map_err(|e| {
-            err(format!(
-                "the repository has no commit to start from ({})",
-                e.message()
-            ))
-        })?;
-    Ok(Base {
-        commit: head.id().to_string(),
-        name: "HEAD".to_owned(),
-        warning: None,
-    })
+    offline_head(repo)
 }
 
 async fn blocking<T: Send + 'static>(
