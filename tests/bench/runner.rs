@@ -52,6 +52,8 @@ async fn run() {
         "build it first: cargo build --release -p codebutler-runner"
     );
     let repo = tempfile::tempdir().unwrap();
+    // The daemon's worktrees are mounts of their own disks: detached however this ends.
+    let _mounts = codebutler_test_support::mounts::DetachOnDrop(repo.path().to_owned());
     make_repo(repo.path());
 
     // Worktrees vs clones.

@@ -291,28 +291,8 @@ impl Drop for Env {
     /// Worktrees on disks of their own are mounts under the repository: detach them, so the
     /// temporary directory can go and no loop device outlives the test.
     fn drop(&mut self) {
-        for point in mounts_under(self.repo.path()) {
-            if let Err(e) = nix::mount::umount2(&point, nix::mount::MntFlags::MNT_DETACH) {
-                eprintln!("detach {}: {e}", point.display());
-            }
-        }
+        codebutler_test_support::mounts::detach_under(self.repo.path());
     }
-}
-
-/// The mount points at or below `root`, deepest first.
-pub fn mounts_under(root: &Path) -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return Vec::new();
-    };
-    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
-    let mut points: Vec<PathBuf> = info
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|p| PathBuf::from(p.replace("\\040", " ")))
-        .filter(|p| p.starts_with(&root))
-        .collect();
-    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    points
 }
 
 /// The text of every tool result in a recorded request, joined.

@@ -5,12 +5,14 @@
 //!   scripted per conversation and checking requests like a strict provider.
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations.
 //!
-//! Plus [`wait_until`], a small polling helper.
+//! Plus [`wait_until`], a small polling helper, and [`mounts`], the clean-up of the disk
+//! mounts a daemon under test leaves.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod gh;
 pub mod model;
+pub mod mounts;
 pub mod slack;
 
 pub use gh::{gh_log, gh_pr_body, install_fake_gh};
