@@ -17,21 +17,22 @@ use codebutler_runner::tools::path::RepoRoot;
 use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
 use tokio_util::sync::CancellationToken;
 
-use crate::approval::{is_approval, is_stop, is_undo};
 use crate::coder::SlackCoder;
 use crate::config::Config;
+use crate::domain::IncomingMessage;
 use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
 use crate::pm::{Pm, PmError, PmTurn};
-use crate::routing::{Route, mentioned_roles, other_roles_reply, route};
 use crate::runners;
 use crate::slack::api::{Sender, auth_test, build_client};
 use crate::slack::effects::{Effects, MessageRef};
 use crate::slack::intake::{Intake, IntakeFilter, classify};
 use crate::slack::outbox::{Outbox, OutboxError};
 use crate::slack::socket::{EventSink, SocketMode};
-use crate::store::{Change, IncomingMessage, RunStart, Store};
-use crate::threads::{Dispatcher, IDLE_TIMEOUT, MessageHandler};
+use crate::store::{Change, RunStart, Store};
+use crate::thread::approval::{is_approval, is_stop, is_undo};
+use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT, MessageHandler};
+use crate::thread::routing::{Route, mentioned_roles, other_roles_reply, route};
 
 /// How long shutdown waits for work in flight.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -96,14 +97,14 @@ pub async fn run(
         layout: layout.clone(),
         outbox: outbox.clone(),
         store: store.clone(),
-        prepare: runners::preparer_for(&layout, &config).map_err(StartError::Runners)?,
+        prepare: crate::workspace::preparer_for(&layout, &config).map_err(StartError::Runners)?,
         pm: pm.clone(),
     };
     // Before anything can start a run: what the last stop cut off.
     crate::reconcile::after_stop(&coder).await;
     let admin_stop = CancellationToken::new();
-    let admin = tokio::spawn(runners::admin::serve(
-        runners::admin::AdminService {
+    let admin = tokio::spawn(crate::admin::server::serve(
+        crate::admin::server::AdminService {
             supervisor: supervisor.clone(),
             layout: layout.clone(),
         },
@@ -318,7 +319,7 @@ impl PmHandler {
             }
             stopped
         } else if let Some(answered) =
-            crate::questions::answer_from_thread(&self.coder.supervisor, &self.store, msg).await
+            crate::pm::questions::answer_from_thread(&self.coder.supervisor, &self.store, msg).await
         {
             if answered {
                 self.react(msg, "incoming_envelope").await;
@@ -388,7 +389,7 @@ impl PmHandler {
     }
 
     /// A message after the thread's run ended: a new run goes on from it.
-    async fn follow_up(&self, msg: &IncomingMessage, last: &crate::store::RunRecord) {
+    async fn follow_up(&self, msg: &IncomingMessage, last: &crate::domain::RunRecord) {
         tracing::info!(
             tag = "CLD",
             "thread {} → {} follows up on run {}",
@@ -495,7 +496,7 @@ impl MessageHandler for PmHandler {
             self.undo(&msg).await;
             return;
         }
-        if let Some(cap) = crate::budget::parse_budget_command(&msg.text) {
+        if let Some(cap) = crate::thread::budget::parse_budget_command(&msg.text) {
             self.set_budget(&msg, cap).await;
             return;
         }
@@ -582,7 +583,7 @@ impl MessageHandler for PmHandler {
     }
 }
 
-/// Buttons and budgets (see [`crate::slack::interactive`] and [`crate::budget`]).
+/// Buttons and budgets (see [`crate::slack::interactive`] and [`crate::thread::budget`]).
 impl PmHandler {
     /// The PM's answer with its plan, the plan's cost estimate and budget, and the
     /// Approve/Cancel buttons.
@@ -590,7 +591,7 @@ impl PmHandler {
         &self,
         msg: &IncomingMessage,
         answer: &str,
-        plan: &crate::pm::tools::Plan,
+        plan: &crate::domain::Plan,
     ) -> Effects {
         use crate::slack::interactive::{plan_blocks, plan_digest};
         let thread = msg.thread();
@@ -601,13 +602,13 @@ impl PmHandler {
                 self.max_cost_per_thread
             }
         };
-        let estimate = crate::budget::estimate(
+        let estimate = crate::thread::budget::estimate(
             &self.store,
             &self.pm.gateway,
             &self.coder.supervisor.limits().model,
         )
         .await;
-        let cost_line = crate::budget::cost_markdown(&estimate, cap);
+        let cost_line = crate::thread::budget::cost_markdown(&estimate, cap);
         let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
         let digest = plan_digest(&serde_json::to_string(plan).unwrap_or_default());
         Effects::new(&thread)
@@ -620,7 +621,7 @@ impl PmHandler {
         tracing::info!(
             tag = "PM",
             "thread {thread} → budget set to {} by {}",
-            crate::budget::cap_text(cap),
+            crate::thread::budget::cap_text(cap),
             msg.user
         );
         let running = self.coder.supervisor.is_active(&thread.thread_ts);
@@ -629,7 +630,7 @@ impl PmHandler {
             cap_usd: cap,
             user: &msg.user,
         };
-        let reply = crate::budget::budget_set_reply(cap, running);
+        let reply = crate::thread::budget::budget_set_reply(cap, running);
         if !self
             .say(msg, &[change, Change::Processed(msg)], &reply)
             .await
@@ -649,7 +650,7 @@ impl PmHandler {
             Ok(cap) => tracing::info!(
                 tag = "INF",
                 "thread {thread} → budget {}",
-                crate::budget::cap_text(cap)
+                crate::thread::budget::cap_text(cap)
             ),
             // The hub then finds no cap: say so loudly rather than block the approval.
             Err(e) => tracing::error!(thread = %thread, "record the approved budget: {e}"),

@@ -1,32 +1,40 @@
 //! The CodeButler controller: the daemon that lives in a Slack channel. It holds every
 //! secret and all network access; see `DESIGN.md` for the architecture.
 //!
-//! Modules, each with one job: [`config`] (files and environment), [`layout`]
-//! (`.codebutler/`), [`store`] (sqlx), [`slack`] (Socket Mode intake, Web API sender,
-//! formatting), [`threads`] (one task per thread), [`routing`] (`@codebutler.<role>`),
-//! [`gateway`] (every model call), [`pm`] (the PM's tool loop), [`daemon`] (wiring),
-//! [`reconcile`] (what a crash left, sorted out at start), [`logging`].
+//! Modules, each with one job:
+//! - [`domain`] — the shared vocabulary (threads, messages, plans, runs, usage), plain data;
+//! - [`thread`] — one task per Slack thread and the thread's policy (approvals, routing,
+//!   budget);
+//! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
+//! - [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
+//! - [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches, resume);
+//! - [`workspace`] — the worktrees runs work in (per-thread repositories and disks, platform
+//!   preparation, checkpoints, commits, pushes and pull requests);
+//! - [`admin`] — the admin socket and the `runnerctl` client;
+//! - [`gateway`] — every model call, and pricing;
+//! - [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
+//! - [`store`] — sqlx persistence; [`config`]: files and environment; [`layout`]:
+//!   `.codebutler/`; [`prompts`]: role prompts; [`reconcile`]: what a crash left, sorted
+//!   out at start; [`logging`], [`secret`], [`tls`];
+//! - [`daemon`] — wiring.
 
-pub mod approval;
-pub mod budget;
+pub mod admin;
 pub mod coder;
 pub mod config;
 pub mod daemon;
+pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
 pub mod layout;
 pub mod logging;
 pub mod pm;
-pub mod pricing;
 pub mod prompts;
-pub mod questions;
 pub mod reconcile;
-pub mod routing;
-pub mod runnerctl;
 pub mod runners;
 pub mod secret;
 pub mod slack;
 pub mod store;
-pub mod threads;
+pub mod thread;
 pub mod tls;
+pub mod workspace;

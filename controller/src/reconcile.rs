@@ -21,10 +21,10 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use crate::coder::SlackCoder;
-use crate::runners::worktree;
 use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::{Change, CutOffStart, RunStart, Store};
+use crate::workspace::worktree;
 
 const CODER_PREFIX: &str = "*Coder:* ";
 /// The prefix of the branches runs work on.

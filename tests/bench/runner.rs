@@ -22,11 +22,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use codebutler_controller::config::OpenRouterConfig;
+use codebutler_controller::domain::ThreadKey;
 use codebutler_controller::gateway::{CallContext, Gateway};
 use codebutler_controller::runners::fetch::FetchPolicy;
 use codebutler_controller::runners::hub::RunHub;
 use codebutler_controller::secret::Secret;
-use codebutler_controller::store::{Store, ThreadKey};
+use codebutler_controller::store::Store;
 use codebutler_proto::runner::v1::StartRunRequest;
 use codebutler_proto::runner::v1::admin_client::AdminClient;
 use codebutler_runner::conversation::ChatMessage;
@@ -62,7 +63,7 @@ async fn run() {
     let clone_dir = tempfile::tempdir().unwrap();
     for i in 0..ROUNDS {
         let start = Instant::now();
-        let tree = codebutler_controller::runners::worktree::create(
+        let tree = codebutler_controller::workspace::worktree::create(
             repo.path(),
             &format!("bench {i}"),
             None,
@@ -85,7 +86,7 @@ async fn run() {
 
     // Sandbox start vs a bare process.
     let tree =
-        codebutler_controller::runners::worktree::create(repo.path(), "sandbox bench", None, 0)
+        codebutler_controller::workspace::worktree::create(repo.path(), "sandbox bench", None, 0)
             .await
             .unwrap();
     let spec = repo.path().join("spec.json");
@@ -383,7 +384,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         calls_per_hour: 0,
         worktree: "/w".into(),
         repo: "/w".into(),
-        helper: codebutler_controller::runners::stage::Helper {
+        helper: codebutler_controller::workspace::stage::Helper {
             runner_bin: "/nonexistent".into(),
             spec: codebutler_runner::sandbox::SandboxSpec::for_worktree("/w"),
         },

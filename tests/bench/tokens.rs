@@ -20,9 +20,10 @@
 use std::sync::Arc;
 
 use codebutler_controller::config::OpenRouterConfig;
+use codebutler_controller::domain::ThreadKey;
 use codebutler_controller::gateway::{CallContext, Gateway, RoleModel};
 use codebutler_controller::secret::Secret;
-use codebutler_controller::store::{Store, ThreadKey};
+use codebutler_controller::store::Store;
 use codebutler_runner::agent::{CoderTask, Ending, run_coder};
 use codebutler_runner::compaction::Compaction;
 use codebutler_runner::tool::ToolRegistry;

@@ -6,7 +6,8 @@ use std::time::Duration;
 use codebutler_test_support::model::Reply;
 use serde_json::json;
 
-use codebutler_controller::store::{Store, ThreadKey};
+use codebutler_controller::domain::ThreadKey;
+use codebutler_controller::store::Store;
 use codebutler_test_support::slack::{APP_TOKEN, BOT_TOKEN, CHANNEL};
 
 use crate::harness::{Env, OUTSIDE_SECRET, USER, WAIT, tool_results, user_messages};

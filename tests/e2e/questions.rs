@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use codebutler_controller::store::{Store, ThreadKey};
+use codebutler_controller::domain::ThreadKey;
+use codebutler_controller::store::Store;
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::CHANNEL;
 use serde_json::{Value, json};

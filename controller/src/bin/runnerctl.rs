@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use codebutler_controller::runnerctl::{self, Client, Format};
+use codebutler_controller::admin::client::{self, Client, Format};
 
 /// Inspect and control CodeButler's sandboxed Coder runners.
 #[derive(Debug, Parser)]
@@ -93,7 +93,7 @@ fn main() -> ExitCode {
             }
             Cmd::Run { plan, detach } => match std::fs::read_to_string(&plan) {
                 Ok(text) => client.run(&text, !detach, format, &mut out).await,
-                Err(e) => Err(runnerctl::Error::Input(format!(
+                Err(e) => Err(client::Error::Input(format!(
                     "read {}: {e}",
                     plan.display()
                 ))),

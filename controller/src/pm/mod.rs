@@ -3,6 +3,7 @@
 //! a restart; its system prompt is assembled from the repository's prompt and memory files
 //! on every message, so edits take effect at once.
 
+pub mod questions;
 pub mod tools;
 
 use std::path::PathBuf;
@@ -15,10 +16,11 @@ use codebutler_runner::tools::path::RepoRoot;
 use codebutler_runner::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
+use crate::domain::IncomingMessage;
+use crate::domain::Plan;
 use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
 use crate::layout::Layout;
-use crate::store::{IncomingMessage, Store, StoreError};
-use tools::Plan;
+use crate::store::{Store, StoreError};
 
 /// Model calls that may use tools before the PM must answer.
 pub const MAX_ITERATIONS: usize = 15;

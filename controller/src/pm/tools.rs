@@ -10,10 +10,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use codebutler_runner::conversation::ToolSpec;
 use codebutler_runner::tool::{Tool, ToolError, parse_args};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 
-use crate::store::{Store, ThreadKey};
+use crate::domain::{Plan, ThreadKey};
+use crate::store::Store;
 
 /// How long a `gh` call may take.
 const GH_TIMEOUT: Duration = Duration::from_secs(30);
@@ -259,40 +260,6 @@ impl Tool for GhStatus {
             )));
         }
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    }
-}
-
-/// A thread's structured plan.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Plan {
-    pub summary: String,
-    pub steps: Vec<String>,
-    #[serde(default)]
-    pub files: Vec<String>,
-}
-
-impl Plan {
-    /// The plan as a Markdown message for the thread.
-    pub fn to_markdown(&self) -> String {
-        let mut out = format!("📋 **Plan:** {}\n\n", self.summary);
-        for (i, step) in self.steps.iter().enumerate() {
-            out.push_str(&format!("{}. {}\n", i + 1, step));
-        }
-        if !self.files.is_empty() {
-            let files: Vec<String> = self.files.iter().map(|f| format!("`{f}`")).collect();
-            out.push_str(&format!("\n**Files:** {}\n", files.join(", ")));
-        }
-        out
-    }
-
-    /// The plan as proposed in the thread: the plan, its cost lines (see
-    /// [`crate::budget::cost_markdown`]) and how to approve it. The message also carries
-    /// Approve and Cancel buttons; typing an approval works as well.
-    pub fn proposal_markdown(&self, cost_line: &str) -> String {
-        format!(
-            "{}\n{cost_line}\n\nApprove with the button below, or type *yes* (or *ship it*, *lgtm*…) to start the Coder.",
-            self.to_markdown()
-        )
     }
 }
 

@@ -6,7 +6,7 @@
 //! the runner. `Complete` sends the runner's model requests through the gateway (which adds
 //! the key and records usage) and streams the reply back. `Fetch` fetches a web page for the
 //! runner under the fetch policy. `Commit` and `OpenPullRequest` commit, push and open a
-//! pull request for the run's own worktree and branch (see [`super::forge`]): the runner
+//! pull request for the run's own worktree and branch (see [`crate::workspace::forge`]): the runner
 //! names neither, so it cannot reach another thread's branch.
 
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ use crate::gateway::{CallContext, Gateway, GatewayError};
 use crate::store::Store;
 
 use super::fetch::FetchPolicy;
-use super::forge::{self, ForgeError};
+use crate::workspace::forge::{self, ForgeError};
 
 /// The hub of one run.
 #[derive(Debug)]
@@ -53,7 +53,7 @@ pub struct RunHub {
     /// The main repository, where the branch is copied and pushed from.
     pub repo: PathBuf,
     /// The worktree helper that reads the worktree's files for a commit.
-    pub helper: super::stage::Helper,
+    pub helper: crate::workspace::stage::Helper,
     /// The run's own branch (`codebutler/<slug>`), the only one it may push.
     pub branch: String,
     /// The `gh` executable (`github.cli`).
@@ -81,9 +81,9 @@ impl RunHub {
 
 impl RunHub {
     /// Why the next model call must not be made, if it must not: the thread's budget is
-    /// spent (see [`crate::budget`]), or the hourly call limit is reached.
+    /// spent (see [`crate::thread::budget`]), or the hourly call limit is reached.
     async fn refusal(&self) -> Option<String> {
-        if let Some(reason) = crate::budget::refusal(&self.store, &self.ctx.thread).await {
+        if let Some(reason) = crate::thread::budget::refusal(&self.store, &self.ctx.thread).await {
             return Some(reason);
         }
         if self.calls_per_hour == 0 {

@@ -20,9 +20,10 @@ use tokio_util::task::TaskTracker;
 use super::fetch::FetchPolicy;
 use super::hub::RunHub;
 use super::launcher::{LaunchRequest, Launcher};
-use super::worktree::Preparer;
+use crate::domain::{RunRecord, RunState, ThreadKey};
 use crate::gateway::{CallContext, Gateway};
-use crate::store::{CheckpointRecord, NewRun, RunRecord, RunState, Store, StoreError, ThreadKey};
+use crate::store::{CheckpointRecord, NewRun, Store, StoreError};
+use crate::workspace::worktree::Preparer;
 
 /// Time a runner gets to stop after a cancel before it is killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -594,11 +595,12 @@ impl Inner {
         };
         let tree = request.worktree.clone();
         let helper = self.worktrees.helper(&tree);
-        let snapshot =
-            tokio::task::spawn_blocking(move || super::checkpoint::snapshot(&helper, &tree))
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|s| s.map_err(|e| e.to_string()));
+        let snapshot = tokio::task::spawn_blocking(move || {
+            crate::workspace::checkpoint::snapshot(&helper, &tree)
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|s| s.map_err(|e| e.to_string()));
         let (snapshot, conversation) = match (snapshot, conversation) {
             (Ok(s), Ok(c)) => (s, c),
             (Err(e), _) => {

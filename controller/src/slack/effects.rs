@@ -6,8 +6,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use slack_morphism::prelude::SlackBlock;
 
+use crate::domain::ThreadKey;
 use crate::slack::format::{Outgoing, render_reply};
-use crate::store::{NewIntent, ThreadKey};
+use crate::store::NewIntent;
 
 /// One effect in a thread, as stored in the outbox.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@
 
 use slack_morphism::prelude::*;
 
-use crate::store::IncomingMessage;
+use crate::domain::IncomingMessage;
 
 /// What the intake knows about where it listens.
 #[derive(Clone, Debug)]

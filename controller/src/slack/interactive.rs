@@ -15,9 +15,9 @@
 
 use slack_morphism::prelude::*;
 
+use crate::domain::IncomingMessage;
 use crate::slack::format::split_message;
 use crate::slack::intake::{Intake, IntakeFilter};
-use crate::store::IncomingMessage;
 
 /// `action_id` of a plan's Approve button.
 pub const APPROVE: &str = "codebutler_approve";

@@ -20,9 +20,10 @@ use std::time::Duration;
 
 use slack_morphism::prelude::SlackBlock;
 
+use crate::domain::ThreadKey;
 use crate::slack::api::{Outcome, Sender, SlackError, ThreadMarks};
 use crate::slack::effects::{Effect, Effects, MessageRef};
-use crate::store::{Change, IntentRecord, IntentState, Store, StoreError, ThreadKey};
+use crate::store::{Change, IntentRecord, IntentState, Store, StoreError};
 
 /// How long a thread whose delivery failed waits before it is tried again.
 pub const RETRY_INTERVAL: Duration = Duration::from_secs(30);

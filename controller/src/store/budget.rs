@@ -74,7 +74,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Change, UsageRecord};
+    use crate::domain::UsageRecord;
+    use crate::store::Change;
 
     fn thread(ts: &str) -> ThreadKey {
         ThreadKey {
@@ -122,7 +123,7 @@ mod tests {
     async fn a_withdrawn_plan_is_no_longer_pending() {
         let (_dir, s) = store().await;
         let t = thread("1.1");
-        let msg = crate::store::IncomingMessage {
+        let msg = crate::domain::IncomingMessage {
             channel: "C1".into(),
             ts: "1.1".into(),
             thread_ts: "1.1".into(),

@@ -12,6 +12,8 @@ use codebutler_runner::conversation::ChatMessage;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::{Row, SqlitePool};
 
+use crate::domain::{IncomingMessage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals};
+
 mod budget;
 mod checkpoints;
 mod commit;
@@ -23,7 +25,7 @@ pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::QuestionRecord;
-pub use runs::{NewRun, RunRecord, RunState};
+pub use runs::NewRun;
 pub use starts::{CutOffStart, RunStart};
 
 /// Attempts after which a failed message is no longer retried (it stays stored).
@@ -46,74 +48,6 @@ pub enum StoreError {
         thread: String,
         source: serde_json::Error,
     },
-}
-
-/// A Slack thread, by channel and the ts of its first message.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ThreadKey {
-    pub channel: String,
-    pub thread_ts: String,
-}
-
-impl std::fmt::Display for ThreadKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.thread_ts)
-    }
-}
-
-/// A user message as received from Slack.
-#[derive(Clone, Debug, PartialEq)]
-pub struct IncomingMessage {
-    pub channel: String,
-    pub ts: String,
-    /// The thread it belongs to (its own ts for a top-level message).
-    pub thread_ts: String,
-    pub user: String,
-    pub text: String,
-    pub event_id: Option<String>,
-}
-
-impl IncomingMessage {
-    /// The thread this message belongs to.
-    pub fn thread(&self) -> ThreadKey {
-        ThreadKey {
-            channel: self.channel.clone(),
-            thread_ts: self.thread_ts.clone(),
-        }
-    }
-}
-
-/// The usage of one model call.
-#[derive(Clone, Debug, PartialEq)]
-pub struct UsageRecord {
-    pub thread: ThreadKey,
-    pub role: String,
-    pub model: String,
-    pub prompt_tokens: i64,
-    pub completion_tokens: i64,
-    pub cached_tokens: i64,
-    /// Cost in USD as the provider reported it, if it did.
-    pub cost: Option<f64>,
-}
-
-/// Totals of a thread's usage.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct UsageTotals {
-    pub calls: i64,
-    pub prompt_tokens: i64,
-    /// The part of `prompt_tokens` read from the provider's prompt cache.
-    pub cached_tokens: i64,
-    pub completion_tokens: i64,
-    pub cost: f64,
-}
-
-/// A thread as listed for the PM.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ThreadSummary {
-    pub key: ThreadKey,
-    pub phase: String,
-    pub plan: Option<String>,
-    pub updated_at: String,
 }
 
 /// The store handle; cheap to clone.

@@ -93,7 +93,8 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Change, NewRun, ThreadKey};
+    use crate::domain::ThreadKey;
+    use crate::store::{Change, NewRun};
 
     fn msg(ts: &str) -> IncomingMessage {
         IncomingMessage {

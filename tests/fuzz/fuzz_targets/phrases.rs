@@ -2,8 +2,8 @@
 //! person could type.
 #![no_main]
 
-use codebutler_controller::approval::{is_approval, is_stop, is_undo};
-use codebutler_controller::budget::{cap_text, parse_budget_command, usd};
+use codebutler_controller::thread::approval::{is_approval, is_stop, is_undo};
+use codebutler_controller::thread::budget::{cap_text, parse_budget_command, usd};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

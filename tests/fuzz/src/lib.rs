@@ -14,7 +14,8 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use codebutler_controller::pm::tools::{GhStatus, ListThreads, ProposePlan, ReadMemory};
-use codebutler_controller::store::{IncomingMessage, Store, ThreadKey};
+use codebutler_controller::store::Store;
+use codebutler_controller::domain::{IncomingMessage, ThreadKey};
 use codebutler_proto::runner::v1::RunnerEvent;
 use codebutler_proto::runner::v1::runner_event::Event;
 use codebutler_runner::tool::{ToolError, ToolRegistry};

@@ -154,7 +154,7 @@ fn pushed_beyond(repo: &git2::Repository, branch: &str, head: git2::Oid) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runners::stage::test_support::{ThreadFixture, commit_worktree};
+    use crate::workspace::stage::test_support::{ThreadFixture, commit_worktree};
 
     fn read(dir: &Path, path: &str) -> Option<String> {
         std::fs::read_to_string(dir.join(path)).ok()

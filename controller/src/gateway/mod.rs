@@ -8,6 +8,8 @@
 //! A small hand-written client rather than a generic OpenAI crate: OpenRouter's numeric error
 //! codes, its `usage.cost` and its error-in-body responses need exact handling.
 
+pub mod pricing;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,9 +20,10 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::OpenRouterConfig;
-use crate::pricing::Pricing;
+use crate::domain::{ThreadKey, UsageRecord};
+use crate::gateway::pricing::Pricing;
 use crate::secret::Secret;
-use crate::store::{Store, ThreadKey, UsageRecord};
+use crate::store::Store;
 
 /// How long fetching the model list may take: it delays a plan's message.
 const PRICES_TIMEOUT: Duration = Duration::from_secs(5);
@@ -140,7 +143,7 @@ impl Gateway {
                     retry_after: None,
                 });
             }
-            let parsed = crate::pricing::parse_model_list(&body)
+            let parsed = crate::gateway::pricing::parse_model_list(&body)
                 .map_err(|e| GatewayError::Decode(format!("model list: {e}")))?;
             *prices = Some(parsed);
         }

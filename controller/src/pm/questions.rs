@@ -22,11 +22,12 @@ use codebutler_runner::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
 use crate::coder::SlackCoder;
+use crate::domain::{IncomingMessage, ThreadKey};
 use crate::gateway::{CallContext, RoleModel};
 use crate::pm::{Pm, PmError, ROLE};
 use crate::runners::supervisor::Supervisor;
 use crate::slack::effects::Effects;
-use crate::store::{IncomingMessage, Store, ThreadKey};
+use crate::store::Store;
 
 /// Model calls that may use tools before the PM must give its verdict.
 pub const PM_QUESTION_ITERATIONS: usize = 6;

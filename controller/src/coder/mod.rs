@@ -18,17 +18,18 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 
+use crate::admin::server::CLI_CHANNEL;
+use crate::domain::Plan;
+use crate::domain::{IncomingMessage, RunRecord, RunState};
 use crate::layout::Layout;
 use crate::pm::Pm;
-use crate::pm::tools::Plan;
-use crate::runners::admin::CLI_CHANNEL;
 use crate::runners::resume::resume_with;
 use crate::runners::supervisor::{Resume, RunEvent, RunRequest, Supervisor};
-use crate::runners::{checkpoint, forge, worktree};
 use crate::slack::effects::{Effect, Effects, MessageRef};
 use crate::slack::format::escape_text;
 use crate::slack::outbox::Outbox;
-use crate::store::{Change, IncomingMessage, RunRecord, RunState, Store};
+use crate::store::{Change, Store};
+use crate::workspace::{checkpoint, forge, worktree};
 
 /// Least time between two edits of a status message.
 pub const STATUS_INTERVAL: Duration = Duration::from_secs(10);
@@ -99,7 +100,7 @@ pub struct SlackCoder {
     pub store: Store,
     /// Fetches, creates and prepares the worktree of an approved plan.
     pub prepare: worktree::Preparer,
-    /// Answers the Coder's questions first (see [`crate::questions`]).
+    /// Answers the Coder's questions first (see [`crate::pm::questions`]).
     pub pm: Pm,
 }
 
@@ -579,7 +580,8 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
     if succeeded(run) && !last_text.is_empty() {
         return last_text.to_owned();
     }
-    let mut summary = crate::budget::plain_ending(&ending).unwrap_or_else(|| format!("{ending}."));
+    let mut summary =
+        crate::thread::budget::plain_ending(&ending).unwrap_or_else(|| format!("{ending}."));
     if !succeeded(run) {
         summary.push_str(
             "\n\nSay **continue** to pick up where I stopped, or **undo** to drop what I changed.",
@@ -780,7 +782,7 @@ impl Follower {
             }
         }
         if let Event::Question(question) = event {
-            tokio::spawn(crate::questions::handle_question(
+            tokio::spawn(crate::pm::questions::handle_question(
                 self.coder.clone(),
                 self.run_id.clone(),
                 self.approval.clone(),
@@ -958,7 +960,7 @@ mod tests {
     fn ended(state: RunState, ending: &str) -> RunRecord {
         RunRecord {
             id: "42".into(),
-            thread: crate::store::ThreadKey {
+            thread: crate::domain::ThreadKey {
                 channel: "C1".into(),
                 thread_ts: "1.1".into(),
             },

@@ -16,9 +16,9 @@ use tokio_stream::wrappers::{ReceiverStream, UnixListenerStream};
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status};
 
-use super::supervisor::{RunRequest, Supervisor};
+use crate::domain::{RunRecord, RunState, ThreadKey};
 use crate::layout::Layout;
-use crate::store::{RunRecord, RunState, ThreadKey};
+use crate::runners::supervisor::{RunRequest, Supervisor};
 
 /// The channel id recorded for runs started from `runnerctl` rather than Slack.
 pub const CLI_CHANNEL: &str = "runnerctl";

@@ -523,7 +523,7 @@ pub fn pr_body(context: &PrContext, model_body: &str, thread_link: Option<&str>)
 mod tests {
     use super::*;
 
-    use crate::runners::stage::test_support::ThreadFixture;
+    use crate::workspace::stage::test_support::ThreadFixture;
 
     fn main_repo(f: &ThreadFixture) -> git2::Repository {
         git2::Repository::open(f.main()).unwrap()

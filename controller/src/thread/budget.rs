@@ -6,8 +6,9 @@
 //! read the store are thin. The cap is kept in the store, not in the hub, so a budget raised
 //! while a Coder runs applies to its next model call.
 
+use crate::domain::ThreadKey;
 use crate::gateway::Gateway;
-use crate::store::{Store, ThreadKey};
+use crate::store::Store;
 
 /// The words that start a budget refusal; [`plain_ending`] finds them in a run's ending.
 pub const BUDGET_REACHED: &str = "Budget reached:";
@@ -187,7 +188,7 @@ pub async fn estimate(store: &Store, gateway: &Gateway, model: &str) -> Estimate
     }
     match gateway.pricing(model).await {
         Ok(Some(pricing)) => Estimate::Typical {
-            usd: crate::pricing::typical_run_cost(&pricing),
+            usd: crate::gateway::pricing::typical_run_cost(&pricing),
         },
         Ok(None) => Estimate::NoHistory,
         Err(e) => {

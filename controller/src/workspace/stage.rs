@@ -301,7 +301,7 @@ fn read_frames(
 #[cfg(test)]
 pub mod test_support {
     //! A main repository with one commit and a thread worktree made from it by the real
-    //! [`crate::runners::worktree::create`], and the worktree helper of the workspace's
+    //! [`crate::workspace::worktree::create`], and the worktree helper of the workspace's
     //! `codebutler-runner` binary in the real sandbox.
 
     use std::path::{Path, PathBuf};
@@ -309,7 +309,7 @@ pub mod test_support {
     use codebutler_runner::sandbox::SandboxSpec;
 
     use super::Helper;
-    use crate::runners::worktree::{self, Worktree};
+    use crate::workspace::worktree::{self, Worktree};
 
     /// The workspace's `codebutler-runner` (built by `cargo nextest run --workspace`).
     pub fn runner_bin() -> PathBuf {
@@ -405,7 +405,7 @@ pub mod test_support {
     /// Commits every change of the fixture's worktree as the Coder's GitCommit does.
     pub fn commit_worktree(f: &ThreadFixture, message: &str) -> git2::Oid {
         let commit =
-            crate::runners::forge::commit_all(&f.helper(), f.main(), f.worktree(), message)
+            crate::workspace::forge::commit_all(&f.helper(), f.main(), f.worktree(), message)
                 .unwrap();
         git2::Oid::from_str(&commit.sha).unwrap()
     }

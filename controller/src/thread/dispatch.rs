@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::store::{IncomingMessage, Store, ThreadKey};
+use crate::domain::{IncomingMessage, ThreadKey};
+use crate::store::Store;
 
 /// How long an idle thread task lives.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -201,7 +202,7 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::IncomingMessage;
+    use crate::domain::IncomingMessage;
     use tokio::sync::Notify;
 
     /// Records handled messages; panics on text "boom"; waits on a gate for text "slow".

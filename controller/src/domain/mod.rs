@@ -1,0 +1,13 @@
+//! The controller's shared vocabulary: threads and messages, plans, runs and usage. Plain
+//! data with no database, Slack or network types in it, so every module (the Slack adapter,
+//! the store, the PM, the Coder) can speak it without importing another's internals.
+
+mod plan;
+mod run;
+mod thread;
+mod usage;
+
+pub use plan::Plan;
+pub use run::{RunRecord, RunState};
+pub use thread::{IncomingMessage, ThreadKey};
+pub use usage::{ThreadSummary, UsageRecord, UsageTotals};
