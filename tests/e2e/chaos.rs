@@ -581,6 +581,9 @@ struct ChaosThread {
     seen: usize,
     /// The next action and when it is due (people take a moment to reply).
     next: Option<(Instant, Action)>,
+    /// The last thing the person wrote in the thread: what they send again when the
+    /// service says it restarted before it could start on their message.
+    said: Option<String>,
 }
 
 /// The people in the threads: they write the next question once the last is answered,
@@ -614,6 +617,7 @@ impl Driver {
                 stage: Stage::Asked(0),
                 seen: 0,
                 next: None,
+                said: None,
             });
         }
         for t in 0..PLAN_THREADS {
@@ -626,6 +630,7 @@ impl Driver {
                 stage: Stage::AwaitingPlan,
                 seen: 0,
                 next: None,
+                said: None,
             });
         }
     }
@@ -706,11 +711,12 @@ impl Driver {
             Stage::Working(s)
                 if text.contains("restarted before I could start on your message") =>
             {
-                let again = if s == 0 {
-                    "continue".to_owned()
-                } else {
-                    format!("also write more for P{t}")
-                };
+                // The message cut off is the last one written here: "continue" after a
+                // stop, or the request for more. Sending the other one would ask twice.
+                let again = self.threads[i]
+                    .said
+                    .clone()
+                    .unwrap_or_else(|| "continue".to_owned());
                 (Stage::Working(s), Some(Action::Say(again)))
             }
             _ => return,
@@ -725,6 +731,7 @@ impl Driver {
         match action {
             Action::Say(text) => {
                 self.send(&text, Some(&ts));
+                self.threads[i].said = Some(text);
             }
             Action::Approve(post) => {
                 let slack = self.env.slack.clone();
