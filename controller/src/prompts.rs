@@ -104,6 +104,16 @@ mod tests {
     }
 
     #[test]
+    fn an_unreadable_prompt_falls_back_to_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        layout.init().unwrap();
+        std::fs::write(layout.prompts().join("pm.md"), [0xff, 0xfe, b'x']).unwrap();
+        let prompt = pm_system_prompt(&layout);
+        assert!(prompt.starts_with("You are the PM"), "{prompt}");
+    }
+
+    #[test]
     fn missing_prompt_falls_back_to_the_default() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
