@@ -28,7 +28,7 @@ use crate::slack::api::{Sender, auth_test, build_client};
 use crate::slack::effects::{Effects, MessageRef};
 use crate::slack::intake::{Intake, IntakeFilter, classify};
 use crate::slack::outbox::{Outbox, OutboxError};
-use crate::slack::socket::{EventSink, SocketMode};
+use crate::slack::socket::{EventSink, NotStored, SocketMode};
 use crate::store::{Change, RunStart, Store};
 use crate::thread::approval::{is_approval, is_stop, is_undo};
 use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT, MessageHandler};
@@ -173,7 +173,7 @@ struct IntakeSink {
 
 #[async_trait]
 impl EventSink for IntakeSink {
-    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), String> {
+    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
         let msg = match classify(&event, &self.filter) {
             Intake::Accept(msg) => msg,
             Intake::Ignore(reason) => {
@@ -185,7 +185,7 @@ impl EventSink for IntakeSink {
             .store
             .record_message(&msg)
             .await
-            .map_err(|e| format!("store message {}: {e}", msg.ts))?;
+            .map_err(|e| NotStored::new("message", &msg.ts, e))?;
         if !new {
             tracing::debug!(event = %event.event_id.0, "duplicate delivery of message {}", msg.ts);
             return Ok(());
@@ -196,7 +196,7 @@ impl EventSink for IntakeSink {
     }
 
     /// A button click is stored as a message of its thread, exactly like a typed one.
-    async fn accept_interaction(&self, event: SlackInteractionEvent) -> Result<(), String> {
+    async fn accept_interaction(&self, event: SlackInteractionEvent) -> Result<(), NotStored> {
         let msg = match crate::slack::interactive::classify(&event, &self.filter) {
             Intake::Accept(msg) => msg,
             Intake::Ignore(reason) => {
@@ -208,7 +208,7 @@ impl EventSink for IntakeSink {
             .store
             .record_message(&msg)
             .await
-            .map_err(|e| format!("store button click {}: {e}", msg.ts))?;
+            .map_err(|e| NotStored::new("button click", &msg.ts, e))?;
         if new {
             tracing::info!(tag = "MSG", "{}: clicked a button", msg.user);
             self.dispatcher.notify(&msg.thread());

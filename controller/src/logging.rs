@@ -34,11 +34,14 @@ pub fn init(format: LogFormat, verbose: bool) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    // A second init (tests) is harmless: keep the first subscriber.
-    let _ = match format {
+    let installed = match format {
         LogFormat::Plain => builder.event_format(TaggedFormat).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
+    // A second init (tests) is harmless: the first subscriber stays, and says so.
+    if let Err(e) = installed {
+        tracing::debug!("logging was set up already: {e}");
+    }
 }
 
 /// The plain tagged line format.

@@ -12,12 +12,13 @@ pub fn pm_system_prompt(layout: &Layout) -> String {
     let mut prompt = read_prompt(&layout.prompts(), "pm.md");
     prompt.push_str("\n\n");
     prompt.push_str(&read_prompt(&layout.prompts(), "shared.md"));
-    if let Ok(memory) = std::fs::read_to_string(layout.memory().join("pm.md"))
+    if let Some(memory) = read_optional(&layout.memory().join("pm.md"))
         && !memory.trim().is_empty()
     {
         prompt.push_str("\n\n# Memory (learned in earlier threads)\n\n");
         prompt.push_str(memory.trim());
     }
+    // Deliberate: a repository at the file system's root has no name to give.
     let name = layout
         .repo
         .file_name()
@@ -39,14 +40,34 @@ pub fn coder_system_prompt(layout: &Layout) -> String {
     )
 }
 
+/// The prompt file `name` of `dir`, else the shipped default of that name.
 fn read_prompt(dir: &Path, name: &str) -> String {
-    match std::fs::read_to_string(dir.join(name)) {
-        Ok(text) => text.trim_end().to_owned(),
-        Err(_) => DEFAULT_PROMPTS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, text)| text.trim_end().to_owned())
-            .unwrap_or_default(),
+    match read_optional(&dir.join(name)) {
+        Some(text) => text.trim_end().to_owned(),
+        None => default_prompt(name).trim_end().to_owned(),
+    }
+}
+
+/// The shipped default prompt `name` (every name this module reads has one; the test
+/// `every_prompt_read_has_a_default` holds it to that).
+fn default_prompt(name: &str) -> &'static str {
+    DEFAULT_PROMPTS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or("", |(_, text)| text)
+}
+
+/// A file's text, or `None` when it is absent. A file that is there but cannot be read
+/// (permissions, not UTF-8) is treated as absent too, but logged: the prompt then differs
+/// from what its owner wrote.
+fn read_optional(path: &Path) -> Option<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            tracing::warn!("read {}: {e}; using the default", path.display());
+            None
+        }
     }
 }
 
@@ -73,6 +94,23 @@ mod tests {
         assert!(
             with.contains("# Memory (learned in earlier threads)\n\ndeploys go through make ship")
         );
+    }
+
+    #[test]
+    fn every_prompt_read_has_a_default() {
+        for name in ["pm.md", "shared.md", "coder.md"] {
+            assert!(!default_prompt(name).trim().is_empty(), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_unreadable_prompt_falls_back_to_the_default() {
+        let dir = tempfile::tempdir().unwrap();
+        let layout = Layout::new(dir.path());
+        layout.init().unwrap();
+        std::fs::write(layout.prompts().join("pm.md"), [0xff, 0xfe, b'x']).unwrap();
+        let prompt = pm_system_prompt(&layout);
+        assert!(prompt.starts_with("You are the PM"), "{prompt}");
     }
 
     #[test]

@@ -148,26 +148,36 @@ fn orphans(repo: &Path, owned: &[(String, String)]) -> Vec<worktree::Worktree> {
     };
     // Git's worktrees, `codebutler/` branches, and directories a start claimed but left
     // empty; a directory with files that git knows nothing of is not ours to judge.
+    // A source that cannot be read adds nothing (nothing is removed on its account), and is
+    // logged: what it held stays for the next start.
     let mut slugs: HashSet<String> = HashSet::new();
-    if let Ok(names) = repository.worktrees() {
-        slugs.extend(names.iter().flatten().flatten().map(str::to_owned));
+    match repository.worktrees() {
+        Ok(names) => slugs.extend(names.iter().flatten().flatten().map(str::to_owned)),
+        Err(e) => tracing::warn!("list worktrees to look for orphans: {}", e.message()),
     }
-    if let Ok(branches) = repository.branches(Some(git2::BranchType::Local)) {
-        for (branch, _) in branches.flatten() {
-            if let Ok(Some(name)) = branch.name()
-                && let Some(slug) = name.strip_prefix(BRANCH_PREFIX)
-            {
-                slugs.insert(slug.to_owned());
+    match repository.branches(Some(git2::BranchType::Local)) {
+        Ok(branches) => {
+            for (branch, _) in branches.flatten() {
+                if let Ok(Some(name)) = branch.name()
+                    && let Some(slug) = name.strip_prefix(BRANCH_PREFIX)
+                {
+                    slugs.insert(slug.to_owned());
+                }
             }
         }
+        Err(e) => tracing::warn!("list branches to look for orphans: {}", e.message()),
     }
-    if let Ok(entries) = std::fs::read_dir(&branches_dir) {
-        for entry in entries.flatten() {
-            let empty = std::fs::read_dir(entry.path()).is_ok_and(|mut d| d.next().is_none());
-            if empty {
-                slugs.insert(entry.file_name().to_string_lossy().into_owned());
+    match std::fs::read_dir(&branches_dir) {
+        Ok(entries) => {
+            for entry in entries.flatten() {
+                let empty = std::fs::read_dir(entry.path()).is_ok_and(|mut d| d.next().is_none());
+                if empty {
+                    slugs.insert(entry.file_name().to_string_lossy().into_owned());
+                }
             }
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!("read {} to look for orphans: {e}", branches_dir.display()),
     }
     let mut orphans: Vec<String> = slugs.difference(&owned_slugs).cloned().collect();
     orphans.sort();

@@ -4,6 +4,14 @@
 
 /// Installs the ring provider unless one is installed already.
 pub fn ensure_provider() {
-    // Err means a provider is already installed, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    if rustls::crypto::CryptoProvider::get_default().is_some() {
+        return;
+    }
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        // Another thread installed one in between, which is just as good.
+        tracing::debug!("tls provider installed concurrently");
+    }
 }

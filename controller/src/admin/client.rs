@@ -24,20 +24,27 @@ pub enum Format {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
-        "cannot reach the controller at {path}: {reason}\n  is `codebutler` running in this repository?"
+        "cannot reach the controller at {path}: {source}\n  is `codebutler` running in this repository?"
     )]
-    Unreachable { path: PathBuf, reason: String },
-    #[error("{0}")]
-    Api(String),
-    #[error("{0}")]
-    Input(String),
+    Unreachable {
+        path: PathBuf,
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The controller refused or failed the call; its message says why.
+    #[error("{}", .0.message())]
+    Api(Box<tonic::Status>),
+    #[error("read {}: {source}", path.display())]
+    ReadPlan {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("write output: {0}")]
     Output(#[from] std::io::Error),
 }
 
 impl From<tonic::Status> for Error {
     fn from(status: tonic::Status) -> Self {
-        Self::Api(status.message().to_owned())
+        Self::Api(Box::new(status))
     }
 }
 
@@ -50,14 +57,14 @@ pub struct Client {
 impl Client {
     /// Connects to the admin socket at `path`.
     pub async fn connect(path: &Path) -> Result<Self, Error> {
-        let unreachable = |reason: String| Error::Unreachable {
+        let unreachable = |source: Box<dyn std::error::Error + Send + Sync>| Error::Unreachable {
             path: path.to_owned(),
-            reason,
+            source,
         };
         // Fail with a clear message before tonic's generic transport error.
         tokio::net::UnixStream::connect(path)
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(Box::new(e)))?;
         let socket = path.to_owned();
         let channel = Endpoint::from_static("http://controller.invalid")
             .connect_with_connector(tower::service_fn(move |_: Uri| {
@@ -69,7 +76,7 @@ impl Client {
                 }
             }))
             .await
-            .map_err(|e| unreachable(e.to_string()))?;
+            .map_err(|e| unreachable(Box::new(e)))?;
         Ok(Self {
             admin: AdminClient::new(channel),
         })

@@ -51,7 +51,9 @@ pub async fn serve(service: AdminService, shutdown: CancellationToken) -> std::i
             shutdown.cancelled_owned(),
         )
         .await;
-    let _ = std::fs::remove_file(&path);
+    if let Err(e) = remove_stale(&path) {
+        tracing::warn!("remove admin socket {}: {e}", path.display());
+    }
     result.map_err(std::io::Error::other)
 }
 
@@ -80,10 +82,19 @@ fn proto_state(state: RunState) -> i32 {
     }) as i32
 }
 
+/// The run id as the protocol's number (the supervisor makes them numeric); an id that is
+/// not is shown as 0, and logged.
+fn proto_run_id(id: &str) -> u64 {
+    id.parse().unwrap_or_else(|e| {
+        tracing::warn!("run id {id:?} is not a number ({e}): shown as 0");
+        0
+    })
+}
+
 fn summary(run: &RunRecord) -> RunSummary {
     RunSummary {
         thread_ts: run.thread.thread_ts.clone(),
-        run_id: run.id.parse().unwrap_or(0),
+        run_id: proto_run_id(&run.id),
         state: proto_state(run.state),
         turns: u32::try_from(run.turns).unwrap_or(0),
         prompt_tokens: u64::try_from(run.prompt_tokens).unwrap_or(0),
@@ -235,11 +246,11 @@ impl Admin for AdminService {
                     }
                     Ok(_) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        let _ = tx
-                            .send(Err(Status::data_loss(format!(
-                                "{n} events were missed; follow again"
-                            ))))
-                            .await;
+                        let lost =
+                            Status::data_loss(format!("{n} events were missed; follow again"));
+                        if tx.send(Err(lost)).await.is_err() {
+                            tracing::debug!("run follower left before hearing it lagged");
+                        }
                         return;
                     }
                     Err(_) => return,
@@ -304,7 +315,7 @@ impl Admin for AdminService {
             .map_err(|e| Status::failed_precondition(e.to_string()))?;
         Ok(Response::new(StartRunResponse {
             thread_ts,
-            run_id: run.id.parse().unwrap_or(0),
+            run_id: proto_run_id(&run.id),
             state: proto_state(run.state),
         }))
     }

@@ -30,7 +30,7 @@ fn main() -> ExitCode {
 
     let repo = match find_repo(args.repo.as_deref()) {
         Ok(repo) => repo,
-        Err(message) => return fail(&message, 2),
+        Err(e) => return fail(&e.to_string(), 2),
     };
     let layout = Layout::new(&repo);
     if let Err(e) = layout.init() {
@@ -52,27 +52,42 @@ fn main() -> ExitCode {
     }
 }
 
+/// Why the repository to serve could not be found.
+#[derive(Debug, thiserror::Error)]
+enum RepoError {
+    #[error("read current directory: {0}")]
+    CurrentDir(std::io::Error),
+    #[error(
+        "{} is not inside a git repository: run codebutler in your repository or pass --repo DIR",
+        start.display()
+    )]
+    NotARepository { start: PathBuf, source: git2::Error },
+    #[error("{} is a bare repository; CodeButler needs a working tree", start.display())]
+    Bare { start: PathBuf },
+    #[error("resolve {}: {source}", path.display())]
+    Resolve {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// The repository's working tree root: `--repo` or the current directory, resolved with git.
-fn find_repo(dir: Option<&Path>) -> Result<PathBuf, String> {
+fn find_repo(dir: Option<&Path>) -> Result<PathBuf, RepoError> {
     let start = match dir {
         Some(dir) => dir.to_owned(),
-        None => std::env::current_dir().map_err(|e| format!("read current directory: {e}"))?,
+        None => std::env::current_dir().map_err(RepoError::CurrentDir)?,
     };
-    let repo = git2::Repository::discover(&start).map_err(|_| {
-        format!(
-            "{} is not inside a git repository: run codebutler in your repository or pass --repo DIR",
-            start.display()
-        )
-    })?;
-    let workdir = repo.workdir().ok_or_else(|| {
-        format!(
-            "{} is a bare repository; CodeButler needs a working tree",
-            start.display()
-        )
-    })?;
-    workdir
-        .canonicalize()
-        .map_err(|e| format!("resolve {}: {e}", workdir.display()))
+    let repo = match git2::Repository::discover(&start) {
+        Ok(repo) => repo,
+        Err(source) => return Err(RepoError::NotARepository { start, source }),
+    };
+    let Some(workdir) = repo.workdir() else {
+        return Err(RepoError::Bare { start });
+    };
+    workdir.canonicalize().map_err(|source| RepoError::Resolve {
+        path: workdir.to_owned(),
+        source,
+    })
 }
 
 /// Completes on SIGINT or SIGTERM.

@@ -69,7 +69,7 @@ fn main() -> ExitCode {
         .map_or_else(|| default_socket(args.repo.as_deref()), Ok)
     {
         Ok(socket) => socket,
-        Err(message) => return fail(&message),
+        Err(e) => return fail(&e.to_string()),
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -93,10 +93,7 @@ fn main() -> ExitCode {
             }
             Cmd::Run { plan, detach } => match std::fs::read_to_string(&plan) {
                 Ok(text) => client.run(&text, !detach, format, &mut out).await,
-                Err(e) => Err(client::Error::Input(format!(
-                    "read {}: {e}",
-                    plan.display()
-                ))),
+                Err(source) => Err(client::Error::ReadPlan { path: plan, source }),
             },
         };
         match result {
@@ -106,20 +103,32 @@ fn main() -> ExitCode {
     })
 }
 
-fn default_socket(repo: Option<&Path>) -> Result<PathBuf, String> {
+/// Why the admin socket could not be found.
+#[derive(Debug, thiserror::Error)]
+enum SocketError {
+    #[error("read current directory: {0}")]
+    CurrentDir(std::io::Error),
+    #[error(
+        "{} is not inside a git repository: run runnerctl in the repository or pass --socket",
+        start.display()
+    )]
+    NotARepository { start: PathBuf, source: git2::Error },
+    #[error("a bare repository has no CodeButler controller")]
+    Bare,
+}
+
+/// The admin socket of the repository `repo` (default: the one containing the current
+/// directory).
+fn default_socket(repo: Option<&Path>) -> Result<PathBuf, SocketError> {
     let start = match repo {
         Some(dir) => dir.to_owned(),
-        None => std::env::current_dir().map_err(|e| format!("read current directory: {e}"))?,
+        None => std::env::current_dir().map_err(SocketError::CurrentDir)?,
     };
-    let repository = git2::Repository::discover(&start).map_err(|_| {
-        format!(
-            "{} is not inside a git repository: run runnerctl in the repository or pass --socket",
-            start.display()
-        )
-    })?;
-    let root = repository
-        .workdir()
-        .ok_or_else(|| "a bare repository has no CodeButler controller".to_owned())?;
+    let repository = match git2::Repository::discover(&start) {
+        Ok(repository) => repository,
+        Err(source) => return Err(SocketError::NotARepository { start, source }),
+    };
+    let root = repository.workdir().ok_or(SocketError::Bare)?;
     Ok(root.join(".codebutler").join("run").join("admin.sock"))
 }
 

@@ -448,12 +448,18 @@ fn parse_response(
     let message = choice
         .message
         .ok_or_else(|| GatewayError::Decode("the choice has no message".into()))?;
+    // No `usage` means nothing can be counted: the call is recorded as free, and said so.
+    let usage = response.usage.unwrap_or_else(|| {
+        tracing::warn!("the provider's answer has no usage: the call is recorded with no tokens");
+        Usage::default()
+    });
     Ok((
         AssistantReply {
             content: message.content,
+            // Absent means the model called no tool.
             tool_calls: message.tool_calls.unwrap_or_default(),
         },
-        response.usage.unwrap_or_default(),
+        usage,
     ))
 }
 

@@ -121,7 +121,12 @@ impl Pm {
         let outcome = run_tool_loop(&model, &registry, &system, &history, limits, cancel).await?;
         let mut new_messages = vec![user_message];
         new_messages.extend(outcome.new_messages);
-        let plan = proposed.lock().ok().and_then(|mut p| p.take());
+        // A poisoned slot still holds the plan the tool recorded; losing it would drop a plan
+        // that is already stored.
+        let plan = match proposed.lock() {
+            Ok(mut slot) => slot.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        };
         Ok(PmTurn {
             answer: outcome.answer,
             plan,

@@ -167,11 +167,14 @@ impl Tool for ListThreads {
         let mut out = String::new();
         for t in threads {
             out.push_str(&format!("Thread {} [phase: {}]", t.key.thread_ts, t.phase));
-            match t
-                .plan
-                .as_deref()
-                .and_then(|p| serde_json::from_str::<Plan>(p).ok())
-            {
+            let plan = t.plan.as_deref().and_then(|p| match serde_json::from_str::<Plan>(p) {
+                Ok(plan) => Some(plan),
+                Err(e) => {
+                    tracing::warn!(thread = %t.key, "stored plan unreadable, listed as none: {e}");
+                    None
+                }
+            });
+            match plan {
                 Some(plan) => out.push_str(&format!(
                     "\n  Plan: {}\n  Files: {}\n",
                     plan.summary,

@@ -61,11 +61,9 @@ pub fn classify(event: &SlackPushEventCallback, filter: &IntakeFilter) -> Intake
     if user.0 == filter.bot_user_id {
         return Intake::Ignore("own message");
     }
-    let text = message
-        .content
-        .as_ref()
-        .and_then(|c| c.text.clone())
-        .unwrap_or_default();
+    let Some(text) = message.content.as_ref().and_then(|c| c.text.clone()) else {
+        return Intake::Ignore("empty message");
+    };
     if text.trim().is_empty() {
         return Intake::Ignore("empty message");
     }

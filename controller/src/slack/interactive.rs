@@ -195,6 +195,8 @@ pub fn classify(event: &SlackInteractionEvent, filter: &IntakeFilter) -> Intake 
         .thread_ts
         .as_ref()
         .map_or_else(|| message_ts.clone(), |t| t.0.clone());
+    // Deliberate defaults: a button without a value, or a message without text, carries
+    // the empty string, which the marker round trip below checks like any other.
     let click = Click {
         action,
         message_ts,

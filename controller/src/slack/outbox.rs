@@ -327,9 +327,11 @@ impl Outbox {
         let thread = thread.clone();
         tokio::spawn(async move {
             tokio::time::sleep(outbox.inner.retry_interval).await;
-            if let Ok(mut retrying) = outbox.inner.retrying.lock() {
-                retrying.remove(&thread);
-            }
+            // A poisoned set is still a set: leaving the thread in it would end its retries.
+            match outbox.inner.retrying.lock() {
+                Ok(mut retrying) => retrying.remove(&thread),
+                Err(poisoned) => poisoned.into_inner().remove(&thread),
+            };
             outbox.deliver(&thread).await;
         });
     }

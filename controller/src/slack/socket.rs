@@ -21,11 +21,38 @@ use crate::slack::api::{Client, Connector};
 #[async_trait]
 pub trait EventSink: Send + Sync {
     /// A push event (messages and the like).
-    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), String>;
+    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored>;
 
     /// An interaction (a button click); ignored unless a sink handles them.
-    async fn accept_interaction(&self, _event: SlackInteractionEvent) -> Result<(), String> {
+    async fn accept_interaction(&self, _event: SlackInteractionEvent) -> Result<(), NotStored> {
         Ok(())
+    }
+}
+
+/// An event a sink could not keep: it is left unacknowledged, so Slack delivers it again.
+/// The cause is boxed so this adapter names no store type.
+#[derive(Debug, thiserror::Error)]
+#[error("store {what} {ts}: {source}")]
+pub struct NotStored {
+    /// What the event was (`message`, `button click`).
+    pub what: &'static str,
+    /// Its Slack ts.
+    pub ts: String,
+    pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+impl NotStored {
+    /// `what` (with Slack ts `ts`) could not be stored because of `source`.
+    pub fn new(
+        what: &'static str,
+        ts: &str,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            what,
+            ts: ts.to_string(),
+            source: Box::new(source),
+        }
     }
 }
 

@@ -2,8 +2,6 @@
 //! Coder has spent, and what earlier completed runs of this repository cost. (A typed budget
 //! and a withdrawn plan are [`super::Change`]s, recorded with the reply that confirms them.)
 
-use sqlx::Row;
-
 use super::{Store, StoreError, ThreadKey, now};
 
 /// How many of the latest completed runs the estimate looks at.
@@ -12,14 +10,14 @@ const ESTIMATE_RUNS: i64 = 20;
 impl Store {
     /// The thread's budget cap in USD (0: no cap), if one was set or approved.
     pub async fn thread_budget(&self, thread: &ThreadKey) -> Result<Option<f64>, StoreError> {
-        let row = sqlx::query(
+        let cap = sqlx::query_scalar::<_, f64>(
             "SELECT cap_usd FROM thread_budgets WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| r.get("cap_usd")))
+        Ok(cap)
     }
 
     /// Fixes the thread's cap at approval: keeps a typed one, else records `default_usd`.
@@ -47,7 +45,7 @@ impl Store {
     /// What the thread's Coder has spent so far, in USD, over all its runs (from the usage
     /// recorded per model call).
     pub async fn thread_coder_cost(&self, thread: &ThreadKey) -> Result<f64, StoreError> {
-        let row = sqlx::query(
+        let spent = sqlx::query_scalar::<_, f64>(
             "SELECT COALESCE(SUM(cost), 0.0) AS spent FROM usage \
              WHERE channel_id = ? AND thread_ts = ? AND role = 'coder'",
         )
@@ -55,19 +53,19 @@ impl Store {
         .bind(&thread.thread_ts)
         .fetch_one(&self.pool)
         .await?;
-        Ok(row.get("spent"))
+        Ok(spent)
     }
 
     /// The costs of this repository's latest completed Coder runs, newest first.
     pub async fn completed_run_costs(&self) -> Result<Vec<f64>, StoreError> {
-        let rows = sqlx::query(
+        let costs = sqlx::query_scalar::<_, f64>(
             "SELECT cost FROM runs WHERE state = 'finished' AND ending LIKE 'completed%' \
              ORDER BY created_at DESC LIMIT ?",
         )
         .bind(ESTIMATE_RUNS)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(|r| r.get("cost")).collect())
+        Ok(costs)
     }
 }
 

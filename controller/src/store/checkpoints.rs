@@ -3,9 +3,7 @@
 //! each run (the worktree's tree, the branch's head and the conversation given to the run).
 //! An undo is a [`super::Change`], recorded with its reply.
 
-use sqlx::Row;
-
-use super::{Store, StoreError, ThreadKey, now};
+use super::{Store, StoreError, ThreadKey, ThreadRow, now};
 
 /// A checkpoint taken before a run.
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +17,31 @@ pub struct CheckpointRecord {
     pub head_sha: String,
     /// The conversation the run was given (JSON array; `[]` for a fresh run).
     pub conversation: String,
+}
+
+/// A row of `run_checkpoints` as [`Store::latest_checkpoint`] reads it.
+#[derive(sqlx::FromRow)]
+struct CheckpointRow {
+    run_id: String,
+    #[sqlx(flatten)]
+    thread: ThreadRow,
+    worktree: String,
+    tree_sha: String,
+    head_sha: String,
+    conversation: String,
+}
+
+impl From<CheckpointRow> for CheckpointRecord {
+    fn from(r: CheckpointRow) -> Self {
+        Self {
+            run_id: r.run_id,
+            thread: r.thread.into(),
+            worktree: r.worktree,
+            tree_sha: r.tree_sha,
+            head_sha: r.head_sha,
+            conversation: r.conversation,
+        }
+    }
 }
 
 impl Store {
@@ -53,11 +76,12 @@ impl Store {
 
     /// The run's latest conversation, if a model call was made (or one was seeded).
     pub async fn run_conversation(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT conversation FROM runs WHERE id = ?")
-            .bind(run_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.and_then(|r| r.get("conversation")))
+        let conversation =
+            sqlx::query_scalar::<_, Option<String>>("SELECT conversation FROM runs WHERE id = ?")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(conversation.flatten())
     }
 
     /// Records the checkpoint taken before a run.
@@ -84,7 +108,7 @@ impl Store {
         &self,
         thread: &ThreadKey,
     ) -> Result<Option<CheckpointRecord>, StoreError> {
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, CheckpointRow>(
             "SELECT c.run_id, c.channel_id, c.thread_ts, c.worktree, c.tree_sha, c.head_sha, c.conversation \
              FROM run_checkpoints c JOIN runs r ON r.id = c.run_id \
              WHERE c.channel_id = ? AND c.thread_ts = ? \
@@ -94,17 +118,7 @@ impl Store {
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|r| CheckpointRecord {
-            run_id: r.get("run_id"),
-            thread: ThreadKey {
-                channel: r.get("channel_id"),
-                thread_ts: r.get("thread_ts"),
-            },
-            worktree: r.get("worktree"),
-            tree_sha: r.get("tree_sha"),
-            head_sha: r.get("head_sha"),
-            conversation: r.get("conversation"),
-        }))
+        Ok(row.map(CheckpointRecord::from))
     }
 }
 

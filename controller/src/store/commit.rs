@@ -5,7 +5,7 @@
 //! processed and its answer waits in the outbox).
 
 use codebutler_runner::conversation::ChatMessage;
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
 use super::outbox::{NewIntent, enqueue};
 use super::{IncomingMessage, Store, StoreError, ThreadKey, now};
@@ -174,7 +174,7 @@ async fn append_turn(
     messages: &[ChatMessage],
     now: &str,
 ) -> Result<(), StoreError> {
-    let next: i64 = sqlx::query(
+    let next = sqlx::query_scalar::<_, i64>(
         "SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM conversation_messages \
          WHERE channel_id = ? AND thread_ts = ? AND role = ?",
     )
@@ -182,8 +182,7 @@ async fn append_turn(
     .bind(&thread.thread_ts)
     .bind(role)
     .fetch_one(&mut *conn)
-    .await?
-    .get("next");
+    .await?;
     for (i, message) in messages.iter().enumerate() {
         let body = serde_json::to_string(message).map_err(|source| StoreError::Corrupt {
             thread: thread.to_string(),

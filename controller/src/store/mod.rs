@@ -3,14 +3,19 @@
 //! SQLite through sqlx (WAL, a busy timeout), with the schema in `migrations/` — written in
 //! portable SQL so the same migrations also run on PostgreSQL. Schema changes are new
 //! migrations, never edits of old ones.
+//!
+//! Rows are read into `FromRow` structs (or single checked columns), and enum columns go
+//! through conversions that refuse an unknown name, so a schema mismatch or a value this
+//! version does not know is a [`StoreError`], never a panic or a guess. The domain types stay
+//! free of database types: each row struct converts into its domain type here.
 
 use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
 use codebutler_runner::conversation::ChatMessage;
+use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::{Row, SqlitePool};
 
 use crate::domain::{IncomingMessage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals};
 
@@ -24,7 +29,7 @@ mod starts;
 pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use outbox::{IntentRecord, IntentState, NewIntent};
-pub use questions::QuestionRecord;
+pub use questions::{QuestionRecord, QuestionState};
 pub use runs::NewRun;
 pub use starts::{CutOffStart, RunStart};
 
@@ -48,6 +53,18 @@ pub enum StoreError {
         thread: String,
         source: serde_json::Error,
     },
+    /// An enum column holds a name this controller does not know (a newer version wrote it,
+    /// or the file was edited): an error rather than a guess at what it meant.
+    #[error("stored {column} of {row} is {value:?}, which this controller does not know")]
+    UnknownValue {
+        /// `table.column`.
+        column: &'static str,
+        /// The row's id.
+        row: String,
+        value: String,
+    },
+    #[error("stored event {seq} of run {run} is not hex")]
+    CorruptEvent { run: String, seq: i64 },
 }
 
 /// The store handle; cheap to clone.
@@ -56,24 +73,74 @@ pub struct Store {
     pub(crate) pool: SqlitePool,
 }
 
-/// A message from a row with its columns (`channel_id`, `ts`, `thread_ts`, `user_id`,
-/// `text`, `event_id`).
-fn message_of(r: &sqlx::sqlite::SqliteRow) -> IncomingMessage {
-    IncomingMessage {
-        channel: r.get("channel_id"),
-        ts: r.get("ts"),
-        thread_ts: r.get("thread_ts"),
-        user: r.get("user_id"),
-        text: r.get("text"),
-        event_id: r.get("event_id"),
+/// A message as its row stores it (`channel_id`, `ts`, `thread_ts`, `user_id`, `text`,
+/// `event_id`). Rows are decoded with checked reads, so a column of the wrong type is a
+/// [`StoreError::Query`], never a panic.
+#[derive(sqlx::FromRow)]
+struct MessageRow {
+    channel_id: String,
+    ts: String,
+    thread_ts: String,
+    user_id: String,
+    text: String,
+    event_id: Option<String>,
+}
+
+impl From<MessageRow> for IncomingMessage {
+    fn from(r: MessageRow) -> Self {
+        Self {
+            channel: r.channel_id,
+            ts: r.ts,
+            thread_ts: r.thread_ts,
+            user: r.user_id,
+            text: r.text,
+            event_id: r.event_id,
+        }
     }
 }
 
-/// A thread from a row with `channel_id` and `thread_ts`.
-fn thread_of(r: &sqlx::sqlite::SqliteRow) -> ThreadKey {
-    ThreadKey {
-        channel: r.get("channel_id"),
-        thread_ts: r.get("thread_ts"),
+/// A thread as a row names it (`channel_id`, `thread_ts`).
+#[derive(sqlx::FromRow)]
+struct ThreadRow {
+    channel_id: String,
+    thread_ts: String,
+}
+
+impl From<ThreadRow> for ThreadKey {
+    fn from(r: ThreadRow) -> Self {
+        Self {
+            channel: r.channel_id,
+            thread_ts: r.thread_ts,
+        }
+    }
+}
+
+/// A thread's usage, summed (the aliases of [`Store::usage_totals`]'s query).
+#[derive(sqlx::FromRow)]
+struct UsageTotalsRow {
+    calls: i64,
+    prompt_tokens: i64,
+    cached_tokens: i64,
+    completion_tokens: i64,
+    cost: f64,
+}
+
+/// A row of `threads` as [`Store::list_threads`] reads it.
+#[derive(sqlx::FromRow)]
+struct ThreadSummaryRow {
+    #[sqlx(flatten)]
+    key: ThreadRow,
+    phase: String,
+    plan: Option<String>,
+    updated_at: String,
+}
+
+/// The error for an enum column holding `value`, which no variant names.
+pub(crate) fn unknown_value(column: &'static str, row: impl ToString, value: String) -> StoreError {
+    StoreError::UnknownValue {
+        column,
+        row: row.to_string(),
+        value,
     }
 }
 
@@ -163,13 +230,13 @@ impl Store {
 
     /// Threads with messages waiting to be answered, oldest first.
     pub async fn threads_with_pending(&self) -> Result<Vec<ThreadKey>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, ThreadRow>(
             "SELECT channel_id, thread_ts, MIN(ts) AS first FROM messages WHERE state = 'pending' \
              GROUP BY channel_id, thread_ts ORDER BY first",
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(thread_of).collect())
+        Ok(rows.into_iter().map(ThreadKey::from).collect())
     }
 
     /// Puts every failed message with attempts left back in line (at start).
@@ -188,7 +255,7 @@ impl Store {
         &self,
         thread: &ThreadKey,
     ) -> Result<Option<IncomingMessage>, StoreError> {
-        let row = sqlx::query(
+        let row = sqlx::query_as::<_, MessageRow>(
             "SELECT channel_id, ts, thread_ts, user_id, text, event_id FROM messages \
              WHERE state = 'pending' AND channel_id = ? AND thread_ts = ? ORDER BY ts LIMIT 1",
         )
@@ -196,7 +263,7 @@ impl Store {
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(message_of))
+        Ok(row.map(IncomingMessage::from))
     }
 
     /// Marks a message handled, with nothing to record or say about it.
@@ -217,7 +284,7 @@ impl Store {
         thread: &ThreadKey,
         role: &str,
     ) -> Result<Vec<ChatMessage>, StoreError> {
-        let rows = sqlx::query(
+        let bodies = sqlx::query_scalar::<_, String>(
             "SELECT body FROM conversation_messages WHERE channel_id = ? AND thread_ts = ? AND role = ? ORDER BY seq",
         )
         .bind(&thread.channel)
@@ -225,13 +292,12 @@ impl Store {
         .bind(role)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter()
-            .map(|r| {
-                serde_json::from_str(r.get::<&str, _>("body")).map_err(|source| {
-                    StoreError::Corrupt {
-                        thread: thread.to_string(),
-                        source,
-                    }
+        bodies
+            .iter()
+            .map(|body| {
+                serde_json::from_str(body).map_err(|source| StoreError::Corrupt {
+                    thread: thread.to_string(),
+                    source,
                 })
             })
             .collect()
@@ -265,19 +331,22 @@ impl Store {
         since: chrono::DateTime<chrono::Utc>,
     ) -> Result<i64, StoreError> {
         let since = since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-        let row = sqlx::query("SELECT COUNT(*) AS n FROM usage WHERE role = ? AND created_at > ?")
-            .bind(role)
-            .bind(since)
-            .fetch_one(&self.pool)
-            .await?;
-        Ok(row.get("n"))
+        let calls = sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) AS n FROM usage WHERE role = ? AND created_at > ?",
+        )
+        .bind(role)
+        .bind(since)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(calls)
     }
 
     /// A thread's usage so far.
     pub async fn usage_totals(&self, thread: &ThreadKey) -> Result<UsageTotals, StoreError> {
-        let row = sqlx::query(
-            "SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS p, \
-             COALESCE(SUM(cached_tokens), 0) AS cached, COALESCE(SUM(completion_tokens), 0) AS c, COALESCE(SUM(cost), 0.0) AS cost \
+        let row = sqlx::query_as::<_, UsageTotalsRow>(
+            "SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, \
+             COALESCE(SUM(cached_tokens), 0) AS cached_tokens, \
+             COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost), 0.0) AS cost \
              FROM usage WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(&thread.channel)
@@ -285,11 +354,11 @@ impl Store {
         .fetch_one(&self.pool)
         .await?;
         Ok(UsageTotals {
-            calls: row.get("calls"),
-            prompt_tokens: row.get("p"),
-            cached_tokens: row.get("cached"),
-            completion_tokens: row.get("c"),
-            cost: row.get("cost"),
+            calls: row.calls,
+            prompt_tokens: row.prompt_tokens,
+            cached_tokens: row.cached_tokens,
+            completion_tokens: row.completion_tokens,
+            cost: row.cost,
         })
     }
 
@@ -309,22 +378,19 @@ impl Store {
 
     /// The most recently active threads, newest first.
     pub async fn list_threads(&self, limit: i64) -> Result<Vec<ThreadSummary>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, ThreadSummaryRow>(
             "SELECT channel_id, thread_ts, phase, plan, updated_at FROM threads ORDER BY updated_at DESC LIMIT ?",
         )
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
-            .iter()
+            .into_iter()
             .map(|r| ThreadSummary {
-                key: ThreadKey {
-                    channel: r.get("channel_id"),
-                    thread_ts: r.get("thread_ts"),
-                },
-                phase: r.get("phase"),
-                plan: r.get("plan"),
-                updated_at: r.get("updated_at"),
+                key: r.key.into(),
+                phase: r.phase,
+                plan: r.plan,
+                updated_at: r.updated_at,
             })
             .collect())
     }
@@ -339,14 +405,13 @@ impl Store {
         approval: &IncomingMessage,
     ) -> Result<Option<String>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let row = sqlx::query(
+        let plan = sqlx::query_scalar::<_, String>(
             "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_optional(&mut *tx)
         .await?;
-        let plan: Option<String> = row.map(|r| r.get("plan"));
         if plan.is_some() {
             sqlx::query("UPDATE threads SET phase = 'coder', updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
                 .bind(now())
@@ -362,12 +427,14 @@ impl Store {
 
     /// The thread's phase (`pm` or `coder`), if the thread is known.
     pub async fn phase(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT phase FROM threads WHERE channel_id = ? AND thread_ts = ?")
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.get("phase")))
+        let phase = sqlx::query_scalar::<_, String>(
+            "SELECT phase FROM threads WHERE channel_id = ? AND thread_ts = ?",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(phase)
     }
 
     /// Whether the thread has a plan waiting for approval.
@@ -384,12 +451,14 @@ impl Store {
 
     /// The thread's stored plan, if any.
     pub async fn plan(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
-        let row = sqlx::query("SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ?")
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.and_then(|r| r.get("plan")))
+        let plan = sqlx::query_scalar::<_, Option<String>>(
+            "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ?",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(plan.flatten())
     }
 
     /// Closes the pool, flushing the WAL.

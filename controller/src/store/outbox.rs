@@ -7,9 +7,9 @@
 //! Slack answers) → `sent`, or back to `pending` when Slack certainly did nothing, or to
 //! `failed` when Slack refused it for good.
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
-use super::{Store, StoreError, ThreadKey, now, thread_of};
+use super::{Store, StoreError, ThreadKey, ThreadRow, now, unknown_value};
 
 /// An effect to record: its id (unique; `<group>/<n>`), its thread and its body (JSON the
 /// delivery understands).
@@ -42,12 +42,10 @@ impl IntentState {
         }
     }
 
-    fn parse(name: &str) -> Self {
+    fn parse(name: &str) -> Option<Self> {
         [Self::Pending, Self::Sending, Self::Sent, Self::Failed]
             .into_iter()
             .find(|s| s.as_str() == name)
-            // An unknown state is treated as unknown outcome: checked before any retry.
-            .unwrap_or(Self::Sending)
     }
 }
 
@@ -68,16 +66,41 @@ pub struct IntentRecord {
 
 const COLUMNS: &str = "id, channel_id, thread_ts, body, state, ts, file_id, created_at";
 
-fn record(r: &sqlx::sqlite::SqliteRow) -> IntentRecord {
-    IntentRecord {
-        id: r.get("id"),
-        thread: thread_of(r),
-        body: r.get("body"),
-        state: IntentState::parse(r.get("state")),
-        ts: r.get("ts"),
-        file_id: r.get("file_id"),
-        created_at: r.get("created_at"),
+/// A row of `outbox` as [`COLUMNS`] reads it.
+#[derive(sqlx::FromRow)]
+struct IntentRow {
+    id: String,
+    #[sqlx(flatten)]
+    thread: ThreadRow,
+    body: String,
+    state: String,
+    ts: Option<String>,
+    file_id: Option<String>,
+    created_at: String,
+}
+
+impl TryFrom<IntentRow> for IntentRecord {
+    type Error = StoreError;
+
+    fn try_from(r: IntentRow) -> Result<Self, StoreError> {
+        let Some(state) = IntentState::parse(&r.state) else {
+            return Err(unknown_value("outbox.state", &r.id, r.state));
+        };
+        Ok(Self {
+            id: r.id,
+            thread: r.thread.into(),
+            body: r.body,
+            state,
+            ts: r.ts,
+            file_id: r.file_id,
+            created_at: r.created_at,
+        })
     }
+}
+
+/// Rows of `outbox` as records.
+fn records(rows: Vec<IntentRow>) -> Result<Vec<IntentRecord>, StoreError> {
+    rows.into_iter().map(IntentRecord::try_from).collect()
 }
 
 /// Appends `intents` to the outbox, after everything already in it.
@@ -88,10 +111,9 @@ pub(super) async fn enqueue(
     if intents.is_empty() {
         return Ok(());
     }
-    let last: i64 = sqlx::query("SELECT COALESCE(MAX(seq), 0) AS last FROM outbox")
+    let last = sqlx::query_scalar::<_, i64>("SELECT COALESCE(MAX(seq), 0) AS last FROM outbox")
         .fetch_one(&mut *conn)
-        .await?
-        .get("last");
+        .await?;
     let now = now();
     for (i, intent) in intents.iter().enumerate() {
         sqlx::query(
@@ -113,7 +135,7 @@ pub(super) async fn enqueue(
 impl Store {
     /// The thread's effects not yet sent or given up, in order.
     pub async fn unsent(&self, thread: &ThreadKey) -> Result<Vec<IntentRecord>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query_as::<_, IntentRow>(&format!(
             "SELECT {COLUMNS} FROM outbox WHERE state IN ('pending', 'sending') \
              AND channel_id = ? AND thread_ts = ? ORDER BY seq"
         ))
@@ -121,41 +143,42 @@ impl Store {
         .bind(&thread.thread_ts)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(record).collect())
+        records(rows)
     }
 
     /// Threads with effects not yet sent or given up.
     pub async fn threads_with_unsent(&self) -> Result<Vec<ThreadKey>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, ThreadRow>(
             "SELECT channel_id, thread_ts, MIN(seq) AS first FROM outbox \
              WHERE state IN ('pending', 'sending') GROUP BY channel_id, thread_ts ORDER BY first",
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(thread_of).collect())
+        Ok(rows.into_iter().map(ThreadKey::from).collect())
     }
 
     /// The effects recorded together as `group`, in order.
     pub async fn intent_group(&self, group: &str) -> Result<Vec<IntentRecord>, StoreError> {
         // Ids of the group are `<group>/<n>`: the range from "<group>/" up to "<group>0"
         // ('0' follows '/') holds exactly them, without LIKE's wildcards.
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query_as::<_, IntentRow>(&format!(
             "SELECT {COLUMNS} FROM outbox WHERE id >= ? AND id < ? ORDER BY seq"
         ))
         .bind(format!("{group}/"))
         .bind(format!("{group}0"))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(record).collect())
+        records(rows)
     }
 
     /// One effect.
     pub async fn intent(&self, id: &str) -> Result<Option<IntentRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM outbox WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.as_ref().map(record))
+        let row =
+            sqlx::query_as::<_, IntentRow>(&format!("SELECT {COLUMNS} FROM outbox WHERE id = ?"))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.map(IntentRecord::try_from).transpose()
     }
 
     /// Marks an effect attempted (its outcome unknown from now on); `file_id` is the file a
@@ -265,5 +288,22 @@ mod tests {
         assert_eq!(ids(s.unsent(&thread("1.1")).await.unwrap()), ["a/1"]);
         // A second write of the same id is refused: an effect is recorded once.
         assert!(s.commit(&[], &[intent("a/0", "1.1")]).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_stored_state_is_an_error_not_a_guess() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        s.commit(&[], &[intent("a/0", "1.1")]).await.unwrap();
+        sqlx::query("UPDATE outbox SET state = 'lost' WHERE id = 'a/0'")
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let err = s.intent("a/0").await.expect_err("an unknown state");
+        assert_eq!(
+            err.to_string(),
+            "stored outbox.state of a/0 is \"lost\", which this controller does not know"
+        );
+        assert!(s.intent_group("a").await.is_err());
     }
 }

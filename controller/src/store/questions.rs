@@ -3,9 +3,41 @@
 //! people answered in the thread. The run's event log has the question too; this table is
 //! where the answer and who gave it are kept.
 
-use sqlx::Row;
+use super::{Store, StoreError, ThreadKey, ThreadRow, now, unknown_value};
 
-use super::{Store, StoreError, ThreadKey, now};
+/// Where a Coder question is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QuestionState {
+    /// Asked; the PM has not passed it on or answered it yet.
+    Asked,
+    /// Passed on to the people in the thread.
+    Escalated,
+    Answered,
+}
+
+impl QuestionState {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Asked => "asked",
+            Self::Escalated => "escalated",
+            Self::Answered => "answered",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [Self::Asked, Self::Escalated, Self::Answered]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
+}
+
+/// Compares with a stored name (`asked`, `escalated`, `answered`).
+impl PartialEq<&str> for QuestionState {
+    fn eq(&self, name: &&str) -> bool {
+        self.as_str() == *name
+    }
+}
 
 /// One Coder question as recorded.
 #[derive(Clone, Debug, PartialEq)]
@@ -14,8 +46,7 @@ pub struct QuestionRecord {
     pub question_id: String,
     pub thread: ThreadKey,
     pub question: String,
-    /// `asked`, `escalated` or `answered`.
-    pub state: String,
+    pub state: QuestionState,
     /// Why the PM passed the question on to the thread, when it did.
     pub pm_note: Option<String>,
     pub answer: Option<String>,
@@ -23,6 +54,45 @@ pub struct QuestionRecord {
     pub answered_by: Option<String>,
     pub asked_at: String,
     pub answered_at: Option<String>,
+}
+
+/// A row of `coder_questions` as [`Store::thread_questions`] reads it.
+#[derive(sqlx::FromRow)]
+struct QuestionRow {
+    run_id: String,
+    question_id: String,
+    #[sqlx(flatten)]
+    thread: ThreadRow,
+    question: String,
+    state: String,
+    pm_note: Option<String>,
+    answer: Option<String>,
+    answered_by: Option<String>,
+    asked_at: String,
+    answered_at: Option<String>,
+}
+
+impl TryFrom<QuestionRow> for QuestionRecord {
+    type Error = StoreError;
+
+    fn try_from(r: QuestionRow) -> Result<Self, StoreError> {
+        let Some(state) = QuestionState::parse(&r.state) else {
+            let row = format!("{}/{}", r.run_id, r.question_id);
+            return Err(unknown_value("coder_questions.state", row, r.state));
+        };
+        Ok(Self {
+            run_id: r.run_id,
+            question_id: r.question_id,
+            thread: r.thread.into(),
+            question: r.question,
+            state,
+            pm_note: r.pm_note,
+            answer: r.answer,
+            answered_by: r.answered_by,
+            asked_at: r.asked_at,
+            answered_at: r.answered_at,
+        })
+    }
 }
 
 impl Store {
@@ -96,7 +166,7 @@ impl Store {
         &self,
         thread: &ThreadKey,
     ) -> Result<Vec<QuestionRecord>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, QuestionRow>(
             "SELECT run_id, question_id, channel_id, thread_ts, question, state, pm_note, answer, \
              answered_by, asked_at, answered_at FROM coder_questions \
              WHERE channel_id = ? AND thread_ts = ? ORDER BY asked_at, run_id, question_id",
@@ -105,24 +175,7 @@ impl Store {
         .bind(&thread.thread_ts)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| QuestionRecord {
-                run_id: r.get("run_id"),
-                question_id: r.get("question_id"),
-                thread: ThreadKey {
-                    channel: r.get("channel_id"),
-                    thread_ts: r.get("thread_ts"),
-                },
-                question: r.get("question"),
-                state: r.get("state"),
-                pm_note: r.get("pm_note"),
-                answer: r.get("answer"),
-                answered_by: r.get("answered_by"),
-                asked_at: r.get("asked_at"),
-                answered_at: r.get("answered_at"),
-            })
-            .collect())
+        rows.into_iter().map(QuestionRecord::try_from).collect()
     }
 }
 
@@ -195,5 +248,26 @@ mod tests {
             thread_ts: "2.2".into(),
         };
         assert!(s.thread_questions(&other).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn an_unknown_stored_state_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        s.record_question("r1", "q1", &thread(), "Tabs?")
+            .await
+            .unwrap();
+        sqlx::query("UPDATE coder_questions SET state = 'pondered'")
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let err = s
+            .thread_questions(&thread())
+            .await
+            .expect_err("an unknown state");
+        assert_eq!(
+            err.to_string(),
+            "stored coder_questions.state of r1/q1 is \"pondered\", which this controller does not know"
+        );
     }
 }

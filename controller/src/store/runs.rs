@@ -1,38 +1,69 @@
 //! Coder runs and their event logs: what `runnerctl` lists and follows, and what survives a
 //! controller restart (runs that were running are marked interrupted).
 
-use sqlx::Row;
-
-use super::{Store, StoreError, now};
+use super::{Store, StoreError, ThreadRow, now, unknown_value};
 use crate::domain::{RunRecord, RunState, ThreadKey};
 
 const COLUMNS: &str = "id, channel_id, thread_ts, state, plan, model, worktree, branch, max_turns, turns, \
     prompt_tokens, completion_tokens, cost, ending, exit_code, runner_pid, created_at, started_at, ended_at";
 
-fn record(r: &sqlx::sqlite::SqliteRow) -> RunRecord {
-    RunRecord {
-        id: r.get("id"),
-        thread: ThreadKey {
-            channel: r.get("channel_id"),
-            thread_ts: r.get("thread_ts"),
-        },
-        state: RunState::parse(r.get("state")).unwrap_or(RunState::Interrupted),
-        plan: r.get("plan"),
-        model: r.get("model"),
-        worktree: r.get("worktree"),
-        branch: r.get("branch"),
-        max_turns: r.get("max_turns"),
-        turns: r.get("turns"),
-        prompt_tokens: r.get("prompt_tokens"),
-        completion_tokens: r.get("completion_tokens"),
-        cost: r.get("cost"),
-        ending: r.get("ending"),
-        exit_code: r.get("exit_code"),
-        runner_pid: r.get("runner_pid"),
-        created_at: r.get("created_at"),
-        started_at: r.get("started_at"),
-        ended_at: r.get("ended_at"),
+/// A row of `runs` as [`COLUMNS`] reads it.
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    id: String,
+    #[sqlx(flatten)]
+    thread: ThreadRow,
+    state: String,
+    plan: String,
+    model: String,
+    worktree: String,
+    branch: String,
+    max_turns: i64,
+    turns: i64,
+    prompt_tokens: i64,
+    completion_tokens: i64,
+    cost: f64,
+    ending: Option<String>,
+    exit_code: Option<i64>,
+    runner_pid: Option<i64>,
+    created_at: String,
+    started_at: Option<String>,
+    ended_at: Option<String>,
+}
+
+impl TryFrom<RunRow> for RunRecord {
+    type Error = StoreError;
+
+    fn try_from(r: RunRow) -> Result<Self, StoreError> {
+        let Some(state) = RunState::parse(&r.state) else {
+            return Err(unknown_value("runs.state", &r.id, r.state));
+        };
+        Ok(Self {
+            id: r.id,
+            thread: r.thread.into(),
+            state,
+            plan: r.plan,
+            model: r.model,
+            worktree: r.worktree,
+            branch: r.branch,
+            max_turns: r.max_turns,
+            turns: r.turns,
+            prompt_tokens: r.prompt_tokens,
+            completion_tokens: r.completion_tokens,
+            cost: r.cost,
+            ending: r.ending,
+            exit_code: r.exit_code,
+            runner_pid: r.runner_pid,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            ended_at: r.ended_at,
+        })
     }
+}
+
+/// Rows of `runs` as records.
+fn records(rows: Vec<RunRow>) -> Result<Vec<RunRecord>, StoreError> {
+    rows.into_iter().map(RunRecord::try_from).collect()
 }
 
 /// A run to record.
@@ -94,27 +125,27 @@ impl Store {
 
     /// One run.
     pub async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM runs WHERE id = ?"))
+        let row = sqlx::query_as::<_, RunRow>(&format!("SELECT {COLUMNS} FROM runs WHERE id = ?"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.as_ref().map(record))
+        row.map(RunRecord::try_from).transpose()
     }
 
     /// The thread's latest run.
     pub async fn latest_run(&self, thread_ts: &str) -> Result<Option<RunRecord>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = sqlx::query_as::<_, RunRow>(&format!(
             "SELECT {COLUMNS} FROM runs WHERE thread_ts = ? ORDER BY created_at DESC, id DESC LIMIT 1"
         ))
         .bind(thread_ts)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(record))
+        row.map(RunRecord::try_from).transpose()
     }
 
     /// The run of `run`'s thread created just before it, if any.
     pub async fn run_before(&self, run: &RunRecord) -> Result<Option<RunRecord>, StoreError> {
-        let row = sqlx::query(&format!(
+        let row = sqlx::query_as::<_, RunRow>(&format!(
             "SELECT {COLUMNS} FROM runs WHERE channel_id = ? AND thread_ts = ? AND id <> ? \
              AND created_at <= ? ORDER BY created_at DESC, id DESC LIMIT 1"
         ))
@@ -124,7 +155,7 @@ impl Store {
         .bind(&run.created_at)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(record))
+        row.map(RunRecord::try_from).transpose()
     }
 
     /// Runs, newest first.
@@ -138,13 +169,13 @@ impl Store {
         } else {
             ""
         };
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query_as::<_, RunRow>(&format!(
             "SELECT {COLUMNS} FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ?"
         ))
         .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(record).collect())
+        records(rows)
     }
 
     /// Marks a run running in the process `pid`.
@@ -193,17 +224,22 @@ impl Store {
         id: &str,
         from_seq: i64,
     ) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, (i64, String)>(
             "SELECT seq, body FROM run_events WHERE run_id = ? AND seq >= ? ORDER BY seq",
         )
         .bind(id)
         .bind(from_seq)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .filter_map(|r| Some((r.get("seq"), unhex(r.get("body"))?)))
-            .collect())
+        rows.into_iter()
+            .map(|(seq, body)| match unhex(&body) {
+                Some(bytes) => Ok((seq, bytes)),
+                None => Err(StoreError::CorruptEvent {
+                    run: id.to_string(),
+                    seq,
+                }),
+            })
+            .collect()
     }
 
     /// Adds a model call's usage to a run's totals.
@@ -250,13 +286,10 @@ impl Store {
 
     /// Every run's worktree path and branch: what the runs own on disk and in git.
     pub async fn run_worktrees(&self) -> Result<Vec<(String, String)>, StoreError> {
-        let rows = sqlx::query("SELECT worktree, branch FROM runs")
+        let rows = sqlx::query_as::<_, (String, String)>("SELECT worktree, branch FROM runs")
             .fetch_all(&self.pool)
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("worktree"), r.get("branch")))
-            .collect())
+        Ok(rows)
     }
 
     /// Runs that ended without their end being reported in their thread, oldest first,
@@ -265,25 +298,28 @@ impl Store {
         &self,
         except_channel: &str,
     ) -> Result<Vec<RunRecord>, StoreError> {
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query_as::<_, RunRow>(&format!(
             "SELECT {COLUMNS} FROM runs WHERE reported_at IS NULL \
              AND state NOT IN ('queued', 'running') AND channel_id <> ? ORDER BY created_at"
         ))
         .bind(except_channel)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(record).collect())
+        records(rows)
     }
 
     /// At start: runs that were queued or running when the controller died are interrupted.
     /// Returns them, so their threads can be told.
     pub async fn interrupt_unfinished_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
         let mut tx = self.begin_write().await?;
-        let rows = sqlx::query(&format!(
+        let rows = sqlx::query_as::<_, RunRow>(&format!(
             "SELECT {COLUMNS} FROM runs WHERE state IN ('queued', 'running') ORDER BY created_at"
         ))
         .fetch_all(&mut *tx)
         .await?;
+        // Decoded before the update commits: a row that cannot be read leaves them all as
+        // they were, rather than interrupting runs whose threads would not be told.
+        let runs = records(rows)?;
         sqlx::query(
             "UPDATE runs SET state = 'interrupted', ending = 'the controller stopped while it ran', \
              ended_at = ? WHERE state IN ('queued', 'running')",
@@ -292,12 +328,12 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(rows
-            .iter()
-            .map(|r| RunRecord {
+        Ok(runs
+            .into_iter()
+            .map(|run| RunRecord {
                 state: RunState::Interrupted,
                 ending: Some("the controller stopped while it ran".into()),
-                ..record(r)
+                ..run
             })
             .collect())
     }
@@ -428,5 +464,43 @@ mod tests {
         assert!(s.unreported_runs("runnerctl").await.unwrap().is_empty());
         s.interrupt_unfinished_runs().await.unwrap();
         assert_eq!(ids(s.unreported_runs("runnerctl").await.unwrap()), ["r2"]);
+    }
+
+    #[tokio::test]
+    async fn a_stored_row_this_controller_cannot_read_is_an_error_not_a_panic() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        s.create_run(new_run("r1", &thread(), 10)).await.unwrap();
+        // A column of the wrong type, as a schema written by another version could leave it.
+        sqlx::query("UPDATE runs SET turns = 'many' WHERE id = 'r1'")
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let err = s.run("r1").await.expect_err("a text turn count");
+        assert!(err.to_string().contains("\"turns\""), "{err}");
+        assert!(s.list_runs(false, 10).await.is_err());
+        // A state this controller does not know is an error too, never a guess.
+        sqlx::query("UPDATE runs SET turns = 0, state = 'exploded' WHERE id = 'r1'")
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let err = s.run("r1").await.expect_err("an unknown run state");
+        assert_eq!(
+            err.to_string(),
+            "stored runs.state of r1 is \"exploded\", which this controller does not know"
+        );
+        assert!(
+            s.interrupt_unfinished_runs().await.is_ok(),
+            "not queued or running"
+        );
+        assert!(s.unreported_runs("runnerctl").await.is_err());
+        // An event log that is not hex is reported, not skipped.
+        s.add_run_event("r1", 0, &[1], None).await.unwrap();
+        sqlx::query("UPDATE run_events SET body = 'zz' WHERE run_id = 'r1'")
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let err = s.run_events("r1", 0).await.expect_err("a corrupt event");
+        assert_eq!(err.to_string(), "stored event 0 of run r1 is not hex");
     }
 }

@@ -3,9 +3,9 @@
 //! the start began tells, after a crash, that the message was cut off mid-start rather than
 //! never handled: re-handling it would find its plan already taken.
 
-use sqlx::{Row, SqliteConnection};
+use sqlx::SqliteConnection;
 
-use super::{IncomingMessage, Store, StoreError, message_of, now};
+use super::{IncomingMessage, MessageRow, Store, StoreError, now, unknown_value};
 
 /// What a message started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,6 +22,36 @@ impl RunStart {
             Self::Approval => "approval",
             Self::FollowUp => "follow_up",
         }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [Self::Approval, Self::FollowUp]
+            .into_iter()
+            .find(|s| s.as_str() == name)
+    }
+}
+
+/// A pending message with its start, as [`Store::cut_off_starts`] reads it.
+#[derive(sqlx::FromRow)]
+struct CutOffRow {
+    #[sqlx(flatten)]
+    msg: MessageRow,
+    run_start: String,
+    run_id: Option<String>,
+}
+
+impl TryFrom<CutOffRow> for CutOffStart {
+    type Error = StoreError;
+
+    fn try_from(r: CutOffRow) -> Result<Self, StoreError> {
+        let Some(kind) = RunStart::parse(&r.run_start) else {
+            return Err(unknown_value("messages.run_start", &r.msg.ts, r.run_start));
+        };
+        Ok(Self {
+            msg: r.msg.into(),
+            kind,
+            run_id: r.run_id,
+        })
     }
 }
 
@@ -67,7 +97,7 @@ impl Store {
     /// with the run recorded for it since, if any. A thread handles one message at a time,
     /// so a run of its thread created after the start began is that start's run.
     pub async fn cut_off_starts(&self) -> Result<Vec<CutOffStart>, StoreError> {
-        let rows = sqlx::query(
+        let rows = sqlx::query_as::<_, CutOffRow>(
             "SELECT m.channel_id, m.ts, m.thread_ts, m.user_id, m.text, m.event_id, m.run_start, \
              (SELECT r.id FROM runs r WHERE r.channel_id = m.channel_id AND r.thread_ts = m.thread_ts \
               AND r.created_at >= m.run_start_at ORDER BY r.created_at LIMIT 1) AS run_id \
@@ -75,18 +105,7 @@ impl Store {
         )
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(|r| CutOffStart {
-                msg: message_of(r),
-                kind: if r.get::<&str, _>("run_start") == RunStart::FollowUp.as_str() {
-                    RunStart::FollowUp
-                } else {
-                    RunStart::Approval
-                },
-                run_id: r.get("run_id"),
-            })
-            .collect())
+        rows.into_iter().map(CutOffStart::try_from).collect()
     }
 }
 
@@ -158,6 +177,24 @@ mod tests {
         assert_eq!(
             (found[1].kind, found[1].run_id.as_deref()),
             (RunStart::FollowUp, None)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unknown_stored_start_is_an_error_not_an_approval() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let m = msg("1.2");
+        s.record_message(&m).await.unwrap();
+        s.mark_run_start(&m, RunStart::FollowUp).await.unwrap();
+        sqlx::query("UPDATE messages SET run_start = 'rerun'")
+            .execute(&s.pool)
+            .await
+            .unwrap();
+        let err = s.cut_off_starts().await.expect_err("an unknown start");
+        assert_eq!(
+            err.to_string(),
+            "stored messages.run_start of 1.2 is \"rerun\", which this controller does not know"
         );
     }
 }
