@@ -1,6 +1,7 @@
-//! The daemon: wires configuration, store, Slack, the model gateway, thread dispatch and the
-//! PM together, runs until a shutdown signal, then stops in order — stop taking messages,
-//! let work in flight finish within a bound, close the store.
+//! The daemon: wires configuration, store, Slack, the model gateway, the runners and the
+//! thread handler ([`crate::thread`]) together, runs until a shutdown signal, then stops in
+//! order — stop taking messages, let work in flight finish within a bound, close the store.
+//! It holds no policy: what a message does is [`crate::thread::handler`]'s.
 //!
 //! At start, before anything can start a run, it sorts out what the last stop cut off
 //! ([`crate::reconcile`]); once connected it delivers what the outbox still holds and
@@ -70,32 +71,10 @@ pub async fn run(
         config.slack.messages_per_second,
     );
     let outbox = Outbox::new(store.clone(), sender);
-    let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
-    let supervisor = runners::supervisor_for(&layout, &config, store.clone(), gateway.clone())
-        .await
-        .map_err(StartError::Runners)?;
-    let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
-        path: layout.repo.clone(),
-        source,
-    })?;
-    let pm = Pm {
-        layout: layout.clone(),
-        root: Arc::new(root),
-        store: store.clone(),
-        gateway,
-        model: config.product_manager.default_model().to_owned(),
-        gh: PathBuf::from(&config.github.cli),
-    };
-    let coder = SlackCoder {
-        supervisor: supervisor.clone(),
-        layout: layout.clone(),
-        outbox: outbox.clone(),
-        store: store.clone(),
-        prepare: crate::workspace::preparer_for(&layout, &config).map_err(StartError::Runners)?,
-        pm: pm.clone(),
-    };
+    let handler = Arc::new(thread_handler(&layout, &config, &store, &outbox).await?);
+    let supervisor = handler.coder.supervisor.clone();
     // Before anything can start a run: what the last stop cut off.
-    crate::reconcile::after_stop(&coder).await;
+    crate::reconcile::after_stop(&handler.coder).await;
     let admin_stop = CancellationToken::new();
     let admin = tokio::spawn(crate::admin::server::serve(
         crate::admin::server::AdminService {
@@ -104,15 +83,7 @@ pub async fn run(
         },
         admin_stop.clone(),
     ));
-    let handler = Arc::new(ThreadHandler {
-        pm,
-        coder,
-        outbox: outbox.clone(),
-        store: store.clone(),
-        allowed_users: config.access.allowed_users.clone(),
-        max_cost_per_thread: config.coder.max_cost_per_thread,
-    });
-    let dispatcher = Dispatcher::new(store.clone(), handler.clone(), IDLE_TIMEOUT);
+    let dispatcher = Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT);
     let sink = Arc::new(IntakeSink {
         filter: IntakeFilter {
             channel: config.slack.channel_id.clone(),
@@ -156,4 +127,46 @@ pub async fn run(
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The thread handler with its PM and Coder: the model gateway, the runners' supervisor and
+/// the repository the PM reads.
+async fn thread_handler(
+    layout: &Layout,
+    config: &Config,
+    store: &Store,
+    outbox: &Outbox,
+) -> Result<ThreadHandler, StartError> {
+    let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
+    let supervisor = runners::supervisor_for(layout, config, store.clone(), gateway.clone())
+        .await
+        .map_err(StartError::Runners)?;
+    let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
+        path: layout.repo.clone(),
+        source,
+    })?;
+    let pm = Pm {
+        layout: layout.clone(),
+        root: Arc::new(root),
+        store: store.clone(),
+        gateway,
+        model: config.product_manager.default_model().to_owned(),
+        gh: PathBuf::from(&config.github.cli),
+    };
+    let coder = SlackCoder {
+        supervisor,
+        layout: layout.clone(),
+        outbox: outbox.clone(),
+        store: store.clone(),
+        prepare: crate::workspace::preparer_for(layout, config).map_err(StartError::Runners)?,
+        pm: pm.clone(),
+    };
+    Ok(ThreadHandler {
+        pm,
+        coder,
+        outbox: outbox.clone(),
+        store: store.clone(),
+        allowed_users: config.access.allowed_users.clone(),
+        max_cost_per_thread: config.coder.max_cost_per_thread,
+    })
 }

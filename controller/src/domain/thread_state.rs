@@ -57,7 +57,7 @@ pub enum ThreadState {
     /// The thread's Coder is running (or queued).
     CoderRunning,
     /// The thread's latest run ended; a new message goes on from it.
-    RunEnded { last: RunRecord },
+    RunEnded { last: Box<RunRecord> },
 }
 
 impl ThreadState {

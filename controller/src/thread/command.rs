@@ -44,7 +44,7 @@ pub enum Command {
     /// An approval word after the plan's run ended: not new work.
     AlreadyCarriedOut,
     /// A message after the thread's run ended: a new run goes on from `last`.
-    FollowUp { last: RunRecord },
+    FollowUp { last: Box<RunRecord> },
     /// A message for roles other than the PM only.
     OtherRoles(Vec<Mention>),
     /// Everything else: the PM answers.
@@ -188,8 +188,12 @@ mod tests {
     fn typed_messages() {
         use Command::*;
         use ThreadState::{CoderRunning, Conversing, Preparing};
-        let run_ended = ThreadState::RunEnded { last: ended() };
-        let follow_up = FollowUp { last: ended() };
+        let run_ended = ThreadState::RunEnded {
+            last: Box::new(ended()),
+        };
+        let follow_up = FollowUp {
+            last: Box::new(ended()),
+        };
         let cases: Vec<(&str, bool, ThreadState, Command)> = vec![
             ("yes", false, pending(), NotAllowed),
             ("how do we deploy?", false, Conversing, NotAllowed),
@@ -304,10 +308,14 @@ mod tests {
 
     #[test]
     fn past_a_running_coder_the_thread_rules_apply() {
-        let run_ended = ThreadState::RunEnded { last: ended() };
+        let run_ended = ThreadState::RunEnded {
+            last: Box::new(ended()),
+        };
         assert_eq!(
             classify_past_coder(&msg("go on"), &run_ended),
-            Command::FollowUp { last: ended() }
+            Command::FollowUp {
+                last: Box::new(ended())
+            }
         );
         assert_eq!(
             classify_past_coder(&msg("yes"), &pending()),

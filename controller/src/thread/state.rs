@@ -23,7 +23,9 @@ pub fn thread_state(
         }
         (Stage::Approved, _) => match stored.latest_run {
             Some(last) if last.thread == *thread && last.state.is_final() => {
-                ThreadState::RunEnded { last }
+                ThreadState::RunEnded {
+                    last: Box::new(last),
+                }
             }
             _ => ThreadState::Preparing,
         },
@@ -120,7 +122,7 @@ mod tests {
                 Some(ended.clone()),
                 false,
                 ThreadState::RunEnded {
-                    last: ended.clone(),
+                    last: Box::new(ended.clone()),
                 },
             ),
             (
