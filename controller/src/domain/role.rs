@@ -19,7 +19,7 @@ impl Role {
     pub const ALL: [Role; 3] = [Role::Pm, Role::Coder, Role::Artist];
 
     /// The role's name as written in mentions, conversations and usage records.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Self::Pm => "pm",
             Self::Coder => "coder",

@@ -1,7 +1,7 @@
 //! The handler of a thread's messages: load the thread's state once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
-//! message starts here; what each command does lives beside it ([`super::coder_commands`],
-//! [`super::plan_commands`], [`super::pm_turn`]).
+//! message starts here; what each command does lives beside it (`coder_commands`,
+//! `plan_commands`, `pm_turn`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash

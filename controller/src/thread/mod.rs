@@ -1,7 +1,7 @@
 //! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
 //! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
-//! ([`coder_commands`], [`plan_commands`], [`pm_turn`]). The words it understands are in
+//! (`coder_commands`, `plan_commands`, `pm_turn`). The words it understands are in
 //! [`approval`], [`budget`] and [`routing`].
 
 pub mod approval;
