@@ -60,29 +60,14 @@ enum LoadError {
 #[async_trait]
 impl MessageHandler for ThreadHandler {
     async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
-        let mut settle = match self.load_state(&msg).await {
-            Ok(state) => {
-                let allowed =
-                    self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
-                let command = classify(&msg, allowed, &state);
-                self.apply(&msg, command, &cancel).await
-            }
-            Err(e) => {
-                tracing::error!(thread = %msg.thread(), "read the thread's state: {e}");
-                Settle::Failed
-            }
-        };
+        let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
+        let mut settle = self
+            .step(&msg, &cancel, |state| classify(&msg, allowed, state))
+            .await;
         if settle == Settle::NotTaken {
-            settle = match self.load_state(&msg).await {
-                Ok(state) => {
-                    let command = classify_past_coder(&msg, &state);
-                    self.apply(&msg, command, &cancel).await
-                }
-                Err(e) => {
-                    tracing::error!(thread = %msg.thread(), "read the thread's state: {e}");
-                    Settle::Failed
-                }
-            };
+            settle = self
+                .step(&msg, &cancel, |state| classify_past_coder(&msg, state))
+                .await;
         }
         self.settle(&msg, settle).await;
     }
@@ -99,6 +84,22 @@ impl MessageHandler for ThreadHandler {
 }
 
 impl ThreadHandler {
+    /// Reads the thread's state, lets `rule` pick the command, applies it.
+    async fn step(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+        rule: impl FnOnce(&ThreadState) -> Command + Send,
+    ) -> Settle {
+        match self.load_state(msg).await {
+            Ok(state) => self.apply(msg, rule(&state), cancel).await,
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "read the thread's state: {e}");
+                Settle::Failed
+            }
+        }
+    }
+
     /// The thread's state, read once for the message.
     async fn load_state(&self, msg: &IncomingMessage) -> Result<ThreadState, LoadError> {
         let thread = msg.thread();
