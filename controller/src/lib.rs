@@ -2,9 +2,11 @@
 //! secret and all network access; see `DESIGN.md` for the architecture.
 //!
 //! Modules, each with one job:
-//! - [`domain`] — the shared vocabulary (threads, messages, plans, runs, usage), plain data;
-//! - [`thread`] — one task per Slack thread and the thread's policy (approvals, routing,
-//!   budget);
+//! - [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
+//!   runs, usage), plain data;
+//! - [`thread`] — intake, one task per Slack thread, and the thread as a state machine: its
+//!   state read once per message, the command the message gives, the handler applying it
+//!   (approvals, routing, budget, the PM's turn, the Coder's commands);
 //! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
 //! - [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
 //! - [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches, resume);

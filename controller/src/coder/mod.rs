@@ -105,15 +105,9 @@ pub struct SlackCoder {
 }
 
 impl SlackCoder {
-    /// Starts the run of an approved plan (stored JSON) in a fresh worktree, posts its
-    /// status message and follows it in the background.
-    pub async fn start(
-        &self,
-        approval: &IncomingMessage,
-        plan_json: &str,
-    ) -> Result<(), StartFailure> {
-        let plan: Plan = serde_json::from_str(plan_json)
-            .map_err(|e| StartFailure::before_run(format!("read the plan: {e}")))?;
+    /// Starts the run of an approved plan in a fresh worktree, posts its status message and
+    /// follows it in the background.
+    pub async fn start(&self, approval: &IncomingMessage, plan: &Plan) -> Result<(), StartFailure> {
         let plan_text = plan.to_markdown();
         let progress = ThreadProgress {
             outbox: &self.outbox,
@@ -219,21 +213,6 @@ impl SlackCoder {
                 "record the conversation of a run cut off at its start: {e}"
             );
         }
-    }
-
-    /// The thread's last run, when it has ended and a new message should go on from it: the
-    /// thread's plan was used (phase `coder`) and no run is in progress.
-    pub async fn ended_run(&self, msg: &IncomingMessage) -> Option<RunRecord> {
-        let thread = msg.thread();
-        if self.supervisor.is_active(&thread.thread_ts) {
-            return None;
-        }
-        match self.store.phase(&thread).await {
-            Ok(Some(phase)) if phase == "coder" => {}
-            _ => return None,
-        }
-        let last = self.store.latest_run(&thread.thread_ts).await.ok()??;
-        (last.thread == thread && last.state.is_final()).then_some(last)
     }
 
     /// "undo": puts the worktree back to the checkpoint taken before the thread's last run.

@@ -12,6 +12,18 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// The stored form: what ProposePlan stores and the digest on the plan's buttons is taken
+    /// of. It must stay byte-identical for plans stored earlier (a button's digest is
+    /// compared with it): serde_json's compact form, fields in declaration order.
+    pub fn to_json(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+
+    /// A plan from its stored form.
+    pub fn from_json(json: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(json)
+    }
+
     /// The plan as a Markdown message for the thread.
     pub fn to_markdown(&self) -> String {
         let mut out = format!("📋 **Plan:** {}\n\n", self.summary);
@@ -33,5 +45,24 @@ impl Plan {
             "{}\n{cost_line}\n\nApprove with the button below, or type *yes* (or *ship it*, *lgtm*…) to start the Coder.",
             self.to_markdown()
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Plans as the code before the typed thread state stored them (`serde_json::to_string`
+    /// of the plan): reading and writing them again gives the same bytes, so the digest on
+    /// their buttons still matches.
+    #[test]
+    fn stored_plans_keep_their_bytes() {
+        for stored in [
+            r#"{"summary":"Fix expiry","steps":["Edit `src/auth.rs:42`","Add a test"],"files":["src/auth.rs"]}"#,
+            r#"{"summary":"Añadir \"ñ\" y emoji 🚀","steps":["línea 1\nlínea 2","tab\there / slash"],"files":[]}"#,
+        ] {
+            let plan = Plan::from_json(stored).unwrap();
+            assert_eq!(plan.to_json().unwrap(), stored);
+        }
     }
 }

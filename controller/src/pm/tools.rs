@@ -315,7 +315,9 @@ impl Tool for ProposePlan {
                 reason: "a plan needs a summary and at least one step".into(),
             });
         }
-        let json = serde_json::to_string(&plan).map_err(|e| ToolError::Failed(e.to_string()))?;
+        let json = plan
+            .to_json()
+            .map_err(|e| ToolError::Failed(e.to_string()))?;
         self.store
             .set_plan(&self.thread, &json)
             .await

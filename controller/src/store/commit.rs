@@ -116,7 +116,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         }
         Change::WithdrawPlan(thread) => {
             sqlx::query(
-                "UPDATE threads SET plan = NULL, updated_at = ? \
+                "UPDATE threads SET plan = NULL, state = 'conversing', updated_at = ? \
                  WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
             )
             .bind(&now)
@@ -127,7 +127,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         }
         Change::PlanPending(thread) => {
             sqlx::query(
-                "UPDATE threads SET phase = 'pm', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+                "UPDATE threads SET phase = 'pm', state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
             )
             .bind(&now)
             .bind(&thread.channel)

@@ -26,12 +26,14 @@ mod outbox;
 mod questions;
 mod runs;
 mod starts;
+mod thread_state;
 pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::{QuestionRecord, QuestionState};
 pub use runs::NewRun;
 pub use starts::{CutOffStart, RunStart};
+pub use thread_state::{StoredThread, ThreadStateError};
 
 /// Attempts after which a failed message is no longer retried (it stays stored).
 pub const MAX_ATTEMPTS: i64 = 3;
@@ -365,7 +367,7 @@ impl Store {
     /// Records the thread's structured plan (JSON).
     pub async fn set_plan(&self, thread: &ThreadKey, plan_json: &str) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE threads SET plan = ?, phase = 'pm', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+            "UPDATE threads SET plan = ?, phase = 'pm', state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(plan_json)
         .bind(now())
@@ -413,7 +415,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         if plan.is_some() {
-            sqlx::query("UPDATE threads SET phase = 'coder', updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
+            sqlx::query("UPDATE threads SET phase = 'coder', state = 'approved', updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
                 .bind(now())
                 .bind(&thread.channel)
                 .bind(&thread.thread_ts)

@@ -131,7 +131,13 @@ impl Dispatcher {
         {
             tracing::warn!("work still running after {grace:?}; cancelling it");
             self.inner.abort.cancel();
-            let _ = tokio::time::timeout(Duration::from_secs(5), self.inner.tracker.wait()).await;
+            let after = Duration::from_secs(5);
+            if tokio::time::timeout(after, self.inner.tracker.wait())
+                .await
+                .is_err()
+            {
+                tracing::error!("work still running {after:?} after it was cancelled; not waiting");
+            }
         }
     }
 }

@@ -1,8 +1,17 @@
-//! A Slack thread's handling: one task per thread ([`dispatch`]), typed approvals
-//! ([`approval`]), `@codebutler.<role>` routing ([`routing`]) and the thread's Coder budget
-//! ([`budget`]).
+//! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
+//! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
+//! the message is classified into a [`command`], and the command is applied
+//! (`coder_commands`, `plan_commands`, `pm_turn`). The words it understands are in
+//! [`approval`], [`budget`] and [`routing`].
 
 pub mod approval;
 pub mod budget;
+mod coder_commands;
+pub mod command;
 pub mod dispatch;
+pub mod handler;
+pub mod intake;
+mod plan_commands;
+mod pm_turn;
 pub mod routing;
+pub mod state;

@@ -2,7 +2,7 @@
 //! matching, no model involved. The PM takes a message that mentions no role or mentions it;
 //! a message that names only other roles gets a short reply listing the roles that exist.
 
-use crate::config::ROLES;
+use crate::domain::{Mention, Role};
 
 /// Where a message goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -10,15 +10,15 @@ pub enum Route {
     /// To the PM.
     Pm,
     /// To roles other than the PM only (lower-cased as written, known or not).
-    OtherRoles(Vec<String>),
+    OtherRoles(Vec<Mention>),
 }
 
 const PREFIX: &str = "@codebutler.";
 
 /// The roles a message mentions, lower-cased, in order, without repeats.
-pub fn mentioned_roles(text: &str) -> Vec<String> {
+pub fn mentioned_roles(text: &str) -> Vec<Mention> {
     let lower = text.to_lowercase();
-    let mut roles: Vec<String> = Vec::new();
+    let mut roles: Vec<Mention> = Vec::new();
     let mut rest = lower.as_str();
     while let Some(i) = rest.find(PREFIX) {
         rest = &rest[i + PREFIX.len()..];
@@ -26,8 +26,9 @@ pub fn mentioned_roles(text: &str) -> Vec<String> {
             .chars()
             .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '-')
             .collect();
-        if !name.is_empty() && !roles.contains(&name) {
-            roles.push(name);
+        let mention = Mention::from(name.as_str());
+        if !name.is_empty() && !roles.contains(&mention) {
+            roles.push(mention);
         }
     }
     roles
@@ -36,7 +37,7 @@ pub fn mentioned_roles(text: &str) -> Vec<String> {
 /// Routes a message by its mentions.
 pub fn route(text: &str) -> Route {
     let roles = mentioned_roles(text);
-    if roles.is_empty() || roles.iter().any(|r| r == "pm") {
+    if roles.is_empty() || roles.contains(&Mention::Role(Role::Pm)) {
         Route::Pm
     } else {
         Route::OtherRoles(roles)
@@ -44,11 +45,13 @@ pub fn route(text: &str) -> Route {
 }
 
 /// The reply to a message that names only roles other than the PM.
-pub fn other_roles_reply(named: &[String]) -> String {
+pub fn other_roles_reply(named: &[Mention]) -> String {
     let unknown: Vec<&str> = named
         .iter()
-        .map(String::as_str)
-        .filter(|r| !ROLES.contains(r))
+        .filter_map(|m| match m {
+            Mention::Unknown(name) => Some(name.as_str()),
+            Mention::Role(_) => None,
+        })
         .collect();
     let mut reply = String::new();
     if !unknown.is_empty() {
@@ -101,7 +104,7 @@ mod tests {
             reply.starts_with("There is no `@codebutler.reviewer` role here."),
             "{reply}"
         );
-        for role in ROLES {
+        for role in Role::ALL {
             assert!(reply.contains(&format!("`@codebutler.{role}`")), "{reply}");
         }
         let reply = other_roles_reply(&["coder".into()]);

@@ -1,0 +1,329 @@
+//! What a message asks of its thread: [`classify`] turns a message and its thread's
+//! [`ThreadState`] into one [`Command`], with no I/O, so the thread's rules read (and are
+//! tested) as one table. [`crate::thread::handler`] applies the command.
+//!
+//! The order of the rules is the policy: a button click is judged by its button; someone not
+//! on the allow-list gets only a refusal; "undo" and "budget $N" work in any state; a running
+//! Coder takes everything else first; then an approval of a pending plan, a follow-up on an
+//! ended run, a message for another role, and last the PM.
+
+use crate::domain::{IncomingMessage, Mention, Role, RunRecord, ThreadState};
+use crate::slack::interactive::{ButtonAction, Click};
+use crate::thread::approval::{is_approval, is_stop, is_undo};
+use crate::thread::budget::parse_budget_command;
+use crate::thread::routing::{Route, mentioned_roles, route};
+
+/// What a message asks of its thread.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// A click by someone not on the allow-list.
+    ClickNotAllowed,
+    /// The Stop button of a running Coder's status.
+    StopButton(Click),
+    /// A plan button when no plan waits (clicked twice, or already approved): nothing changes.
+    SpentClick,
+    /// A plan button of an earlier plan than the one waiting.
+    EarlierPlanButton,
+    /// The Approve button of the waiting plan.
+    ApproveButton(Click),
+    /// The Cancel button of the waiting plan: the plan is withdrawn.
+    CancelButton(Click),
+    /// A message from someone not on the allow-list.
+    NotAllowed,
+    /// "undo": drop the changes of the thread's last run.
+    Undo,
+    /// "budget $N": the thread's cap.
+    SetBudget(f64),
+    /// "stop" while the Coder runs.
+    StopCoder,
+    /// Anything else while the Coder runs: the answer to its question, or a message for its
+    /// next turn.
+    ToRunningCoder,
+    /// A typed approval of the waiting plan.
+    Approve,
+    /// An approval word after the plan's run ended: not new work.
+    AlreadyCarriedOut,
+    /// A message after the thread's run ended: a new run goes on from `last`.
+    FollowUp { last: Box<RunRecord> },
+    /// A message for roles other than the PM only.
+    OtherRoles(Vec<Mention>),
+    /// Everything else: the PM answers.
+    AskPm,
+}
+
+/// The command `msg` gives its thread in `state`; `allowed` says whether its author is on
+/// the allow-list.
+pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Command {
+    if let Some(click) = Click::parse(&msg.text) {
+        return classify_click(click, allowed, state);
+    }
+    let text = msg.text.as_str();
+    if !allowed {
+        return Command::NotAllowed;
+    }
+    if is_undo(text) && state.with_coder() {
+        return Command::Undo;
+    }
+    if let Some(cap) = parse_budget_command(text) {
+        return Command::SetBudget(cap);
+    }
+    if *state == ThreadState::CoderRunning {
+        return if is_stop(text) {
+            Command::StopCoder
+        } else {
+            Command::ToRunningCoder
+        };
+    }
+    classify_past_coder(msg, state)
+}
+
+/// The command of a message no running Coder took (none runs, or its run ended as the
+/// message came): the rules after the running Coder's.
+pub fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
+    let text = msg.text.as_str();
+    match state {
+        ThreadState::PlanPending { .. } if is_approval(text) => return Command::Approve,
+        ThreadState::RunEnded { last }
+            if !mentioned_roles(text).contains(&Mention::Role(Role::Pm)) =>
+        {
+            return if is_approval(text) {
+                Command::AlreadyCarriedOut
+            } else {
+                Command::FollowUp { last: last.clone() }
+            };
+        }
+        _ => {}
+    }
+    match route(text) {
+        Route::OtherRoles(named) => Command::OtherRoles(named),
+        Route::Pm => Command::AskPm,
+    }
+}
+
+/// A button click: the same rules as the typed words, judged by the button.
+fn classify_click(click: Click, allowed: bool, state: &ThreadState) -> Command {
+    if !allowed {
+        return Command::ClickNotAllowed;
+    }
+    if click.action == ButtonAction::StopRun {
+        return Command::StopButton(click);
+    }
+    match state {
+        ThreadState::PlanPending { digest, .. } if *digest != click.value => {
+            Command::EarlierPlanButton
+        }
+        ThreadState::PlanPending { .. } if click.action == ButtonAction::Approve => {
+            Command::ApproveButton(click)
+        }
+        ThreadState::PlanPending { .. } => Command::CancelButton(click),
+        _ => Command::SpentClick,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Plan, RunState, ThreadKey};
+
+    fn msg(text: &str) -> IncomingMessage {
+        IncomingMessage {
+            channel: "C1".into(),
+            ts: "1.2".into(),
+            thread_ts: "1.1".into(),
+            user: "U1".into(),
+            text: text.into(),
+            event_id: None,
+        }
+    }
+
+    fn ended() -> RunRecord {
+        RunRecord {
+            id: "r1".into(),
+            thread: ThreadKey {
+                channel: "C1".into(),
+                thread_ts: "1.1".into(),
+            },
+            state: RunState::Finished,
+            plan: String::new(),
+            model: "m".into(),
+            worktree: "w".into(),
+            branch: "b".into(),
+            max_turns: 1,
+            turns: 1,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost: 0.0,
+            ending: None,
+            exit_code: None,
+            runner_pid: None,
+            created_at: "t".into(),
+            started_at: None,
+            ended_at: None,
+        }
+    }
+
+    fn pending() -> ThreadState {
+        ThreadState::PlanPending {
+            plan: Plan {
+                summary: "s".into(),
+                steps: vec!["a".into()],
+                files: vec![],
+            },
+            digest: "d1".into(),
+        }
+    }
+
+    /// A click on `action` carrying `value`, as the Slack adapter stores it.
+    fn click(action: ButtonAction, value: &str) -> String {
+        Click {
+            action,
+            message_ts: "1.5".into(),
+            value: value.into(),
+            message_text: "the message".into(),
+        }
+        .to_text()
+    }
+
+    #[test]
+    fn typed_messages() {
+        use Command::*;
+        use ThreadState::{CoderRunning, Conversing, Preparing};
+        let run_ended = ThreadState::RunEnded {
+            last: Box::new(ended()),
+        };
+        let follow_up = FollowUp {
+            last: Box::new(ended()),
+        };
+        let cases: Vec<(&str, bool, ThreadState, Command)> = vec![
+            ("yes", false, pending(), NotAllowed),
+            ("how do we deploy?", false, Conversing, NotAllowed),
+            ("how do we deploy?", true, Conversing, AskPm),
+            ("yes", true, Conversing, AskPm),
+            ("yes", true, pending(), Approve),
+            ("yes but change X", true, pending(), AskPm),
+            ("undo", true, Conversing, AskPm),
+            ("undo", true, pending(), AskPm),
+            ("undo", true, Preparing, Undo),
+            ("undo", true, CoderRunning, Undo),
+            ("undo", true, run_ended.clone(), Undo),
+            ("budget $5", true, Conversing, SetBudget(5.0)),
+            ("budget $5", true, CoderRunning, SetBudget(5.0)),
+            ("budget $5", true, run_ended.clone(), SetBudget(5.0)),
+            ("stop", true, CoderRunning, StopCoder),
+            ("yes", true, CoderRunning, ToRunningCoder),
+            ("use tabs", true, CoderRunning, ToRunningCoder),
+            ("stop", true, Conversing, AskPm),
+            ("yes", true, run_ended.clone(), AlreadyCarriedOut),
+            ("now rename it", true, run_ended.clone(), follow_up.clone()),
+            (
+                "@codebutler.coder now rename it",
+                true,
+                run_ended.clone(),
+                follow_up,
+            ),
+            (
+                "@codebutler.pm what changed?",
+                true,
+                run_ended.clone(),
+                AskPm,
+            ),
+            ("now rename it", true, Preparing, AskPm),
+            (
+                "@codebutler.coder fix it",
+                true,
+                Conversing,
+                OtherRoles(vec!["coder".into()]),
+            ),
+            (
+                "@codebutler.reviewer look",
+                true,
+                pending(),
+                OtherRoles(vec!["reviewer".into()]),
+            ),
+            (
+                "@codebutler.coder @codebutler.pm both",
+                true,
+                Conversing,
+                AskPm,
+            ),
+        ];
+        for (text, allowed, state, expected) in cases {
+            assert_eq!(
+                classify(&msg(text), allowed, &state),
+                expected,
+                "{text:?} allowed={allowed} in {state:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn clicks() {
+        use Command::*;
+        use ThreadState::{CoderRunning, Conversing, Preparing};
+        let parsed = |text: &str| Click::parse(text).unwrap();
+        let approve = click(ButtonAction::Approve, "d1");
+        let cancel = click(ButtonAction::CancelPlan, "d1");
+        let stop = click(ButtonAction::StopRun, "r1");
+        let cases: Vec<(String, bool, ThreadState, Command)> = vec![
+            (approve.clone(), false, pending(), ClickNotAllowed),
+            (stop.clone(), false, CoderRunning, ClickNotAllowed),
+            (stop.clone(), true, CoderRunning, StopButton(parsed(&stop))),
+            (stop.clone(), true, Conversing, StopButton(parsed(&stop))),
+            (
+                approve.clone(),
+                true,
+                pending(),
+                ApproveButton(parsed(&approve)),
+            ),
+            (
+                cancel.clone(),
+                true,
+                pending(),
+                CancelButton(parsed(&cancel)),
+            ),
+            (
+                click(ButtonAction::Approve, "d0"),
+                true,
+                pending(),
+                EarlierPlanButton,
+            ),
+            (
+                click(ButtonAction::CancelPlan, "d0"),
+                true,
+                pending(),
+                EarlierPlanButton,
+            ),
+            (approve.clone(), true, Preparing, SpentClick),
+            (cancel.clone(), true, Conversing, SpentClick),
+            (approve.clone(), true, CoderRunning, SpentClick),
+        ];
+        for (text, allowed, state, expected) in cases {
+            assert_eq!(
+                classify(&msg(&text), allowed, &state),
+                expected,
+                "{text:?} allowed={allowed} in {state:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn past_a_running_coder_the_thread_rules_apply() {
+        let run_ended = ThreadState::RunEnded {
+            last: Box::new(ended()),
+        };
+        assert_eq!(
+            classify_past_coder(&msg("go on"), &run_ended),
+            Command::FollowUp {
+                last: Box::new(ended())
+            }
+        );
+        assert_eq!(
+            classify_past_coder(&msg("yes"), &pending()),
+            Command::Approve
+        );
+        assert_eq!(
+            classify_past_coder(&msg("yes"), &ThreadState::CoderRunning),
+            Command::AskPm
+        );
+    }
+}

@@ -1,0 +1,247 @@
+//! The handler of a thread's messages: load the thread's state once, [`classify`] the
+//! message, apply the command, settle the message. Everything a thread does in answer to a
+//! message starts here; what each command does lives beside it (`coder_commands`,
+//! `plan_commands`, `pm_turn`).
+//!
+//! What handling a message changes and what it says in Slack are recorded together
+//! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
+//! after leaves it processed with its reply waiting in the outbox.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::coder::SlackCoder;
+use crate::domain::{IncomingMessage, Role, ThreadState};
+use crate::pm::Pm;
+use crate::slack::effects::Effects;
+use crate::slack::outbox::Outbox;
+use crate::store::{Change, Store, ThreadStateError};
+use crate::thread::command::{Command, classify, classify_past_coder};
+use crate::thread::dispatch::MessageHandler;
+use crate::thread::routing::other_roles_reply;
+use crate::thread::state::thread_state;
+
+/// Handles a thread's messages with the PM and the Coder.
+#[derive(Debug)]
+pub struct ThreadHandler {
+    pub pm: Pm,
+    pub outbox: Outbox,
+    pub store: Store,
+    /// Starts and reports Coder runs of approved plans.
+    pub coder: SlackCoder,
+    /// Who may ask for work; empty means everyone in the channel.
+    pub allowed_users: Vec<String>,
+    /// `coder.maxCostPerThread`: a thread's budget unless it sets its own.
+    pub max_cost_per_thread: f64,
+}
+
+/// What is left to record of a message once its command was applied.
+#[derive(Debug, PartialEq)]
+pub(super) enum Settle {
+    /// Handled, with nothing to say: mark it processed.
+    Processed,
+    /// Handling failed: mark it failed, to be retried later.
+    Failed,
+    /// Nothing: recorded already (with its reply), or left pending on purpose (shutdown).
+    Settled,
+    /// A running Coder was to take it, but its run had ended: the thread's other rules apply.
+    NotTaken,
+}
+
+/// Why a thread's state could not be read.
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    #[error(transparent)]
+    Stored(#[from] ThreadStateError),
+    #[error("write the stored plan for its digest: {0}")]
+    Digest(#[from] serde_json::Error),
+}
+
+#[async_trait]
+impl MessageHandler for ThreadHandler {
+    async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
+        let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
+        let mut settle = self
+            .step(&msg, &cancel, |state| classify(&msg, allowed, state))
+            .await;
+        if settle == Settle::NotTaken {
+            settle = self
+                .step(&msg, &cancel, |state| classify_past_coder(&msg, state))
+                .await;
+        }
+        self.settle(&msg, settle).await;
+    }
+
+    async fn on_panic(&self, msg: IncomingMessage, panic: String) {
+        let reply = format!(
+            "Something broke while I worked on this ({panic}). It is logged; your message is saved and will be retried when you write again."
+        );
+        let settle = self
+            .reply(&msg, Role::Pm, &reply, &[Change::Failed(&msg)])
+            .await;
+        self.settle(&msg, settle).await;
+    }
+}
+
+impl ThreadHandler {
+    /// Reads the thread's state, lets `rule` pick the command, applies it.
+    async fn step(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+        rule: impl FnOnce(&ThreadState) -> Command + Send,
+    ) -> Settle {
+        match self.load_state(msg).await {
+            Ok(state) => self.apply(msg, rule(&state), cancel).await,
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "read the thread's state: {e}");
+                Settle::Failed
+            }
+        }
+    }
+
+    /// The thread's state, read once for the message.
+    async fn load_state(&self, msg: &IncomingMessage) -> Result<ThreadState, LoadError> {
+        let thread = msg.thread();
+        let stored = self.store.stored_thread(&thread).await?;
+        let active = self.coder.supervisor.is_active(&thread.thread_ts);
+        Ok(thread_state(stored, &thread, active)?)
+    }
+
+    /// Applies `command`; the one place every command's effects start.
+    async fn apply(
+        &self,
+        msg: &IncomingMessage,
+        command: Command,
+        cancel: &CancellationToken,
+    ) -> Settle {
+        let thread = msg.thread();
+        match command {
+            Command::ClickNotAllowed => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → button click by {}, who is not in access.allowedUsers",
+                    msg.user
+                );
+                let reply = crate::slack::interactive::not_allowed_reply(&msg.user);
+                self.answer(msg, Role::Pm, &reply).await
+            }
+            Command::NotAllowed => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → {} is not in access.allowedUsers",
+                    msg.user
+                );
+                self.answer(msg, Role::Pm, NOT_ALLOWED).await
+            }
+            Command::StopButton(click) => self.stop_button(msg, &click).await,
+            Command::SpentClick => Settle::Processed,
+            Command::EarlierPlanButton => self.answer(msg, Role::Pm, EARLIER_PLAN).await,
+            Command::ApproveButton(click) => {
+                self.approve_button(msg, &click).await;
+                self.approve(msg).await
+            }
+            Command::CancelButton(click) => self.cancel_button(msg, &click).await,
+            Command::Undo => self.undo(msg).await,
+            Command::SetBudget(cap) => self.set_budget(msg, cap).await,
+            Command::StopCoder => self.stop_coder(msg).await,
+            Command::ToRunningCoder => self.to_running_coder(msg).await,
+            Command::Approve => self.approve(msg).await,
+            Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, CARRIED_OUT).await,
+            Command::FollowUp { last } => self.follow_up(msg, &last).await,
+            Command::OtherRoles(named) => {
+                let names: Vec<&str> = named.iter().map(|m| m.name()).collect();
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → addressed to {}",
+                    names.join(", ")
+                );
+                self.answer(msg, Role::Pm, &other_roles_reply(&named)).await
+            }
+            Command::AskPm => self.ask_pm(msg, cancel).await,
+        }
+    }
+
+    /// Records what is left of `msg`; a failure to record is logged (the message then stays
+    /// as it was, and is handled again).
+    async fn settle(&self, msg: &IncomingMessage, settle: Settle) {
+        let thread = msg.thread();
+        match settle {
+            Settle::Settled => {}
+            Settle::Processed => {
+                if let Err(e) = self.store.mark_processed(msg).await {
+                    tracing::error!(thread = %thread, "mark processed: {e}");
+                }
+            }
+            Settle::Failed | Settle::NotTaken => {
+                if settle == Settle::NotTaken {
+                    tracing::error!(thread = %thread, "message {} was taken by no rule", msg.ts);
+                }
+                if let Err(e) = self.store.mark_failed(msg).await {
+                    tracing::error!(thread = %thread, "mark message {} failed: {e}", msg.ts);
+                }
+            }
+        }
+    }
+
+    /// Replies to `msg` as `role` and marks it processed.
+    pub(super) async fn answer(&self, msg: &IncomingMessage, role: Role, markdown: &str) -> Settle {
+        self.reply(msg, role, markdown, &[Change::Processed(msg)])
+            .await
+    }
+
+    /// Records `changes` with a reply to `msg` as `role`.
+    pub(super) async fn reply(
+        &self,
+        msg: &IncomingMessage,
+        role: Role,
+        markdown: &str,
+        changes: &[Change<'_>],
+    ) -> Settle {
+        let effects = Effects::new(&msg.thread()).reply(markdown, speaker(role));
+        self.record(msg, changes, &effects).await
+    }
+
+    /// Records `changes` with `effects`: settled, or failed (logged) if that cannot be
+    /// recorded, which leaves everything as it was.
+    pub(super) async fn record(
+        &self,
+        msg: &IncomingMessage,
+        changes: &[Change<'_>],
+        effects: &Effects,
+    ) -> Settle {
+        match self.outbox.commit(changes, effects).await {
+            Ok(_) => Settle::Settled,
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "record the reply to {}: {e}", msg.ts);
+                Settle::Failed
+            }
+        }
+    }
+
+    /// A reaction that needs no outbox: adding it again is harmless.
+    pub(super) async fn react(&self, msg: &IncomingMessage, name: &str) {
+        if let Err(e) = self
+            .outbox
+            .sender()
+            .react(&msg.channel, &msg.ts, name)
+            .await
+        {
+            tracing::warn!(thread = %msg.thread(), "react {name}: {e}");
+        }
+    }
+}
+
+/// The label in front of what `role` says in the thread.
+pub(super) fn speaker(role: Role) -> &'static str {
+    match role {
+        Role::Pm => "*PM:* ",
+        Role::Coder => "*Coder:* ",
+        Role::Artist => "*Artist:* ",
+    }
+}
+
+const NOT_ALLOWED: &str = "Sorry, I only take requests from the people on this channel's allow-list (`access.allowedUsers`). Ask whoever runs CodeButler to add you.";
+const EARLIER_PLAN: &str =
+    "That button belongs to an earlier plan; use the buttons on the latest one.";
+const CARRIED_OUT: &str = "That plan was carried out already. Tell me what to change next, say **continue** to go on, or **undo** to drop my last run's changes.";

@@ -1,0 +1,68 @@
+//! The commands about the thread's plan and budget: its Approve and Cancel buttons, and
+//! "budget $N". The buttons follow the same rules as the typed words, then give way to a
+//! line saying who used them (see [`crate::slack::interactive`]).
+
+use crate::domain::{IncomingMessage, Role};
+use crate::slack::effects::{Effects, MessageRef};
+use crate::slack::interactive::{Click, resolved_blocks};
+use crate::store::Change;
+use crate::thread::budget::{budget_set_reply, cap_text};
+use crate::thread::handler::{Settle, ThreadHandler, speaker};
+
+impl ThreadHandler {
+    /// The Approve button of the waiting plan: the buttons give way to who approved it (the
+    /// approval itself is [`ThreadHandler::approve`]'s).
+    pub(super) async fn approve_button(&self, msg: &IncomingMessage, click: &Click) {
+        let note = format!("✅ Approved by <@{}>", msg.user);
+        if self.record(msg, &[], &resolve(msg, click, &note)).await == Settle::Failed {
+            tracing::warn!(thread = %msg.thread(), "the plan's buttons stay in place");
+        }
+    }
+
+    /// The Cancel button of the waiting plan: the plan is withdrawn.
+    pub(super) async fn cancel_button(&self, msg: &IncomingMessage, click: &Click) -> Settle {
+        let thread = msg.thread();
+        tracing::info!(
+            tag = "PM",
+            "thread {thread} → plan withdrawn by {}",
+            msg.user
+        );
+        let note = format!("✖️ Cancelled by <@{}>", msg.user);
+        let effects = resolve(msg, click, &note).reply(
+            "Plan withdrawn. Tell me what to change, or ask for something else.",
+            speaker(Role::Pm),
+        );
+        let changes = [Change::WithdrawPlan(&thread), Change::Processed(msg)];
+        self.record(msg, &changes, &effects).await
+    }
+
+    /// "budget $N": sets the thread's cap and says so.
+    pub(super) async fn set_budget(&self, msg: &IncomingMessage, cap: f64) -> Settle {
+        let thread = msg.thread();
+        tracing::info!(
+            tag = "PM",
+            "thread {thread} → budget set to {} by {}",
+            cap_text(cap),
+            msg.user
+        );
+        let running = self.coder.supervisor.is_active(&thread.thread_ts);
+        let change = Change::Budget {
+            thread: &thread,
+            cap_usd: cap,
+            user: &msg.user,
+        };
+        let reply = budget_set_reply(cap, running);
+        self.reply(msg, Role::Pm, &reply, &[change, Change::Processed(msg)])
+            .await
+    }
+}
+
+/// Replaces the clicked message's buttons with `note`.
+pub(super) fn resolve(msg: &IncomingMessage, click: &Click, note: &str) -> Effects {
+    let blocks = resolved_blocks(&click.message_text, note);
+    Effects::new(&msg.thread()).update(
+        MessageRef::Ts(click.message_ts.clone()),
+        &click.message_text,
+        blocks,
+    )
+}

@@ -1,0 +1,154 @@
+//! A message for the PM: its turn, recorded with its answer (and plan, with the plan's cost
+//! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer.
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::{IncomingMessage, Plan, Role};
+use crate::gateway::GatewayError;
+use crate::pm::{PmError, PmTurn};
+use crate::slack::effects::Effects;
+use crate::slack::interactive::{plan_blocks, plan_digest};
+use crate::store::Change;
+use crate::thread::budget::{cost_markdown, estimate};
+use crate::thread::handler::{Settle, ThreadHandler, speaker};
+
+/// Recording the PM's turn failed.
+#[derive(Debug, thiserror::Error)]
+enum TurnError {
+    #[error(transparent)]
+    Outbox(#[from] crate::slack::outbox::OutboxError),
+    #[error("write the plan for its buttons: {0}")]
+    Plan(#[from] serde_json::Error),
+}
+
+impl ThreadHandler {
+    /// The PM answers `msg`.
+    pub(super) async fn ask_pm(&self, msg: &IncomingMessage, cancel: &CancellationToken) -> Settle {
+        let thread = msg.thread();
+        self.react(msg, "eyes").await;
+        tracing::info!(tag = "PM", "thread {thread} → pm responding");
+        let turn = match self.pm.answer(msg, cancel).await {
+            Ok(turn) => turn,
+            Err(PmError::Cancelled) => {
+                tracing::warn!(thread = %thread, "pm cancelled by shutdown; message kept for the next start");
+                return Settle::Settled;
+            }
+            Err(PmError::Model(e)) => {
+                tracing::error!(thread = %thread, "pm model call failed: {e}");
+                let reply = format!(
+                    "I couldn't reach the model ({}). Your message is saved: I'll try it again when you next write in this thread, or when I restart.",
+                    short_reason(&e)
+                );
+                return self
+                    .reply(msg, Role::Pm, &reply, &[Change::Failed(msg)])
+                    .await;
+            }
+            Err(PmError::Store(e)) => {
+                tracing::error!(thread = %thread, "pm store error: {e}");
+                let reply = "Something went wrong on my side reading this thread's history; your message is saved and will be retried.";
+                return self
+                    .reply(msg, Role::Pm, reply, &[Change::Failed(msg)])
+                    .await;
+            }
+        };
+        if turn.plan.is_some() {
+            tracing::info!(tag = "PM", "thread {thread} → plan proposed");
+        }
+        if let Err(e) = self.complete_turn(msg, &turn).await {
+            tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
+            return Settle::Failed;
+        }
+        tracing::info!(
+            tag = "RSP",
+            "pm: {:?} ({} tool calls)",
+            preview(&turn.answer),
+            turn.tool_calls
+        );
+        Settle::Settled
+    }
+
+    /// Records the PM's turn with its answer (or plan) and ✅, retrying briefly: until it is
+    /// recorded nothing was said, so a failure leaves the message to be answered again.
+    async fn complete_turn(&self, msg: &IncomingMessage, turn: &PmTurn) -> Result<(), TurnError> {
+        let thread = msg.thread();
+        let effects = match &turn.plan {
+            Some(plan) => self.plan_effects(msg, &turn.answer, plan).await?,
+            None => Effects::new(&thread).reply(&turn.answer, speaker(Role::Pm)),
+        }
+        .react(&msg.ts, "white_check_mark");
+        let changes = [
+            Change::Turn {
+                thread: &thread,
+                role: Role::Pm.as_str(),
+                messages: &turn.new_messages,
+            },
+            Change::Processed(msg),
+        ];
+        let mut attempt = 0;
+        loop {
+            match self.outbox.commit(&changes, &effects).await {
+                Err(e) if attempt < 3 => {
+                    tracing::warn!(thread = %thread, "store pm turn: {e}; retrying");
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200 * attempt)).await;
+                }
+                result => return Ok(result.map(|_| ())?),
+            }
+        }
+    }
+
+    /// The PM's answer with its plan, the plan's cost estimate and budget, and the
+    /// Approve/Cancel buttons (carrying the digest of the plan's stored form).
+    async fn plan_effects(
+        &self,
+        msg: &IncomingMessage,
+        answer: &str,
+        plan: &Plan,
+    ) -> Result<Effects, serde_json::Error> {
+        let thread = msg.thread();
+        let cap = match self.store.thread_budget(&thread).await {
+            Ok(cap) => cap.unwrap_or(self.max_cost_per_thread),
+            Err(e) => {
+                tracing::warn!(thread = %thread, "read the thread's budget: {e}");
+                self.max_cost_per_thread
+            }
+        };
+        let model = &self.coder.supervisor.limits().model;
+        let estimate = estimate(&self.store, &self.pm.gateway, model).await;
+        let cost_line = cost_markdown(&estimate, cap);
+        let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
+        let digest = plan_digest(&plan.to_json()?);
+        Ok(
+            Effects::new(&thread).reply_with_blocks(&markdown, speaker(Role::Pm), |text| {
+                plan_blocks(text, &digest)
+            }),
+        )
+    }
+}
+
+/// The first line of a text, cut to 80 characters, for log lines.
+pub(super) fn preview(text: &str) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    let mut out: String = line.chars().take(80).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A short, person-readable reason for a gateway failure.
+fn short_reason(e: &GatewayError) -> String {
+    match e {
+        GatewayError::RetriesExhausted { attempts, last } => {
+            format!("{} after {attempts} attempts", short_reason(last))
+        }
+        GatewayError::Http { status: 429, .. } => "rate limited by the provider".into(),
+        GatewayError::Http { status, .. } => format!("the provider answered HTTP {status}"),
+        GatewayError::Timeout(d) => format!("no answer within {}s", d.as_secs()),
+        GatewayError::Transport(_) => "the provider is unreachable".into(),
+        GatewayError::Decode(_) => "the provider's answer was unreadable".into(),
+        GatewayError::Cancelled => "cancelled".into(),
+    }
+}
