@@ -2,54 +2,20 @@
 //! plan, Cancel under a Coder's status message, who may click, the estimate and budget a plan
 //! shows, "budget $N", a run stopped at its cap, and interactive payloads that are not ours.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{CHANNEL, Post};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, USER, WAIT};
+use crate::harness::{APPROVE, CANCEL_PLAN, Env, STOP_RUN, USER, WAIT, runner_env};
 
-const APPROVE: &str = "codebutler_approve";
-const CANCEL_PLAN: &str = "codebutler_cancel_plan";
-const STOP_RUN: &str = "codebutler_stop_run";
 const BOB: &str = "U0BOB";
 
-fn runner_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run the suite with --workspace or `cargo build -p codebutler-runner`",
-        bin.display()
-    );
-    bin
-}
-
-/// An env whose controller can run the Coder, with `extra` merged into its config.
-async fn runner_env(extra: Value) -> Env {
-    let mut config = json!({
-        "coder": {"maxTurns": 8, "timeout": 2},
-        "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
-    });
-    merge(&mut config, extra);
-    Env::with_config(config).await
-}
-
-fn merge(base: &mut Value, over: Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(&k) {
-                    Some(existing) => merge(existing, v),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o,
-    }
+/// The Coder's limits in these tests.
+fn coder() -> Value {
+    json!({"maxTurns": 8, "timeout": 2})
 }
 
 fn plan(token: &str) -> String {
@@ -133,16 +99,17 @@ async fn runs(env: &Env) -> Vec<Value> {
 /// people racing) → one run that commits and opens a pull request → the PR link in the thread.
 #[tokio::test]
 async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
-    let env = runner_env(json!({})).await;
-    let origin = env.outside.path().join("origin.git");
-    let bare = git2::Repository::init_bare(&origin).unwrap();
-    let repo = git2::Repository::open(env.repo_path()).unwrap();
-    commit_pr_template(&repo, "## Checklist TEMPLATE-MARK\n- [ ] tests pass\n");
-    let main = repo.head().unwrap().name().unwrap().to_owned();
-    repo.remote("origin", origin.to_str().unwrap())
-        .unwrap()
-        .push(&[format!("{main}:{main}")], None)
-        .unwrap();
+    let env = runner_env(coder()).await;
+    git::commit_files(
+        env.repo_path(),
+        &[(
+            ".github/PULL_REQUEST_TEMPLATE.md",
+            "## Checklist TEMPLATE-MARK\n- [ ] tests pass\n",
+        )],
+        "PR template",
+    );
+    let (bare, _) =
+        git::push_to_new_origin(env.repo_path(), &env.outside.path().join("origin.git"));
     script_plan(&env, "mark the deploy section", "BUTTON-FLOW", &[]);
     env.model.script(
         "BUTTON-FLOW",
@@ -284,7 +251,7 @@ async fn the_cancel_button_on_a_plan_withdraws_it() {
 /// Cancel under the Coder's status message stops the run, as "stop" does.
 #[tokio::test]
 async fn the_cancel_button_on_the_status_message_stops_the_run() {
-    let env = runner_env(json!({})).await;
+    let env = runner_env(coder()).await;
     script_plan(&env, "a long job", "LONG-JOB", &[]);
     env.model.script(
         "LONG-JOB",
@@ -431,7 +398,7 @@ async fn the_plan_shows_its_budget_and_budget_commands_change_it() {
 /// says so plainly with how to raise it.
 #[tokio::test]
 async fn a_run_stops_at_the_threads_budget_and_says_so() {
-    let env = runner_env(json!({})).await;
+    let env = runner_env(coder()).await;
     script_plan(&env, "small budget job", "CAPPED", &[]);
     env.model.script(
         "CAPPED",
@@ -495,22 +462,4 @@ async fn malformed_interactive_payloads_are_acked_and_ignored() {
     assert_eq!(posts[0].text, "*PM:* Yes.");
     assert_eq!(env.slack.posts().len(), 1, "the payloads caused no post");
     env.assert_clean();
-}
-
-/// Commits `.github/PULL_REQUEST_TEMPLATE.md` with `text` on the repository's branch.
-fn commit_pr_template(repo: &git2::Repository, text: &str) {
-    let root = repo.workdir().unwrap();
-    std::fs::create_dir_all(root.join(".github")).unwrap();
-    std::fs::write(root.join(".github/PULL_REQUEST_TEMPLATE.md"), text).unwrap();
-    let parent = repo.head().unwrap().peel_to_commit().unwrap();
-    let mut index = repo.index().unwrap();
-    index.read_tree(&parent.tree().unwrap()).unwrap();
-    index
-        .add_path(Path::new(".github/PULL_REQUEST_TEMPLATE.md"))
-        .unwrap();
-    index.write().unwrap();
-    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-    let sig = git2::Signature::now("t", "t@example.com").unwrap();
-    repo.commit(Some("HEAD"), &sig, &sig, "PR template", &tree, &[&parent])
-        .unwrap();
 }

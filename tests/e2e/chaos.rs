@@ -12,15 +12,16 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use codebutler_test_support::git::git;
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{CHANNEL, Post};
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::harness::{Env, USER, WAIT, assert_each_effect_posted_once, intent, open_store};
-use crate::runners::{runner_bin, runner_env};
-
-const APPROVE: &str = "codebutler_approve";
+use crate::harness::{
+    APPROVE, Env, USER, WAIT, assert_each_effect_posted_once, intent, open_store, runner_bin,
+    runner_env,
+};
 
 fn texts(posts: &[Post]) -> Vec<&str> {
     posts.iter().map(|p| p.text.as_str()).collect()
@@ -353,20 +354,6 @@ async fn an_approval_cut_off_before_its_run_began_is_reported_and_can_be_given_a
     })
     .await;
     assert_each_effect_posted_once(&env);
-}
-
-/// Runs `git` in `dir`.
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test]

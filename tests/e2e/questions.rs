@@ -2,7 +2,7 @@
 //! first, the thread when the PM cannot), WebFetch against a local server under the fetch
 //! policy, and ReadMemory.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
 use codebutler_controller::domain::ThreadKey;
@@ -12,19 +12,12 @@ use codebutler_test_support::slack::CHANNEL;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{Env, USER, WAIT, tool_results};
+use crate::harness::{Env, USER, WAIT, thread_with_plan_of, tool_results};
 
 /// Env whose controller runs Coder runs in the sandbox, with `fetch` as its fetch policy.
 async fn coder_env(fetch: Value) -> Env {
-    let runner = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
-    assert!(
-        runner.is_file(),
-        "{} is missing: run the suite with --workspace or `cargo build -p codebutler-runner`",
-        runner.display()
-    );
-    Env::with_config(json!({
+    Env::with_runner(json!({
         "coder": {"maxTurns": 8, "timeout": 2},
-        "sandbox": {"runnerPath": runner.display().to_string(), "memoryMB": 768},
         "fetch": fetch
     }))
     .await
@@ -53,19 +46,8 @@ async fn run_plan(env: &Env, plan: &str) -> String {
 /// Starts a thread whose PM proposes a plan with `summary`, approves it, and returns the
 /// thread and the approval's ts.
 async fn approved_thread(env: &Env, ask: &str, summary: &str) -> (String, String) {
-    env.model.script(
-        ask,
-        vec![
-            Reply::tool_call(
-                "ProposePlan",
-                json!({"summary": summary, "steps": ["Do it"], "files": ["src/auth/session.rs"]})
-                    .to_string(),
-            ),
-            Reply::text("Plan ready; approve it."),
-        ],
-    );
-    let thread = env.say(ask);
-    env.wait_thread_posts(&thread, 1).await;
+    let plan = json!({"summary": summary, "steps": ["Do it"], "files": ["src/auth/session.rs"]});
+    let thread = thread_with_plan_of(env, ask, &plan, "Plan ready; approve it.").await;
     let approval = env.slack.user_message(CHANNEL, USER, "yes", Some(&thread));
     (thread, approval.ts)
 }
