@@ -164,15 +164,7 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
     assert!(env.slack.buttons(CHANNEL, &plan.ts).is_empty());
     // 👀 then ✅ on the plan message, since the click is not a message of its own. The ✅
     // comes just after the summary is posted.
-    assert!(
-        env.slack
-            .wait_until(WAIT, || env
-                .slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == plan.ts && r.name == "white_check_mark"))
-            .await
-    );
+    assert!(env.wait_reaction(&plan.ts, "white_check_mark").await);
     let names: Vec<String> = env
         .slack
         .reactions()

@@ -48,20 +48,14 @@ async fn run_plan(env: &Env, plan: &str) -> String {
 async fn approved_thread(env: &Env, ask: &str, summary: &str) -> (String, String) {
     let plan = json!({"summary": summary, "steps": ["Do it"], "files": ["src/auth/session.rs"]});
     let thread = thread_with_plan_of(env, ask, &plan, "Plan ready; approve it.").await;
-    let approval = env.slack.user_message(CHANNEL, USER, "yes", Some(&thread));
+    let approval = env.reply(&thread, "yes");
     (thread, approval.ts)
 }
 
 /// Waits until the run started by `approval` ended with ✅ (or fails showing the thread).
 async fn wait_finished(env: &Env, thread: &str, approval: &str) {
     let ok = env
-        .slack
-        .wait_until(WAIT * 2, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval && r.name == "white_check_mark")
-        })
+        .wait_reaction_for(approval, "white_check_mark", WAIT * 2)
         .await;
     assert!(ok, "the run did not finish: {:?}", env.thread_posts(thread));
 }

@@ -610,23 +610,9 @@ async fn an_approved_plan_starts_the_coder_and_the_thread_follows_it() {
     assert!(env.model.requests_for("CODER-TOKEN").is_empty());
 
     // A plain approval starts the run.
-    let approval = env.slack.user_message(
-        codebutler_test_support::slack::CHANNEL,
-        crate::harness::USER,
-        "LGTM!",
-        Some(&thread),
-    );
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == "white_check_mark")
-        })
-        .await;
+    let approval = env.reply(&thread, "LGTM!");
     assert!(
-        ok,
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
         "no ✅ on the approval; posts: {:?}",
         env.thread_posts(&thread)
     );
@@ -756,16 +742,11 @@ async fn thread_messages_reach_the_running_coder_and_stop_stops_it() {
     let approval = env.slack.user_message(channel, user, "dale", Some(&two));
     wait_output(&env, &["logs", &two], "→ running sleep 300").await;
     env.slack.user_message(channel, user, "stop", Some(&two));
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == "x")
-        })
-        .await;
-    assert!(ok, "{:?}", env.thread_posts(&two));
+    assert!(
+        env.wait_reaction(&approval.ts, "x").await,
+        "{:?}",
+        env.thread_posts(&two)
+    );
     let last = env.thread_posts(&two).last().unwrap().text.clone();
     assert!(
         last.starts_with("*Coder:* cancelled: stopped in Slack by <@U0ALICE>"),
@@ -851,22 +832,12 @@ async fn from_a_slack_thread_to_a_pull_request() {
     let _daemon = env.start().await;
     let thread = env.say("mark the deploy section, then open a PR");
     env.wait_thread_posts(&thread, 1).await;
-    let approval = env.slack.user_message(
-        codebutler_test_support::slack::CHANNEL,
-        crate::harness::USER,
-        "ship it",
-        Some(&thread),
+    let approval = env.reply(&thread, "ship it");
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}",
+        env.thread_posts(&thread)
     );
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == "white_check_mark")
-        })
-        .await;
-    assert!(ok, "{:?}", env.thread_posts(&thread));
     let posts: Vec<String> = env
         .thread_posts(&thread)
         .into_iter()

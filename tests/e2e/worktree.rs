@@ -4,11 +4,11 @@
 //! before the Coder starts; an init that fails keeps the Coder from starting.
 
 use codebutler_test_support::model::Reply;
-use codebutler_test_support::slack::{CHANNEL, Sent};
+use codebutler_test_support::slack::Sent;
 use codebutler_test_support::{git, merge};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, USER, WAIT, runner_bin, thread_with_plan_of, tool_results};
+use crate::harness::{Env, WAIT, runner_bin, thread_with_plan_of, tool_results};
 
 /// An env whose Coder runs in the real sandbox, with `extra` merged into the repo config.
 async fn env_with(extra: Value) -> Env {
@@ -27,18 +27,11 @@ async fn approved(env: &Env, ask: &str, summary: &str) -> (String, Sent) {
 }
 
 fn approve(env: &Env, thread: &str) -> Sent {
-    env.slack.user_message(CHANNEL, USER, "LGTM!", Some(thread))
+    env.reply(thread, "LGTM!")
 }
 
 async fn wait_reaction(env: &Env, approval: &Sent, name: &str) -> bool {
-    env.slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == name)
-        })
-        .await
+    env.wait_reaction(&approval.ts, name).await
 }
 
 /// The texts of the thread's posts, each with its last update applied.

@@ -1,9 +1,12 @@
-//! The steps e2e tests repeat in a Slack thread: a plan proposed by the scripted PM, a reply
-//! that starts a run and its ending reaction, a reply and the post it brings; and the
-//! Coder's Write tool call, which many run scripts begin with.
+//! The steps e2e tests repeat in a Slack thread: a reply, waiting for the bot's reaction on
+//! a message, a plan proposed by the scripted PM, a reply that starts a run and its ending
+//! reaction, a reply and the post it brings; and the Coder's Write tool call, which many run
+//! scripts begin with.
+
+use std::time::Duration;
 
 use codebutler_test_support::model::Reply;
-use codebutler_test_support::slack::CHANNEL;
+use codebutler_test_support::slack::{CHANNEL, Sent};
 use serde_json::{Value, json};
 
 use super::{Env, USER, WAIT};
@@ -15,10 +18,34 @@ pub const CANCEL_PLAN: &str = "codebutler_cancel_plan";
 /// The `action_id` of the Cancel button under a running Coder's status message.
 pub const STOP_RUN: &str = "codebutler_stop_run";
 
+impl Env {
+    /// Posts `text` as the user in `thread`.
+    pub fn reply(&self, thread: &str, text: &str) -> Sent {
+        self.slack.user_message(CHANNEL, USER, text, Some(thread))
+    }
+
+    /// Waits up to `WAIT` until the message `ts` has the bot's reaction `name`.
+    pub async fn wait_reaction(&self, ts: &str, name: &str) -> bool {
+        self.wait_reaction_for(ts, name, WAIT).await
+    }
+
+    /// Waits up to `timeout` until the message `ts` has the bot's reaction `name`.
+    pub async fn wait_reaction_for(&self, ts: &str, name: &str, timeout: Duration) -> bool {
+        self.slack
+            .wait_until(timeout, || {
+                self.slack
+                    .reactions()
+                    .iter()
+                    .any(|r| r.ts == ts && r.name == name)
+            })
+            .await
+    }
+}
+
 /// Posts `text` in the thread and waits for the ✅ or ❌ the daemon puts on it when the run
 /// it started ends; returns the reaction.
 pub async fn say_and_wait_run(env: &Env, thread: &str, text: &str) -> String {
-    let msg = env.slack.user_message(CHANNEL, USER, text, Some(thread));
+    let msg = env.reply(thread, text);
     let mut ending = String::new();
     let ok =
         env.slack
@@ -44,7 +71,7 @@ pub async fn say_and_wait_run(env: &Env, thread: &str, text: &str) -> String {
 /// Posts `text` and waits for a post in the thread that starts with `prefix`.
 pub async fn say_and_wait_post(env: &Env, thread: &str, text: &str, prefix: &str) -> String {
     let before = env.thread_posts(thread).len();
-    env.slack.user_message(CHANNEL, USER, text, Some(thread));
+    env.reply(thread, text);
     let mut found = String::new();
     let ok = env
         .slack
