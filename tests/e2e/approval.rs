@@ -234,7 +234,7 @@ async fn the_cancel_button_on_a_plan_withdraws_it() {
     assert!(env.slack.buttons(CHANNEL, &plan.ts).is_empty());
 
     // Nothing is pending now: "yes" goes to the PM.
-    env.slack.user_message(CHANNEL, USER, "yes", Some(&thread));
+    env.reply(&thread, "yes");
     wait_post(&env, &thread, |t| t == "*PM:* What should I change?").await;
     assert!(env.model.requests_for("CANCELLED").is_empty());
     env.assert_clean();
@@ -368,14 +368,12 @@ async fn the_plan_shows_its_budget_and_budget_commands_change_it() {
         "{}",
         plan.text
     );
-    env.slack
-        .user_message(CHANNEL, USER, "budget $5", Some(&thread));
+    env.reply(&thread, "budget $5");
     wait_post(&env, &thread, |t| {
         t.contains("Budget for this thread set to $5.00")
     })
     .await;
-    env.slack
-        .user_message(CHANNEL, USER, "set budget to $7.50", Some(&thread));
+    env.reply(&thread, "set budget to $7.50");
     let ack = wait_post(&env, &thread, |t| t.contains("set to $7.50")).await;
     assert!(
         ack.contains("Approving the plan approves this budget too"),
@@ -404,8 +402,7 @@ async fn a_run_stops_at_the_threads_budget_and_says_so() {
     let thread = env.say("small budget job");
     let plan = plan_post(&env, &thread).await;
     // Each fake model call costs $0.0001: two calls fit, the third is refused.
-    env.slack
-        .user_message(CHANNEL, USER, "budget $0.00015", Some(&thread));
+    env.reply(&thread, "budget $0.00015");
     wait_post(&env, &thread, |t| t.contains("set to $0.00015")).await;
     env.slack.click(CHANNEL, USER, &plan.ts, APPROVE).unwrap();
     let summary = wait_post(&env, &thread, |t| t.contains("Budget reached")).await;

@@ -189,7 +189,7 @@ async fn the_report_of_a_run_cut_off_by_a_restart_survives_another_crash() {
     );
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the twice job", "TWICE-TOKEN").await;
-    env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    env.reply(&thread, "go");
     wait_for(&env, "the command to run", || {
         env.model.requests_for("Work on TWICE-TOKEN").len() == 1
     })
@@ -243,13 +243,12 @@ async fn continue_after_a_run_died_before_its_first_model_call_keeps_its_message
     );
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the early job", "EARLY-TOKEN").await;
-    env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    env.reply(&thread, "go");
     wait_for(&env, "the first run", || {
         count(&env, &thread, "First run done.") == 1
     })
     .await;
-    env.slack
-        .user_message(CHANNEL, USER, "also do the docs", Some(&thread));
+    env.reply(&thread, "also do the docs");
     wait_for(&env, "the follow-up's first call", || {
         env.model.requests_for("Work on EARLY-TOKEN").len() == 2
     })
@@ -261,8 +260,7 @@ async fn continue_after_a_run_died_before_its_first_model_call_keeps_its_message
         count(&env, &thread, "I was stopped while working on this") == 1
     })
     .await;
-    env.slack
-        .user_message(CHANNEL, USER, "continue", Some(&thread));
+    env.reply(&thread, "continue");
     wait_for(&env, "the resumed run", || {
         count(&env, &thread, "Docs done too.") == 1
     })
@@ -307,7 +305,7 @@ async fn an_approval_cut_off_before_its_run_began_is_reported_and_can_be_given_a
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the midstart job", "MIDSTART-TOKEN").await;
     // Approved: the daemon takes the plan, then hangs fetching origin.
-    env.slack.user_message(CHANNEL, USER, "yes", Some(&thread));
+    env.reply(&thread, "yes");
     wait_for(&env, "the fetch", || *connections.lock().unwrap() > 0).await;
     daemon.kill9().await;
     let branches = env.repo_path().join(".codebutler/branches");

@@ -5,12 +5,11 @@
 use std::path::Path;
 
 use codebutler_test_support::model::Reply;
-use codebutler_test_support::slack::CHANNEL;
 use serde_json::json;
 
 use crate::harness::{
-    Env, USER, WAIT, runner_bin, runner_env, runnerctl, say_and_wait_post, say_and_wait_run,
-    stdout, thread_with_plan, user_messages, wait_output, worktree_of, write,
+    Env, WAIT, runner_bin, runner_env, runnerctl, say_and_wait_post, say_and_wait_run, stdout,
+    thread_with_plan, user_messages, wait_output, worktree_of, write,
 };
 
 fn assistant_texts(body: &serde_json::Value) -> Vec<String> {
@@ -117,7 +116,7 @@ async fn a_killed_runner_is_reported_and_continue_resumes_it() {
     );
     let _daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the long job", "KILL-TOKEN").await;
-    let approval = env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    let approval = env.reply(&thread, "go");
     wait_output(&env, &["logs", &thread], "sleep 300").await;
     let show = stdout(&runnerctl(&env, &["show", &thread, "--json"]).await);
     let show: serde_json::Value = serde_json::from_str(&show).unwrap();
@@ -181,7 +180,7 @@ async fn a_run_cut_off_by_a_restart_is_reported_in_its_thread() {
     );
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the restart job", "RESTART-TOKEN").await;
-    env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    env.reply(&thread, "go");
     wait_output(&env, &["logs", &thread], "sleep 300").await;
     daemon.kill9().await;
 
