@@ -146,11 +146,7 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
     assert!(env.slack.wait_acked(&second.envelope_id, WAIT).await);
 
     wait_post(&env, &thread, |t| t == "*Coder:* Done: the PR is open.").await;
-    let posts: Vec<String> = env
-        .thread_posts(&thread)
-        .into_iter()
-        .map(|p| p.text)
-        .collect();
+    let posts = env.post_texts(&thread);
     assert!(
         posts.contains(
             &"*Coder:* opened a pull request: https://github.com/acme/app/pull/7".to_owned()

@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::harness::{
-    APPROVE, Env, USER, WAIT, assert_each_effect_posted_once, intent, open_store, runner_bin,
+    self, APPROVE, Env, USER, WAIT, assert_each_effect_posted_once, intent, open_store, runner_bin,
     runner_env,
 };
 
@@ -162,17 +162,10 @@ async fn a_reply_cut_off_between_its_parts_is_finished_once() {
     env.assert_clean();
 }
 
-/// A plan proposed for `ask` (its summary `Work on <token>`); returns the thread.
+/// A plan proposed for `ask` (its summary `Work on <token>`), posted once; returns the
+/// thread.
 async fn thread_with_plan(env: &Env, ask: &str, token: &str) -> String {
-    let plan = json!({"summary": format!("Work on {token}"), "steps": ["Do it"], "files": []});
-    env.model.script(
-        ask,
-        vec![
-            Reply::tool_call("ProposePlan", plan.to_string()),
-            Reply::text("Plan ready."),
-        ],
-    );
-    let thread = env.say(ask);
+    let thread = harness::thread_with_plan(env, ask, token).await;
     wait_for(env, "the plan", || count(env, &thread, "Plan ready.") == 1).await;
     thread
 }

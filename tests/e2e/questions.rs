@@ -60,13 +60,6 @@ async fn wait_finished(env: &Env, thread: &str, approval: &str) {
     assert!(ok, "the run did not finish: {:?}", env.thread_posts(thread));
 }
 
-fn post_texts(env: &Env, thread: &str) -> Vec<String> {
-    env.thread_posts(thread)
-        .into_iter()
-        .map(|p| p.text)
-        .collect()
-}
-
 async fn questions_of(
     env: &Env,
     thread: &str,
@@ -143,7 +136,7 @@ async fn the_pm_answers_a_question_it_can_settle_and_the_thread_shows_the_exchan
     assert!(tool_results(&pm[1].body).contains("MEMORY-JWT"));
 
     // The thread shows the exchange; the question was not put to the people.
-    let posts = post_texts(&env, &thread);
+    let posts = env.post_texts(&thread);
     let exchange = posts
         .iter()
         .find(|p| p.starts_with("*Coder → PM:* "))
@@ -207,9 +200,9 @@ async fn a_question_the_pm_cannot_settle_goes_to_the_thread_and_the_next_reply_a
     let asked = format!("*Coder:* {question}");
     let ok = env
         .slack
-        .wait_until(WAIT, || post_texts(&env, &thread).contains(&asked))
+        .wait_until(WAIT, || env.post_texts(&thread).contains(&asked))
         .await;
-    assert!(ok, "{:?}", post_texts(&env, &thread));
+    assert!(ok, "{:?}", env.post_texts(&thread));
     assert_eq!(
         env.model.requests_for("ASK-USER-TOKEN").len(),
         1,
@@ -233,7 +226,7 @@ async fn a_question_the_pm_cannot_settle_goes_to_the_thread_and_the_next_reply_a
             .iter()
             .any(|r| r.ts == reply.ts && r.name == "incoming_envelope")
     );
-    let posts = post_texts(&env, &thread);
+    let posts = env.post_texts(&thread);
     assert_eq!(posts.last().unwrap(), "*Coder:* Archived them as asked.");
     assert!(!posts.iter().any(|p| p.contains("PM → Coder")), "{posts:?}");
 

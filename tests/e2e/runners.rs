@@ -838,11 +838,7 @@ async fn from_a_slack_thread_to_a_pull_request() {
         "{:?}",
         env.thread_posts(&thread)
     );
-    let posts: Vec<String> = env
-        .thread_posts(&thread)
-        .into_iter()
-        .map(|p| p.text)
-        .collect();
+    let posts = env.post_texts(&thread);
     assert!(
         posts.contains(
             &"*Coder:* opened a pull request: https://github.com/acme/app/pull/7".to_owned()

@@ -182,6 +182,14 @@ impl Env {
             .collect()
     }
 
+    /// The texts of the bot's posts in one thread, as first posted.
+    pub fn post_texts(&self, thread_ts: &str) -> Vec<String> {
+        self.thread_posts(thread_ts)
+            .into_iter()
+            .map(|p| p.text)
+            .collect()
+    }
+
     /// Waits until the thread has at least `n` bot posts and returns them.
     pub async fn wait_thread_posts(&self, thread_ts: &str, n: usize) -> Vec<Post> {
         let ok = self
