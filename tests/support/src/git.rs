@@ -32,15 +32,16 @@ pub fn write_files(root: &Path, files: &[(&str, &str)]) {
     }
 }
 
-/// Stages everything in the work tree that `.gitignore` does not exclude (symlinks as
-/// symlinks) and commits it on the current branch; returns the new commit.
+/// Stages everything in the work tree that `.gitignore` does not exclude (new, changed and
+/// deleted files; symlinks as symlinks) and commits it on the current branch; returns the
+/// new commit.
 pub fn commit_all(repo: &Repository, message: &str) -> Oid {
     commit_paths(repo, &["*"], message)
 }
 
-/// Stages `pathspecs` (files or directories, as `git add` takes them) and commits the
-/// index on the current branch, on top of its last commit if it has one; returns the new
-/// commit.
+/// Stages `pathspecs` (files or directories, as `git add -A` takes them: libgit2's
+/// `add_all` also drops the entries of deleted files) and commits the index on the current branch, on top of its last commit if it
+/// has one; returns the new commit.
 pub fn commit_paths(repo: &Repository, pathspecs: &[&str], message: &str) -> Oid {
     let mut index = repo.index().unwrap();
     index

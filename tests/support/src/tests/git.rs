@@ -91,3 +91,17 @@ fn a_new_origin_holds_the_current_branch_as_its_head() {
         dir.path().join("origin.git").to_str()
     );
 }
+
+#[test]
+fn commit_all_records_deletions_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = init(dir.path());
+    write_files(dir.path(), &[("keep.txt", "k\n"), ("gone/old.txt", "o\n")]);
+    commit_all(&repo, "First");
+    std::fs::remove_dir_all(dir.path().join("gone")).unwrap();
+    commit_all(&repo, "Remove gone/");
+    let tree = repo.head().unwrap().peel_to_tree().unwrap();
+    assert!(tree.get_path(Path::new("gone/old.txt")).is_err());
+    assert!(tree.get_path(Path::new("keep.txt")).is_ok());
+    assert_eq!(git(dir.path(), &["status", "--porcelain"]), "");
+}
