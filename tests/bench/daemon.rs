@@ -42,7 +42,7 @@ async fn main() {
 
     let home = tempfile::tempdir().unwrap();
     let repo = tempfile::tempdir().unwrap();
-    git2::Repository::init(repo.path()).unwrap();
+    codebutler_test_support::git::init(repo.path());
     std::fs::write(repo.path().join("README.md"), "# bench\n").unwrap();
     std::fs::write(
         home.path().join("config.json"),

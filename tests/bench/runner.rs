@@ -33,6 +33,7 @@ use codebutler_proto::runner::v1::admin_client::AdminClient;
 use codebutler_runner::conversation::ChatMessage;
 use codebutler_runner::hub::{HubModel, connect};
 use codebutler_runner::tool_loop::ChatModel;
+use codebutler_test_support::git;
 use codebutler_test_support::model::{FakeModel, Reply};
 use codebutler_test_support::slack::{self, FakeSlack};
 use serde_json::json;
@@ -147,27 +148,8 @@ fn make_repo(root: &Path) {
         .unwrap();
     }
     std::fs::write(root.join("src/f0.rs"), "pub fn zero() {}\n").unwrap();
-    let run = |args: &[&str]| {
-        let status = Command::new("git")
-            .args(args)
-            .current_dir(root)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(status.success(), "git {args:?}");
-    };
-    run(&["init", "--quiet"]);
-    run(&["add", "."]);
-    run(&[
-        "-c",
-        "user.name=b",
-        "-c",
-        "user.email=b@example.com",
-        "commit",
-        "--quiet",
-        "-m",
-        "files",
-    ]);
+    let repo = git::init(root);
+    git::commit_all(&repo, "files");
 }
 
 /// Through the real daemon: StartRun → the fake model sees the runner's first request; then

@@ -2,54 +2,20 @@
 //! plan, Cancel under a Coder's status message, who may click, the estimate and budget a plan
 //! shows, "budget $N", a run stopped at its cap, and interactive payloads that are not ours.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{CHANNEL, Post};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, USER, WAIT};
+use crate::harness::{APPROVE, CANCEL_PLAN, Env, STOP_RUN, USER, WAIT, runner_env};
 
-const APPROVE: &str = "codebutler_approve";
-const CANCEL_PLAN: &str = "codebutler_cancel_plan";
-const STOP_RUN: &str = "codebutler_stop_run";
 const BOB: &str = "U0BOB";
 
-fn runner_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run the suite with --workspace or `cargo build -p codebutler-runner`",
-        bin.display()
-    );
-    bin
-}
-
-/// An env whose controller can run the Coder, with `extra` merged into its config.
-async fn runner_env(extra: Value) -> Env {
-    let mut config = json!({
-        "coder": {"maxTurns": 8, "timeout": 2},
-        "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
-    });
-    merge(&mut config, extra);
-    Env::with_config(config).await
-}
-
-fn merge(base: &mut Value, over: Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(&k) {
-                    Some(existing) => merge(existing, v),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o,
-    }
+/// The Coder's limits in these tests.
+fn coder() -> Value {
+    json!({"maxTurns": 8, "timeout": 2})
 }
 
 fn plan(token: &str) -> String {
@@ -133,16 +99,17 @@ async fn runs(env: &Env) -> Vec<Value> {
 /// people racing) → one run that commits and opens a pull request → the PR link in the thread.
 #[tokio::test]
 async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
-    let env = runner_env(json!({})).await;
-    let origin = env.outside.path().join("origin.git");
-    let bare = git2::Repository::init_bare(&origin).unwrap();
-    let repo = git2::Repository::open(env.repo_path()).unwrap();
-    commit_pr_template(&repo, "## Checklist TEMPLATE-MARK\n- [ ] tests pass\n");
-    let main = repo.head().unwrap().name().unwrap().to_owned();
-    repo.remote("origin", origin.to_str().unwrap())
-        .unwrap()
-        .push(&[format!("{main}:{main}")], None)
-        .unwrap();
+    let env = runner_env(coder()).await;
+    git::commit_files(
+        env.repo_path(),
+        &[(
+            ".github/PULL_REQUEST_TEMPLATE.md",
+            "## Checklist TEMPLATE-MARK\n- [ ] tests pass\n",
+        )],
+        "PR template",
+    );
+    let (bare, _) =
+        git::push_to_new_origin(env.repo_path(), &env.outside.path().join("origin.git"));
     script_plan(&env, "mark the deploy section", "BUTTON-FLOW", &[]);
     env.model.script(
         "BUTTON-FLOW",
@@ -179,11 +146,7 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
     assert!(env.slack.wait_acked(&second.envelope_id, WAIT).await);
 
     wait_post(&env, &thread, |t| t == "*Coder:* Done: the PR is open.").await;
-    let posts: Vec<String> = env
-        .thread_posts(&thread)
-        .into_iter()
-        .map(|p| p.text)
-        .collect();
+    let posts = env.post_texts(&thread);
     assert!(
         posts.contains(
             &"*Coder:* opened a pull request: https://github.com/acme/app/pull/7".to_owned()
@@ -197,15 +160,7 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
     assert!(env.slack.buttons(CHANNEL, &plan.ts).is_empty());
     // 👀 then ✅ on the plan message, since the click is not a message of its own. The ✅
     // comes just after the summary is posted.
-    assert!(
-        env.slack
-            .wait_until(WAIT, || env
-                .slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == plan.ts && r.name == "white_check_mark"))
-            .await
-    );
+    assert!(env.wait_reaction(&plan.ts, "white_check_mark").await);
     let names: Vec<String> = env
         .slack
         .reactions()
@@ -275,7 +230,7 @@ async fn the_cancel_button_on_a_plan_withdraws_it() {
     assert!(env.slack.buttons(CHANNEL, &plan.ts).is_empty());
 
     // Nothing is pending now: "yes" goes to the PM.
-    env.slack.user_message(CHANNEL, USER, "yes", Some(&thread));
+    env.reply(&thread, "yes");
     wait_post(&env, &thread, |t| t == "*PM:* What should I change?").await;
     assert!(env.model.requests_for("CANCELLED").is_empty());
     env.assert_clean();
@@ -284,7 +239,7 @@ async fn the_cancel_button_on_a_plan_withdraws_it() {
 /// Cancel under the Coder's status message stops the run, as "stop" does.
 #[tokio::test]
 async fn the_cancel_button_on_the_status_message_stops_the_run() {
-    let env = runner_env(json!({})).await;
+    let env = runner_env(coder()).await;
     script_plan(&env, "a long job", "LONG-JOB", &[]);
     env.model.script(
         "LONG-JOB",
@@ -409,14 +364,12 @@ async fn the_plan_shows_its_budget_and_budget_commands_change_it() {
         "{}",
         plan.text
     );
-    env.slack
-        .user_message(CHANNEL, USER, "budget $5", Some(&thread));
+    env.reply(&thread, "budget $5");
     wait_post(&env, &thread, |t| {
         t.contains("Budget for this thread set to $5.00")
     })
     .await;
-    env.slack
-        .user_message(CHANNEL, USER, "set budget to $7.50", Some(&thread));
+    env.reply(&thread, "set budget to $7.50");
     let ack = wait_post(&env, &thread, |t| t.contains("set to $7.50")).await;
     assert!(
         ack.contains("Approving the plan approves this budget too"),
@@ -431,7 +384,7 @@ async fn the_plan_shows_its_budget_and_budget_commands_change_it() {
 /// says so plainly with how to raise it.
 #[tokio::test]
 async fn a_run_stops_at_the_threads_budget_and_says_so() {
-    let env = runner_env(json!({})).await;
+    let env = runner_env(coder()).await;
     script_plan(&env, "small budget job", "CAPPED", &[]);
     env.model.script(
         "CAPPED",
@@ -445,8 +398,7 @@ async fn a_run_stops_at_the_threads_budget_and_says_so() {
     let thread = env.say("small budget job");
     let plan = plan_post(&env, &thread).await;
     // Each fake model call costs $0.0001: two calls fit, the third is refused.
-    env.slack
-        .user_message(CHANNEL, USER, "budget $0.00015", Some(&thread));
+    env.reply(&thread, "budget $0.00015");
     wait_post(&env, &thread, |t| t.contains("set to $0.00015")).await;
     env.slack.click(CHANNEL, USER, &plan.ts, APPROVE).unwrap();
     let summary = wait_post(&env, &thread, |t| t.contains("Budget reached")).await;
@@ -495,22 +447,4 @@ async fn malformed_interactive_payloads_are_acked_and_ignored() {
     assert_eq!(posts[0].text, "*PM:* Yes.");
     assert_eq!(env.slack.posts().len(), 1, "the payloads caused no post");
     env.assert_clean();
-}
-
-/// Commits `.github/PULL_REQUEST_TEMPLATE.md` with `text` on the repository's branch.
-fn commit_pr_template(repo: &git2::Repository, text: &str) {
-    let root = repo.workdir().unwrap();
-    std::fs::create_dir_all(root.join(".github")).unwrap();
-    std::fs::write(root.join(".github/PULL_REQUEST_TEMPLATE.md"), text).unwrap();
-    let parent = repo.head().unwrap().peel_to_commit().unwrap();
-    let mut index = repo.index().unwrap();
-    index.read_tree(&parent.tree().unwrap()).unwrap();
-    index
-        .add_path(Path::new(".github/PULL_REQUEST_TEMPLATE.md"))
-        .unwrap();
-    index.write().unwrap();
-    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-    let sig = git2::Signature::now("t", "t@example.com").unwrap();
-    repo.commit(Some("HEAD"), &sig, &sig, "PR template", &tree, &[&parent])
-        .unwrap();
 }

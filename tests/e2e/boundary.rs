@@ -6,12 +6,14 @@
 use std::path::Path;
 use std::process::Command;
 
+use codebutler_test_support::git::git;
 use codebutler_test_support::model::Reply;
 use serde_json::json;
 
-use crate::followups::{say_and_wait_post, say_and_wait_run, thread_with_plan, write};
-use crate::harness::{Env, OUTSIDE_SECRET, tool_results};
-use crate::runners::{runner_bin, worktree_of};
+use crate::harness::{
+    Env, OUTSIDE_SECRET, say_and_wait_post, say_and_wait_run, thread_with_plan, tool_results,
+    worktree_of, write,
+};
 
 fn bash(command: &str) -> Reply {
     Reply::tool_call("Bash", json!({ "command": command }).to_string())
@@ -23,13 +25,9 @@ fn commit(message: &str) -> Reply {
 
 /// Env whose Coder runs in the real sandbox, each worktree on a disk of `disk_mb` MB.
 async fn boundary_env(disk_mb: u64) -> Env {
-    Env::with_config(json!({
+    Env::with_runner(json!({
         "coder": {"maxTurns": 10, "timeout": 2},
-        "sandbox": {
-            "runnerPath": runner_bin().display().to_string(),
-            "memoryMB": 768,
-            "diskMB": disk_mb,
-        }
+        "sandbox": {"diskMB": disk_mb}
     }))
     .await
 }
@@ -45,22 +43,6 @@ fn all_objects(git_dir: &Path) -> String {
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=Alice",
-            "-c",
-            "user.email=alice@example.com",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 #[tokio::test]

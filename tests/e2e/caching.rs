@@ -5,7 +5,7 @@
 use codebutler_test_support::model::Reply;
 use serde_json::json;
 
-use crate::runners::{runner_env, runnerctl, stdout};
+use crate::harness::{runner_env, runnerctl, stdout};
 
 #[tokio::test]
 async fn a_claude_coder_reads_its_growing_prefix_from_the_prompt_cache() {

@@ -12,15 +12,16 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use codebutler_test_support::git::git;
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{CHANNEL, Post};
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::harness::{Env, USER, WAIT, assert_each_effect_posted_once, intent, open_store};
-use crate::runners::{runner_bin, runner_env};
-
-const APPROVE: &str = "codebutler_approve";
+use crate::harness::{
+    self, APPROVE, Env, USER, WAIT, assert_each_effect_posted_once, intent, open_store, runner_bin,
+    runner_env,
+};
 
 fn texts(posts: &[Post]) -> Vec<&str> {
     posts.iter().map(|p| p.text.as_str()).collect()
@@ -161,17 +162,10 @@ async fn a_reply_cut_off_between_its_parts_is_finished_once() {
     env.assert_clean();
 }
 
-/// A plan proposed for `ask` (its summary `Work on <token>`); returns the thread.
+/// A plan proposed for `ask` (its summary `Work on <token>`), posted once; returns the
+/// thread.
 async fn thread_with_plan(env: &Env, ask: &str, token: &str) -> String {
-    let plan = json!({"summary": format!("Work on {token}"), "steps": ["Do it"], "files": []});
-    env.model.script(
-        ask,
-        vec![
-            Reply::tool_call("ProposePlan", plan.to_string()),
-            Reply::text("Plan ready."),
-        ],
-    );
-    let thread = env.say(ask);
+    let thread = harness::thread_with_plan(env, ask, token).await;
     wait_for(env, "the plan", || count(env, &thread, "Plan ready.") == 1).await;
     thread
 }
@@ -188,7 +182,7 @@ async fn the_report_of_a_run_cut_off_by_a_restart_survives_another_crash() {
     );
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the twice job", "TWICE-TOKEN").await;
-    env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    env.reply(&thread, "go");
     wait_for(&env, "the command to run", || {
         env.model.requests_for("Work on TWICE-TOKEN").len() == 1
     })
@@ -242,13 +236,12 @@ async fn continue_after_a_run_died_before_its_first_model_call_keeps_its_message
     );
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the early job", "EARLY-TOKEN").await;
-    env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    env.reply(&thread, "go");
     wait_for(&env, "the first run", || {
         count(&env, &thread, "First run done.") == 1
     })
     .await;
-    env.slack
-        .user_message(CHANNEL, USER, "also do the docs", Some(&thread));
+    env.reply(&thread, "also do the docs");
     wait_for(&env, "the follow-up's first call", || {
         env.model.requests_for("Work on EARLY-TOKEN").len() == 2
     })
@@ -260,8 +253,7 @@ async fn continue_after_a_run_died_before_its_first_model_call_keeps_its_message
         count(&env, &thread, "I was stopped while working on this") == 1
     })
     .await;
-    env.slack
-        .user_message(CHANNEL, USER, "continue", Some(&thread));
+    env.reply(&thread, "continue");
     wait_for(&env, "the resumed run", || {
         count(&env, &thread, "Docs done too.") == 1
     })
@@ -306,7 +298,7 @@ async fn an_approval_cut_off_before_its_run_began_is_reported_and_can_be_given_a
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the midstart job", "MIDSTART-TOKEN").await;
     // Approved: the daemon takes the plan, then hangs fetching origin.
-    env.slack.user_message(CHANNEL, USER, "yes", Some(&thread));
+    env.reply(&thread, "yes");
     wait_for(&env, "the fetch", || *connections.lock().unwrap() > 0).await;
     daemon.kill9().await;
     let branches = env.repo_path().join(".codebutler/branches");
@@ -353,20 +345,6 @@ async fn an_approval_cut_off_before_its_run_began_is_reported_and_can_be_given_a
     })
     .await;
     assert_each_effect_posted_once(&env);
-}
-
-/// Runs `git` in `dir`.
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[tokio::test]

@@ -5,86 +5,12 @@
 use std::path::Path;
 
 use codebutler_test_support::model::Reply;
-use codebutler_test_support::slack::CHANNEL;
 use serde_json::json;
 
-use crate::harness::{Env, USER, WAIT, user_messages};
-use crate::runners::{runner_bin, runner_env, runnerctl, stdout, wait_output, worktree_of};
-
-/// Posts `text` in the thread and waits for the ✅ or ❌ the daemon puts on it when the run
-/// it started ends; returns the reaction.
-pub(crate) async fn say_and_wait_run(env: &Env, thread: &str, text: &str) -> String {
-    let msg = env.slack.user_message(CHANNEL, USER, text, Some(thread));
-    let mut ending = String::new();
-    let ok =
-        env.slack
-            .wait_until(WAIT, || {
-                let found =
-                    env.slack.reactions().into_iter().find(|r| {
-                        r.ts == msg.ts && (r.name == "white_check_mark" || r.name == "x")
-                    });
-                if let Some(r) = found {
-                    ending = r.name;
-                }
-                !ending.is_empty()
-            })
-            .await;
-    assert!(
-        ok,
-        "the run started by {text:?} never ended; posts: {:?}",
-        env.thread_posts(thread)
-    );
-    ending
-}
-
-/// Posts `text` and waits for a post in the thread that starts with `prefix`.
-pub(crate) async fn say_and_wait_post(env: &Env, thread: &str, text: &str, prefix: &str) -> String {
-    let before = env.thread_posts(thread).len();
-    env.slack.user_message(CHANNEL, USER, text, Some(thread));
-    let mut found = String::new();
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            if let Some(p) = env
-                .thread_posts(thread)
-                .iter()
-                .skip(before)
-                .find(|p| p.text.starts_with(prefix))
-            {
-                found = p.text.clone();
-            }
-            !found.is_empty()
-        })
-        .await;
-    assert!(
-        ok,
-        "no {prefix:?} post; posts: {:?}",
-        env.thread_posts(thread)
-    );
-    found
-}
-
-/// A thread whose PM proposed a plan with `token` in its summary; returns the thread.
-pub(crate) async fn thread_with_plan(env: &Env, ask: &str, token: &str) -> String {
-    let plan = json!({"summary": format!("Work on {token}"), "steps": ["Do it"], "files": []});
-    env.model.script(
-        ask,
-        vec![
-            Reply::tool_call("ProposePlan", plan.to_string()),
-            Reply::text("Plan ready."),
-        ],
-    );
-    let thread = env.say(ask);
-    env.wait_thread_posts(&thread, 1).await;
-    thread
-}
-
-pub(crate) fn write(path: &str, content: &str) -> Reply {
-    Reply::tool_call(
-        "Write",
-        json!({"file_path": path, "content": content}).to_string(),
-    )
-}
+use crate::harness::{
+    Env, WAIT, runner_bin, runner_env, runnerctl, say_and_wait_post, say_and_wait_run, stdout,
+    thread_with_plan, user_messages, wait_output, worktree_of, write,
+};
 
 fn assistant_texts(body: &serde_json::Value) -> Vec<String> {
     body["messages"]
@@ -190,7 +116,7 @@ async fn a_killed_runner_is_reported_and_continue_resumes_it() {
     );
     let _daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the long job", "KILL-TOKEN").await;
-    let approval = env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    let approval = env.reply(&thread, "go");
     wait_output(&env, &["logs", &thread], "sleep 300").await;
     let show = stdout(&runnerctl(&env, &["show", &thread, "--json"]).await);
     let show: serde_json::Value = serde_json::from_str(&show).unwrap();
@@ -254,7 +180,7 @@ async fn a_run_cut_off_by_a_restart_is_reported_in_its_thread() {
     );
     let mut daemon = env.start().await;
     let thread = thread_with_plan(&env, "please do the restart job", "RESTART-TOKEN").await;
-    env.slack.user_message(CHANNEL, USER, "go", Some(&thread));
+    env.reply(&thread, "go");
     wait_output(&env, &["logs", &thread], "sleep 300").await;
     daemon.kill9().await;
 

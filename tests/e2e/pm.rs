@@ -10,7 +10,7 @@ use codebutler_controller::domain::ThreadKey;
 use codebutler_controller::store::Store;
 use codebutler_test_support::slack::{APP_TOKEN, BOT_TOKEN, CHANNEL};
 
-use crate::harness::{Env, OUTSIDE_SECRET, USER, WAIT, tool_results, user_messages};
+use crate::harness::{Env, OUTSIDE_SECRET, WAIT, tool_results, user_messages};
 
 #[tokio::test]
 async fn question_is_answered_after_grep_and_read_file() {
@@ -376,8 +376,7 @@ async fn conversation_continues_in_the_thread_and_gh_status_runs_gh() {
     assert_eq!(log.len(), 1);
     assert!(log[0].starts_with("pr view 7 --json "), "{log:?}");
 
-    env.slack
-        .user_message(CHANNEL, USER, "what did I ask?", Some(&thread));
+    env.reply(&thread, "what did I ask?");
     let posts = env.wait_thread_posts(&thread, 2).await;
     assert_eq!(posts[1].text, "*PM:* You asked about PR 7.");
     let last = env.model.requests_for(q).pop().unwrap();

@@ -2,7 +2,7 @@
 //! first, the thread when the PM cannot), WebFetch against a local server under the fetch
 //! policy, and ReadMemory.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
 use codebutler_controller::domain::ThreadKey;
@@ -12,19 +12,12 @@ use codebutler_test_support::slack::CHANNEL;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::harness::{Env, USER, WAIT, tool_results};
+use crate::harness::{Env, USER, WAIT, thread_with_plan_of, tool_results};
 
 /// Env whose controller runs Coder runs in the sandbox, with `fetch` as its fetch policy.
 async fn coder_env(fetch: Value) -> Env {
-    let runner = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
-    assert!(
-        runner.is_file(),
-        "{} is missing: run the suite with --workspace or `cargo build -p codebutler-runner`",
-        runner.display()
-    );
-    Env::with_config(json!({
+    Env::with_runner(json!({
         "coder": {"maxTurns": 8, "timeout": 2},
-        "sandbox": {"runnerPath": runner.display().to_string(), "memoryMB": 768},
         "fetch": fetch
     }))
     .await
@@ -53,42 +46,18 @@ async fn run_plan(env: &Env, plan: &str) -> String {
 /// Starts a thread whose PM proposes a plan with `summary`, approves it, and returns the
 /// thread and the approval's ts.
 async fn approved_thread(env: &Env, ask: &str, summary: &str) -> (String, String) {
-    env.model.script(
-        ask,
-        vec![
-            Reply::tool_call(
-                "ProposePlan",
-                json!({"summary": summary, "steps": ["Do it"], "files": ["src/auth/session.rs"]})
-                    .to_string(),
-            ),
-            Reply::text("Plan ready; approve it."),
-        ],
-    );
-    let thread = env.say(ask);
-    env.wait_thread_posts(&thread, 1).await;
-    let approval = env.slack.user_message(CHANNEL, USER, "yes", Some(&thread));
+    let plan = json!({"summary": summary, "steps": ["Do it"], "files": ["src/auth/session.rs"]});
+    let thread = thread_with_plan_of(env, ask, &plan, "Plan ready; approve it.").await;
+    let approval = env.reply(&thread, "yes");
     (thread, approval.ts)
 }
 
 /// Waits until the run started by `approval` ended with ✅ (or fails showing the thread).
 async fn wait_finished(env: &Env, thread: &str, approval: &str) {
     let ok = env
-        .slack
-        .wait_until(WAIT * 2, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval && r.name == "white_check_mark")
-        })
+        .wait_reaction_for(approval, "white_check_mark", WAIT * 2)
         .await;
     assert!(ok, "the run did not finish: {:?}", env.thread_posts(thread));
-}
-
-fn post_texts(env: &Env, thread: &str) -> Vec<String> {
-    env.thread_posts(thread)
-        .into_iter()
-        .map(|p| p.text)
-        .collect()
 }
 
 async fn questions_of(
@@ -167,7 +136,7 @@ async fn the_pm_answers_a_question_it_can_settle_and_the_thread_shows_the_exchan
     assert!(tool_results(&pm[1].body).contains("MEMORY-JWT"));
 
     // The thread shows the exchange; the question was not put to the people.
-    let posts = post_texts(&env, &thread);
+    let posts = env.post_texts(&thread);
     let exchange = posts
         .iter()
         .find(|p| p.starts_with("*Coder → PM:* "))
@@ -231,9 +200,9 @@ async fn a_question_the_pm_cannot_settle_goes_to_the_thread_and_the_next_reply_a
     let asked = format!("*Coder:* {question}");
     let ok = env
         .slack
-        .wait_until(WAIT, || post_texts(&env, &thread).contains(&asked))
+        .wait_until(WAIT, || env.post_texts(&thread).contains(&asked))
         .await;
-    assert!(ok, "{:?}", post_texts(&env, &thread));
+    assert!(ok, "{:?}", env.post_texts(&thread));
     assert_eq!(
         env.model.requests_for("ASK-USER-TOKEN").len(),
         1,
@@ -257,7 +226,7 @@ async fn a_question_the_pm_cannot_settle_goes_to_the_thread_and_the_next_reply_a
             .iter()
             .any(|r| r.ts == reply.ts && r.name == "incoming_envelope")
     );
-    let posts = post_texts(&env, &thread);
+    let posts = env.post_texts(&thread);
     assert_eq!(posts.last().unwrap(), "*Coder:* Archived them as asked.");
     assert!(!posts.iter().any(|p| p.contains("PM → Coder")), "{posts:?}");
 

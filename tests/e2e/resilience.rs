@@ -58,8 +58,7 @@ async fn conversation_survives_a_restart() {
     assert!(daemon.wait_exit(WAIT).await.success());
 
     let _daemon = env.start().await;
-    env.slack
-        .user_message(CHANNEL, USER, "what was the word?", Some(&thread));
+    env.reply(&thread, "what was the word?");
     let posts = env.wait_thread_posts(&thread, 2).await;
     assert_eq!(posts[1].text, "*PM:* You said pineapple.");
     let last = env.model.requests_for(q).pop().unwrap();
@@ -131,8 +130,7 @@ async fn exhausted_retries_give_a_clear_message_and_keep_the_message() {
     assert_eq!(env.model.requests_for(q).len(), 3);
 
     // The next message in the thread retries the stored one first, then answers the new one.
-    env.slack
-        .user_message(CHANNEL, USER, "try again", Some(&thread));
+    env.reply(&thread, "try again");
     let posts = env.wait_thread_posts(&thread, 3).await;
     assert_eq!(posts[1].text, "*PM:* Back: first answer.");
     assert_eq!(posts[2].text, "*PM:* Second answer.");

@@ -3,39 +3,15 @@
 //! Coder's Bash tool and checked from the host.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
+use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
 use serde_json::json;
 
-use crate::harness::{Env, OUTSIDE_SECRET, WAIT, tool_results};
-
-/// Runs `runnerctl` without blocking the test's runtime (the fakes live on it).
-pub(crate) async fn runnerctl(env: &Env, args: &[&str]) -> Output {
-    tokio::process::Command::new(env!("CARGO_BIN_EXE_runnerctl"))
-        .arg("--repo")
-        .arg(env.repo_path())
-        .args(args)
-        .output()
-        .await
-        .unwrap()
-}
-
-/// Polls a `runnerctl` command until its output contains `needle`; returns the output.
-pub(crate) async fn wait_output(env: &Env, args: &[&str], needle: &str) -> String {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let out = stdout(&runnerctl(env, args).await);
-        if out.contains(needle) {
-            return out;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "never saw {needle:?}; last output:\n{out}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-}
+use crate::harness::{
+    Env, OUTSIDE_SECRET, WAIT, runner_bin, runner_env, runnerctl, stdout, tool_results,
+    wait_output, worktree_of,
+};
 
 /// Starts a run without following it; returns its thread.
 async fn start_detached(env: &Env, plan: &str) -> String {
@@ -57,39 +33,10 @@ async fn start_detached(env: &Env, plan: &str) -> String {
     started["thread"].as_str().unwrap().to_owned()
 }
 
-pub(crate) fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
 fn write_plan(env: &Env, text: &str) -> PathBuf {
     let path = env.outside.path().join(format!("plan-{}.md", text.len()));
     std::fs::write(&path, text).unwrap();
     path
-}
-
-/// Env whose controller runs Coder runs with the test's limits.
-pub(crate) async fn runner_env(coder: serde_json::Value) -> Env {
-    Env::with_config(json!({
-        "coder": coder,
-        "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
-    }))
-    .await
-}
-
-/// The workspace's runner binary (built by `cargo nextest run --workspace`, or
-/// `cargo build -p codebutler-runner`).
-pub(crate) fn runner_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run the suite with --workspace or `cargo build -p codebutler-runner`",
-        bin.display()
-    );
-    bin
-}
-
-pub(crate) fn worktree_of(env: &Env, slug: &str) -> PathBuf {
-    env.repo_path().join(".codebutler/branches").join(slug)
 }
 
 #[tokio::test]
@@ -201,14 +148,10 @@ async fn a_run_reads_edits_and_runs_a_command_in_its_worktree() {
 /// Gives the fixture repository a bare `origin` (in `env.outside`) holding its current
 /// branch; returns the bare repository and that branch's ref name and commit.
 fn bare_origin(env: &Env) -> (git2::Repository, String, git2::Oid) {
-    let path = env.outside.path().join("origin.git");
-    let bare = git2::Repository::init_bare(&path).unwrap();
     let repo = git2::Repository::open(env.repo_path()).unwrap();
-    let head = repo.head().unwrap();
-    let main = head.name().unwrap().to_owned();
-    let id = head.target().unwrap();
-    let mut origin = repo.remote("origin", path.to_str().unwrap()).unwrap();
-    origin.push(&[format!("{main}:{main}")], None).unwrap();
+    let id = repo.head().unwrap().target().unwrap();
+    let (bare, main) =
+        git::push_to_new_origin(env.repo_path(), &env.outside.path().join("origin.git"));
     assert_eq!(bare.refname_to_id(&main).unwrap(), id);
     (bare, main, id)
 }
@@ -667,23 +610,9 @@ async fn an_approved_plan_starts_the_coder_and_the_thread_follows_it() {
     assert!(env.model.requests_for("CODER-TOKEN").is_empty());
 
     // A plain approval starts the run.
-    let approval = env.slack.user_message(
-        codebutler_test_support::slack::CHANNEL,
-        crate::harness::USER,
-        "LGTM!",
-        Some(&thread),
-    );
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == "white_check_mark")
-        })
-        .await;
+    let approval = env.reply(&thread, "LGTM!");
     assert!(
-        ok,
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
         "no ✅ on the approval; posts: {:?}",
         env.thread_posts(&thread)
     );
@@ -813,16 +742,11 @@ async fn thread_messages_reach_the_running_coder_and_stop_stops_it() {
     let approval = env.slack.user_message(channel, user, "dale", Some(&two));
     wait_output(&env, &["logs", &two], "→ running sleep 300").await;
     env.slack.user_message(channel, user, "stop", Some(&two));
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == "x")
-        })
-        .await;
-    assert!(ok, "{:?}", env.thread_posts(&two));
+    assert!(
+        env.wait_reaction(&approval.ts, "x").await,
+        "{:?}",
+        env.thread_posts(&two)
+    );
     let last = env.thread_posts(&two).last().unwrap().text.clone();
     assert!(
         last.starts_with("*Coder:* cancelled: stopped in Slack by <@U0ALICE>"),
@@ -908,27 +832,13 @@ async fn from_a_slack_thread_to_a_pull_request() {
     let _daemon = env.start().await;
     let thread = env.say("mark the deploy section, then open a PR");
     env.wait_thread_posts(&thread, 1).await;
-    let approval = env.slack.user_message(
-        codebutler_test_support::slack::CHANNEL,
-        crate::harness::USER,
-        "ship it",
-        Some(&thread),
+    let approval = env.reply(&thread, "ship it");
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}",
+        env.thread_posts(&thread)
     );
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == "white_check_mark")
-        })
-        .await;
-    assert!(ok, "{:?}", env.thread_posts(&thread));
-    let posts: Vec<String> = env
-        .thread_posts(&thread)
-        .into_iter()
-        .map(|p| p.text)
-        .collect();
+    let posts = env.post_texts(&thread);
     assert!(
         posts.contains(
             &"*Coder:* opened a pull request: https://github.com/acme/app/pull/7".to_owned()

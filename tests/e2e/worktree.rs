@@ -3,87 +3,35 @@
 //! prepared per platform inside the real sandbox — with the network for that step only —
 //! before the Coder starts; an init that fails keeps the Coder from starting.
 
-use std::path::{Path, PathBuf};
-
 use codebutler_test_support::model::Reply;
-use codebutler_test_support::slack::{CHANNEL, Sent};
+use codebutler_test_support::slack::Sent;
+use codebutler_test_support::{git, merge};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, USER, WAIT, tool_results};
-
-/// The workspace's runner binary (built by `cargo build --workspace`).
-fn runner_bin() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --workspace` first",
-        bin.display()
-    );
-    bin
-}
+use crate::harness::{Env, WAIT, runner_bin, thread_with_plan_of, tool_results};
 
 /// An env whose Coder runs in the real sandbox, with `extra` merged into the repo config.
 async fn env_with(extra: Value) -> Env {
-    let mut config = json!({
-        "coder": {"maxTurns": 5, "timeout": 2},
-        "sandbox": {"runnerPath": runner_bin().display().to_string(), "memoryMB": 768}
-    });
-    if let (Some(base), Some(more)) = (config.as_object_mut(), extra.as_object()) {
-        for (k, v) in more {
-            base.insert(k.clone(), v.clone());
-        }
-    }
-    Env::with_config(config).await
-}
-
-/// Commits `files` on the fixture repository's current branch.
-fn commit(repo: &Path, files: &[(&str, &str)], message: &str) -> git2::Oid {
-    let repository = git2::Repository::open(repo).unwrap();
-    let root = repository.workdir().unwrap().to_owned();
-    let mut index = repository.index().unwrap();
-    for (name, text) in files {
-        std::fs::write(root.join(name), text).unwrap();
-        index.add_path(Path::new(name)).unwrap();
-    }
-    index.write().unwrap();
-    let tree = repository.find_tree(index.write_tree().unwrap()).unwrap();
-    let parent = repository.head().unwrap().peel_to_commit().unwrap();
-    let sig = git2::Signature::now("Alice", "alice@example.com").unwrap();
-    repository
-        .commit(Some("HEAD"), &sig, &sig, message, &tree, &[&parent])
-        .unwrap()
+    let mut config = json!({"coder": {"maxTurns": 5, "timeout": 2}});
+    merge(&mut config, extra);
+    Env::with_runner(config).await
 }
 
 /// The PM proposes a plan titled `summary` for `ask`; the Coder's script follows; the
 /// user approves. Returns the thread and the approval.
 async fn approved(env: &Env, ask: &str, summary: &str) -> (String, Sent) {
     let plan = json!({"summary": summary, "steps": ["Do it"], "files": ["README.md"]});
-    env.model.script(
-        ask,
-        vec![
-            Reply::tool_call("ProposePlan", plan.to_string()),
-            Reply::text("Plan ready; approve it."),
-        ],
-    );
-    let thread = env.say(ask);
-    env.wait_thread_posts(&thread, 1).await;
+    let thread = thread_with_plan_of(env, ask, &plan, "Plan ready; approve it.").await;
     let approval = approve(env, &thread);
     (thread, approval)
 }
 
 fn approve(env: &Env, thread: &str) -> Sent {
-    env.slack.user_message(CHANNEL, USER, "LGTM!", Some(thread))
+    env.reply(thread, "LGTM!")
 }
 
 async fn wait_reaction(env: &Env, approval: &Sent, name: &str) -> bool {
-    env.slack
-        .wait_until(WAIT, || {
-            env.slack
-                .reactions()
-                .iter()
-                .any(|r| r.ts == approval.ts && r.name == name)
-        })
-        .await
+    env.wait_reaction(&approval.ts, name).await
 }
 
 /// The texts of the thread's posts, each with its last update applied.
@@ -109,7 +57,7 @@ async fn a_node_worktree_is_prepared_in_the_sandbox_before_the_coder_starts() {
         "memoryMB": 4096
     }}))
     .await;
-    commit(
+    git::commit_files(
         env.repo_path(),
         &[
             (
@@ -298,24 +246,16 @@ async fn worktrees_branch_from_origin_and_a_failed_fetch_is_said() {
     // A bare origin with the fixture's branch, then upstream work the checkout lacks, and
     // local work origin lacks.
     let origin = env.outside.path().join("origin.git");
-    git2::Repository::init_bare(&origin).unwrap();
-    let local = git2::Repository::open(env.repo_path()).unwrap();
-    let branch = local.head().unwrap().name().unwrap().to_owned();
-    let mut remote = local.remote("origin", origin.to_str().unwrap()).unwrap();
-    remote.push(&[format!("{branch}:{branch}")], None).unwrap();
-    git2::Repository::open_bare(&origin)
-        .unwrap()
-        .set_head(&branch)
-        .unwrap();
+    let (_, branch) = git::push_to_new_origin(env.repo_path(), &origin);
     let other = env.outside.path().join("other");
     let clone = git2::Repository::clone(origin.to_str().unwrap(), &other).unwrap();
-    commit(&other, &[("UPSTREAM.md", "upstream work\n")], "Upstream");
+    git::commit_files(&other, &[("UPSTREAM.md", "upstream work\n")], "Upstream");
     clone
         .find_remote("origin")
         .unwrap()
         .push(&[format!("{branch}:{branch}")], None)
         .unwrap();
-    commit(env.repo_path(), &[("LOCAL.md", "local only\n")], "Local");
+    git::commit_files(env.repo_path(), &[("LOCAL.md", "local only\n")], "Local");
     for token in ["BASE-ONE", "BASE-TWO"] {
         env.model.script(token, vec![Reply::text("Looked.")]);
     }
@@ -424,9 +364,9 @@ async fn the_runner_starts_during_the_init_and_its_first_step_waits_for_it() {
             .any(|t| t.contains("preparing the worktree"))
     };
     while std::time::Instant::now() < deadline && !seen_during_init {
-        let show = crate::runners::runnerctl(&env, &["show", &thread, "--json"]).await;
+        let show = crate::harness::runnerctl(&env, &["show", &thread, "--json"]).await;
         let show: Value =
-            serde_json::from_str(&crate::runners::stdout(&show)).unwrap_or(Value::Null);
+            serde_json::from_str(&crate::harness::stdout(&show)).unwrap_or(Value::Null);
         let launched =
             show["summary"]["state"] == "running" && show["runnerPid"].as_i64().is_some();
         if launched && preparing() {

@@ -5,12 +5,14 @@
 //!   scripted per conversation and checking requests like a strict provider.
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations.
 //!
-//! Plus [`wait_until`], a small polling helper, and [`mounts`], the clean-up of the disk
+//! Plus [`git`], the fixture tests build repositories with, [`merge`] for layering JSON
+//! configs, [`wait_until`], a small polling helper, and [`mounts`], the clean-up of the disk
 //! mounts a daemon under test leaves.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod gh;
+pub mod git;
 pub mod model;
 pub mod mounts;
 pub mod slack;
@@ -23,6 +25,26 @@ pub use slack::{
 };
 
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Merges `over` into `base`: objects key by key, recursively; anything else replaces what
+/// `base` has at that place.
+pub fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(existing) => merge(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
 
 /// Polls `condition` every ~20 ms until it returns true (→ `true`) or `timeout` passes
 /// (→ `false`, after one last check).

@@ -1,6 +1,7 @@
 //! Unit tests: the fakes driven by plain HTTP/websocket clients and by slack-morphism itself.
 
 mod gh;
+mod git;
 mod model;
 mod slack_history;
 mod slack_morphism_client;

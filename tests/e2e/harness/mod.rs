@@ -1,10 +1,22 @@
 //! Shared set-up: a repository with known content, a `CODEBUTLER_HOME` with the global
-//! config, the fakes, and the daemon as a child process whose stderr goes to a file.
+//! config, the fakes, and the daemon as a child process whose stderr goes to a file; the
+//! steps tests repeat in a thread ([`steps`]) and around Coder runs ([`runs`]).
+
+mod runs;
+mod steps;
+
+pub use runs::{runner_bin, runner_env, runnerctl, stdout, wait_output, worktree_of};
+pub use steps::{
+    APPROVE, CANCEL_PLAN, STOP_RUN, say_and_wait_post, say_and_wait_run, thread_with_plan,
+    thread_with_plan_of, write,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use codebutler_test_support::git;
+use codebutler_test_support::merge;
 use codebutler_test_support::model::FakeModel;
 use codebutler_test_support::slack::{self, FakeSlack, Post};
 use serde_json::{Value, json};
@@ -65,41 +77,29 @@ impl Env {
 
     fn make_repo(&self) {
         let root = self.repo.path();
-        let files: &[(&str, &str)] = &[
-            (
-                "README.md",
-                "# Acme\n\n## Deploying\n\nRun `make deploy`. CI deploys `main` on merge via .github/workflows/deploy.yml.\n",
-            ),
-            ("Makefile", "deploy:\n\tkubectl apply -f k8s/\n"),
-            (
-                "src/auth/session.rs",
-                "//! Sessions.\n\n/// How long a session lives.\npub const SESSION_EXPIRY_SECS: u64 = 3600;\n",
-            ),
-            ("src/lib.rs", "pub mod auth;\n"),
-        ];
-        for (path, text) in files {
-            let path = root.join(path);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(path, text).unwrap();
-        }
+        git::write_files(
+            root,
+            &[
+                (
+                    "README.md",
+                    "# Acme\n\n## Deploying\n\nRun `make deploy`. CI deploys `main` on merge via .github/workflows/deploy.yml.\n",
+                ),
+                ("Makefile", "deploy:\n\tkubectl apply -f k8s/\n"),
+                (
+                    "src/auth/session.rs",
+                    "//! Sessions.\n\n/// How long a session lives.\npub const SESSION_EXPIRY_SECS: u64 = 3600;\n",
+                ),
+                ("src/lib.rs", "pub mod auth;\n"),
+            ],
+        );
         std::os::unix::fs::symlink(
             self.outside.path().join("secret.txt"),
             root.join("link-out"),
         )
         .unwrap();
-        let repo = git2::Repository::init(root).unwrap();
-        let mut index = repo.index().unwrap();
-        index
-            .add_all(
-                ["README.md", "Makefile", "src"],
-                git2::IndexAddOption::DEFAULT,
-                None,
-            )
-            .unwrap();
-        let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::now("Alice", "alice@example.com").unwrap();
-        repo.commit(Some("HEAD"), &sig, &sig, "Initial commit", &tree, &[])
-            .unwrap();
+        // The link stays untracked: committed are the files above only.
+        let repo = git::init(root);
+        git::commit_paths(&repo, &["README.md", "Makefile", "src"], "Initial commit");
     }
 
     pub fn write_global(&self, config: Value) {
@@ -182,6 +182,14 @@ impl Env {
             .collect()
     }
 
+    /// The texts of the bot's posts in one thread, as first posted.
+    pub fn post_texts(&self, thread_ts: &str) -> Vec<String> {
+        self.thread_posts(thread_ts)
+            .into_iter()
+            .map(|p| p.text)
+            .collect()
+    }
+
     /// Waits until the thread has at least `n` bot posts and returns them.
     pub async fn wait_thread_posts(&self, thread_ts: &str, n: usize) -> Vec<Post> {
         let ok = self
@@ -216,22 +224,6 @@ fn rand_suffix() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos()
-}
-
-fn merge(base: &mut Value, over: Value) {
-    match (base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                match b.get_mut(&k) {
-                    Some(existing) => merge(existing, v),
-                    None => {
-                        b.insert(k, v);
-                    }
-                }
-            }
-        }
-        (b, o) => *b = o,
-    }
 }
 
 /// The daemon process; killed when dropped.
