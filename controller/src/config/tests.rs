@@ -250,3 +250,141 @@ fn no_files_at_all_is_an_error() {
     let e = load(&f.sources, no_env).unwrap_err().to_string();
     assert!(e.starts_with("neither "), "{e}");
 }
+
+#[test]
+fn sandbox_mode_is_an_enum_defaulting_to_enforce() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().sandbox.mode,
+        SandboxMode::Enforce
+    );
+    // Global "none", the repository's `null` sends it back to the default.
+    let global_none = r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"sandbox":{"mode":"none"}}"#;
+    let f = files(Some(global_none), Some(REPO));
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().sandbox.mode,
+        SandboxMode::None
+    );
+    let f = files(
+        Some(global_none),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":null}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().sandbox.mode,
+        SandboxMode::Enforce
+    );
+}
+
+#[test]
+fn an_invalid_sandbox_mode_names_its_file_and_field_and_the_values() {
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":"strict"}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: field `sandbox.mode`: `strict` is not a sandbox mode: use \"enforce\" (default) or \"none\"",
+            f.sources.repo.display()
+        )
+    );
+    // In the global file, the global file is named.
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"sandbox":{"mode":"None"}}"#,
+        ),
+        Some(REPO),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: field `sandbox.mode`: `None` is not a sandbox mode: use \"enforce\" (default) or \"none\"",
+            f.sources.global.display()
+        )
+    );
+    // Not a string at all.
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":true}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("repo/.codebutler/config.json: field `sandbox.mode`: invalid type: boolean `true`, expected a string"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_project_type_loads_and_an_invalid_one_names_its_file() {
+    for t in ProjectType::ALL {
+        let repo = format!(
+            r#"{{"slack":{{"channelID":"C1"}},"build":{{"projectType":"{}"}}}}"#,
+            t.as_str()
+        );
+        let f = files(Some(GLOBAL), Some(&repo));
+        assert_eq!(load(&f.sources, no_env).unwrap().build.project_type, t);
+    }
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"build":{"projectType":"Rust"}}"#,
+        ),
+        Some(REPO),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: field `build.projectType`: `Rust` is not a project type: use one of auto, node, python, rust, go, xcode, generic",
+            f.sources.global.display()
+        )
+    );
+}
+
+#[test]
+fn an_invalid_value_is_refused_even_where_the_other_file_overrides_it() {
+    // Each file is checked on its own (as wrong types and unknown fields always were), so
+    // a misspelt global mode cannot hide behind a repository that happens to set its own.
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"sandbox":{"mode":"off"}}"#,
+        ),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":"none"}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "{}: field `sandbox.mode`: `off`",
+            f.sources.global.display()
+        )),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_default_pm_model_is_resolved_from_the_pool() {
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"productManager":{"models":{"b":{"model":"vendor/b"},"a":{"model":"vendor/a"}}}}"#,
+        ),
+    );
+    let pm = load(&f.sources, no_env).unwrap().product_manager;
+    assert_eq!(pm.default, "a", "the first key of the pool");
+    assert_eq!(pm.memory_extraction, "a");
+    assert_eq!(pm.default_model(), "vendor/a");
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"productManager":{"default":"b","models":{"b":{"model":"vendor/b"},"a":{"model":"vendor/a"}}}}"#,
+        ),
+    );
+    assert_eq!(
+        load(&f.sources, no_env)
+            .unwrap()
+            .product_manager
+            .default_model(),
+        "vendor/b"
+    );
+}
