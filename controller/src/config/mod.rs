@@ -3,21 +3,22 @@
 //! by field with the repository winning, then secrets from the environment on top.
 //!
 //! Every problem becomes one [`ConfigError`] naming the file and the field and saying how to
-//! fix it. Secrets are [`Secret`]s, so printing a `Config` never shows them.
+//! fix it. Secrets are [`Secret`](crate::secret::Secret)s, so printing a `Config` never
+//! shows them.
 //!
-//! Loading is three steps: [`file`] reads both files, checks each against the file shape
+//! Loading is three steps: `file` reads both files, checks each against the file shape
 //! (every field optional, unknown fields refused, enums by name) and merges them; each
 //! section's module then turns its part of the merged file into its typed section, with
 //! the defaults and the checks that need the merged value (a PM model in the pool, a
-//! token of the right kind); [`secrets`] puts the environment's secrets on top.
+//! token of the right kind), taking secrets from the environment first (`secrets`).
 //!
 //! | module | sections |
 //! |---|---|
-//! | [`slack`] | `slack` |
-//! | [`provider`] | `openrouter`, `openai` |
-//! | [`roles`] | `productManager`, `coder`, `artist` |
-//! | [`access`] | `access`, `github` |
-//! | [`runs`] | `sandbox`, `build`, `fetch` |
+//! | `slack` | `slack` |
+//! | `provider` | `openrouter`, `openai` |
+//! | `roles` | `productManager`, `coder`, `artist` |
+//! | `access` | `access`, `github` |
+//! | `runs` | `sandbox`, `build`, `fetch` |
 
 mod access;
 mod error;
@@ -46,9 +47,6 @@ pub use slack::SlackConfig;
 
 use file::{FileConfig, Files, Origin};
 use secrets::Secrets;
-
-#[cfg(doc)]
-use crate::secret::Secret;
 
 /// Environment variables that may hold secrets instead of the files.
 pub const ENV_SLACK_BOT_TOKEN: &str = "CODEBUTLER_SLACK_BOT_TOKEN";

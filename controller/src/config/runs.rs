@@ -97,10 +97,15 @@ pub enum ProjectType {
     /// Detect the platforms from the worktree's top-level files (the default).
     #[default]
     Auto,
+    /// A Node project (`npm`, `yarn` or `pnpm` install).
     Node,
+    /// A Python project (a venv with its requirements).
     Python,
+    /// A Rust project (`cargo fetch`).
     Rust,
+    /// A Go module (`go mod download`).
     Go,
+    /// An Xcode project.
     Xcode,
     /// Nothing to prepare.
     Generic,
