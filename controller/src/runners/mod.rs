@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Config;
+use crate::config::{Config, SandboxMode};
 use crate::gateway::Gateway;
 use crate::layout::Layout;
 use crate::store::Store;
@@ -34,7 +34,7 @@ pub async fn supervisor_for(
         },
         None => LocalLauncher::beside_current_exe().map_err(|e| e.to_string())?,
     };
-    if config.sandbox.mode == "none" {
+    if config.sandbox.mode == SandboxMode::None {
         tracing::warn!("sandbox.mode is \"none\": Coder runners run WITHOUT a sandbox");
     }
     let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?

@@ -33,15 +33,13 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
         cpu_seconds: sandbox.cpu_seconds,
         tmp_bytes: sandbox.tmp_mb << 20,
     };
-    if sandbox.mode == "none" {
-        spec.mode = SandboxMode::None;
-    }
+    spec.mode = sandbox.mode;
     // Without a sandbox the worktree is seen at its own path.
     let root = match spec.mode {
         SandboxMode::None => worktree.to_owned(),
         SandboxMode::Enforce => spec.mount_point.clone(),
     };
-    let platforms = platform::platforms(worktree, &build.project_type);
+    let platforms = platform::platforms(worktree, build.project_type);
     spec.env = platform::isolation_env(&platforms, &root);
     spec
 }

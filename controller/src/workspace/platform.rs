@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use codebutler_runner::sandbox::SandboxSpec;
 use codebutler_runner::sandbox::spec::PATH_INSIDE;
 
+use crate::config::ProjectType;
+
 /// The worktree's directory of per-worktree caches (npm, pip, cargo, go), never committed.
 pub const CACHE_DIR: &str = ".codebutler-cache";
 /// Most bytes of the init's output quoted in the thread when it fails.
@@ -42,32 +44,6 @@ pub enum Platform {
     Rust,
     /// `go.mod`.
     Go,
-}
-
-impl Platform {
-    /// The name used in `build.projectType`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Platform::Xcode => "xcode",
-            Platform::Node => "node",
-            Platform::Python => "python",
-            Platform::Rust => "rust",
-            Platform::Go => "go",
-        }
-    }
-
-    /// The platform `build.projectType` names; `None` for `auto`, `generic` and unknown.
-    pub fn from_name(name: &str) -> Option<Self> {
-        [
-            Platform::Xcode,
-            Platform::Node,
-            Platform::Python,
-            Platform::Rust,
-            Platform::Go,
-        ]
-        .into_iter()
-        .find(|p| p.name() == name)
-    }
 }
 
 /// The platforms of a worktree whose top-level entries are `names`, in a fixed order
@@ -110,11 +86,15 @@ pub fn top_level_names(worktree: &Path) -> BTreeSet<String> {
 
 /// The platforms of the worktree: `project_type` (`build.projectType`) when it forces one,
 /// else detected from its files.
-pub fn platforms(worktree: &Path, project_type: &str) -> Vec<Platform> {
+pub fn platforms(worktree: &Path, project_type: ProjectType) -> Vec<Platform> {
     match project_type {
-        "auto" => detect_in(&top_level_names(worktree)),
-        "generic" => Vec::new(),
-        forced => Platform::from_name(forced).into_iter().collect(),
+        ProjectType::Auto => detect_in(&top_level_names(worktree)),
+        ProjectType::Generic => Vec::new(),
+        ProjectType::Xcode => vec![Platform::Xcode],
+        ProjectType::Node => vec![Platform::Node],
+        ProjectType::Python => vec![Platform::Python],
+        ProjectType::Rust => vec![Platform::Rust],
+        ProjectType::Go => vec![Platform::Go],
     }
 }
 
@@ -448,9 +428,12 @@ mod tests {
     fn forced_project_types_override_detection() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("package.json"), "{}").unwrap();
-        assert_eq!(platforms(dir.path(), "auto"), vec![Platform::Node]);
-        assert_eq!(platforms(dir.path(), "generic"), vec![]);
-        assert_eq!(platforms(dir.path(), "go"), vec![Platform::Go]);
+        assert_eq!(
+            platforms(dir.path(), ProjectType::Auto),
+            vec![Platform::Node]
+        );
+        assert_eq!(platforms(dir.path(), ProjectType::Generic), vec![]);
+        assert_eq!(platforms(dir.path(), ProjectType::Go), vec![Platform::Go]);
     }
 
     #[test]

@@ -682,9 +682,9 @@ impl Preparer {
     /// Detects the platforms, makes the ignored directories and runs the init.
     async fn init(&self, tree: &Worktree, progress: &dyn Progress) -> Result<(), PrepareError> {
         let path = tree.path.clone();
-        let project_type = self.build.project_type.clone();
+        let project_type = self.build.project_type;
         let (platforms, names) = blocking(move || {
-            let platforms = platform::platforms(&path, &project_type);
+            let platforms = platform::platforms(&path, project_type);
             platform::make_ignored_dirs(&path, &platforms).map_err(|e| WorktreeError {
                 slug: String::new(),
                 message: format!("create the worktree's cache directories: {e}"),
@@ -799,6 +799,7 @@ fn elapsed(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{ProjectType, SandboxMode};
 
     #[test]
     fn slugs_are_short_and_safe() {
@@ -1186,7 +1187,7 @@ mod tests {
             run_dir: dir.join("run"),
             runner_bin: fake_runner(dir),
             sandbox: SandboxConfig {
-                mode: "enforce".into(),
+                mode: SandboxMode::Enforce,
                 max_processes: 64,
                 memory_mb: 512,
                 file_size_mb: 64,
@@ -1197,7 +1198,7 @@ mod tests {
                 runner_path: None,
             },
             build: BuildConfig {
-                project_type: "auto".into(),
+                project_type: ProjectType::Auto,
                 init_command: init.map(str::to_owned),
                 init_timeout_mins: timeout_mins,
             },

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use codebutler_controller::config::{ConfigError, ConfigSources, load};
+use codebutler_controller::config::{ConfigError, ConfigSources, SandboxMode, load};
 use libfuzzer_sys::fuzz_target;
 
 /// Two config paths in a scratch directory, made once per process.
@@ -83,7 +83,10 @@ fuzz_target!(|data: &[u8]| {
                     .iter()
                     .all(|u| u.starts_with(['U', 'W']))
             );
-            assert!(matches!(config.sandbox.mode.as_str(), "enforce" | "none"));
+            assert!(matches!(
+                config.sandbox.mode,
+                SandboxMode::Enforce | SandboxMode::None
+            ));
         }
         Err(e) => {
             let message = e.to_string();

@@ -1,0 +1,75 @@
+//! Who may use the bot and how much (`access`), and the GitHub CLI it uses (`github`).
+
+use serde::Deserialize;
+
+use super::ConfigError;
+use super::file::Origin;
+
+/// Who may use the bot and how much.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AccessConfig {
+    pub max_concurrent_threads: u32,
+    pub max_claude_calls_per_hour: u32,
+    /// Slack user ids allowed to talk to the bot; empty means everyone in the channel.
+    pub allowed_users: Vec<String>,
+    /// Disk the worktrees under `.codebutler/branches/` may use together, in MB; 0 means
+    /// no limit.
+    pub max_worktree_disk_mb: u64,
+}
+
+/// GitHub CLI.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GithubConfig {
+    /// The `gh` executable (a name looked up on PATH, or a path).
+    pub cli: String,
+}
+
+/// What a file may say in `access`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct AccessFile {
+    max_concurrent_threads: Option<u32>,
+    max_claude_calls_per_hour: Option<u32>,
+    #[serde(default)]
+    allowed_users: Vec<String>,
+    #[serde(rename = "maxWorktreeDiskMB")]
+    max_worktree_disk_mb: Option<u64>,
+}
+
+impl AccessFile {
+    /// The section with its defaults; every allowed user must look like a Slack user id.
+    pub fn resolve(self, origin: &Origin) -> Result<AccessConfig, ConfigError> {
+        if let Some(user) = self
+            .allowed_users
+            .iter()
+            .find(|u| !u.starts_with('U') && !u.starts_with('W'))
+        {
+            return Err(origin.field_error(
+                "access.allowedUsers",
+                format!("`{user}` is not a Slack user id (they look like U0123ABCD)"),
+            ));
+        }
+        Ok(AccessConfig {
+            max_concurrent_threads: self.max_concurrent_threads.unwrap_or(5),
+            max_claude_calls_per_hour: self.max_claude_calls_per_hour.unwrap_or(20),
+            allowed_users: self.allowed_users,
+            max_worktree_disk_mb: self.max_worktree_disk_mb.unwrap_or(0),
+        })
+    }
+}
+
+/// What a file may say in `github`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct GithubFile {
+    cli: Option<String>,
+}
+
+impl GithubFile {
+    /// The section with its default.
+    pub fn resolve(self) -> GithubConfig {
+        GithubConfig {
+            cli: self.cli.unwrap_or_else(|| "gh".into()),
+        }
+    }
+}

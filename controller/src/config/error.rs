@@ -1,0 +1,41 @@
+//! The one error type of configuration loading, worded for the person who has to fix the
+//! file: every variant names the file or the field, and most say how to fix it.
+
+use std::path::PathBuf;
+
+use super::ENV_HOME;
+
+/// A configuration problem, worded for the person who has to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot find the global config directory: set HOME or {ENV_HOME}")]
+    NoHome,
+    #[error("read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{path}: not valid JSON at line {line}, column {column}: {message}\n  fix the file's syntax (it must be one JSON object)"
+    )]
+    Syntax {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: the file must hold one JSON object")]
+    NotAnObject { path: PathBuf },
+    #[error("{path}: field `{field}`: {message}")]
+    Field {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("missing `{field}`: {hint}")]
+    Missing { field: String, hint: String },
+    #[error(
+        "neither {global} nor {repo} exists: create one (see the README's configuration section)"
+    )]
+    NoFiles { global: PathBuf, repo: PathBuf },
+}

@@ -1,0 +1,196 @@
+//! The two files as JSON: read (a missing file is `None`), each checked on its own against
+//! the file shape so an error names the file it is in, then merged field by field with the
+//! repository winning and parsed once more. [`Origin`] remembers which file set a merged
+//! field, so the checks after parsing blame the right file too.
+//!
+//! The file shape is [`FileConfig`]: every field optional (either file may set it, and
+//! `null` means unset, so a repository can send a global setting back to its default),
+//! unknown fields refused so a typo is an error rather than a silently ignored setting.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use super::access::{AccessFile, GithubFile};
+use super::provider::{OpenAiFile, OpenRouterFile};
+use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
+use super::runs::{BuildFile, FetchConfig, SandboxFile};
+use super::slack::SlackFile;
+use super::{ConfigError, ConfigSources};
+
+/// What one file (or the two merged) may say. The field order is the order an unknown
+/// section's error lists them in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct FileConfig {
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub slack: SlackFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub openrouter: OpenRouterFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub openai: OpenAiFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub coder: CoderFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub product_manager: ProductManagerFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub artist: ArtistFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub access: AccessFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub github: GithubFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub sandbox: SandboxFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub fetch: FetchConfig,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub build: BuildFile,
+}
+
+/// A section set to `null` is the same as a section left out: all its defaults.
+fn null_as_absent<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Both files read and each checked on its own; an absent file is an empty object.
+pub(super) struct Files {
+    global: Value,
+    repo: Value,
+}
+
+impl Files {
+    /// Reads both files; an error if neither exists, or if either is not valid JSON, not an
+    /// object, or not of the file shape on its own.
+    pub fn read(sources: &ConfigSources) -> Result<Self, ConfigError> {
+        let global = read_object(&sources.global)?;
+        let repo = read_object(&sources.repo)?;
+        if global.is_none() && repo.is_none() {
+            return Err(ConfigError::NoFiles {
+                global: sources.global.clone(),
+                repo: sources.repo.clone(),
+            });
+        }
+        let files = Self {
+            global: global.unwrap_or_else(|| Value::Object(Default::default())),
+            repo: repo.unwrap_or_else(|| Value::Object(Default::default())),
+        };
+        for (path, value) in [
+            (&sources.global, &files.global),
+            (&sources.repo, &files.repo),
+        ] {
+            parse(value).map_err(|(field, message)| ConfigError::Field {
+                path: path.clone(),
+                field,
+                message,
+            })?;
+        }
+        Ok(files)
+    }
+
+    /// The two files merged, the repository winning field by field, parsed; and where
+    /// each field came from.
+    pub fn merged<'a>(
+        &'a self,
+        sources: &'a ConfigSources,
+    ) -> Result<(FileConfig, Origin<'a>), ConfigError> {
+        let origin = Origin {
+            sources,
+            repo: &self.repo,
+        };
+        let mut merged = self.global.clone();
+        merge(&mut merged, self.repo.clone());
+        let config =
+            parse(&merged).map_err(|(field, message)| origin.field_error(&field, message))?;
+        Ok((config, origin))
+    }
+}
+
+/// Which file a field of the merged configuration came from.
+pub(super) struct Origin<'a> {
+    pub sources: &'a ConfigSources,
+    repo: &'a Value,
+}
+
+impl Origin<'_> {
+    /// The file a merged field came from: the repository file if it sets it, else the global.
+    fn blame(&self, field: &str) -> PathBuf {
+        let pointer = format!("/{}", field.replace('.', "/"));
+        if self.repo.pointer(&pointer).is_some() {
+            self.sources.repo.clone()
+        } else {
+            self.sources.global.clone()
+        }
+    }
+
+    /// A problem with the merged `field` (dotted, as in `coder.timeout`), blaming its file.
+    pub fn field_error(&self, field: &str, message: String) -> ConfigError {
+        ConfigError::Field {
+            path: self.blame(field),
+            field: field.to_owned(),
+            message,
+        }
+    }
+}
+
+fn read_object(path: &Path) -> Result<Option<Value>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(ConfigError::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let value: Value = serde_json::from_str(&text).map_err(|e| ConfigError::Syntax {
+        path: path.to_owned(),
+        line: e.line(),
+        column: e.column(),
+        message: strip_position(&e.to_string()),
+    })?;
+    if !value.is_object() {
+        return Err(ConfigError::NotAnObject {
+            path: path.to_owned(),
+        });
+    }
+    Ok(Some(value))
+}
+
+fn strip_position(message: &str) -> String {
+    match message.find(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
+/// Merges `over` into `base`: objects field by field, anything else replaced.
+fn merge(base: &mut Value, over: Value) {
+    match (base, over) {
+        (Value::Object(base), Value::Object(over)) => {
+            for (key, value) in over {
+                match base.get_mut(&key) {
+                    Some(existing) => merge(existing, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (base, over) => *base = over,
+    }
+}
+
+/// The file shape of `value`, or the dotted field that is wrong and what is wrong with it.
+fn parse(value: &Value) -> Result<FileConfig, (String, String)> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        let message = e.inner().to_string();
+        (field, message)
+    })
+}

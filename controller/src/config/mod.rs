@@ -1,0 +1,162 @@
+//! Configuration: the global `~/.codebutler/config.json` (its directory movable with
+//! `CODEBUTLER_HOME`) and the per-repository `<repo>/.codebutler/config.json`, merged field
+//! by field with the repository winning, then secrets from the environment on top.
+//!
+//! Every problem becomes one [`ConfigError`] naming the file and the field and saying how to
+//! fix it. Secrets are [`Secret`](crate::secret::Secret)s, so printing a `Config` never
+//! shows them.
+//!
+//! Loading is three steps: `file` reads both files, checks each against the file shape
+//! (every field optional, unknown fields refused, enums by name) and merges them; each
+//! section's module then turns its part of the merged file into its typed section, with
+//! the defaults and the checks that need the merged value (a PM model in the pool, a
+//! token of the right kind), taking secrets from the environment first (`secrets`).
+//!
+//! | module | sections |
+//! |---|---|
+//! | `slack` | `slack` |
+//! | `provider` | `openrouter`, `openai` |
+//! | `roles` | `productManager`, `coder`, `artist` |
+//! | `access` | `access`, `github` |
+//! | `runs` | `sandbox`, `build`, `fetch` |
+
+mod access;
+mod error;
+mod file;
+mod provider;
+mod roles;
+mod runs;
+mod secrets;
+mod slack;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+
+pub use access::{AccessConfig, GithubConfig};
+pub use error::ConfigError;
+pub use provider::{OpenAiConfig, OpenRouterConfig};
+pub use roles::{
+    ArtistConfig, CoderConfig, DEFAULT_MAX_COST_PER_THREAD, ModelChoice, ProductManagerConfig,
+};
+pub use runs::{
+    BuildConfig, DEFAULT_DISK_MB, FetchConfig, ProjectType, SandboxConfig, SandboxMode,
+    UnknownProjectType,
+};
+pub use slack::SlackConfig;
+
+use file::{FileConfig, Files, Origin};
+use secrets::Secrets;
+
+/// Environment variables that may hold secrets instead of the files.
+pub const ENV_SLACK_BOT_TOKEN: &str = "CODEBUTLER_SLACK_BOT_TOKEN";
+pub const ENV_SLACK_APP_TOKEN: &str = "CODEBUTLER_SLACK_APP_TOKEN";
+pub const ENV_OPENROUTER_API_KEY: &str = "OPENROUTER_API_KEY";
+pub const ENV_OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+/// Moves the global configuration directory (default `~/.codebutler`).
+pub const ENV_HOME: &str = "CODEBUTLER_HOME";
+
+/// The roles CodeButler knows; a config section or mention naming another is an error.
+pub const ROLES: [&str; 3] = ["pm", "coder", "artist"];
+
+/// The merged, validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub slack: SlackConfig,
+    pub openrouter: OpenRouterConfig,
+    pub openai: OpenAiConfig,
+    pub coder: CoderConfig,
+    pub product_manager: ProductManagerConfig,
+    pub artist: ArtistConfig,
+    pub access: AccessConfig,
+    pub github: GithubConfig,
+    pub sandbox: SandboxConfig,
+    pub fetch: FetchConfig,
+    pub build: BuildConfig,
+}
+
+/// Where the configuration comes from.
+#[derive(Clone, Debug)]
+pub struct ConfigSources {
+    /// `~/.codebutler/config.json` or `$CODEBUTLER_HOME/config.json`.
+    pub global: PathBuf,
+    /// `<repo>/.codebutler/config.json`.
+    pub repo: PathBuf,
+}
+
+impl ConfigSources {
+    /// The standard locations for a repository, honouring `CODEBUTLER_HOME`.
+    pub fn for_repo(repo_root: &Path) -> Result<Self, ConfigError> {
+        let home = match std::env::var_os(ENV_HOME) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".codebutler"))
+                .ok_or(ConfigError::NoHome)?,
+        };
+        Ok(Self {
+            global: home.join("config.json"),
+            repo: repo_root.join(".codebutler").join("config.json"),
+        })
+    }
+}
+
+/// Loads, merges and validates the configuration. `env` looks up environment variables
+/// (pass `|k| std::env::var(k).ok()`), so tests need not touch the process environment.
+pub fn load(
+    sources: &ConfigSources,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let files = Files::read(sources)?;
+    let (merged, origin) = files.merged(sources)?;
+    let secrets = Secrets { env: &env, sources };
+    resolve(merged, &origin, &secrets)
+}
+
+/// Every section typed, in a fixed order: when several are wrong, the first here is reported.
+fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Config, ConfigError> {
+    let slack = file.slack.resolve(origin, secrets)?;
+    let openrouter = file.openrouter.resolve(secrets)?;
+    let openai = file.openai.resolve(secrets);
+    let product_manager = file.product_manager.resolve(origin)?;
+    let access = file.access.resolve(origin)?;
+    let coder = file.coder.resolve(origin)?;
+    Ok(Config {
+        slack,
+        openrouter,
+        openai,
+        coder,
+        product_manager,
+        artist: file.artist.resolve(),
+        access,
+        github: file.github.resolve(),
+        sandbox: file.sandbox.resolve(),
+        fetch: file.fetch,
+        build: file.build.resolve(origin)?,
+    })
+}
+
+/// A time limit in minutes: `default` when unset, else more than 0 and at most a day.
+fn minutes(
+    origin: &Origin,
+    field: &str,
+    value: Option<f64>,
+    default: f64,
+) -> Result<f64, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(t) if t.is_finite() && t > 0.0 && t <= 1440.0 => Ok(t),
+        Some(t) => Err(origin.field_error(
+            field,
+            format!("{t} is not a number of minutes between 0 and 1440 (a day)"),
+        )),
+    }
+}
+
+/// A base URL (`default` when unset) without its trailing slashes, so paths append cleanly.
+fn base_url(value: Option<String>, default: &str) -> String {
+    value
+        .as_deref()
+        .unwrap_or(default)
+        .trim_end_matches('/')
+        .to_owned()
+}

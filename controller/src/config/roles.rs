@@ -1,0 +1,171 @@
+//! The roles' sections: the PM's model pool (its default and memory-extraction models must
+//! be in it), the Coder's model, limits and budget, and the Artist.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::file::Origin;
+use super::{ConfigError, minutes};
+
+/// `coder.maxCostPerThread` when the config does not say (USD).
+pub const DEFAULT_MAX_COST_PER_THREAD: f64 = 10.0;
+
+/// The Coder role.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CoderConfig {
+    pub model: String,
+    pub max_turns: u32,
+    /// Minutes (fractions allowed).
+    pub timeout_mins: f64,
+    /// The model's context window in tokens (compaction starts at 80 % of it).
+    pub context_window: u64,
+    /// What a thread's Coder may spend, in USD, unless the thread sets its own budget
+    /// ("budget $N"); 0 means no cap.
+    pub max_cost_per_thread: f64,
+}
+
+/// The PM role's model pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProductManagerConfig {
+    /// Key into `models` of the model used by default.
+    pub default: String,
+    /// Key into `models` of the model used for memory extraction.
+    pub memory_extraction: String,
+    pub models: BTreeMap<String, ModelChoice>,
+    /// The OpenRouter model id `default` names, looked up once when loading (where a
+    /// `default` outside the pool is refused), so it cannot be missing later.
+    default_model: String,
+}
+
+impl ProductManagerConfig {
+    /// The OpenRouter model id of the default PM model.
+    pub fn default_model(&self) -> &str {
+        &self.default_model
+    }
+}
+
+/// One entry of a model pool.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelChoice {
+    pub model: String,
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+/// The Artist role.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ArtistConfig {
+    pub provider: String,
+    pub model: String,
+}
+
+/// What a file may say in `productManager`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ProductManagerFile {
+    default: Option<String>,
+    memory_extraction: Option<String>,
+    #[serde(default)]
+    models: BTreeMap<String, ModelChoice>,
+}
+
+/// The key of the pool used when the configuration names none.
+const BUILT_IN_KEY: &str = "kimi";
+
+impl ProductManagerFile {
+    /// The pool (the built-in one if empty) and the models chosen from it, which must be
+    /// in it.
+    pub fn resolve(self, origin: &Origin) -> Result<ProductManagerConfig, ConfigError> {
+        let models = if self.models.is_empty() {
+            BTreeMap::from([(
+                BUILT_IN_KEY.to_owned(),
+                ModelChoice {
+                    model: "moonshotai/kimi-k2".into(),
+                    label: Some("Kimi".into()),
+                },
+            )])
+        } else {
+            self.models
+        };
+        // The pool is not empty here, so its first key always exists.
+        let first = models.keys().next().map_or(BUILT_IN_KEY, String::as_str);
+        let default = self.default.unwrap_or_else(|| first.to_owned());
+        let memory_extraction = self.memory_extraction.unwrap_or_else(|| default.clone());
+        let pick = |field: &str, key: &str| {
+            models.get(key).map(|m| m.model.clone()).ok_or_else(|| {
+                origin.field_error(
+                    field,
+                    format!(
+                        "names model `{key}`, which is not in productManager.models (known: {})",
+                        models.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                )
+            })
+        };
+        let default_model = pick("productManager.default", &default)?;
+        pick("productManager.memoryExtraction", &memory_extraction)?;
+        Ok(ProductManagerConfig {
+            default,
+            memory_extraction,
+            models,
+            default_model,
+        })
+    }
+}
+
+/// What a file may say in `coder`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct CoderFile {
+    model: Option<String>,
+    max_turns: Option<u32>,
+    timeout: Option<f64>,
+    context_window: Option<u64>,
+    max_cost_per_thread: Option<f64>,
+}
+
+impl CoderFile {
+    /// The section with its defaults; the time limit and the budget checked.
+    pub fn resolve(self, origin: &Origin) -> Result<CoderConfig, ConfigError> {
+        let timeout_mins = minutes(origin, "coder.timeout", self.timeout, 30.0)?;
+        let max_cost_per_thread = match self.max_cost_per_thread {
+            None => DEFAULT_MAX_COST_PER_THREAD,
+            Some(c) if c.is_finite() && c >= 0.0 => c,
+            Some(c) => {
+                return Err(origin.field_error(
+                    "coder.maxCostPerThread",
+                    format!("{c} is not an amount of US dollars (0 or more; 0 means no cap)"),
+                ));
+            }
+        };
+        Ok(CoderConfig {
+            model: self
+                .model
+                .unwrap_or_else(|| "anthropic/claude-opus-4-6".into()),
+            max_turns: self.max_turns.unwrap_or(25),
+            timeout_mins,
+            context_window: self.context_window.unwrap_or(200_000).max(1_000),
+            max_cost_per_thread,
+        })
+    }
+}
+
+/// What a file may say in `artist`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ArtistFile {
+    provider: Option<String>,
+    model: Option<String>,
+}
+
+impl ArtistFile {
+    /// The section with its defaults.
+    pub fn resolve(self) -> ArtistConfig {
+        ArtistConfig {
+            provider: self.provider.unwrap_or_else(|| "openai".into()),
+            model: self.model.unwrap_or_else(|| "gpt-image-1".into()),
+        }
+    }
+}

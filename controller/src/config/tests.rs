@@ -1,0 +1,390 @@
+//! The configuration loader end to end: real files in a scratch directory, through [`load`].
+
+use super::*;
+
+struct Files {
+    _dir: tempfile::TempDir,
+    sources: ConfigSources,
+}
+
+fn files(global: Option<&str>, repo: Option<&str>) -> Files {
+    let dir = tempfile::tempdir().unwrap();
+    let sources = ConfigSources {
+        global: dir.path().join("home/config.json"),
+        repo: dir.path().join("repo/.codebutler/config.json"),
+    };
+    for (path, text) in [(&sources.global, global), (&sources.repo, repo)] {
+        if let Some(text) = text {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+    }
+    Files { _dir: dir, sources }
+}
+
+const GLOBAL: &str =
+    r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"sk-or-1"}}"#;
+const REPO: &str = r#"{"slack":{"channelID":"C1"},"coder":{"maxTurns":7}}"#;
+
+fn no_env(_: &str) -> Option<String> {
+    None
+}
+
+#[test]
+fn merges_field_by_field_with_repo_winning() {
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1","apiUrl":"http://127.0.0.1:9/api/"},"openrouter":{"baseUrl":"http://x/v1/"},"coder":{"maxTurns":7}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.slack.bot_token.expose(), "xoxb-1");
+    assert_eq!(c.slack.channel_id, "C1");
+    assert_eq!(c.slack.api_url, "http://127.0.0.1:9/api");
+    assert_eq!(c.openrouter.base_url, "http://x/v1");
+    assert_eq!(c.coder.max_turns, 7);
+    assert_eq!(c.coder.timeout_mins, 30.0);
+    assert_eq!(c.product_manager.default_model(), "moonshotai/kimi-k2");
+
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1","botToken":"xoxb-repo"}}"#),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.slack.bot_token.expose(), "xoxb-repo");
+    assert_eq!(c.slack.app_token.expose(), "xapp-1");
+}
+
+#[test]
+fn environment_supplies_secrets() {
+    let f = files(None, Some(REPO));
+    let env = |k: &str| match k {
+        ENV_SLACK_BOT_TOKEN => Some("xoxb-env".to_owned()),
+        ENV_SLACK_APP_TOKEN => Some("xapp-env".to_owned()),
+        ENV_OPENROUTER_API_KEY => Some("sk-or-env".to_owned()),
+        _ => None,
+    };
+    let c = load(&f.sources, env).unwrap();
+    assert_eq!(c.slack.bot_token.expose(), "xoxb-env");
+    assert_eq!(c.openrouter.api_key.expose(), "sk-or-env");
+}
+
+#[test]
+fn debug_output_holds_no_secret() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    let debug = format!("{c:?}");
+    for secret in ["xoxb-1", "xapp-1", "sk-or-1"] {
+        assert!(!debug.contains(secret), "{secret} leaked: {debug}");
+    }
+}
+
+#[test]
+fn syntax_error_names_file_and_position() {
+    let f = files(Some(GLOBAL), Some("{\"slack\": {\"channelID\": \"C1\",}}"));
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains(".codebutler/config.json: not valid JSON at line 1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_type_names_file_and_field() {
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"coder":{"maxTurns":"many"}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("repo/.codebutler/config.json: field `coder.maxTurns`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_example_configs_load() {
+    let f = files(
+        Some(include_str!("../../../deploy/global-config.example.json")),
+        Some(include_str!("../../../deploy/repo-config.example.json")),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.access.max_worktree_disk_mb, 2000);
+    assert_eq!(c.build.project_type, ProjectType::Auto);
+}
+
+#[test]
+fn build_section_and_worktree_disk_limit() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        c.build,
+        BuildConfig {
+            project_type: ProjectType::Auto,
+            init_command: None,
+            init_timeout_mins: 10.0
+        }
+    );
+    assert_eq!(c.access.max_worktree_disk_mb, 0, "absent means no limit");
+    // Global and repository merge field by field; a blank command means none.
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},
+                "build":{"initCommand":"make setup","initTimeout":2.5},"access":{"maxWorktreeDiskMB":2000}}"#,
+        ),
+        Some(r#"{"slack":{"channelID":"C1"},"build":{"projectType":"node"}}"#),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.build.project_type, ProjectType::Node);
+    assert_eq!(c.build.init_command.as_deref(), Some("make setup"));
+    assert_eq!(c.build.init_timeout_mins, 2.5);
+    assert_eq!(c.access.max_worktree_disk_mb, 2000);
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"build":{"initCommand":"  "}}"#),
+    );
+    assert_eq!(load(&f.sources, no_env).unwrap().build.init_command, None);
+
+    for (repo, expected) in [
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"projectType":"cobol"}}"#,
+            "repo/.codebutler/config.json: field `build.projectType`: `cobol` is not a project type",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"initTimeout":0}}"#,
+            "field `build.initTimeout`: 0 is not a number of minutes",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"initCmd":"x"}}"#,
+            "field `build.initCmd`: unknown field `initCmd`",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"access":{"maxWorktreeDiskMB":-5}}"#,
+            "field `access.maxWorktreeDiskMB`",
+        ),
+    ] {
+        let f = files(Some(GLOBAL), Some(repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{e}");
+    }
+}
+
+#[test]
+fn max_cost_per_thread_defaults_to_ten_dollars_and_refuses_negatives() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.coder.max_cost_per_thread, 10.0);
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"coder":{"maxCostPerThread":0}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().coder.max_cost_per_thread,
+        0.0
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"coder":{"maxCostPerThread":-1}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("field `coder.maxCostPerThread`: -1 is not"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_section_is_refused() {
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"reviewer":{"model":"x"}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(e.contains("unknown field `reviewer`"), "{e}");
+    assert!(e.contains("expected one of"), "{e}");
+}
+
+#[test]
+fn unknown_pm_model_is_refused() {
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"productManager":{"default":"gpt5","models":{"kimi":{"model":"m"}}}}"#,
+        ),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("field `productManager.default`: names model `gpt5`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_token_says_how_to_fix() {
+    let f = files(None, Some(REPO));
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(e.starts_with("missing `slack.botToken`"), "{e}");
+    assert!(e.contains(ENV_SLACK_BOT_TOKEN), "{e}");
+}
+
+#[test]
+fn token_of_the_wrong_kind_is_refused() {
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xapp-oops","appToken":"xapp-1"},"openrouter":{"apiKey":"k"}}"#,
+        ),
+        Some(REPO),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("home/config.json: field `slack.botToken`: a bot token starts with `xoxb-`"),
+        "{e}"
+    );
+    assert!(!e.contains("xapp-oops"));
+}
+
+#[test]
+fn no_files_at_all_is_an_error() {
+    let f = files(None, None);
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(e.starts_with("neither "), "{e}");
+}
+
+#[test]
+fn sandbox_mode_is_an_enum_defaulting_to_enforce() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().sandbox.mode,
+        SandboxMode::Enforce
+    );
+    // Global "none", the repository's `null` sends it back to the default.
+    let global_none = r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"sandbox":{"mode":"none"}}"#;
+    let f = files(Some(global_none), Some(REPO));
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().sandbox.mode,
+        SandboxMode::None
+    );
+    let f = files(
+        Some(global_none),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":null}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().sandbox.mode,
+        SandboxMode::Enforce
+    );
+}
+
+#[test]
+fn an_invalid_sandbox_mode_names_its_file_and_field_and_the_values() {
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":"strict"}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: field `sandbox.mode`: `strict` is not a sandbox mode: use \"enforce\" (default) or \"none\"",
+            f.sources.repo.display()
+        )
+    );
+    // In the global file, the global file is named.
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"sandbox":{"mode":"None"}}"#,
+        ),
+        Some(REPO),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: field `sandbox.mode`: `None` is not a sandbox mode: use \"enforce\" (default) or \"none\"",
+            f.sources.global.display()
+        )
+    );
+    // Not a string at all.
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":true}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("repo/.codebutler/config.json: field `sandbox.mode`: invalid type: boolean `true`, expected a string"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_project_type_loads_and_an_invalid_one_names_its_file() {
+    for t in ProjectType::ALL {
+        let repo = format!(
+            r#"{{"slack":{{"channelID":"C1"}},"build":{{"projectType":"{}"}}}}"#,
+            t.as_str()
+        );
+        let f = files(Some(GLOBAL), Some(&repo));
+        assert_eq!(load(&f.sources, no_env).unwrap().build.project_type, t);
+    }
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"build":{"projectType":"Rust"}}"#,
+        ),
+        Some(REPO),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: field `build.projectType`: `Rust` is not a project type: use one of auto, node, python, rust, go, xcode, generic",
+            f.sources.global.display()
+        )
+    );
+}
+
+#[test]
+fn an_invalid_value_is_refused_even_where_the_other_file_overrides_it() {
+    // Each file is checked on its own (as wrong types and unknown fields always were), so
+    // a misspelt global mode cannot hide behind a repository that happens to set its own.
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"sandbox":{"mode":"off"}}"#,
+        ),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"mode":"none"}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "{}: field `sandbox.mode`: `off`",
+            f.sources.global.display()
+        )),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_default_pm_model_is_resolved_from_the_pool() {
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"productManager":{"models":{"b":{"model":"vendor/b"},"a":{"model":"vendor/a"}}}}"#,
+        ),
+    );
+    let pm = load(&f.sources, no_env).unwrap().product_manager;
+    assert_eq!(pm.default, "a", "the first key of the pool");
+    assert_eq!(pm.memory_extraction, "a");
+    assert_eq!(pm.default_model(), "vendor/a");
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"productManager":{"default":"b","models":{"b":{"model":"vendor/b"},"a":{"model":"vendor/a"}}}}"#,
+        ),
+    );
+    assert_eq!(
+        load(&f.sources, no_env)
+            .unwrap()
+            .product_manager
+            .default_model(),
+        "vendor/b"
+    );
+}
