@@ -56,9 +56,6 @@ pub const ENV_OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 /// Moves the global configuration directory (default `~/.codebutler`).
 pub const ENV_HOME: &str = "CODEBUTLER_HOME";
 
-/// The roles CodeButler knows; a config section or mention naming another is an error.
-pub const ROLES: [&str; 3] = ["pm", "coder", "artist"];
-
 /// The merged, validated configuration.
 #[derive(Clone, Debug)]
 pub struct Config {

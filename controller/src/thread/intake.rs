@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
 
 use crate::slack::intake::{Intake, IntakeFilter, classify};
-use crate::slack::socket::EventSink;
+use crate::slack::socket::{EventSink, NotStored};
 use crate::store::Store;
 use crate::thread::dispatch::Dispatcher;
 use crate::thread::pm_turn::preview;
@@ -21,7 +21,7 @@ pub struct IntakeSink {
 
 #[async_trait]
 impl EventSink for IntakeSink {
-    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), String> {
+    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
         let msg = match classify(&event, &self.filter) {
             Intake::Accept(msg) => msg,
             Intake::Ignore(reason) => {
@@ -33,7 +33,7 @@ impl EventSink for IntakeSink {
             .store
             .record_message(&msg)
             .await
-            .map_err(|e| format!("store message {}: {e}", msg.ts))?;
+            .map_err(|e| NotStored::new("message", &msg.ts, e))?;
         if !new {
             tracing::debug!(event = %event.event_id.0, "duplicate delivery of message {}", msg.ts);
             return Ok(());
@@ -44,7 +44,7 @@ impl EventSink for IntakeSink {
     }
 
     /// A button click is stored as a message of its thread, exactly like a typed one.
-    async fn accept_interaction(&self, event: SlackInteractionEvent) -> Result<(), String> {
+    async fn accept_interaction(&self, event: SlackInteractionEvent) -> Result<(), NotStored> {
         let msg = match crate::slack::interactive::classify(&event, &self.filter) {
             Intake::Accept(msg) => msg,
             Intake::Ignore(reason) => {
@@ -56,7 +56,7 @@ impl EventSink for IntakeSink {
             .store
             .record_message(&msg)
             .await
-            .map_err(|e| format!("store button click {}: {e}", msg.ts))?;
+            .map_err(|e| NotStored::new("button click", &msg.ts, e))?;
         if new {
             tracing::info!(tag = "MSG", "{}: clicked a button", msg.user);
             self.dispatcher.notify(&msg.thread());
