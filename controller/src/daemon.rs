@@ -79,7 +79,7 @@ pub async fn run(
     let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
     let supervisor = runners::supervisor_for(&layout, &config, store.clone(), gateway.clone())
         .await
-        .map_err(StartError::Runners)?;
+        .map_err(|e| StartError::Runners(e.to_string()))?;
     let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
         path: layout.repo.clone(),
         source,
@@ -97,7 +97,7 @@ pub async fn run(
         layout: layout.clone(),
         outbox: outbox.clone(),
         store: store.clone(),
-        prepare: crate::workspace::preparer_for(&layout, &config).map_err(StartError::Runners)?,
+        prepare: supervisor.worktrees().clone(),
         pm: pm.clone(),
     };
     // Before anything can start a run: what the last stop cut off.
