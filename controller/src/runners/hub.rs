@@ -161,11 +161,15 @@ impl RunnerHub for RunHub {
         if let Some(reason) = self.refusal().await {
             tracing::warn!(tag = "CLD", run = %self.run_id, "model call refused: {reason}");
             let (tx, rx) = mpsc::channel(1);
-            let _ = tx
-                .send(Ok(CompleteChunk {
+            // A fresh channel with room for the one chunk: the send cannot wait or fail.
+            if tx
+                .try_send(Ok(CompleteChunk {
                     chunk: Some(Chunk::Refusal(Refusal { reason })),
                 }))
-                .await;
+                .is_err()
+            {
+                tracing::error!(run = %self.run_id, "send the refusal to the runner");
+            }
             return Ok(Response::new(ReceiverStream::new(rx)));
         }
         let messages: Vec<ChatMessage> = serde_json::from_str(&request.messages_json)
@@ -200,13 +204,18 @@ impl RunnerHub for RunHub {
         if has_tools {
             // A call with tools is one of the Coder's turns (a compaction summary has none):
             // keep the conversation so far, so a crashed or interrupted run can continue.
-            let conversation = super::resume::after_call(&messages, &completion.reply);
-            if let Err(e) = self
-                .store
-                .set_run_conversation(&self.run_id, &conversation)
-                .await
-            {
-                tracing::warn!(run = %self.run_id, "store the run's conversation: {e}");
+            match super::resume::after_call(&messages, &completion.reply) {
+                Ok(conversation) => {
+                    if let Err(e) = self
+                        .store
+                        .set_run_conversation(&self.run_id, &conversation)
+                        .await
+                    {
+                        tracing::warn!(run = %self.run_id, "store the run's conversation: {e}");
+                    }
+                }
+                // The one stored at the previous turn stays what "continue" resumes.
+                Err(e) => tracing::error!(run = %self.run_id, "write the run's conversation: {e}"),
             }
         }
         let (tx, rx) = mpsc::channel(16);
