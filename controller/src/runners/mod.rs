@@ -6,6 +6,7 @@
 //! worktrees runs work in are the [`crate::workspace`]'s; this module uses them, never the
 //! other way round.
 
+mod ending;
 pub mod fetch;
 pub mod hub;
 pub mod launcher;

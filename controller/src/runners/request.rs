@@ -8,6 +8,9 @@
 
 use std::path::PathBuf;
 
+use codebutler_proto::runner::v1::{
+    Answer, RunnerCommand, RunnerEvent, runner_command::Command, runner_event::Event,
+};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -51,7 +54,29 @@ impl Reporting {
             Self::Unattended => None,
         }
     }
+
+    /// The answer the supervisor gives the run's `event` itself: in an unattended run
+    /// nobody is there to answer a question, so the Coder is told to decide rather than
+    /// wait out its time limit. `None` for anything else (a thread's questions go to its PM
+    /// and people).
+    pub fn answer_for(&self, event: &RunnerEvent) -> Option<RunnerCommand> {
+        let Self::Unattended = self else {
+            return None;
+        };
+        let Some(Event::Question(question)) = &event.event else {
+            return None;
+        };
+        Some(RunnerCommand {
+            command: Some(Command::Answer(Answer {
+                question_id: question.question_id.clone(),
+                text: UNATTENDED_ANSWER.to_owned(),
+            })),
+        })
+    }
 }
+
+/// What a Coder asking in a run without a thread is told.
+pub const UNATTENDED_ANSWER: &str = "Nobody can answer questions in this run (it has no Slack thread). Decide yourself, choosing the option that is easiest to change later, and say in your summary what you chose and why.";
 
 /// Where a resumed run picks up.
 #[derive(Clone, Debug)]
@@ -144,5 +169,29 @@ mod tests {
             Some("https://x.slack.com/archives/C1/p1")
         );
         assert_eq!(Reporting::Unattended.thread_link(), None);
+    }
+
+    #[test]
+    fn only_an_unattended_run_gets_its_questions_answered_by_the_supervisor() {
+        let question = RunnerEvent {
+            event: Some(Event::Question(codebutler_proto::runner::v1::Question {
+                question_id: "q1".into(),
+                text: "JWT or sessions?".into(),
+            })),
+        };
+        let Some(RunnerCommand {
+            command: Some(Command::Answer(answer)),
+        }) = Reporting::Unattended.answer_for(&question)
+        else {
+            panic!("an unattended run's question is answered");
+        };
+        assert_eq!(answer.question_id, "q1");
+        assert_eq!(answer.text, UNATTENDED_ANSWER);
+        let thread = Reporting::Thread { link: "l".into() };
+        assert_eq!(thread.answer_for(&question), None);
+        assert_eq!(
+            Reporting::Unattended.answer_for(&RunnerEvent { event: None }),
+            None
+        );
     }
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::{
-    Answer, Cancel, FinishReason, RunnerCommand, RunnerEvent, Task, UserMessage,
-    runner_command::Command, runner_event::Event,
+    Answer, Cancel, RunnerCommand, RunnerEvent, Task, UserMessage, runner_command::Command,
+    runner_event::Event,
 };
 use prost::Message;
 use tokio::sync::{Semaphore, broadcast, mpsc};
@@ -17,14 +17,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::ending::ending_of;
 use super::fetch::FetchPolicy;
 use super::hub::RunHub;
-use super::launcher::{LaunchRequest, Launcher};
-pub use super::request::{Prepared, Reporting, Resume, RunRequest, Workspace};
+use super::launcher::{LaunchError, LaunchRequest, Launcher};
+pub use super::request::{Prepared, Reporting, Resume, RunRequest, UNATTENDED_ANSWER, Workspace};
 use crate::domain::{RunRecord, RunState};
 use crate::gateway::{CallContext, Gateway};
 use crate::store::{CheckpointRecord, NewRun, Store, StoreError};
-use crate::workspace::worktree::Preparer;
+use crate::workspace::worktree::{Preparer, WorktreeError};
 
 /// Time a runner gets to stop after a cancel before it is killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
@@ -392,6 +393,17 @@ impl Supervisor {
     }
 }
 
+/// Why a run's runner could not be started (the run's ending).
+#[derive(Debug, thiserror::Error)]
+enum RunnerStartError {
+    #[error(transparent)]
+    Mount(#[from] WorktreeError),
+    #[error("write the sandbox spec: {0}")]
+    Spec(#[from] serde_json::Error),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
+
 /// A launched runner: its process, the events its hub receives, and the hub.
 struct Runner {
     child: tokio::process::Child,
@@ -456,8 +468,10 @@ impl Inner {
         };
         let mut runner = match self.launch(run_id, &request, command_rx).await {
             Ok(runner) => runner,
-            Err(reason) => {
-                return self.finish(run_id, RunState::Failed, &reason, None).await;
+            Err(e) => {
+                return self
+                    .finish(run_id, RunState::Failed, &e.to_string(), None)
+                    .await;
             }
         };
         // The runner started while the worktree was prepared; it gets its task once ready.
@@ -502,21 +516,16 @@ impl Inner {
         run_id: &str,
         request: &RunRequest,
         command_rx: mpsc::Receiver<RunnerCommand>,
-    ) -> Result<Runner, String> {
-        self.worktrees
-            .ensure_mounted(&request.worktree)
-            .await
-            .map_err(|e| e.to_string())?;
-        let spec_json = serde_json::to_string(&self.worktrees.run_spec(&request.worktree))
-            .map_err(|e| format!("write the sandbox spec: {e}"))?;
+    ) -> Result<Runner, RunnerStartError> {
+        self.worktrees.ensure_mounted(&request.worktree).await?;
+        let spec_json = serde_json::to_string(&self.worktrees.run_spec(&request.worktree))?;
         let launched = self
             .launcher
             .launch(&LaunchRequest {
                 spec_json,
                 log: self.log_dir.join(format!("run-{run_id}.log")),
             })
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         let pid = launched.child.id().map_or(0, i64::from);
         if let Err(e) = self.store.run_started(run_id, pid).await {
             tracing::error!(run = run_id, "record run start: {e}");
@@ -609,8 +618,7 @@ impl Inner {
                     if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
                         ending = Some(end);
                     }
-                    if request.reporting == Reporting::Unattended
-                        && let Some(answer) = unattended_answer(&event)
+                    if let Some(answer) = request.reporting.answer_for(&event)
                         && commands.send(answer).await.is_err()
                     {
                         tracing::warn!(run = run_id, "the runner's hub closed before it got the answer to its question");
@@ -739,69 +747,4 @@ impl Inner {
             tracing::trace!("no follower for a run event");
         }
     }
-}
-
-/// The answer to a question asked in a run without a Slack thread (started by `runnerctl`):
-/// nobody is there to answer, so the Coder is told to decide itself rather than wait out its
-/// time limit.
-fn unattended_answer(event: &RunnerEvent) -> Option<RunnerCommand> {
-    let Some(Event::Question(question)) = &event.event else {
-        return None;
-    };
-    Some(RunnerCommand {
-        command: Some(Command::Answer(Answer {
-            question_id: question.question_id.clone(),
-            text: UNATTENDED_ANSWER.to_owned(),
-        })),
-    })
-}
-
-/// What a Coder asking in a run without a thread is told.
-pub const UNATTENDED_ANSWER: &str = "Nobody can answer questions in this run (it has no Slack thread). Decide yourself, choosing the option that is easiest to change later, and say in your summary what you chose and why.";
-
-/// The run state and words an ending event stands for, if it ends the run; `disk_mb` is the
-/// worktree's disk (`sandbox.diskMB`).
-fn ending_of(event: &RunnerEvent, disk_mb: u64) -> Option<(RunState, String)> {
-    match &event.event {
-        Some(Event::Finished(f)) => {
-            let reason = FinishReason::try_from(f.reason).unwrap_or(FinishReason::Unspecified);
-            Some(match reason {
-                FinishReason::Cancelled => {
-                    (RunState::Cancelled, format!("cancelled: {}", f.summary))
-                }
-                FinishReason::MaxTurns => (RunState::Finished, "stopped at the turn limit".into()),
-                FinishReason::Timeout => (RunState::Finished, "stopped at the time limit".into()),
-                FinishReason::DiskFull if disk_mb > 0 => (
-                    RunState::Finished,
-                    format!(
-                        "stopped: {} (sandbox.diskMB is {disk_mb} MB); remove build outputs \
-                         from it or raise the limit",
-                        f.summary
-                    ),
-                ),
-                FinishReason::DiskFull => (
-                    RunState::Finished,
-                    format!("stopped: {} (the host's disk has no room left)", f.summary),
-                ),
-                FinishReason::Completed | FinishReason::Unspecified => (
-                    RunState::Finished,
-                    format!("completed: {}", first_line(&f.summary)),
-                ),
-            })
-        }
-        Some(Event::Failed(f)) => Some((
-            RunState::Failed,
-            format!("{} failed: {}", f.step, f.message),
-        )),
-        _ => None,
-    }
-}
-
-fn first_line(text: &str) -> String {
-    text.lines()
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .take(200)
-        .collect()
 }
