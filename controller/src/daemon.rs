@@ -42,11 +42,11 @@ pub enum StartError {
     #[error(transparent)]
     Slack(#[from] crate::slack::api::SlackError),
     #[error("connect to Slack Socket Mode: {0}")]
-    Socket(String),
+    Socket(#[source] slack_morphism::errors::SlackClientError),
     #[error("set up the model gateway: {0}")]
     Gateway(#[from] GatewayError),
     #[error("set up runners: {0}")]
-    Runners(String),
+    Runners(#[from] runners::SetupError),
     #[error("open repository {path}: {source}")]
     Repo {
         path: PathBuf,
@@ -94,7 +94,7 @@ pub async fn run(
     });
     let socket = SocketMode::start(client, &config.slack.app_token, sink)
         .await
-        .map_err(|e| StartError::Socket(e.to_string()))?;
+        .map_err(StartError::Socket)?;
     // Effects the last stop left undelivered, in the background: a thread whose outcome is
     // unknown is read first, and Slack rate-limits that.
     tokio::spawn(async move {
@@ -139,8 +139,7 @@ async fn thread_handler(
 ) -> Result<ThreadHandler, StartError> {
     let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
     let supervisor = runners::supervisor_for(layout, config, store.clone(), gateway.clone())
-        .await
-        .map_err(StartError::Runners)?;
+        .await?;
     let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
         path: layout.repo.clone(),
         source,
@@ -154,11 +153,11 @@ async fn thread_handler(
         gh: PathBuf::from(&config.github.cli),
     };
     let coder = SlackCoder {
+        prepare: supervisor.worktrees().clone(),
         supervisor,
         layout: layout.clone(),
         outbox: outbox.clone(),
         store: store.clone(),
-        prepare: crate::workspace::preparer_for(layout, config).map_err(StartError::Runners)?,
         pm: pm.clone(),
     };
     Ok(ThreadHandler {

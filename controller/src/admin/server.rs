@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 
 use crate::domain::{RunRecord, RunState, ThreadKey};
 use crate::layout::Layout;
-use crate::runners::supervisor::{RunRequest, Supervisor};
+use crate::runners::supervisor::{Reporting, RunRequest, Supervisor, Workspace};
 
 /// The channel id recorded for runs started from `runnerctl` rather than Slack.
 pub const CLI_CHANNEL: &str = "runnerctl";
@@ -306,10 +306,10 @@ impl Admin for AdminService {
                 plan: request.plan,
                 worktree: tree.path,
                 branch: tree.branch,
-                thread_link: None,
+                reporting: Reporting::Unattended,
                 system_prompt: crate::prompts::coder_system_prompt(&self.layout),
                 resume: None,
-                ready: None,
+                workspace: Workspace::Ready,
             })
             .await
             .map_err(|e| Status::failed_precondition(e.to_string()))?;

@@ -21,12 +21,12 @@ use codebutler_runner::tool_loop::{LoopLimits, run_tool_loop};
 use codebutler_runner::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
-use crate::coder::SlackCoder;
 use crate::domain::{IncomingMessage, ThreadKey};
 use crate::gateway::{CallContext, RoleModel};
 use crate::pm::{Pm, PmError, ROLE};
 use crate::runners::supervisor::Supervisor;
 use crate::slack::effects::Effects;
+use crate::slack::outbox::Outbox;
 use crate::store::Store;
 
 /// Model calls that may use tools before the PM must give its verdict.
@@ -39,6 +39,24 @@ pub const CODER_PREFIX: &str = "*Coder:* ";
 pub const CODER_TO_PM: &str = "*Coder → PM:* ";
 /// How the PM's answer to the Coder is shown.
 pub const PM_TO_CODER: &str = "**PM → Coder:**";
+
+/// What answering a running Coder's questions needs: the PM, the runs (to pass an answer
+/// on or wait for the thread's), the store (the questions' record) and the outbox (what is
+/// shown in the thread). The Coder's side hands each question here; this side knows
+/// nothing of how a run is started or followed.
+#[derive(Clone)]
+pub struct QuestionDesk {
+    pub pm: Pm,
+    pub supervisor: Supervisor,
+    pub store: Store,
+    pub outbox: Outbox,
+}
+
+impl std::fmt::Debug for QuestionDesk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QuestionDesk").finish_non_exhaustive()
+    }
+}
 
 /// What the PM made of a question.
 #[derive(Clone, Debug, PartialEq)]
@@ -144,13 +162,13 @@ pub async fn ask_pm(
 
 /// Handles one question of a Slack thread's run: the PM first, then the thread.
 pub async fn handle_question(
-    coder: SlackCoder,
+    desk: QuestionDesk,
     run_id: String,
     approval: IncomingMessage,
     question: Question,
 ) {
     let thread = approval.thread();
-    let store = &coder.store;
+    let store = &desk.store;
     let id = question.question_id.as_str();
     tracing::info!(
         tag = "CLD",
@@ -172,7 +190,7 @@ pub async fn handle_question(
         }
     };
     let cancel = CancellationToken::new();
-    let asked = ask_pm(&coder.pm, &thread, &plan, &question.text, &cancel);
+    let asked = ask_pm(&desk.pm, &thread, &plan, &question.text, &cancel);
     let verdict = match tokio::time::timeout(PM_QUESTION_TIMEOUT, asked).await {
         Ok(Ok(verdict)) => verdict,
         Ok(Err(e)) => Verdict::Escalate(format!("the PM could not be asked: {e}")),
@@ -191,12 +209,12 @@ pub async fn handle_question(
                 tracing::error!(thread = %thread, "record the answer to {id}: {e}");
             }
             let text = format!("The PM answered: {answer}");
-            if !coder.supervisor.answer(&thread.thread_ts, id, &text).await {
+            if !desk.supervisor.answer(&thread.thread_ts, id, &text).await {
                 tracing::warn!(thread = %thread, "the run ended before the PM's answer to {id} reached it");
                 return;
             }
             let shown = format!("{}\n\n{PM_TO_CODER} {answer}", question.text);
-            post(&coder, &approval, &shown, CODER_TO_PM).await;
+            post(&desk, &approval, &shown, CODER_TO_PM).await;
         }
         Verdict::Escalate(why) => {
             tracing::info!(
@@ -207,21 +225,21 @@ pub async fn handle_question(
                 tracing::error!(thread = %thread, "record the escalation of {id}: {e}");
             }
             // Open before posting: a reply to the post must find the question waiting.
-            if !coder
+            if !desk
                 .supervisor
                 .open_question(&thread.thread_ts, &run_id, id)
             {
                 tracing::warn!(thread = %thread, "the run ended before its question {id} was posted");
                 return;
             }
-            post(&coder, &approval, &question.text, CODER_PREFIX).await;
+            post(&desk, &approval, &question.text, CODER_PREFIX).await;
         }
     }
 }
 
-async fn post(coder: &SlackCoder, approval: &IncomingMessage, markdown: &str, prefix: &str) {
+async fn post(desk: &QuestionDesk, approval: &IncomingMessage, markdown: &str, prefix: &str) {
     let effects = Effects::new(&approval.thread()).reply(markdown, prefix);
-    if let Err(e) = coder.outbox.send(&effects).await {
+    if let Err(e) = desk.outbox.send(&effects).await {
         tracing::warn!(thread = %approval.thread(), "record the coder's question: {e}");
     }
 }

@@ -37,9 +37,14 @@ pub struct FetchPolicy {
     pub http: reqwest::Client,
 }
 
+/// Why the HTTP client of fetches could not be built.
+#[derive(Debug, thiserror::Error)]
+#[error("build the web fetch client: {0}")]
+pub struct FetchClientError(#[from] reqwest::Error);
+
 impl FetchPolicy {
     /// A policy with the given host lists.
-    pub fn new(allow: Vec<String>, deny: Vec<String>) -> Result<Self, String> {
+    pub fn new(allow: Vec<String>, deny: Vec<String>) -> Result<Self, FetchClientError> {
         Ok(Self {
             allow,
             deny,
@@ -50,7 +55,7 @@ impl FetchPolicy {
 
     /// Lets the named hosts (exact names or IP literals, IPv6 with or without brackets)
     /// resolve to internal addresses. They still pass the allow and deny lists.
-    pub fn allowing_internal_hosts(mut self, hosts: Vec<String>) -> Result<Self, String> {
+    pub fn allowing_internal_hosts(mut self, hosts: Vec<String>) -> Result<Self, FetchClientError> {
         self.allow_internal = hosts
             .iter()
             .map(|h| normalize_host(h))
@@ -210,7 +215,7 @@ fn normalize_host(host: &str) -> String {
 
 /// The HTTP client of fetches: no redirects, a timeout, and name resolution through
 /// [`PublicResolver`], so the address connected to is one the policy checked.
-fn client(allow_internal: Vec<String>) -> Result<reqwest::Client, String> {
+fn client(allow_internal: Vec<String>) -> Result<reqwest::Client, FetchClientError> {
     crate::tls::ensure_provider();
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
@@ -218,7 +223,7 @@ fn client(allow_internal: Vec<String>) -> Result<reqwest::Client, String> {
         .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
         .dns_resolver(Arc::new(PublicResolver { allow_internal }))
         .build()
-        .map_err(|e| e.to_string())
+        .map_err(FetchClientError)
 }
 
 /// Resolves host names for fetches and returns only public addresses (all addresses for

@@ -25,7 +25,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::gateway::{CallContext, Completion, Gateway, GatewayError};
 use crate::store::Store;
 
 use super::fetch::FetchPolicy;
@@ -80,6 +80,45 @@ impl RunHub {
 }
 
 impl RunHub {
+    /// Records a model call of the run: its usage and, for a turn of the Coder's (a call
+    /// with tools; a compaction summary has none), the conversation so far, so a crashed or
+    /// interrupted run can continue.
+    async fn record_call(
+        &self,
+        messages: &[ChatMessage],
+        completion: &Completion,
+        has_tools: bool,
+    ) {
+        let usage = &completion.usage;
+        if let Err(e) = self
+            .store
+            .add_run_usage(
+                &self.run_id,
+                usage.prompt_tokens,
+                usage.completion_tokens,
+                usage.cost.unwrap_or(0.0),
+            )
+            .await
+        {
+            tracing::warn!(run = %self.run_id, "record run usage: {e}");
+        }
+        if !has_tools {
+            return;
+        }
+        match super::resume::after_call(messages, &completion.reply) {
+            Ok(conversation) => {
+                if let Err(e) = self
+                    .store
+                    .set_run_conversation(&self.run_id, &conversation)
+                    .await
+                {
+                    tracing::warn!(run = %self.run_id, "store the run's conversation: {e}");
+                }
+            }
+            // The one stored at the previous turn stays what "continue" resumes.
+            Err(e) => tracing::error!(run = %self.run_id, "write the run's conversation: {e}"),
+        }
+    }
     /// Why the next model call must not be made, if it must not: the thread's budget is
     /// spent (see [`crate::thread::budget`]), or the hourly call limit is reached.
     async fn refusal(&self) -> Option<String> {
@@ -161,11 +200,15 @@ impl RunnerHub for RunHub {
         if let Some(reason) = self.refusal().await {
             tracing::warn!(tag = "CLD", run = %self.run_id, "model call refused: {reason}");
             let (tx, rx) = mpsc::channel(1);
-            let _ = tx
-                .send(Ok(CompleteChunk {
+            // A fresh channel with room for the one chunk: the send cannot wait or fail.
+            if tx
+                .try_send(Ok(CompleteChunk {
                     chunk: Some(Chunk::Refusal(Refusal { reason })),
                 }))
-                .await;
+                .is_err()
+            {
+                tracing::error!(run = %self.run_id, "send the refusal to the runner");
+            }
             return Ok(Response::new(ReceiverStream::new(rx)));
         }
         let messages: Vec<ChatMessage> = serde_json::from_str(&request.messages_json)
@@ -185,51 +228,9 @@ impl RunnerHub for RunHub {
                 GatewayError::Cancelled => Status::cancelled("the run ended"),
                 other => Status::unavailable(other.to_string()),
             })?;
-        if let Err(e) = self
-            .store
-            .add_run_usage(
-                &self.run_id,
-                completion.usage.prompt_tokens,
-                completion.usage.completion_tokens,
-                completion.usage.cost.unwrap_or(0.0),
-            )
-            .await
-        {
-            tracing::warn!(run = %self.run_id, "record run usage: {e}");
-        }
-        if has_tools {
-            // A call with tools is one of the Coder's turns (a compaction summary has none):
-            // keep the conversation so far, so a crashed or interrupted run can continue.
-            let conversation = super::resume::after_call(&messages, &completion.reply);
-            if let Err(e) = self
-                .store
-                .set_run_conversation(&self.run_id, &conversation)
-                .await
-            {
-                tracing::warn!(run = %self.run_id, "store the run's conversation: {e}");
-            }
-        }
+        self.record_call(&messages, &completion, has_tools).await;
         let (tx, rx) = mpsc::channel(16);
-        let reply = completion.reply;
-        let usage = completion.usage;
-        let mut chunks = Vec::new();
-        if let Some(text) = reply.content {
-            chunks.push(Chunk::TextDelta(text));
-        }
-        for (index, call) in reply.tool_calls.into_iter().enumerate() {
-            chunks.push(Chunk::ToolCallDelta(ToolCallDelta {
-                index: u32::try_from(index).unwrap_or(u32::MAX),
-                id: call.id,
-                name: call.function.name,
-                arguments: call.function.arguments,
-            }));
-        }
-        chunks.push(Chunk::Usage(Usage {
-            prompt_tokens: u64::try_from(usage.prompt_tokens).unwrap_or(0),
-            completion_tokens: u64::try_from(usage.completion_tokens).unwrap_or(0),
-            cached_tokens: u64::try_from(usage.cached_tokens).unwrap_or(0),
-            cost_usd: usage.cost.unwrap_or(0.0),
-        }));
+        let chunks = reply_chunks(completion);
         tokio::spawn(async move {
             for chunk in chunks {
                 if tx
@@ -345,3 +346,27 @@ impl RunnerHub for RunHub {
 
 /// The roles that keep a memory file (`spec-v2.md` §13).
 const MEMORY_ROLES: [&str; 2] = ["pm", "artist"];
+
+/// A completion as the runner receives it: the text, the tool calls, then the usage.
+fn reply_chunks(completion: Completion) -> Vec<Chunk> {
+    let (reply, usage) = (completion.reply, completion.usage);
+    let mut chunks = Vec::new();
+    if let Some(text) = reply.content {
+        chunks.push(Chunk::TextDelta(text));
+    }
+    for (index, call) in reply.tool_calls.into_iter().enumerate() {
+        chunks.push(Chunk::ToolCallDelta(ToolCallDelta {
+            index: u32::try_from(index).unwrap_or(u32::MAX),
+            id: call.id,
+            name: call.function.name,
+            arguments: call.function.arguments,
+        }));
+    }
+    chunks.push(Chunk::Usage(Usage {
+        prompt_tokens: u64::try_from(usage.prompt_tokens).unwrap_or(0),
+        completion_tokens: u64::try_from(usage.completion_tokens).unwrap_or(0),
+        cached_tokens: u64::try_from(usage.cached_tokens).unwrap_or(0),
+        cost_usd: usage.cost.unwrap_or(0.0),
+    }));
+    chunks
+}

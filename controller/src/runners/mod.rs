@@ -1,11 +1,16 @@
 //! Sandboxed Coder runners: starting them ([`launcher`]), the hub each one talks to
-//! ([`hub`], with web fetches under [`fetch`]'s policy), supervising runs ([`supervisor`])
-//! and continuing them after a restart ([`resume`]). The worktrees runs work in are the
-//! [`crate::workspace`]'s.
+//! ([`hub`], with web fetches under [`fetch`]'s policy), what a run is asked to do
+//! ([`request`]: where it reports, whether its worktree is still being prepared),
+//! supervising runs ([`supervisor`]: the queue, waiting for the worktree, the events, the
+//! limits, the outcome) and the conversations runs leave and resume ([`resume`]). The
+//! worktrees runs work in are the [`crate::workspace`]'s; this module uses them, never the
+//! other way round.
 
+mod ending;
 pub mod fetch;
 pub mod hub;
 pub mod launcher;
+pub mod request;
 pub mod resume;
 pub mod supervisor;
 
@@ -20,26 +25,40 @@ use crate::store::Store;
 use launcher::LocalLauncher;
 use supervisor::{RunLimits, Supervisor, SupervisorParts};
 
+/// Why a repository's runners cannot be supervised.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Launcher(#[from] launcher::LaunchError),
+    #[error(transparent)]
+    Fetch(#[from] fetch::FetchClientError),
+    #[error(transparent)]
+    Workspace(#[from] crate::workspace::SetupError),
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+}
+
 /// The supervisor for a repository's configuration: local launcher, sandbox spec from the
-/// `sandbox` section, fetch policy from `fetch`, limits from `coder` and `access`.
+/// `sandbox` section, fetch policy from `fetch`, limits from `coder` and `access`, and the
+/// worktrees runs work in ([`Supervisor::worktrees`]).
 pub async fn supervisor_for(
     layout: &Layout,
     config: &Config,
     store: Store,
     gateway: Arc<Gateway>,
-) -> Result<Supervisor, String> {
+) -> Result<Supervisor, SetupError> {
     let launcher = match &config.sandbox.runner_path {
         Some(path) => LocalLauncher {
             runner_bin: PathBuf::from(path),
         },
-        None => LocalLauncher::beside_current_exe().map_err(|e| e.to_string())?,
+        None => LocalLauncher::beside_current_exe()?,
     };
     if config.sandbox.mode == SandboxMode::None {
         tracing::warn!("sandbox.mode is \"none\": Coder runners run WITHOUT a sandbox");
     }
     let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
         .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone())?;
-    let worktrees = crate::workspace::preparer_for(layout, config)?;
+    let worktrees = crate::workspace::preparer_for(layout, config, launcher.runner_bin.clone())?;
     Supervisor::new(SupervisorParts {
         store,
         gateway,
@@ -60,5 +79,5 @@ pub async fn supervisor_for(
         gh: PathBuf::from(&config.github.cli),
     })
     .await
-    .map_err(|e| e.to_string())
+    .map_err(SetupError::from)
 }

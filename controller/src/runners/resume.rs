@@ -6,7 +6,10 @@ use codebutler_runner::tool_loop::AssistantReply;
 
 /// The conversation after one model call (JSON, without the system prompt): what was sent
 /// and the reply.
-pub fn after_call(sent: &[ChatMessage], reply: &AssistantReply) -> String {
+pub fn after_call(
+    sent: &[ChatMessage],
+    reply: &AssistantReply,
+) -> Result<String, serde_json::Error> {
     let mut conversation: Vec<&ChatMessage> = sent
         .iter()
         .filter(|m| !matches!(m, ChatMessage::System { .. }))
@@ -16,7 +19,7 @@ pub fn after_call(sent: &[ChatMessage], reply: &AssistantReply) -> String {
         tool_calls: reply.tool_calls.clone(),
     };
     conversation.push(&reply);
-    serde_json::to_string(&conversation).unwrap_or_else(|_| "[]".into())
+    serde_json::to_string(&conversation)
 }
 
 /// The conversation a new run resumes (JSON for the runner's task): the stored one, cut
@@ -92,7 +95,7 @@ mod tests {
             tool_calls: vec![call("c1")],
         };
         assert_eq!(
-            parse(&after_call(&sent, &reply)),
+            parse(&after_call(&sent, &reply).unwrap()),
             vec![
                 ChatMessage::user("do it"),
                 ChatMessage::Assistant {

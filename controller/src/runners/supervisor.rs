@@ -8,57 +8,29 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::{
-    Answer, Cancel, FinishReason, RunnerCommand, RunnerEvent, Task, UserMessage,
-    runner_command::Command, runner_event::Event,
+    Answer, Cancel, RunnerCommand, RunnerEvent, Task, UserMessage, runner_command::Command,
+    runner_event::Event,
 };
 use prost::Message;
-use tokio::sync::{Semaphore, broadcast, mpsc, watch};
+use tokio::sync::{Semaphore, broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::ending::ending_of;
 use super::fetch::FetchPolicy;
 use super::hub::RunHub;
-use super::launcher::{LaunchRequest, Launcher};
-use crate::domain::{RunRecord, RunState, ThreadKey};
+use super::launcher::{LaunchError, LaunchRequest, Launcher};
+pub use super::request::{Prepared, Reporting, Resume, RunRequest, UNATTENDED_ANSWER, Workspace};
+use crate::domain::{RunRecord, RunState};
 use crate::gateway::{CallContext, Gateway};
 use crate::store::{CheckpointRecord, NewRun, Store, StoreError};
-use crate::workspace::worktree::Preparer;
+use crate::workspace::worktree::{Preparer, WorktreeError};
 
 /// Time a runner gets to stop after a cancel before it is killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
 /// Time past the run's own limit before the controller kills the runner.
 const HARD_LIMIT_GRACE: Duration = Duration::from_secs(30);
-
-/// A run to start.
-#[derive(Clone, Debug)]
-pub struct RunRequest {
-    pub thread: ThreadKey,
-    pub plan: String,
-    pub worktree: PathBuf,
-    /// The worktree's branch (`codebutler/<slug>`): the only one the run may push.
-    pub branch: String,
-    /// The Slack thread's web link, for PR bodies; `None` for runs started by `runnerctl`.
-    pub thread_link: Option<String>,
-    pub system_prompt: String,
-    /// For a run that goes on from an earlier one (a follow-up, "continue", after "undo"):
-    /// the conversation to resume and the new message from the thread. `None`: a fresh run
-    /// of the plan.
-    pub resume: Option<Resume>,
-    /// Set while the worktree is still being prepared: the runner is launched meanwhile,
-    /// and gets its task once this turns `true` (a cancel, or the sender dropped, ends the
-    /// run before it began). `None`: the worktree is ready.
-    pub ready: Option<watch::Receiver<bool>>,
-}
-
-/// Where a resumed run picks up.
-#[derive(Clone, Debug)]
-pub struct Resume {
-    /// The stored conversation (JSON array, no system prompt).
-    pub conversation: String,
-    /// The thread's new message, added after it.
-    pub message: String,
-}
 
 /// Limits and model of every run.
 #[derive(Clone, Debug)]
@@ -211,8 +183,8 @@ impl Supervisor {
                 },
             );
         }
-        let record = match self.record_run(&run_id, &request).await {
-            Ok(record) => record,
+        let (record, resume_messages) = match self.record_run(&run_id, &request).await {
+            Ok(recorded) => recorded,
             Err(e) => {
                 self.lock_active().remove(&thread_ts);
                 return Err(e);
@@ -222,7 +194,14 @@ impl Supervisor {
         let inner = self.inner.clone();
         self.inner.tracker.spawn(async move {
             let state = inner
-                .drive(&run_id, request, commands, command_rx, &cancel)
+                .drive(
+                    &run_id,
+                    request,
+                    &resume_messages,
+                    commands,
+                    command_rx,
+                    &cancel,
+                )
                 .await;
             if let Ok(mut active) = inner.active.lock() {
                 active.remove(&thread_ts);
@@ -236,16 +215,18 @@ impl Supervisor {
         Ok(record)
     }
 
-    /// Records a new run, after checking that a conversation to resume can be read (so a
-    /// broken one is reported instead of run).
+    /// Records a new run, after reading the conversation it resumes, if any (so a broken
+    /// one is reported instead of run). Returns the run and the messages it resumes (JSON;
+    /// empty for a fresh run).
     async fn record_run(
         &self,
         run_id: &str,
         request: &RunRequest,
-    ) -> Result<RunRecord, SupervisorError> {
-        if let Some(resume) = &request.resume {
-            super::resume::resume_with(&resume.conversation, &resume.message)?;
-        }
+    ) -> Result<(RunRecord, String), SupervisorError> {
+        let resume_messages = match &request.resume {
+            Some(resume) => super::resume::resume_with(&resume.conversation, &resume.message)?,
+            None => String::new(),
+        };
         let worktree = request.worktree.display().to_string();
         let record = self
             .inner
@@ -260,7 +241,7 @@ impl Supervisor {
                 max_turns: i64::from(self.inner.limits.max_turns),
             })
             .await?;
-        Ok(record)
+        Ok((record, resume_messages))
     }
 
     /// Asks the thread's run to stop. Returns whether a run was in progress.
@@ -276,13 +257,17 @@ impl Supervisor {
             tag = "CLD",
             "thread {thread_ts} → cancelling run {run_id}: {reason}"
         );
-        let _ = commands
+        let told = commands
             .send(RunnerCommand {
                 command: Some(Command::Cancel(Cancel {
                     reason: reason.to_owned(),
                 })),
             })
             .await;
+        if told.is_err() {
+            // Its hub is gone: the runner is ending, and the token stops whatever is left.
+            tracing::debug!(run = %run_id, "the run's commands are closed; cancelling it from outside");
+        }
         cancel.cancel();
         true
     }
@@ -388,11 +373,16 @@ impl Supervisor {
             self.cancel(&thread, "the controller is stopping").await;
         }
         self.inner.tracker.close();
-        let _ = tokio::time::timeout(
-            CANCEL_GRACE + Duration::from_secs(5),
-            self.inner.tracker.wait(),
-        )
-        .await;
+        let grace = CANCEL_GRACE + Duration::from_secs(5);
+        if tokio::time::timeout(grace, self.inner.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "runs still going {}s after the stop; they are reported at the next start",
+                grace.as_secs()
+            );
+        }
     }
 
     fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
@@ -403,12 +393,66 @@ impl Supervisor {
     }
 }
 
+/// Why a run's runner could not be started (the run's ending).
+#[derive(Debug, thiserror::Error)]
+enum RunnerStartError {
+    #[error(transparent)]
+    Mount(#[from] WorktreeError),
+    #[error("write the sandbox spec: {0}")]
+    Spec(#[from] serde_json::Error),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+}
+
+/// A launched runner: its process, the events its hub receives, and the hub.
+struct Runner {
+    child: tokio::process::Child,
+    events: mpsc::Receiver<RunnerEvent>,
+    hub_stop: CancellationToken,
+    hub_task: tokio::task::JoinHandle<()>,
+}
+
+impl Runner {
+    /// Starts killing the runner's process (its end is awaited by whoever waits on it).
+    fn start_kill(&mut self, run_id: &str) {
+        if let Err(e) = self.child.start_kill() {
+            tracing::warn!(run = run_id, "kill the runner: {e}");
+        }
+    }
+
+    /// Waits for the runner's process to end. `None` when its status could not be read.
+    async fn wait(&mut self, run_id: &str) -> Option<std::process::ExitStatus> {
+        match self.child.wait().await {
+            Ok(status) => Some(status),
+            Err(e) => {
+                tracing::warn!(run = run_id, "wait for the runner: {e}");
+                None
+            }
+        }
+    }
+
+    /// Stops the run's hub once the runner is gone.
+    async fn stop_hub(self, run_id: &str) {
+        self.hub_stop.cancel();
+        if let Err(e) = self.hub_task.await {
+            tracing::error!(run = run_id, "the run's hub ended abnormally: {e}");
+        }
+    }
+}
+
+/// The exit code of a runner that ended with `exit`.
+fn exit_code(exit: Option<std::process::ExitStatus>) -> Option<i64> {
+    exit.and_then(|s| s.code()).map(i64::from)
+}
+
 impl Inner {
-    /// Runs one run to its end and records it; returns its final state.
+    /// Runs one run to its end and records it; returns its final state. `resume_messages`
+    /// is the conversation it resumes (JSON), empty for a fresh run.
     async fn drive(
         &self,
         run_id: &str,
-        request: RunRequest,
+        mut request: RunRequest,
+        resume_messages: &str,
         commands: mpsc::Sender<RunnerCommand>,
         command_rx: mpsc::Receiver<RunnerCommand>,
         cancel: &CancellationToken,
@@ -422,35 +466,67 @@ impl Inner {
                 .finish(run_id, RunState::Cancelled, "cancelled while queued", None)
                 .await;
         };
-        if let Err(e) = self.worktrees.ensure_mounted(&request.worktree).await {
-            return self
-                .finish(run_id, RunState::Failed, &e.to_string(), None)
-                .await;
-        }
-        let spec_json = match serde_json::to_string(&self.worktrees.run_spec(&request.worktree)) {
-            Ok(json) => json,
-            Err(e) => {
-                let reason = format!("write the sandbox spec: {e}");
-                return self.finish(run_id, RunState::Failed, &reason, None).await;
-            }
-        };
-        let launched = match self
-            .launcher
-            .launch(&LaunchRequest {
-                spec_json,
-                log: self.log_dir.join(format!("run-{run_id}.log")),
-            })
-            .await
-        {
-            Ok(launched) => launched,
+        let mut runner = match self.launch(run_id, &request, command_rx).await {
+            Ok(runner) => runner,
             Err(e) => {
                 return self
                     .finish(run_id, RunState::Failed, &e.to_string(), None)
                     .await;
             }
         };
-        let mut child = launched.child;
-        let pid = child.id().map_or(0, i64::from);
+        // The runner started while the worktree was prepared; it gets its task once ready.
+        if !request.workspace.wait(cancel).await {
+            runner.start_kill(run_id);
+            let exit = runner.wait(run_id).await;
+            runner.stop_hub(run_id).await;
+            let reason = "cancelled before it began: the worktree was not prepared";
+            return self
+                .finish(run_id, RunState::Cancelled, reason, exit_code(exit))
+                .await;
+        }
+        self.checkpoint(run_id, &request).await;
+        let task = self.task(&request, resume_messages);
+        if commands.send(task).await.is_err() {
+            tracing::error!(
+                run = run_id,
+                "the runner's hub closed before the run got its task"
+            );
+        }
+        let (exit, ending) = self
+            .watch(run_id, &request, &mut runner, &commands, cancel)
+            .await;
+        runner.stop_hub(run_id).await;
+        let (state, text) = ending.unwrap_or_else(|| {
+            let how = match exit {
+                Some(s) => s.to_string(),
+                None => "an unknown status".into(),
+            };
+            (
+                RunState::Failed,
+                format!("the runner exited with {how} without finishing"),
+            )
+        });
+        self.finish(run_id, state, &text, exit_code(exit)).await
+    }
+
+    /// Mounts the worktree's disk, starts the runner in its sandbox and serves its hub.
+    /// Records the run as started. The error is the run's ending.
+    async fn launch(
+        &self,
+        run_id: &str,
+        request: &RunRequest,
+        command_rx: mpsc::Receiver<RunnerCommand>,
+    ) -> Result<Runner, RunnerStartError> {
+        self.worktrees.ensure_mounted(&request.worktree).await?;
+        let spec_json = serde_json::to_string(&self.worktrees.run_spec(&request.worktree))?;
+        let launched = self
+            .launcher
+            .launch(&LaunchRequest {
+                spec_json,
+                log: self.log_dir.join(format!("run-{run_id}.log")),
+            })
+            .await?;
+        let pid = launched.child.id().map_or(0, i64::from);
         if let Err(e) = self.store.run_started(run_id, pid).await {
             tracing::error!(run = run_id, "record run start: {e}");
         }
@@ -459,10 +535,29 @@ impl Inner {
             "thread {} → coder running (run {run_id}, pid {pid})",
             request.thread
         );
-
-        let (event_tx, mut event_rx) = mpsc::channel(64);
+        let (event_tx, events) = mpsc::channel(64);
         let hub_stop = CancellationToken::new();
-        let hub = RunHub {
+        let hub = self.hub(run_id, request, event_tx, command_rx, &hub_stop);
+        let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
+        Ok(Runner {
+            child: launched.child,
+            events,
+            hub_stop,
+            hub_task,
+        })
+    }
+
+    /// The hub serving the run's runner: model calls, fetches and pull requests for its
+    /// thread only.
+    fn hub(
+        &self,
+        run_id: &str,
+        request: &RunRequest,
+        events: mpsc::Sender<RunnerEvent>,
+        command_rx: mpsc::Receiver<RunnerCommand>,
+        hub_stop: &CancellationToken,
+    ) -> RunHub {
+        RunHub {
             run_id: run_id.to_owned(),
             ctx: CallContext {
                 thread: request.thread.clone(),
@@ -472,7 +567,7 @@ impl Inner {
             gateway: self.gateway.clone(),
             store: self.store.clone(),
             fetch: self.fetch.clone(),
-            events: event_tx,
+            events,
             commands: Mutex::new(Some(command_rx)),
             cancel: hub_stop.clone(),
             calls_per_hour: self.limits.calls_per_hour,
@@ -481,52 +576,37 @@ impl Inner {
             helper: self.worktrees.helper(&request.worktree),
             branch: request.branch.clone(),
             gh: self.gh.clone(),
-            thread_link: request.thread_link.clone(),
+            thread_link: request.reporting.thread_link().map(str::to_owned),
             memory_dir: self.memory_dir.clone(),
-        };
-        let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
-        // The runner started while the worktree was prepared; it gets its task once ready.
-        if let Some(mut ready) = request.ready.clone() {
-            let prepared = tokio::select! {
-                r = ready.wait_for(|ready| *ready) => r.is_ok(),
-                () = cancel.cancelled() => false,
-            };
-            if !prepared {
-                let _ = child.start_kill();
-                let exit = child.wait().await.ok();
-                hub_stop.cancel();
-                let _ = hub_task.await;
-                let code = exit.and_then(|s| s.code()).map(i64::from);
-                return self
-                    .finish(
-                        run_id,
-                        RunState::Cancelled,
-                        "cancelled before it began: the worktree was not prepared",
-                        code,
-                    )
-                    .await;
-            }
         }
-        self.checkpoint(run_id, &request).await;
-        let task = RunnerCommand {
+    }
+
+    /// The run's task: its plan, prompt, model, limits and the conversation it resumes.
+    fn task(&self, request: &RunRequest, resume_messages: &str) -> RunnerCommand {
+        RunnerCommand {
             command: Some(Command::Task(Task {
                 plan: request.plan.clone(),
                 system_prompt: request.system_prompt.clone(),
                 model: self.limits.model.clone(),
                 max_turns: self.limits.max_turns,
                 timeout_seconds: u32::try_from(self.limits.timeout.as_secs()).unwrap_or(u32::MAX),
-                resume_messages_json: match &request.resume {
-                    // Checked when the run was recorded.
-                    Some(r) => {
-                        super::resume::resume_with(&r.conversation, &r.message).unwrap_or_default()
-                    }
-                    None => String::new(),
-                },
+                resume_messages_json: resume_messages.to_owned(),
                 context_window: self.limits.context_window,
             })),
-        };
-        let _ = commands.send(task).await;
+        }
+    }
 
+    /// Records the run's events until its runner exits: a cancel gives it
+    /// [`CANCEL_GRACE`] before the kill, the hard limit kills it. Returns its exit status
+    /// and how it ended, when an event or the kill said so.
+    async fn watch(
+        &self,
+        run_id: &str,
+        request: &RunRequest,
+        runner: &mut Runner,
+        commands: &mpsc::Sender<RunnerCommand>,
+        cancel: &CancellationToken,
+    ) -> (Option<std::process::ExitStatus>, Option<(RunState, String)>) {
         let mut seq = 0;
         let mut ending: Option<(RunState, String)> = None;
         let hard_limit = Instant::now() + self.limits.timeout + HARD_LIMIT_GRACE;
@@ -534,18 +614,24 @@ impl Inner {
         let exit = loop {
             let kill_deadline = kill_at.unwrap_or(hard_limit).min(hard_limit);
             tokio::select! {
-                Some(event) = event_rx.recv() => {
+                Some(event) = runner.events.recv() => {
                     if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
                         ending = Some(end);
                     }
-                    if request.thread_link.is_none()
-                        && let Some(answer) = unattended_answer(&event)
+                    if let Some(answer) = request.reporting.answer_for(&event)
+                        && commands.send(answer).await.is_err()
                     {
-                        let _ = commands.send(answer).await;
+                        tracing::warn!(run = run_id, "the runner's hub closed before it got the answer to its question");
                     }
                     self.record_event(run_id, &mut seq, event).await;
                 }
-                status = child.wait() => break status.ok(),
+                status = runner.child.wait() => break match status {
+                    Ok(status) => Some(status),
+                    Err(e) => {
+                        tracing::warn!(run = run_id, "wait for the runner: {e}");
+                        None
+                    }
+                },
                 () = cancel.cancelled(), if kill_at.is_none() => {
                     kill_at = Some(Instant::now() + CANCEL_GRACE);
                 }
@@ -557,32 +643,19 @@ impl Inner {
                             (RunState::Finished, "killed at the hard time limit".into())
                         });
                     }
-                    let _ = child.start_kill();
-                    break child.wait().await.ok();
+                    runner.start_kill(run_id);
+                    break runner.wait(run_id).await;
                 }
             }
         };
         // Events sent just before the exit.
-        while let Ok(event) = event_rx.try_recv() {
+        while let Ok(event) = runner.events.try_recv() {
             if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
                 ending = Some(end);
             }
             self.record_event(run_id, &mut seq, event).await;
         }
-        hub_stop.cancel();
-        let _ = hub_task.await;
-        let code = exit.and_then(|s| s.code()).map(i64::from);
-        let (state, text) = ending.unwrap_or_else(|| {
-            let how = match exit {
-                Some(s) => s.to_string(),
-                None => "an unknown status".into(),
-            };
-            (
-                RunState::Failed,
-                format!("the runner exited with {how} without finishing"),
-            )
-        });
-        self.finish(run_id, state, &text, code).await
+        (exit, ending)
     }
 
     /// Records the checkpoint "undo" returns to: the worktree's files and the conversation
@@ -637,7 +710,7 @@ impl Inner {
         {
             tracing::error!(run = run_id, "record run event: {e}");
         }
-        let _ = self.events.send(RunEvent {
+        self.broadcast(RunEvent {
             run_id: run_id.to_owned(),
             seq: *seq,
             at_unix_ms: chrono::Utc::now().timestamp_millis(),
@@ -657,7 +730,7 @@ impl Inner {
         if let Err(e) = self.store.finish_run(run_id, state, ending, code).await {
             tracing::error!(run = run_id, "record run end: {e}");
         }
-        let _ = self.events.send(RunEvent {
+        self.broadcast(RunEvent {
             run_id: run_id.to_owned(),
             seq: -1,
             at_unix_ms: chrono::Utc::now().timestamp_millis(),
@@ -666,69 +739,12 @@ impl Inner {
         });
         state
     }
-}
 
-/// The answer to a question asked in a run without a Slack thread (started by `runnerctl`):
-/// nobody is there to answer, so the Coder is told to decide itself rather than wait out its
-/// time limit.
-fn unattended_answer(event: &RunnerEvent) -> Option<RunnerCommand> {
-    let Some(Event::Question(question)) = &event.event else {
-        return None;
-    };
-    Some(RunnerCommand {
-        command: Some(Command::Answer(Answer {
-            question_id: question.question_id.clone(),
-            text: UNATTENDED_ANSWER.to_owned(),
-        })),
-    })
-}
-
-/// What a Coder asking in a run without a thread is told.
-pub const UNATTENDED_ANSWER: &str = "Nobody can answer questions in this run (it has no Slack thread). Decide yourself, choosing the option that is easiest to change later, and say in your summary what you chose and why.";
-
-/// The run state and words an ending event stands for, if it ends the run; `disk_mb` is the
-/// worktree's disk (`sandbox.diskMB`).
-fn ending_of(event: &RunnerEvent, disk_mb: u64) -> Option<(RunState, String)> {
-    match &event.event {
-        Some(Event::Finished(f)) => {
-            let reason = FinishReason::try_from(f.reason).unwrap_or(FinishReason::Unspecified);
-            Some(match reason {
-                FinishReason::Cancelled => {
-                    (RunState::Cancelled, format!("cancelled: {}", f.summary))
-                }
-                FinishReason::MaxTurns => (RunState::Finished, "stopped at the turn limit".into()),
-                FinishReason::Timeout => (RunState::Finished, "stopped at the time limit".into()),
-                FinishReason::DiskFull if disk_mb > 0 => (
-                    RunState::Finished,
-                    format!(
-                        "stopped: {} (sandbox.diskMB is {disk_mb} MB); remove build outputs \
-                         from it or raise the limit",
-                        f.summary
-                    ),
-                ),
-                FinishReason::DiskFull => (
-                    RunState::Finished,
-                    format!("stopped: {} (the host's disk has no room left)", f.summary),
-                ),
-                FinishReason::Completed | FinishReason::Unspecified => (
-                    RunState::Finished,
-                    format!("completed: {}", first_line(&f.summary)),
-                ),
-            })
+    /// Tells the followers. Nobody following (a `runnerctl` run nobody watches) is fine: the
+    /// store has the event.
+    fn broadcast(&self, event: RunEvent) {
+        if self.events.send(event).is_err() {
+            tracing::trace!("no follower for a run event");
         }
-        Some(Event::Failed(f)) => Some((
-            RunState::Failed,
-            format!("{} failed: {}", f.step, f.message),
-        )),
-        _ => None,
     }
-}
-
-fn first_line(text: &str) -> String {
-    text.lines()
-        .next()
-        .unwrap_or_default()
-        .chars()
-        .take(200)
-        .collect()
 }

@@ -18,7 +18,6 @@ use codebutler_runner::sandbox::{Limits, SandboxMode, SandboxSpec};
 
 use crate::config::{BuildConfig, Config, SandboxConfig};
 use crate::layout::Layout;
-use crate::runners::launcher::LocalLauncher;
 
 /// The sandbox spec of a Coder run in `worktree`: paths, limits and mode from the `sandbox`
 /// section, and the build-isolation environment of the worktree's platforms
@@ -44,26 +43,36 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
     spec
 }
 
+/// Why the worktrees of a repository's configuration cannot be made.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// `sandbox.diskMB` asks for a disk per worktree that this process cannot make.
+    #[error(
+        "sandbox.diskMB is {disk_mb} but this process cannot give each worktree its own disk ({source}); \
+         run codebutler as root, or set sandbox.diskMB to 0 to run without a per-thread disk cap"
+    )]
+    NoDisks {
+        disk_mb: u64,
+        source: disk::DiskError,
+    },
+}
+
 /// The worktree preparer for a repository's configuration (`build`, `sandbox`,
-/// `access.maxWorktreeDiskMB`), with the same runner binary as the supervisor's.
-pub fn preparer_for(layout: &Layout, config: &Config) -> Result<worktree::Preparer, String> {
+/// `access.maxWorktreeDiskMB`), with `runner_bin` (the runners' binary, whose
+/// `sandbox-exec` runs the init and the worktree helper).
+pub fn preparer_for(
+    layout: &Layout,
+    config: &Config,
+    runner_bin: PathBuf,
+) -> Result<worktree::Preparer, SetupError> {
     if config.sandbox.disk_mb > 0
-        && let Err(e) = disk::probe()
+        && let Err(source) = disk::probe()
     {
-        return Err(format!(
-            "sandbox.diskMB is {} but this process cannot give each worktree its own disk ({e}); \
-             run codebutler as root, or set sandbox.diskMB to 0 to run without a per-thread disk cap",
-            config.sandbox.disk_mb
-        ));
+        return Err(SetupError::NoDisks {
+            disk_mb: config.sandbox.disk_mb,
+            source,
+        });
     }
-    let runner_bin = match &config.sandbox.runner_path {
-        Some(path) => PathBuf::from(path),
-        None => {
-            LocalLauncher::beside_current_exe()
-                .map_err(|e| e.to_string())?
-                .runner_bin
-        }
-    };
     Ok(worktree::Preparer {
         repo: layout.repo.clone(),
         run_dir: layout.dir.join("run"),

@@ -348,12 +348,18 @@ pub async fn run_init(request: &InitRequest) -> Result<InitOutcome, InitError> {
                 // (it was started with process_group(0) and has not been reaped yet).
                 unsafe { libc::killpg(pid, libc::SIGKILL) };
             }
-            let _ = child.kill().await;
+            if let Err(e) = child.kill().await {
+                tracing::warn!("kill the timed-out init: {e}");
+            }
             InitEnd::TimedOut
         }
     };
     let duration = started.elapsed();
-    let _ = std::fs::remove_file(&request.spec_path);
+    if let Err(e) = std::fs::remove_file(&request.spec_path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!("remove {}: {e}", request.spec_path.display());
+    }
     Ok(InitOutcome {
         end,
         duration,

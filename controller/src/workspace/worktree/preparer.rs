@@ -1,0 +1,496 @@
+//! Preparing a worktree for an approved plan: the disk limit, the base, the worktree, then
+//! the platforms' init in the sandbox, reported in the thread through a [`Progress`].
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::{
+    Worktree, WorktreeError, blocking, branches_dir, choose_base, create, disks_dir, remove, short,
+};
+use super::{checkout_estimate, disk_refusal, disk_usage};
+use crate::config::{BuildConfig, SandboxConfig};
+use crate::workspace::platform::{self, InitEnd, InitRequest};
+use crate::workspace::{disk, stage};
+
+/// How worktree preparation reports in the thread.
+#[async_trait]
+pub trait Progress: Send + Sync {
+    /// Posts a line; returns a handle for [`Progress::update`] when it was posted.
+    async fn post(&self, text: &str) -> Option<String>;
+    /// Replaces a posted line.
+    async fn update(&self, handle: &str, text: &str);
+    /// Posts Markdown (a long code block may become a snippet).
+    async fn markdown(&self, markdown: &str);
+    /// The preparation failed and the Coder will not start.
+    async fn failed(&self);
+}
+
+/// Why a worktree could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// `access.maxWorktreeDiskMB` would be passed; nothing was created.
+    #[error("{0}")]
+    DiskLimit(String),
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
+    /// The init failed or timed out; the worktree was removed again.
+    #[error("preparing the worktree failed: `{command}` {how}")]
+    Init { command: String, how: String },
+}
+
+/// Prepares worktrees for Coder runs (see the module's documentation).
+#[derive(Clone, Debug)]
+pub struct Preparer {
+    /// The repository's main checkout.
+    pub repo: PathBuf,
+    /// Where init specs and logs go (`.codebutler/run/`).
+    pub run_dir: PathBuf,
+    /// The `codebutler-runner` binary.
+    pub runner_bin: PathBuf,
+    pub sandbox: SandboxConfig,
+    pub build: BuildConfig,
+    /// `access.maxWorktreeDiskMB`; 0 for no limit.
+    pub max_disk_mb: u64,
+}
+
+impl Preparer {
+    /// [`Preparer::create`] then [`Preparer::init_or_remove`], as a Coder start does them
+    /// (with the runner starting in between).
+    #[cfg(test)]
+    pub async fn prepare(
+        &self,
+        summary: &str,
+        progress: &dyn Progress,
+    ) -> Result<Worktree, PrepareError> {
+        let tree = self.create(summary, progress).await?;
+        self.init_or_remove(&tree, progress).await?;
+        Ok(tree)
+    }
+
+    /// Checks the disk limit, fetches the base and creates the worktree for the plan titled
+    /// `summary` (not yet prepared: see [`Preparer::init_or_remove`]).
+    pub async fn create(
+        &self,
+        summary: &str,
+        progress: &dyn Progress,
+    ) -> Result<Worktree, PrepareError> {
+        if self.max_disk_mb > 0 {
+            let repo = self.repo.clone();
+            let (used, needed) = tokio::task::spawn_blocking(move || {
+                // Plain worktrees, the worktrees' disk images and the shared base stores.
+                let used = disk_usage(&branches_dir(&repo))
+                    + disk_usage(&disks_dir(&repo))
+                    + disk_usage(&repo.join(".codebutler").join("git"));
+                (used, checkout_estimate(&repo))
+            })
+            .await
+            .map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("measure the worktrees: {e}"),
+            })?;
+            if let Some(refusal) = disk_refusal(used, needed, self.max_disk_mb) {
+                tracing::warn!("worktree refused: {refusal}");
+                return Err(PrepareError::DiskLimit(refusal));
+            }
+        }
+        let base = choose_base(&self.repo).await?;
+        if let Some(warning) = &base.warning {
+            progress.post(warning).await;
+        }
+        let tree = create(&self.repo, summary, Some(&base), self.sandbox.disk_mb).await?;
+        tracing::info!(
+            "worktree {} on {} from {} ({})",
+            tree.path.display(),
+            tree.branch,
+            base.name,
+            short(&base.commit)
+        );
+        Ok(tree)
+    }
+
+    /// Creates a worktree for `plan` from the local HEAD, without fetching or preparing it
+    /// (`runnerctl run`).
+    pub async fn create_from_head(&self, plan: &str) -> Result<Worktree, WorktreeError> {
+        create(&self.repo, plan, None, self.sandbox.disk_mb).await
+    }
+
+    /// The sandbox spec of a Coder run in `worktree` (see [`crate::workspace::run_spec`]).
+    pub fn run_spec(&self, worktree: &Path) -> codebutler_runner::sandbox::SandboxSpec {
+        crate::workspace::run_spec(&self.sandbox, &self.build, worktree)
+    }
+
+    /// The worktree helper for `worktree`, in the sandbox its runs get (see [`stage`]).
+    pub fn helper(&self, worktree: &Path) -> stage::Helper {
+        stage::Helper {
+            runner_bin: self.runner_bin.clone(),
+            spec: self.run_spec(worktree),
+        }
+    }
+
+    /// Mounts the disk of `worktree` again if a reboot unmounted it.
+    pub async fn ensure_mounted(&self, worktree: &Path) -> Result<(), WorktreeError> {
+        let disk = disk::ThreadDisk::of(&disks_dir(&self.repo), worktree);
+        blocking(move || {
+            disk.ensure_mounted().map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("mount {}: {e}", disk.mount.display()),
+            })
+        })
+        .await
+    }
+
+    /// Runs the worktree's init. When it fails, the worktree and its branch are removed (a
+    /// retry starts clean) and `progress` is told.
+    pub async fn init_or_remove(
+        &self,
+        tree: &Worktree,
+        progress: &dyn Progress,
+    ) -> Result<(), PrepareError> {
+        let Err(e) = self.init(tree, progress).await else {
+            return Ok(());
+        };
+        if let Err(r) = remove(&self.repo, tree).await {
+            tracing::warn!("remove the unprepared worktree: {r}");
+        }
+        progress.failed().await;
+        Err(e)
+    }
+
+    /// Detects the platforms, makes the ignored directories and runs the init.
+    async fn init(&self, tree: &Worktree, progress: &dyn Progress) -> Result<(), PrepareError> {
+        match self.init_command(tree, progress).await? {
+            Some(command) => self.run_init(tree, command, progress).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The init to run in `tree`: `build.initCommand`, else the detected platforms' steps
+    /// the sandbox can run (a skipped one is said in the thread); `None` when there is none.
+    /// Makes the platforms' ignored directories on the way.
+    async fn init_command(
+        &self,
+        tree: &Worktree,
+        progress: &dyn Progress,
+    ) -> Result<Option<String>, PrepareError> {
+        let path = tree.path.clone();
+        let project_type = self.build.project_type;
+        let (platforms, names) = blocking(move || {
+            let platforms = platform::platforms(&path, project_type);
+            platform::make_ignored_dirs(&path, &platforms).map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("create the worktree's cache directories: {e}"),
+            })?;
+            Ok((platforms, platform::top_level_names(&path)))
+        })
+        .await?;
+        let command = match &self.build.init_command {
+            Some(command) => command.clone(),
+            None => {
+                let mut commands = Vec::new();
+                for step in platform::init_plan(&platforms, &names) {
+                    if platform::in_sandbox_path(&step.program) {
+                        commands.push(step.command);
+                    } else {
+                        progress
+                            .post(&format!(
+                                "no `{}` where the sandbox can run it, so `{}` was skipped; \
+                                 builds in the worktree may fail",
+                                step.program, step.command
+                            ))
+                            .await;
+                    }
+                }
+                if commands.is_empty() {
+                    return Ok(None);
+                }
+                commands.join(" && ")
+            }
+        };
+        Ok(Some(command))
+    }
+
+    /// Runs the init `command` in the sandbox with the network, reporting its progress and,
+    /// when it fails, the end of its output.
+    async fn run_init(
+        &self,
+        tree: &Worktree,
+        command: String,
+        progress: &dyn Progress,
+    ) -> Result<(), PrepareError> {
+        let mut spec = crate::workspace::run_spec(&self.sandbox, &self.build, &tree.path);
+        spec.network = true;
+        spec.keep_fds = Vec::new();
+        let name = tree
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let request = InitRequest {
+            runner_bin: self.runner_bin.clone(),
+            spec,
+            command: command.clone(),
+            spec_path: self.run_dir.join(format!("init-{name}.json")),
+            log_path: self.run_dir.join(format!("init-{name}.log")),
+            timeout: Duration::try_from_secs_f64(self.build.init_timeout_mins * 60.0)
+                .unwrap_or(Duration::from_secs(600)),
+        };
+        let handle = progress
+            .post(&format!("preparing the worktree: `{command}`…"))
+            .await;
+        tracing::info!(tag = "CLD", "worktree {name}: init `{command}`");
+        let failure = |how: String| PrepareError::Init {
+            command: command.clone(),
+            how,
+        };
+        let outcome = match platform::run_init(&request).await {
+            Ok(outcome) => outcome,
+            Err(e) => {
+                let e = failure(format!("could not run: {e}"));
+                if let Some(h) = &handle {
+                    progress.update(h, &e.to_string()).await;
+                }
+                return Err(e);
+            }
+        };
+        let took = elapsed(outcome.duration);
+        let how = match &outcome.end {
+            InitEnd::Succeeded => {
+                tracing::info!(tag = "CLD", "worktree {name}: prepared in {took}");
+                if let Some(h) = &handle {
+                    progress
+                        .update(h, &format!("prepared the worktree: `{command}` ({took})"))
+                        .await;
+                }
+                return Ok(());
+            }
+            InitEnd::Failed { status } => format!("failed ({status}) after {took}"),
+            InitEnd::TimedOut => format!(
+                "did not finish within {} (build.initTimeout)",
+                elapsed(request.timeout)
+            ),
+        };
+        let e = failure(how);
+        tracing::warn!(tag = "CLD", "worktree {name}: {e}");
+        match &handle {
+            Some(h) => progress.update(h, &e.to_string()).await,
+            None => {
+                progress.post(&e.to_string()).await;
+            }
+        }
+        if !outcome.tail.is_empty() {
+            progress
+                .markdown(&format!(
+                    "The end of its output:\n\n```\n{}\n```",
+                    outcome.tail.replace("```", "ʼʼʼ")
+                ))
+                .await;
+        }
+        Err(e)
+    }
+}
+
+fn elapsed(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{}m {:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ProjectType, SandboxMode};
+    use crate::workspace::worktree::testing::repo_with;
+
+    /// Records what a preparation reports.
+    #[derive(Default)]
+    struct Recorded {
+        lines: std::sync::Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Progress for Recorded {
+        async fn post(&self, text: &str) -> Option<String> {
+            let mut lines = self.lines.lock().unwrap();
+            lines.push(format!("post {text}"));
+            Some(format!("{}", lines.len()))
+        }
+        async fn update(&self, handle: &str, text: &str) {
+            self.lines
+                .lock()
+                .unwrap()
+                .push(format!("update {handle} {text}"));
+        }
+        async fn markdown(&self, markdown: &str) {
+            self.lines
+                .lock()
+                .unwrap()
+                .push(format!("markdown {markdown}"));
+        }
+        async fn failed(&self) {
+            self.lines.lock().unwrap().push("failed".into());
+        }
+    }
+
+    /// A stand-in for `codebutler-runner sandbox-exec --spec F -- CMD…` that runs CMD
+    /// unsandboxed (the real sandbox is tested in the runner's and the e2e suites).
+    fn fake_runner(dir: &Path) -> PathBuf {
+        let path = dir.join("fake-runner");
+        std::fs::write(&path, "#!/bin/sh\nshift 4\nexec \"$@\"\n").unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path
+    }
+
+    fn preparer(dir: &Path, repo: &Path, init: Option<&str>, timeout_mins: f64) -> Preparer {
+        Preparer {
+            repo: repo.to_owned(),
+            run_dir: dir.join("run"),
+            runner_bin: fake_runner(dir),
+            sandbox: SandboxConfig {
+                mode: SandboxMode::Enforce,
+                max_processes: 64,
+                memory_mb: 512,
+                file_size_mb: 64,
+                cpu_seconds: 60,
+                tmp_mb: 64,
+                disk_mb: 0,
+                read_only: Vec::new(),
+                runner_path: None,
+            },
+            build: BuildConfig {
+                project_type: ProjectType::Auto,
+                init_command: init.map(str::to_owned),
+                init_timeout_mins: timeout_mins,
+            },
+            max_disk_mb: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_generic_project_is_prepared_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let progress = Recorded::default();
+        let tree = preparer(dir.path(), &repo, None, 1.0)
+            .prepare("Edit the readme", &progress)
+            .await
+            .unwrap();
+        assert!(tree.path.join("README.md").is_file());
+        assert!(progress.lines.lock().unwrap().is_empty());
+        assert!(
+            tree.path
+                .join(crate::workspace::platform::CACHE_DIR)
+                .join(".gitignore")
+                .is_file()
+        );
+    }
+
+    #[tokio::test]
+    async fn the_init_reports_progress_and_its_failure_removes_the_worktree() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let progress = Recorded::default();
+        let ok = preparer(dir.path(), &repo, Some("echo ready > prepared.txt"), 1.0);
+        let tree = ok.prepare("First", &progress).await.unwrap();
+        assert_eq!(
+            std::fs::read_to_string(tree.path.join("prepared.txt")).unwrap(),
+            "ready\n"
+        );
+        let lines = progress.lines.lock().unwrap().clone();
+        assert_eq!(
+            lines[0],
+            "post preparing the worktree: `echo ready > prepared.txt`…"
+        );
+        assert!(
+            lines[1].starts_with("update 1 prepared the worktree: `echo ready > prepared.txt` ("),
+            "{lines:?}"
+        );
+
+        let progress = Recorded::default();
+        let failing = preparer(
+            dir.path(),
+            &repo,
+            Some("echo compiling; echo BROKEN-DEP >&2; exit 3"),
+            1.0,
+        );
+        let e = failing.prepare("Second", &progress).await.unwrap_err();
+        assert!(matches!(e, PrepareError::Init { .. }), "{e}");
+        assert!(e.to_string().contains("failed (exit status: 3)"), "{e}");
+        let lines = progress.lines.lock().unwrap().clone();
+        assert!(
+            lines[1].starts_with("update 1 preparing the worktree failed: `echo compiling"),
+            "{lines:?}"
+        );
+        assert!(
+            lines[2].contains("```\ncompiling\nBROKEN-DEP\n```"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[3], "failed");
+        let path = repo.join(".codebutler/branches/second");
+        assert!(!path.exists(), "the unprepared worktree is removed");
+        assert!(
+            git2::Repository::open(&repo)
+                .unwrap()
+                .find_branch("codebutler/second", git2::BranchType::Local)
+                .is_err()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_hung_init_is_killed_at_its_time_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let pid_file = dir.path().join("sleeper.pid");
+        let command = format!("sleep 300 & echo $! > {}; wait", pid_file.display());
+        let progress = Recorded::default();
+        let started = std::time::Instant::now();
+        let e = preparer(dir.path(), &repo, Some(&command), 0.05)
+            .prepare("Hangs", &progress)
+            .await
+            .unwrap_err();
+        assert!(started.elapsed() < Duration::from_secs(20));
+        assert!(
+            e.to_string()
+                .contains("did not finish within 3s (build.initTimeout)"),
+            "{e}"
+        );
+        // The whole process group went, the background sleeper included (a killed process
+        // takes a moment to die on a busy machine, so its end is awaited, not assumed).
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let alive = || {
+            Path::new(&format!("/proc/{}", pid.trim())).exists()
+                && !std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()))
+                    .unwrap_or_default()
+                    .contains(") Z ")
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alive() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(), "the init's child {pid} survived");
+    }
+
+    #[tokio::test]
+    async fn the_disk_limit_refuses_before_anything_is_created() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = repo_with(dir.path(), &[("README.md", "hi")]);
+        let old = repo.join(".codebutler/branches/old");
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::write(old.join("blob"), vec![7u8; 3 << 20]).unwrap();
+        let mut limited = preparer(dir.path(), &repo, None, 1.0);
+        limited.max_disk_mb = 2;
+        let progress = Recorded::default();
+        let e = limited.prepare("Too much", &progress).await.unwrap_err();
+        assert!(matches!(e, PrepareError::DiskLimit(_)), "{e}");
+        assert!(e.to_string().contains("access.maxWorktreeDiskMB"), "{e}");
+        assert!(!repo.join(".codebutler/branches/too-much").exists());
+        // After clean-up the same plan goes through.
+        std::fs::remove_file(old.join("blob")).unwrap();
+        limited.prepare("Too much", &progress).await.unwrap();
+        assert!(repo.join(".codebutler/branches/too-much").is_dir());
+    }
+}
