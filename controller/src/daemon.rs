@@ -138,8 +138,8 @@ async fn thread_handler(
     outbox: &Outbox,
 ) -> Result<ThreadHandler, StartError> {
     let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
-    let supervisor = runners::supervisor_for(layout, config, store.clone(), gateway.clone())
-        .await?;
+    let supervisor =
+        runners::supervisor_for(layout, config, store.clone(), gateway.clone()).await?;
     let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
         path: layout.repo.clone(),
         source,

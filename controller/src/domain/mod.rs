@@ -3,6 +3,7 @@
 //! module (the Slack adapter, the store, the PM, the Coder) can speak it without importing
 //! another's internals.
 
+mod click;
 mod plan;
 mod role;
 mod run;
@@ -10,6 +11,7 @@ mod thread;
 mod thread_state;
 mod usage;
 
+pub use click::{ButtonAction, Click};
 pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};

@@ -67,7 +67,7 @@ pub fn classify(event: &SlackPushEventCallback, filter: &IntakeFilter) -> Intake
     if text.trim().is_empty() {
         return Intake::Ignore("empty message");
     }
-    if crate::slack::interactive::Click::parse(&text).is_some() {
+    if crate::domain::Click::parse(&text).is_some() {
         return Intake::Ignore("text that reads as a button click");
     }
     let ts = message.origin.ts.0.clone();

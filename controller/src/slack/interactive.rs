@@ -4,7 +4,7 @@
 //! A click arrives over Socket Mode as an `interactive` envelope with a `block_actions`
 //! payload. It takes the same path as a typed message, so it is as durable and happens at
 //! most once: [`classify`] turns it into an [`IncomingMessage`] whose text is a click marker
-//! (see [`Click`]) and whose `ts` is derived from the action's `action_ts`; the intake stores it
+//! (see [`crate::domain::Click`]) and whose `ts` is derived from the action's `action_ts`; the intake stores it
 //! before the envelope is acknowledged (a redelivery of the same envelope has the same
 //! `action_ts` and is dropped as a duplicate) and wakes the thread's dispatcher, which handles
 //! it in order with the thread's other messages.
@@ -15,7 +15,7 @@
 
 use slack_morphism::prelude::*;
 
-use crate::domain::IncomingMessage;
+use crate::domain::{ButtonAction, Click, IncomingMessage};
 use crate::slack::format::split_message;
 use crate::slack::intake::{Intake, IntakeFilter};
 
@@ -30,92 +30,14 @@ pub const ACTIONS_BLOCK: &str = "codebutler_actions";
 
 /// Slack fails a section block whose text is longer than this.
 const SECTION_MAX_CHARS: usize = 3000;
-const MARKER: &str = "<codebutler:click";
 
-/// Which button was clicked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ButtonAction {
-    /// Approve the plan shown in the message.
-    Approve,
-    /// Withdraw the plan shown in the message.
-    CancelPlan,
-    /// Stop the running Coder whose status the message shows.
-    StopRun,
-}
-
-impl ButtonAction {
-    fn from_action_id(id: &str) -> Option<Self> {
-        match id {
-            APPROVE => Some(Self::Approve),
-            CANCEL_PLAN => Some(Self::CancelPlan),
-            STOP_RUN => Some(Self::StopRun),
-            _ => None,
-        }
-    }
-
-    fn word(self) -> &'static str {
-        match self {
-            Self::Approve => "approve",
-            Self::CancelPlan => "cancel-plan",
-            Self::StopRun => "stop-run",
-        }
-    }
-
-    fn from_word(word: &str) -> Option<Self> {
-        [Self::Approve, Self::CancelPlan, Self::StopRun]
-            .into_iter()
-            .find(|a| a.word() == word)
-    }
-}
-
-/// A button click, as carried in the text of its stored thread message.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Click {
-    pub action: ButtonAction,
-    /// The ts of the message that carries the button.
-    pub message_ts: String,
-    /// The button's `value` (for Approve: the digest of the plan it was shown with).
-    pub value: String,
-    /// The clicked message's text as Slack had it, to rebuild its blocks without the buttons.
-    pub message_text: String,
-}
-
-impl Click {
-    /// The stored text: a marker line, then the clicked message's text.
-    pub fn to_text(&self) -> String {
-        format!(
-            "{MARKER} {} {} {}>\n{}",
-            self.action.word(),
-            self.message_ts,
-            if self.value.is_empty() {
-                "-"
-            } else {
-                &self.value
-            },
-            self.message_text
-        )
-    }
-
-    /// The click a stored message stands for, if it is one.
-    pub fn parse(text: &str) -> Option<Click> {
-        let (head, rest) = text.split_once('\n').unwrap_or((text, ""));
-        let inner = head.strip_prefix(MARKER)?.strip_suffix('>')?;
-        let mut words = inner.split_whitespace();
-        let action = ButtonAction::from_word(words.next()?)?;
-        let message_ts = words.next()?.to_owned();
-        let value = match words.next()? {
-            "-" => String::new(),
-            v => v.to_owned(),
-        };
-        if words.next().is_some() {
-            return None;
-        }
-        Some(Click {
-            action,
-            message_ts,
-            value,
-            message_text: rest.to_owned(),
-        })
+/// The button an `action_id` of ours names.
+fn button_action(id: &str) -> Option<ButtonAction> {
+    match id {
+        APPROVE => Some(ButtonAction::Approve),
+        CANCEL_PLAN => Some(ButtonAction::CancelPlan),
+        STOP_RUN => Some(ButtonAction::StopRun),
+        _ => None,
     }
 }
 
@@ -150,7 +72,7 @@ pub fn plan_digest(plan_json: &str) -> String {
 }
 
 /// Classifies an interaction: a click on one of our buttons in our channel becomes a thread
-/// message carrying a [`Click`]; everything else is ignored (and acknowledged).
+/// message carrying a [`Click`](crate::domain::Click); everything else is ignored (and acknowledged).
 pub fn classify(event: &SlackInteractionEvent, filter: &IntakeFilter) -> Intake {
     let SlackInteractionEvent::BlockActions(actions) = event else {
         return Intake::Ignore("not a block action");
@@ -182,7 +104,7 @@ pub fn classify(event: &SlackInteractionEvent, filter: &IntakeFilter) -> Intake 
         .actions
         .iter()
         .flatten()
-        .find_map(|a| ButtonAction::from_action_id(&a.action_id.0).map(|action| (action, a)))
+        .find_map(|a| button_action(&a.action_id.0).map(|action| (action, a)))
     else {
         return Intake::Ignore("not one of our buttons");
     };

@@ -4,7 +4,8 @@
 
 use codebutler_controller::fuzzing::{Frame, socket_frame};
 use codebutler_controller::slack::intake::{Intake, IntakeFilter};
-use codebutler_controller::slack::interactive::{Click, reaction_target};
+use codebutler_controller::domain::Click;
+use codebutler_controller::slack::interactive::reaction_target;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|frame: &str| {
