@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use codebutler_runner::tools::path::RepoRoot;
+use codebutler_agent::tools::path::RepoRoot;
 use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
 use tokio_util::sync::CancellationToken;
 

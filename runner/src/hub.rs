@@ -18,11 +18,11 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::conversation::{ChatMessage, ToolCall, ToolSpec};
-use crate::tool_loop::{AssistantReply, ChatModel};
-use crate::tools::coder::{
+use crate::tools::{
     CommitResult, FetchFailure, FetchedPage, Forge, MemoryFailure, MemorySource, WebSource,
 };
+use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec};
+use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
 
 /// A hub call that failed.
 #[derive(Debug, thiserror::Error)]

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use codebutler_runner::sandbox::{self, SandboxReport, SandboxSpec};
+use codebutler_sandbox::{self as sandbox, SandboxReport, SandboxSpec};
 
 /// Exit code when the sandbox could not be set up (a step failed) or the spec is unusable.
 const EXIT_SANDBOX_FAILED: u8 = 125;
@@ -123,7 +123,8 @@ fn main() -> ExitCode {
 /// Enters the worktree's sandbox (no network, no descriptors but stdio) and does
 /// `operation`, writing frames on stdout; a failure is written as a `Failed` frame too.
 fn worktree_io(spec_json: &str, operation: &WorktreeOperation) -> ExitCode {
-    use codebutler_runner::worktree_io::{self, wire};
+    use codebutler_runner::worktree_io;
+    use codebutler_sandbox::worktree_wire as wire;
     let mut spec = match serde_json::from_str::<SandboxSpec>(spec_json) {
         Ok(spec) if spec.network => {
             eprintln!("codebutler-runner: refusing a worktree helper with \"network\": true");

@@ -21,16 +21,16 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::agent::{CoderTask, DiskWatch, Ending, Inbox, run_coder};
-use crate::compaction::Compaction;
 use crate::hub::{HubForge, HubMemory, HubModel, HubWeb, connect};
 use crate::quiesce::Quiescer;
-use crate::sandbox::{SandboxMode, SandboxSpec, enter};
-use crate::tool::ToolRegistry;
-use crate::tools::coder::{
+use crate::tools::{
     AskUserTool, BashConfig, NotifyTool, Questions, ReadMemoryTool, WebFetchTool, coder_tools,
     forge_tools,
 };
-use crate::tools::path::RepoRoot;
+use codebutler_agent::compaction::Compaction;
+use codebutler_agent::tool::ToolRegistry;
+use codebutler_agent::tools::path::RepoRoot;
+use codebutler_sandbox::{SandboxMode, SandboxSpec, enter};
 
 /// The inherited hub socket.
 pub const HUB_FD: i32 = 3;

@@ -431,7 +431,7 @@ impl SlackCoder {
             .map_err(|e| e.to_string())?;
         match checkpoint {
             Some(c) if c.run_id == last.id => Ok(c.conversation),
-            _ => serde_json::to_string(&[codebutler_runner::agent::plan_message(&last.plan)])
+            _ => serde_json::to_string(&[codebutler_agent::conversation::plan_message(&last.plan)])
                 .map_err(|e| e.to_string()),
         }
     }

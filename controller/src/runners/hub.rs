@@ -12,13 +12,13 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use codebutler_agent::conversation::ChatMessage;
 use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
 use codebutler_proto::runner::v1::{
     CommitRequest, CommitResponse, CompleteChunk, CompleteRequest, FetchRequest, FetchResponse,
     OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest, ReadMemoryResponse,
     Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
 };
-use codebutler_runner::conversation::ChatMessage;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;

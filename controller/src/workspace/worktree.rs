@@ -638,7 +638,7 @@ impl Preparer {
     }
 
     /// The sandbox spec of a Coder run in `worktree` (see [`super::run_spec`]).
-    pub fn run_spec(&self, worktree: &Path) -> codebutler_runner::sandbox::SandboxSpec {
+    pub fn run_spec(&self, worktree: &Path) -> codebutler_sandbox::SandboxSpec {
         super::run_spec(&self.sandbox, &self.build, worktree)
     }
 

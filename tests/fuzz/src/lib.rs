@@ -18,14 +18,14 @@ use codebutler_controller::store::Store;
 use codebutler_controller::domain::{IncomingMessage, ThreadKey};
 use codebutler_proto::runner::v1::RunnerEvent;
 use codebutler_proto::runner::v1::runner_event::Event;
-use codebutler_runner::tool::{ToolError, ToolRegistry};
-use codebutler_runner::tools::coder::{
+use codebutler_agent::tool::{ToolError, ToolRegistry};
+use codebutler_runner::tools::{
     AskUserTool, BashConfig, BashTool, CommitResult, EditTool, FetchFailure, FetchedPage, Forge,
     GitCommitTool, GlobTool, GrepTool, MemoryFailure, MemorySource, MultiEditTool, NotifyTool,
     OpenPrTool, Questions, ReadMemoryTool, ReadTool, WebFetchTool, WebSource, WriteTool,
 };
-use codebutler_runner::tools::path::RepoRoot;
-use codebutler_runner::tools::repository_tools;
+use codebutler_agent::tools::path::RepoRoot;
+use codebutler_agent::tools::repository_tools;
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, path_beneath_rules,

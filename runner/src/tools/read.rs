@@ -7,10 +7,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::files::worktree_relative;
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
-use crate::tools::path::RepoRoot;
-use crate::tools::read_file::{ReadStyle, read_numbered};
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::tools::path::RepoRoot;
+use codebutler_agent::tools::read_file::{ReadStyle, read_numbered};
 
 const NAME: &str = "Read";
 
@@ -85,7 +85,7 @@ impl Tool for ReadTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        crate::tool::run_blocking(NAME, move || read(&root, &args)).await
+        codebutler_agent::tool::run_blocking(NAME, move || read(&root, &args)).await
     }
 }
 

@@ -82,10 +82,10 @@ fn display_line(bytes: &[u8]) -> String {
 /// How a file-reading tool presents a file: its name (for argument errors), its line cap,
 /// and the tool it points to when asked to read a directory.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ReadStyle {
-    pub(crate) tool: &'static str,
-    pub(crate) max_lines: usize,
-    pub(crate) list_tool: &'static str,
+pub struct ReadStyle {
+    pub tool: &'static str,
+    pub max_lines: usize,
+    pub list_tool: &'static str,
 }
 
 const STYLE: ReadStyle = ReadStyle {
@@ -101,7 +101,7 @@ fn read(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
 /// Reads the text file at `rel` (resolved through `root`) as numbered lines
 /// (`{:>5}│ {line}`), from line `offset` (1-based, default 1) for at most `limit` lines
 /// (default and cap `style.max_lines`). Binary files and directories are refused.
-pub(crate) fn read_numbered(
+pub fn read_numbered(
     root: &RepoRoot,
     rel: &str,
     offset: Option<i64>,

@@ -7,10 +7,10 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::files::worktree_relative;
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
-use crate::tools::list_files::{matching_files, render_file_list};
-use crate::tools::path::RepoRoot;
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::tools::list_files::{matching_files, render_file_list};
+use codebutler_agent::tools::path::RepoRoot;
 
 const NAME: &str = "Glob";
 
@@ -91,7 +91,7 @@ impl Tool for GlobTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        crate::tool::run_blocking(NAME, move || list(&root, &args)).await
+        codebutler_agent::tool::run_blocking(NAME, move || list(&root, &args)).await
     }
 }
 
@@ -99,7 +99,7 @@ impl Tool for GlobTool {
 mod tests {
     use super::super::tests::worktree;
     use super::*;
-    use crate::tools::path::test_support::write_files;
+    use codebutler_agent::tools::path::test_support::write_files;
     use serde_json::json;
     use std::time::Duration;
 

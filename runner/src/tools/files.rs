@@ -12,8 +12,8 @@ use std::io::Write as _;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::tool::ToolError;
-use crate::tools::path::RepoRoot;
+use codebutler_agent::tool::ToolError;
+use codebutler_agent::tools::path::RepoRoot;
 
 /// Turns a path sent by a model into a path relative to the worktree root (still to be
 /// checked by [`RepoRoot`]). Relative paths are returned as they are; an absolute path is

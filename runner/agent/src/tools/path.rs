@@ -149,16 +149,19 @@ fn is_absolute_like(rel: &str) -> bool {
         || Path::new(rel).is_absolute()
 }
 
-/// Helpers shared by the tools' unit tests: temporary git repositories built with git2.
-#[cfg(test)]
-pub(crate) mod test_support {
+/// Helpers shared by the tools' tests, here and in the runner's Coder tools (feature
+/// `test-support`): temporary git repositories built with git2. Test code: a failure
+/// panics.
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used)]
+pub mod test_support {
     use std::path::Path;
     use std::sync::Arc;
 
     use super::RepoRoot;
 
     /// Writes `files` (creating parent directories) under `dir`.
-    pub(crate) fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    pub fn write_files(dir: &Path, files: &[(&str, &str)]) {
         for (rel, content) in files {
             let path = dir.join(rel);
             if let Some(parent) = path.parent() {
@@ -170,7 +173,7 @@ pub(crate) mod test_support {
 
     /// Stages everything (respecting .gitignore) and commits it with a fixed signature at
     /// `time` (seconds since the epoch, UTC). Returns the commit id.
-    pub(crate) fn commit_all(dir: &Path, message: &str, time: i64) -> git2::Oid {
+    pub fn commit_all(dir: &Path, message: &str, time: i64) -> git2::Oid {
         let repo = git2::Repository::open(dir).unwrap();
         let mut index = repo.index().unwrap();
         index
@@ -191,7 +194,7 @@ pub(crate) mod test_support {
     }
 
     /// A new git repository holding `files` in one commit ("initial", 2026-01-02 UTC).
-    pub(crate) fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<RepoRoot>) {
+    pub fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<RepoRoot>) {
         let dir = tempfile::tempdir().unwrap();
         git2::Repository::init(dir.path()).unwrap();
         write_files(dir.path(), files);

@@ -69,7 +69,7 @@ pub(crate) fn glob_matches(glob: &GlobMatcher, rel: &str, start_rel: &str) -> bo
 /// The files under `path` (relative to `root`; default the whole repository) whose name or
 /// path matches the glob `pattern`, as (path relative to the root, absolute path), sorted
 /// by path. `tool` names the calling tool in argument errors.
-pub(crate) fn matching_files(
+pub fn matching_files(
     tool: &str,
     root: &RepoRoot,
     pattern: &str,
@@ -93,7 +93,7 @@ fn list(root: &RepoRoot, pattern: &str, path: Option<&str>) -> Result<String, To
 
 /// One path per line, at most [`MAX_FILES`] with a marker when there were more, or
 /// `no files match`.
-pub(crate) fn render_file_list(paths: impl IntoIterator<Item = String>) -> String {
+pub fn render_file_list(paths: impl IntoIterator<Item = String>) -> String {
     let mut matched: Vec<String> = paths.into_iter().take(MAX_FILES + 1).collect();
     if matched.is_empty() {
         return "no files match".to_owned();

@@ -27,7 +27,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat, write};
 use serde::Serialize;
 
 use super::error::{AtStep, SandboxError, Step};
-use super::spec::Limits;
+use crate::spec::Limits;
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 

@@ -1,0 +1,275 @@
+//! Grep: a regex search across the repository's files with the ripgrep crates, following
+//! ripgrep's file rules (see [`super::walk`]) and skipping binary files.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use grep_regex::RegexMatcher;
+use grep_searcher::{BinaryDetection, SearcherBuilder, sinks};
+use serde::Deserialize;
+
+use super::list_files::{compile_glob, glob_matches};
+use super::path::RepoRoot;
+use super::walk::walk_files;
+use crate::conversation::ToolSpec;
+use crate::tool::{Tool, ToolError, parse_args};
+
+const NAME: &str = "Grep";
+
+/// Most matching lines returned by one call.
+pub const MAX_MATCHES: usize = 100;
+
+/// Longest matching line shown, in characters; longer lines are cut with `…`.
+const MAX_LINE_CHARS: usize = 300;
+
+/// Searches files for a regex (gitignore-aware).
+#[derive(Debug, Clone)]
+pub struct Grep {
+    root: Arc<RepoRoot>,
+}
+
+#[derive(Deserialize)]
+struct Args {
+    pattern: String,
+    glob: Option<String>,
+    path: Option<String>,
+}
+
+impl Grep {
+    /// A Grep confined to `root`.
+    pub fn new(root: Arc<RepoRoot>) -> Self {
+        Self { root }
+    }
+}
+
+/// `line` without its line terminator, cut to [`MAX_LINE_CHARS`] characters.
+fn display_line(line: &str) -> String {
+    let line = line.trim_end_matches(['\n', '\r']);
+    match line.char_indices().nth(MAX_LINE_CHARS) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
+
+fn search(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
+    search_files(
+        NAME,
+        root,
+        &args.pattern,
+        args.glob.as_deref(),
+        args.path.as_deref(),
+    )
+}
+
+/// Searches the files under `path` (relative to `root`; default the whole repository),
+/// optionally only those matching `glob`, for lines matching the regex `pattern`. Returns
+/// `path:line:text` lines sorted by path and line, at most [`MAX_MATCHES`], or
+/// `no matches`. `tool` names the calling tool in argument errors.
+pub fn search_files(
+    tool: &str,
+    root: &RepoRoot,
+    pattern: &str,
+    glob: Option<&str>,
+    path: Option<&str>,
+) -> Result<String, ToolError> {
+    let matcher =
+        RegexMatcher::new_line_matcher(pattern).map_err(|e| ToolError::InvalidArguments {
+            tool: tool.to_owned(),
+            reason: format!("invalid regex {pattern:?}: {e}"),
+        })?;
+    let glob = glob.map(|g| compile_glob(tool, g)).transpose()?;
+    let start = root.resolve(path.unwrap_or(""))?;
+    let start_rel = root.relative(&start);
+    let mut searcher = SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .line_number(true)
+        .build();
+
+    let mut results: Vec<String> = Vec::new();
+    for (rel, path) in walk_files(root, &start) {
+        if let Some(glob) = &glob {
+            if !glob_matches(glob, &rel, &start_rel) {
+                continue;
+            }
+        }
+        let sink = sinks::Lossy(|line_number, line| {
+            results.push(format!("{rel}:{line_number}:{}", display_line(line)));
+            Ok(results.len() <= MAX_MATCHES)
+        });
+        if let Err(e) = searcher.search_path(&matcher, &path, sink) {
+            tracing::debug!(file = %rel, error = %e, "skipping a file Grep could not read");
+        }
+        if results.len() > MAX_MATCHES {
+            break;
+        }
+    }
+    if results.is_empty() {
+        return Ok("no matches".to_owned());
+    }
+    let more = results.len() > MAX_MATCHES;
+    results.truncate(MAX_MATCHES);
+    let mut out = results.join("\n");
+    if more {
+        out.push_str(&format!(
+            "\n[stopped at {MAX_MATCHES} matches; narrow the pattern or path]"
+        ));
+    }
+    Ok(out)
+}
+
+#[async_trait]
+impl Tool for Grep {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: NAME,
+            description: "Search for a regex pattern across files. Returns matching lines with file paths and line numbers. Max 100 results.",
+            parameters: serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "pattern": {
+                        "type": "string",
+                        "description": "Regular expression (Rust regex syntax), matched line by line."
+                    },
+                    "glob": {
+                        "type": "string",
+                        "description": "Only search files whose name or repository-relative path matches this glob, e.g. \"*.rs\" or \"src/**/*.rs\"."
+                    },
+                    "path": {
+                        "type": "string",
+                        "description": "File or directory to search, relative to the repository root (default: the whole repository)."
+                    }
+                },
+                "required": ["pattern"]
+            }),
+        }
+    }
+
+    fn read_only(&self) -> bool {
+        true
+    }
+
+    async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
+        let args: Args = parse_args(NAME, args)?;
+        let root = Arc::clone(&self.root);
+        crate::tool::run_blocking(NAME, move || search(&root, &args)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::path::test_support::{repo_with, write_files};
+    use super::*;
+    use serde_json::json;
+
+    async fn run(root: &Arc<RepoRoot>, args: serde_json::Value) -> Result<String, ToolError> {
+        Grep::new(Arc::clone(root)).call(args).await
+    }
+
+    fn sample() -> (tempfile::TempDir, Arc<RepoRoot>) {
+        repo_with(&[
+            (".gitignore", "ignored.txt\n"),
+            ("src/lib.rs", "pub fn alpha() {}\n// needle in lib\n"),
+            ("src/deep/mod.rs", "fn beta() {}\nlet needle = 1;\n"),
+            ("docs/notes.md", "a needle in the docs\n"),
+            ("b.txt", "no match here\nneedle\n"),
+        ])
+    }
+
+    #[tokio::test]
+    async fn finds_matches_sorted_by_path_and_line() {
+        let (dir, root) = sample();
+        write_files(dir.path(), &[("ignored.txt", "needle\n")]);
+        std::fs::write(dir.path().join("bin.dat"), b"needle\0\x01\x02").unwrap();
+        let out = run(&root, json!({"pattern": "needle"})).await.unwrap();
+        assert_eq!(
+            out,
+            "b.txt:2:needle\n\
+             docs/notes.md:1:a needle in the docs\n\
+             src/deep/mod.rs:2:let needle = 1;\n\
+             src/lib.rs:2:// needle in lib"
+        );
+    }
+
+    #[tokio::test]
+    async fn glob_and_path_narrow_the_search() {
+        let (_dir, root) = sample();
+        assert_eq!(
+            run(&root, json!({"pattern": "needle", "glob": "*.rs"}))
+                .await
+                .unwrap(),
+            "src/deep/mod.rs:2:let needle = 1;\nsrc/lib.rs:2:// needle in lib"
+        );
+        assert_eq!(
+            run(
+                &root,
+                json!({"pattern": "needle", "glob": "src/**/*.rs", "path": "src/deep"})
+            )
+            .await
+            .unwrap(),
+            "src/deep/mod.rs:2:let needle = 1;"
+        );
+        assert_eq!(
+            run(&root, json!({"pattern": "fn \\w+", "path": "src/lib.rs"}))
+                .await
+                .unwrap(),
+            "src/lib.rs:1:pub fn alpha() {}"
+        );
+        assert_eq!(
+            run(&root, json!({"pattern": "zzz"})).await.unwrap(),
+            "no matches"
+        );
+        let err = run(&root, json!({"pattern": "x", "path": "/etc"}))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, ToolError::PathRefused { .. }), "{err}");
+    }
+
+    #[tokio::test]
+    async fn private_directories_are_not_searched() {
+        let (dir, root) = sample();
+        write_files(
+            dir.path(),
+            &[
+                (".codebutler/config.json", "needle secret"),
+                ("x/.git", "needle"),
+            ],
+        );
+        let out = run(&root, json!({"pattern": "secret|needle"}))
+            .await
+            .unwrap();
+        assert!(!out.contains("secret"), "{out}");
+        assert!(!out.contains(".git"), "{out}");
+        assert!(out.contains("b.txt:2:needle"), "{out}");
+    }
+
+    #[tokio::test]
+    async fn results_are_capped_at_100() {
+        let body: String = (0..150).map(|i| format!("hit {i}\n")).collect();
+        let long = format!("hit {}\n", "x".repeat(1000));
+        let (_dir, root) = repo_with(&[("a.txt", &long), ("b.txt", &body)]);
+        let out = run(&root, json!({"pattern": "^hit"})).await.unwrap();
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), MAX_MATCHES + 1);
+        assert!(lines[0].starts_with("a.txt:1:hit xxx"), "{}", lines[0]);
+        assert!(lines[0].ends_with('…') && lines[0].chars().count() < 320);
+        assert_eq!(lines[1], "b.txt:1:hit 0");
+        assert_eq!(lines[99], "b.txt:99:hit 98");
+        assert_eq!(
+            lines[100],
+            "[stopped at 100 matches; narrow the pattern or path]"
+        );
+    }
+
+    #[tokio::test]
+    async fn invalid_regex_is_an_argument_error() {
+        let (_dir, root) = sample();
+        let err = run(&root, json!({"pattern": "foo(("})).await.unwrap_err();
+        match err {
+            ToolError::InvalidArguments { tool, reason } => {
+                assert_eq!(tool, "Grep");
+                assert!(reason.starts_with("invalid regex \"foo((\""), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}
