@@ -309,8 +309,15 @@ async fn run_tools(
 }
 
 async fn emit(events: &mpsc::Sender<RunnerEvent>, event: Event) {
-    // A closed channel means the controller is gone; the run ends on its own limits.
-    let _ = events.send(RunnerEvent { event: Some(event) }).await;
+    // A closed channel means the controller is gone (the run is being cancelled); the
+    // event goes with it.
+    if events
+        .send(RunnerEvent { event: Some(event) })
+        .await
+        .is_err()
+    {
+        eprintln!("codebutler-runner: the controller is gone; an event was not delivered");
+    }
 }
 
 /// A one-line description of a tool call for people: "editing src/auth.rs",

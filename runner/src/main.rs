@@ -171,11 +171,31 @@ fn worktree_io(spec_json: &str, operation: &WorktreeOperation) -> ExitCode {
     failed.unwrap_or(ExitCode::SUCCESS)
 }
 
+/// Why a spec file could not be used.
+#[derive(Debug, thiserror::Error)]
+enum SpecError {
+    #[error("read sandbox spec {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parse sandbox spec {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
 /// Reads a spec file (before the sandbox hides the host).
-fn read_spec(path: &Path) -> Result<SandboxSpec, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("read sandbox spec {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("parse sandbox spec {}: {e}", path.display()))
+fn read_spec(path: &Path) -> Result<SandboxSpec, SpecError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| SpecError::Parse {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Enters the sandbox of `spec` and prints its warnings; exits on failure.

@@ -128,7 +128,7 @@ pub enum SessionError {
     #[error("resume conversation: {0}")]
     Resume(serde_json::Error),
     /// The worktree cannot be opened.
-    #[error("open {path}: {source}")]
+    #[error("open {}: {source}", path.display())]
     Worktree {
         path: PathBuf,
         source: std::io::Error,

@@ -25,13 +25,25 @@ pub struct CommitResult {
     pub nothing_to_commit: bool,
 }
 
+/// Why a commit or a pull request did not happen; the model reads the message.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeFailure {
+    /// The run's other processes could not be stopped, so the worktree could change while
+    /// it is staged.
+    #[error("stop the run's other processes before committing: {0}")]
+    Quiesce(#[from] crate::quiesce::QuiesceError),
+    /// The controller refused or failed the request; its message says why.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// Who commits and opens pull requests for the run: the controller, over the hub.
 #[async_trait]
 pub trait Forge: Send + Sync {
     /// Commits every change of the worktree on the run's branch.
-    async fn commit(&self, message: &str) -> Result<CommitResult, String>;
+    async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure>;
     /// Pushes the run's branch and opens a pull request; returns its address.
-    async fn open_pr(&self, title: &str, body: &str) -> Result<String, String>;
+    async fn open_pr(&self, title: &str, body: &str) -> Result<String, ForgeFailure>;
 }
 
 /// The text the model reads for a commit.
@@ -211,13 +223,13 @@ mod tests {
 
     #[async_trait]
     impl Forge for FakeForge {
-        async fn commit(&self, message: &str) -> Result<CommitResult, String> {
+        async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure> {
             self.calls.lock().unwrap().push(format!("commit {message}"));
             self.commit
                 .clone()
-                .ok_or_else(|| "refusing to commit \"main\"".to_owned())
+                .ok_or_else(|| ForgeFailure::Refused("refusing to commit \"main\"".to_owned()))
         }
-        async fn open_pr(&self, title: &str, body: &str) -> Result<String, String> {
+        async fn open_pr(&self, title: &str, body: &str) -> Result<String, ForgeFailure> {
             self.calls
                 .lock()
                 .unwrap()

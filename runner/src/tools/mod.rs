@@ -32,7 +32,7 @@ use std::sync::Arc;
 pub use ask_user::{AskUserTool, Questions};
 pub use bash::{BashConfig, BashTool};
 pub use edit::{EditTool, MultiEditTool};
-pub use git::{CommitResult, Forge, GitCommitTool, OpenPrTool};
+pub use git::{CommitResult, Forge, ForgeFailure, GitCommitTool, OpenPrTool};
 pub use glob::GlobTool;
 pub use grep::GrepTool;
 pub use notify::NotifyTool;
