@@ -122,4 +122,25 @@ pub(crate) mod tests {
             assert!(spec.description.len() < 600, "{}", spec.name);
         }
     }
+
+    /// What the Coder's model reads of these tools (names, descriptions, parameter
+    /// schemas), byte for byte as the chat protocol sends it: a change here is a reviewed
+    /// change of `coder_tools.json` (`CODEBUTLER_WRITE_TOOL_SPECS=1` rewrites it).
+    #[test]
+    fn tool_specs_are_what_the_model_reads() {
+        let (_dir, root) = worktree(&[]);
+        let specs: Vec<serde_json::Value> = coder_tools(root, BashConfig::default())
+            .iter()
+            .map(|t| t.spec().to_openai())
+            .collect();
+        let got = serde_json::to_string_pretty(&specs).unwrap();
+        if std::env::var_os("CODEBUTLER_WRITE_TOOL_SPECS").is_some() {
+            std::fs::write(
+                concat!(env!("CARGO_MANIFEST_DIR"), "/src/tools/coder_tools.json"),
+                format!("{got}\n"),
+            )
+            .unwrap();
+        }
+        assert_eq!(got, include_str!("coder_tools.json").trim_end());
+    }
 }
