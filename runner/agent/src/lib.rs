@@ -10,6 +10,7 @@
 
 pub mod compaction;
 pub mod conversation;
+pub mod schema;
 pub mod tool;
 pub mod tool_loop;
 pub mod tools;

@@ -4,10 +4,12 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::files::worktree_relative;
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 use codebutler_agent::tools::list_files::{matching_files, render_file_list};
 use codebutler_agent::tools::path::RepoRoot;
@@ -21,9 +23,11 @@ pub struct GlobTool {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// Glob matched against file names and paths, e.g. "*.rs", "src/**/*.ts", "**/Cargo.toml".
     pattern: String,
+    /// Directory to list (absolute inside the worktree, or relative to its root); default the whole worktree.
     path: Option<String>,
 }
 
@@ -67,20 +71,7 @@ impl Tool for GlobTool {
         ToolSpec {
             name: NAME,
             description: "List files whose name or path matches a glob (`*` stays within a directory, `**` crosses directories), skipping .gitignore'd and hidden files. Returns paths relative to the worktree root, most recently modified first, at most 200.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Glob matched against file names and paths, e.g. \"*.rs\", \"src/**/*.ts\", \"**/Cargo.toml\"."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Directory to list (absolute inside the worktree, or relative to its root); default the whole worktree."
-                    }
-                },
-                "required": ["pattern"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

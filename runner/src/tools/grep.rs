@@ -3,10 +3,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::files::worktree_relative;
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 use codebutler_agent::tools::grep::search_files;
 use codebutler_agent::tools::path::RepoRoot;
@@ -19,10 +21,13 @@ pub struct GrepTool {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// Regular expression, e.g. "fn \\w+_test" or "TODO|FIXME".
     pattern: String,
+    /// File or directory to search (absolute inside the worktree, or relative to its root); default the whole worktree.
     path: Option<String>,
+    /// Only search files whose name or path matches this glob, e.g. "*.rs" or "src/**/*.ts".
     glob: Option<String>,
 }
 
@@ -54,24 +59,7 @@ impl Tool for GrepTool {
         ToolSpec {
             name: NAME,
             description: "Search file contents for a regex (Rust regex syntax, matched line by line), skipping .gitignore'd, hidden and binary files. Returns `path:line:text` lines with paths relative to the worktree root, at most 100 matches; narrow with path or glob.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Regular expression, e.g. \"fn \\\\w+_test\" or \"TODO|FIXME\"."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "File or directory to search (absolute inside the worktree, or relative to its root); default the whole worktree."
-                    },
-                    "glob": {
-                        "type": "string",
-                        "description": "Only search files whose name or path matches this glob, e.g. \"*.rs\" or \"src/**/*.ts\"."
-                    }
-                },
-                "required": ["pattern"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::files::worktree_relative;
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 use codebutler_agent::tools::path::RepoRoot;
 use codebutler_agent::tools::read_file::{ReadStyle, read_numbered};
@@ -29,10 +31,15 @@ pub struct ReadTool {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// The file to read: an absolute path inside the worktree, or a path relative to the worktree root.
     file_path: String,
+    /// 1-based line number to start at (default 1).
+    #[schemars(range(min = 1))]
     offset: Option<i64>,
+    /// Most lines to return (default and maximum 2000).
+    #[schemars(range(min = 1, max = MAX_LINES))]
     limit: Option<i64>,
 }
 
@@ -54,27 +61,7 @@ impl Tool for ReadTool {
         ToolSpec {
             name: NAME,
             description: "Read a text file, shown with line numbers as `    N│ text` (the prefix is not part of the file). At most 2000 lines per call (use offset and limit for more); lines longer than 2000 characters are cut; binary files and directories are refused.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {
-                        "type": "string",
-                        "description": "The file to read: an absolute path inside the worktree, or a path relative to the worktree root."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "1-based line number to start at (default 1)."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LINES,
-                        "description": "Most lines to return (default and maximum 2000)."
-                    }
-                },
-                "required": ["file_path"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

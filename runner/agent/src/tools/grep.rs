@@ -6,12 +6,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, SearcherBuilder, sinks};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::list_files::{compile_glob, glob_matches};
 use super::path::RepoRoot;
 use super::walk::walk_files;
 use crate::conversation::ToolSpec;
+use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
 
 const NAME: &str = "Grep";
@@ -28,10 +30,13 @@ pub struct Grep {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// Regular expression (Rust regex syntax), matched line by line.
     pattern: String,
+    /// Only search files whose name or repository-relative path matches this glob, e.g. "*.rs" or "src/**/*.rs".
     glob: Option<String>,
+    /// File or directory to search, relative to the repository root (default: the whole repository).
     path: Option<String>,
 }
 
@@ -123,24 +128,7 @@ impl Tool for Grep {
         ToolSpec {
             name: NAME,
             description: "Search for a regex pattern across files. Returns matching lines with file paths and line numbers. Max 100 results.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Regular expression (Rust regex syntax), matched line by line."
-                    },
-                    "glob": {
-                        "type": "string",
-                        "description": "Only search files whose name or repository-relative path matches this glob, e.g. \"*.rs\" or \"src/**/*.rs\"."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "File or directory to search, relative to the repository root (default: the whole repository)."
-                    }
-                },
-                "required": ["pattern"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

@@ -5,11 +5,13 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use globset::{Glob, GlobMatcher};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::path::RepoRoot;
 use super::walk::walk_files;
 use crate::conversation::ToolSpec;
+use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
 
 const NAME: &str = "ListFiles";
@@ -23,9 +25,11 @@ pub struct ListFiles {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// Glob matched against file names and paths relative to the repository root, e.g. "*.rs", "docs/*.md", "**/Cargo.toml".
     pattern: String,
+    /// Directory to list, relative to the repository root (default: the whole repository).
     path: Option<String>,
 }
 
@@ -115,20 +119,7 @@ impl Tool for ListFiles {
         ToolSpec {
             name: NAME,
             description: "List files matching a glob pattern. Returns paths relative to repo root. Max 200 results.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Glob matched against file names and paths relative to the repository root, e.g. \"*.rs\", \"docs/*.md\", \"**/Cargo.toml\"."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Directory to list, relative to the repository root (default: the whole repository)."
-                    }
-                },
-                "required": ["pattern"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

@@ -4,10 +4,12 @@ use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::path::RepoRoot;
 use crate::conversation::ToolSpec;
+use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
 
 const NAME: &str = "ReadFile";
@@ -27,10 +29,15 @@ pub struct ReadFile {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// File path relative to the repository root.
     path: String,
+    /// 1-based line to start at (default 1).
+    #[schemars(range(min = 1))]
     offset: Option<i64>,
+    /// Most lines to return (default and maximum 500).
+    #[schemars(range(min = 1, max = MAX_LINES))]
     limit: Option<i64>,
 }
 
@@ -175,27 +182,7 @@ impl Tool for ReadFile {
         ToolSpec {
             name: NAME,
             description: "Read the contents of a file in the repository. Returns file text with line numbers. Use offset/limit for large files.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File path relative to the repository root."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "1-based line to start at (default 1)."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LINES,
-                        "description": "Most lines to return (default and maximum 500)."
-                    }
-                },
-                "required": ["path"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 
