@@ -11,18 +11,15 @@
 //! ([`WebSource`], [`MemorySource`]) or the run's event stream ([`AskUserTool`]), so it is
 //! tested here without gRPC.
 //!
-//! Read, Grep and Glob share their rendering and search code with the PM's ReadFile, Grep
-//! and ListFiles.
+//! Read, Grep and Glob are the agent core's ReadFile, Grep and ListFiles in their worktree
+//! path style (`codebutler_agent::tools::path::PathStyle`): one implementation each.
 
 mod ask_user;
 mod bash;
 mod edit;
 mod files;
 mod git;
-mod glob;
-mod grep;
 mod notify;
-mod read;
 mod read_memory;
 mod web_fetch;
 mod write;
@@ -33,10 +30,7 @@ pub use ask_user::{AskUserTool, Questions};
 pub use bash::{BashConfig, BashTool};
 pub use edit::{EditTool, MultiEditTool};
 pub use git::{CommitResult, Forge, ForgeFailure, GitCommitTool, OpenPrTool};
-pub use glob::GlobTool;
-pub use grep::GrepTool;
 pub use notify::NotifyTool;
-pub use read::ReadTool;
 pub use read_memory::{MemoryFailure, MemorySource, ReadMemoryTool};
 #[doc(hidden)]
 pub use web_fetch::html;
@@ -44,19 +38,22 @@ pub use web_fetch::{FetchFailure, FetchedPage, WebFetchTool, WebSource};
 pub use write::WriteTool;
 
 use codebutler_agent::tool::Tool;
+use codebutler_agent::tools::grep::Grep;
+use codebutler_agent::tools::list_files::ListFiles;
 use codebutler_agent::tools::path::RepoRoot;
+use codebutler_agent::tools::read_file::ReadFile;
 
 /// The Coder's core tools confined to `root`, in the order they are offered: Read, Write,
 /// Edit, Bash, Grep, Glob.
 pub fn coder_tools(root: Arc<RepoRoot>, bash: BashConfig) -> Vec<Arc<dyn Tool>> {
     vec![
-        Arc::new(ReadTool::new(Arc::clone(&root))),
+        Arc::new(ReadFile::worktree(Arc::clone(&root))),
         Arc::new(WriteTool::new(Arc::clone(&root))),
         Arc::new(EditTool::new(Arc::clone(&root))),
         Arc::new(MultiEditTool::new(Arc::clone(&root))),
         Arc::new(BashTool::new(Arc::clone(&root), bash)),
-        Arc::new(GrepTool::new(Arc::clone(&root))),
-        Arc::new(GlobTool::new(root)),
+        Arc::new(Grep::worktree(Arc::clone(&root))),
+        Arc::new(ListFiles::worktree(root)),
     ]
 }
 
