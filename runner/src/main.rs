@@ -17,7 +17,7 @@
 //! gets the network.
 //!
 //! The sandbox must be entered while the process has a single thread: nothing here starts a
-//! thread before [`codebutler_runner::sandbox::enter`].
+//! thread before [`codebutler_sandbox::enter`].
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
