@@ -248,7 +248,8 @@ async fn session(
                 _ => continue,
             };
             if inbox_tx.send(item).await.is_err() {
-                return;
+                // The run is over and its inbox closed: nothing acts on this command. Keep
+                // reading, since the stream's end is the acknowledgement the runner awaits.
             }
         }
         // The command stream ended. After the run, that is the controller's acknowledgement
