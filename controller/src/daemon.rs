@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use codebutler_runner::tools::path::RepoRoot;
+use codebutler_agent::tools::path::RepoRoot;
 use tokio_util::sync::CancellationToken;
 
 use crate::coder::SlackCoder;

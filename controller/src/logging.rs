@@ -26,9 +26,9 @@ pub enum LogFormat {
 /// Installs the global subscriber writing to stderr. `RUST_LOG` overrides the filter.
 pub fn init(format: LogFormat, verbose: bool) {
     let default = if verbose {
-        "warn,codebutler_controller=debug,codebutler_runner=debug,codebutler=debug"
+        "warn,codebutler_controller=debug,codebutler_agent=debug,codebutler=debug"
     } else {
-        "warn,codebutler_controller=info,codebutler_runner=info,codebutler=info"
+        "warn,codebutler_controller=info,codebutler_agent=info,codebutler=info"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()

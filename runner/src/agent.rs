@@ -15,10 +15,10 @@ use codebutler_proto::runner::v1::{
 };
 use tokio::sync::mpsc;
 
-use crate::compaction::{Compaction, compacted, summary_request};
-use crate::conversation::{ChatMessage, ToolCall};
-use crate::tool::ToolRegistry;
-use crate::tool_loop::ChatModel;
+use codebutler_agent::compaction::{Compaction, compacted, summary_request};
+use codebutler_agent::conversation::{ChatMessage, ToolCall, plan_message};
+use codebutler_agent::tool::ToolRegistry;
+use codebutler_agent::tool_loop::ChatModel;
 
 /// What the Coder is asked to do.
 #[derive(Clone, Debug)]
@@ -118,11 +118,6 @@ impl Ending {
         };
         RunnerEvent { event: Some(event) }
     }
-}
-
-/// The first message of a fresh run: the approved plan.
-pub fn plan_message(plan: &str) -> ChatMessage {
-    ChatMessage::user(format!("Implement this approved plan:\n\n{plan}"))
 }
 
 /// Runs the Coder until one of its endings, compacting the conversation as `compaction`
@@ -286,7 +281,7 @@ async fn run_tools(
         }
     };
     let outputs = if tools.all_read_only(calls) {
-        crate::tool::in_order_concurrently(calls.iter().map(timed).collect()).await
+        codebutler_agent::tool::in_order_concurrently(calls.iter().map(timed).collect()).await
     } else {
         let mut outputs = Vec::with_capacity(calls.len());
         for call in calls {
@@ -314,8 +309,15 @@ async fn run_tools(
 }
 
 async fn emit(events: &mpsc::Sender<RunnerEvent>, event: Event) {
-    // A closed channel means the controller is gone; the run ends on its own limits.
-    let _ = events.send(RunnerEvent { event: Some(event) }).await;
+    // A closed channel means the controller is gone (the run is being cancelled); the
+    // event goes with it.
+    if events
+        .send(RunnerEvent { event: Some(event) })
+        .await
+        .is_err()
+    {
+        eprintln!("codebutler-runner: the controller is gone; an event was not delivered");
+    }
 }
 
 /// A one-line description of a tool call for people: "editing src/auth.rs",
@@ -352,9 +354,9 @@ fn first_line(text: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{Tool, ToolError};
-    use crate::tool_loop::AssistantReply;
     use async_trait::async_trait;
+    use codebutler_agent::tool::{Tool, ToolError};
+    use codebutler_agent::tool_loop::AssistantReply;
     use codebutler_proto::runner::v1::Finished;
     use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
@@ -385,7 +387,7 @@ mod tests {
         async fn complete(
             &self,
             messages: &[ChatMessage],
-            _tools: &[crate::conversation::ToolSpec],
+            _tools: &[codebutler_agent::conversation::ToolSpec],
         ) -> Result<AssistantReply, Exhausted> {
             self.seen.lock().unwrap().push(messages.to_vec());
             tokio::time::sleep(self.delay).await;
@@ -397,8 +399,8 @@ mod tests {
 
     #[async_trait]
     impl Tool for Touch {
-        fn spec(&self) -> crate::conversation::ToolSpec {
-            crate::conversation::ToolSpec {
+        fn spec(&self) -> codebutler_agent::conversation::ToolSpec {
+            codebutler_agent::conversation::ToolSpec {
                 name: "Edit",
                 description: "test",
                 parameters: serde_json::json!({"type": "object"}),
@@ -602,12 +604,12 @@ mod tests {
         async fn complete(
             &self,
             messages: &[ChatMessage],
-            tools: &[crate::conversation::ToolSpec],
+            tools: &[codebutler_agent::conversation::ToolSpec],
         ) -> Result<AssistantReply, Exhausted> {
             self.sizes
                 .lock()
                 .unwrap()
-                .push(crate::compaction::estimate_tokens(messages));
+                .push(codebutler_agent::compaction::estimate_tokens(messages));
             if tools.is_empty() {
                 *self.summaries.lock().unwrap() += 1;
                 return Ok(AssistantReply {

@@ -18,11 +18,12 @@ use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use crate::conversation::{ChatMessage, ToolCall, ToolSpec};
-use crate::tool_loop::{AssistantReply, ChatModel};
-use crate::tools::coder::{
-    CommitResult, FetchFailure, FetchedPage, Forge, MemoryFailure, MemorySource, WebSource,
+use crate::tools::{
+    CommitResult, FetchFailure, FetchedPage, Forge, ForgeFailure, MemoryFailure, MemorySource,
+    WebSource,
 };
+use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec};
+use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
 
 /// A hub call that failed.
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +109,11 @@ impl ChatModel for HubModel {
                         let event = RunnerEvent {
                             event: Some(runner_event::Event::Usage(usage)),
                         };
-                        let _ = events.send(event).await;
+                        if events.send(event).await.is_err() {
+                            eprintln!(
+                                "codebutler-runner: the controller is gone; a usage event was not delivered"
+                            );
+                        }
                     }
                 }
                 Some(chunk) => reply.add(chunk),
@@ -140,12 +145,12 @@ impl HubForge {
 
 #[async_trait]
 impl Forge for HubForge {
-    async fn commit(&self, message: &str) -> Result<CommitResult, String> {
+    async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure> {
         let stopped = self
             .quiescer
             .stop_others()
             .await
-            .map_err(|e| format!("stop the run's other processes before committing: {e}"))?;
+            .map_err(ForgeFailure::Quiesce)?;
         if stopped > 0 {
             eprintln!(
                 "codebutler-runner: stopped {stopped} background processes before committing"
@@ -158,7 +163,7 @@ impl Forge for HubForge {
                 message: message.to_owned(),
             })
             .await
-            .map_err(|s| s.message().to_owned())?
+            .map_err(|s| ForgeFailure::Refused(s.message().to_owned()))?
             .into_inner();
         Ok(CommitResult {
             sha: reply.sha,
@@ -167,7 +172,7 @@ impl Forge for HubForge {
         })
     }
 
-    async fn open_pr(&self, title: &str, body: &str) -> Result<String, String> {
+    async fn open_pr(&self, title: &str, body: &str) -> Result<String, ForgeFailure> {
         let reply = self
             .client
             .clone()
@@ -176,7 +181,7 @@ impl Forge for HubForge {
                 body: body.to_owned(),
             })
             .await
-            .map_err(|s| s.message().to_owned())?
+            .map_err(|s| ForgeFailure::Refused(s.message().to_owned()))?
             .into_inner();
         Ok(reply.url)
     }

@@ -1,20 +1,11 @@
-//! The agent core shared by the PM (in the controller) and the Coder (in the sandboxed
-//! runner): the conversation types of the OpenAI-compatible chat protocol, the tool
-//! abstraction and its ordered registry, the provider-agnostic tool loop, and the
-//! read-only repository tools with their path safety.
-//!
-//! Nothing here talks to the network or holds a secret: the model is reached through the
-//! [`tool_loop::ChatModel`] trait, which the controller implements with its gateway.
+//! The runner binary's internals: the hub client, the Coder's loop and its tools, the
+//! runner's life from sandbox to ending, and the controller's worktree helper. Built on the
+//! agent core (`codebutler-agent`) and the sandbox (`codebutler-sandbox`); the controller
+//! does not link this crate (only its benchmarks and the fuzz targets do).
 
 pub mod agent;
-pub mod compaction;
-pub mod conversation;
 pub mod hub;
 pub mod quiesce;
 pub mod run;
-pub mod sandbox;
-pub mod tool;
-pub mod tool_loop;
 pub mod tools;
-pub mod truncate;
 pub mod worktree_io;

@@ -17,7 +17,7 @@
 //! gets the network.
 //!
 //! The sandbox must be entered while the process has a single thread: nothing here starts a
-//! thread before [`codebutler_runner::sandbox::enter`].
+//! thread before [`codebutler_sandbox::enter`].
 
 use std::ffi::{CString, OsString};
 use std::os::unix::ffi::OsStrExt;
@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use codebutler_runner::sandbox::{self, SandboxReport, SandboxSpec};
+use codebutler_sandbox::{self as sandbox, SandboxReport, SandboxSpec};
 
 /// Exit code when the sandbox could not be set up (a step failed) or the spec is unusable.
 const EXIT_SANDBOX_FAILED: u8 = 125;
@@ -123,7 +123,8 @@ fn main() -> ExitCode {
 /// Enters the worktree's sandbox (no network, no descriptors but stdio) and does
 /// `operation`, writing frames on stdout; a failure is written as a `Failed` frame too.
 fn worktree_io(spec_json: &str, operation: &WorktreeOperation) -> ExitCode {
-    use codebutler_runner::worktree_io::{self, wire};
+    use codebutler_runner::worktree_io;
+    use codebutler_sandbox::worktree_wire as wire;
     let mut spec = match serde_json::from_str::<SandboxSpec>(spec_json) {
         Ok(spec) if spec.network => {
             eprintln!("codebutler-runner: refusing a worktree helper with \"network\": true");
@@ -170,11 +171,31 @@ fn worktree_io(spec_json: &str, operation: &WorktreeOperation) -> ExitCode {
     failed.unwrap_or(ExitCode::SUCCESS)
 }
 
+/// Why a spec file could not be used.
+#[derive(Debug, thiserror::Error)]
+enum SpecError {
+    #[error("read sandbox spec {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("parse sandbox spec {}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
 /// Reads a spec file (before the sandbox hides the host).
-fn read_spec(path: &Path) -> Result<SandboxSpec, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("read sandbox spec {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("parse sandbox spec {}: {e}", path.display()))
+fn read_spec(path: &Path) -> Result<SandboxSpec, SpecError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| SpecError::Parse {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// Enters the sandbox of `spec` and prints its warnings; exits on failure.

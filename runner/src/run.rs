@@ -4,6 +4,11 @@
 //!
 //! If a sandbox step fails the model is never called: the failure (naming the step) is
 //! reported over the hub and on stderr, and the runner exits non-zero.
+//!
+//! The last event (the ending, or the failed step) must reach the controller before the
+//! process exits. So the runner closes its event stream and waits for the controller to
+//! close the command stream, which the hub does once it has taken every event the runner
+//! sent ([`ACK_TIMEOUT`] bounds the wait, should the controller be wedged).
 
 #![allow(unsafe_code)]
 
@@ -21,19 +26,22 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::agent::{CoderTask, DiskWatch, Ending, Inbox, run_coder};
-use crate::compaction::Compaction;
-use crate::hub::{HubForge, HubMemory, HubModel, HubWeb, connect};
+use crate::hub::{HubError, HubForge, HubMemory, HubModel, HubWeb, connect};
 use crate::quiesce::Quiescer;
-use crate::sandbox::{SandboxMode, SandboxSpec, enter};
-use crate::tool::ToolRegistry;
-use crate::tools::coder::{
+use crate::tools::{
     AskUserTool, BashConfig, NotifyTool, Questions, ReadMemoryTool, WebFetchTool, coder_tools,
     forge_tools,
 };
-use crate::tools::path::RepoRoot;
+use codebutler_agent::compaction::Compaction;
+use codebutler_agent::tool::ToolRegistry;
+use codebutler_agent::tools::path::RepoRoot;
+use codebutler_sandbox::{SandboxMode, SandboxSpec, enter};
 
 /// The inherited hub socket.
 pub const HUB_FD: i32 = 3;
+/// Longest wait, after the last event, for the controller to acknowledge the end of the
+/// event stream by closing the command stream.
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(10);
 /// Cap on one tool result entering the conversation: above Bash's own output cap, so its
 /// exit code (at the end) is kept.
 const MAX_TOOL_OUTPUT: usize = 32 * 1024;
@@ -45,13 +53,19 @@ pub fn main(spec: &SandboxSpec) -> ExitCode {
     // else in this process owns it, and it is taken exactly once, here.
     let hub = unsafe { StdUnixStream::from_raw_fd(HUB_FD) };
     let setup = enter(spec)
-        .map_err(|e| ("sandbox".to_owned(), e.to_string()))
+        .map_err(|e| SetupFailure {
+            step: "sandbox",
+            message: e.to_string(),
+        })
         .and_then(|report| {
             for warning in &report.warnings {
                 eprintln!("codebutler-runner: WARNING: {warning}");
             }
             // The hub socket must not leak into the commands the Bash tool runs.
-            set_cloexec(&hub).map_err(|e| ("hub_cloexec".to_owned(), e.to_string()))?;
+            set_cloexec(&hub).map_err(|e| SetupFailure {
+                step: "hub_cloexec",
+                message: e.to_string(),
+            })?;
             Ok(match report.mode {
                 SandboxMode::Enforce => Quiescer::Sandboxed,
                 SandboxMode::None => Quiescer::None,
@@ -73,8 +87,8 @@ pub fn main(spec: &SandboxSpec) -> ExitCode {
         match session(hub, setup, workdir).await {
             Ok(true) => ExitCode::SUCCESS,
             Ok(false) => ExitCode::from(1),
-            Err(message) => {
-                eprintln!("codebutler-runner: {message}");
+            Err(error) => {
+                eprintln!("codebutler-runner: {error}");
                 ExitCode::from(1)
             }
         }
@@ -88,40 +102,82 @@ fn set_cloexec(stream: &StdUnixStream) -> nix::Result<()> {
     Ok(())
 }
 
+/// A step before the hub session that failed: reported as the run's `Failed` event.
+#[derive(Debug)]
+struct SetupFailure {
+    step: &'static str,
+    message: String,
+}
+
+/// Why the session with the controller ended early.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The hub socket could not carry a gRPC channel.
+    #[error(transparent)]
+    Connect(#[from] HubError),
+    /// The controller did not open the session.
+    #[error("open session: {0}")]
+    Open(tonic::Status),
+    /// The stream broke before the task came.
+    #[error("receive task: {0}")]
+    ReceiveTask(tonic::Status),
+    /// The command stream ended before the task came.
+    #[error("the controller closed the session before sending a task")]
+    NoTask,
+    /// The stored conversation to resume from is not valid JSON of messages.
+    #[error("resume conversation: {0}")]
+    Resume(serde_json::Error),
+    /// The worktree cannot be opened.
+    #[error("open {}: {source}", path.display())]
+    Worktree {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// Talks to the hub for the whole run. Returns whether the run completed without failure.
 async fn session(
     hub: StdUnixStream,
-    setup: Result<Quiescer, (String, String)>,
+    setup: Result<Quiescer, SetupFailure>,
     workdir: PathBuf,
-) -> Result<bool, String> {
-    let channel = connect(hub).await.map_err(|e| e.to_string())?;
+) -> Result<bool, SessionError> {
+    let channel = connect(hub).await?;
     let (events, event_rx) = mpsc::channel::<RunnerEvent>(64);
     let mut client = RunnerHubClient::new(channel.clone());
     let mut commands = client
         .session(ReceiverStream::new(event_rx))
         .await
-        .map_err(|e| format!("open session: {e}"))?
+        .map_err(SessionError::Open)?
         .into_inner();
-    let send = |event: Event| {
-        let events = events.clone();
-        async move {
-            let _ = events.send(RunnerEvent { event: Some(event) }).await;
-        }
-    };
     let quiescer = match setup {
         Ok(quiescer) => quiescer,
-        Err((step, message)) => {
+        Err(SetupFailure { step, message }) => {
             eprintln!("codebutler-runner: {message}");
-            send(Event::Failed(Failed { step, message })).await;
+            let failed = Event::Failed(Failed {
+                step: step.to_owned(),
+                message,
+            });
+            send(
+                &events,
+                RunnerEvent {
+                    event: Some(failed),
+                },
+            )
+            .await;
             drop(events);
-            // Let the event reach the controller before the process exits.
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            acknowledged(async move { while let Ok(Some(_)) = commands.message().await {} }).await;
             return Ok(false);
         }
     };
-    send(Event::Started(Started {
+    let started = Event::Started(Started {
         runner_version: env!("CARGO_PKG_VERSION").to_owned(),
-    }))
+    });
+    send(
+        &events,
+        RunnerEvent {
+            event: Some(started),
+        },
+    )
     .await;
 
     // The first command is the task.
@@ -129,24 +185,26 @@ async fn session(
         match commands
             .message()
             .await
-            .map_err(|e| format!("receive task: {e}"))?
+            .map_err(SessionError::ReceiveTask)?
         {
             Some(cmd) => match cmd.command {
                 Some(Command::Task(task)) => break task,
                 Some(Command::Cancel(_)) => return Ok(false),
                 _ => continue,
             },
-            None => return Err("the controller closed the session before sending a task".into()),
+            None => return Err(SessionError::NoTask),
         }
     };
     let context_window = task.context_window;
     let resume = if task.resume_messages_json.trim().is_empty() {
         Vec::new()
     } else {
-        serde_json::from_str(&task.resume_messages_json)
-            .map_err(|e| format!("resume conversation: {e}"))?
+        serde_json::from_str(&task.resume_messages_json).map_err(SessionError::Resume)?
     };
-    let root = RepoRoot::new(&workdir).map_err(|e| format!("open {}: {e}", workdir.display()))?;
+    let root = RepoRoot::new(&workdir).map_err(|source| SessionError::Worktree {
+        path: workdir.clone(),
+        source,
+    })?;
     let mut tools = ToolRegistry::new(MAX_TOOL_OUTPUT);
     for tool in coder_tools(Arc::new(root), BashConfig::default()) {
         tools.register(tool);
@@ -170,7 +228,7 @@ async fn session(
     // Commands after the task go to the loop's inbox, except answers, which go to the
     // AskUser call waiting for them.
     let (inbox_tx, mut inbox) = mpsc::channel(16);
-    tokio::spawn(async move {
+    let reader = tokio::spawn(async move {
         while let Ok(Some(cmd)) = commands.message().await {
             let item = match cmd.command {
                 Some(Command::UserMessage(m)) => Inbox::UserMessage {
@@ -190,17 +248,22 @@ async fn session(
                 _ => continue,
             };
             if inbox_tx.send(item).await.is_err() {
-                return;
+                // The run is over and its inbox closed: nothing acts on this command. Keep
+                // reading, since the stream's end is the acknowledgement the runner awaits.
             }
         }
-        // The controller is gone (it stopped or crashed): no call can reach the model any
-        // more, and a restarted controller reports the run and resumes it from its stored
-        // conversation. Stop now rather than go on changing the worktree behind its back.
-        let gone = Inbox::Cancel {
-            reason: "the controller went away".into(),
-        };
-        if inbox_tx.send(gone).await.is_err() {
-            eprintln!("codebutler-runner: the controller went away after the run ended");
+        // The command stream ended. After the run, that is the controller's acknowledgement
+        // of the last event, and the loop's inbox is closed. During the run, the controller
+        // is gone (it stopped or crashed): no call can reach the model any more, and a
+        // restarted controller reports the run and resumes it from its stored conversation.
+        // Stop now rather than go on changing the worktree behind its back.
+        if !inbox_tx.is_closed() {
+            let gone = Inbox::Cancel {
+                reason: "the controller went away".into(),
+            };
+            if inbox_tx.send(gone).await.is_err() {
+                // The run ended meanwhile: nothing is left to stop.
+            }
         }
     });
 
@@ -223,9 +286,33 @@ async fn session(
     let (ending, _conversation) =
         run_coder(&model, &tools, coder_task, compaction, &mut inbox, &events).await;
     let ok = !matches!(ending, Ending::ModelFailed { .. });
-    let _ = events.send(ending.to_event()).await;
-    drop(events);
-    // Give the session a moment to deliver the last event.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    send(&events, ending.to_event()).await;
+    // Close the event stream: every sender goes (the tools and the model hold some).
+    drop((tools, model, events, inbox));
+    acknowledged(async move {
+        if let Err(e) = reader.await {
+            eprintln!("codebutler-runner: the command reader failed: {e}");
+        }
+    })
+    .await;
     Ok(ok)
+}
+
+/// Sends one event to the controller. A closed stream means the controller is gone; the
+/// event is lost with it, so say so on stderr (which the controller's log keeps).
+async fn send(events: &mpsc::Sender<RunnerEvent>, event: RunnerEvent) {
+    if events.send(event).await.is_err() {
+        eprintln!("codebutler-runner: the controller is gone; an event was not delivered");
+    }
+}
+
+/// Waits for the controller to close the command stream (`closed`), its acknowledgement
+/// that it has taken every event; at most [`ACK_TIMEOUT`].
+async fn acknowledged(closed: impl Future<Output = ()>) {
+    if tokio::time::timeout(ACK_TIMEOUT, closed).await.is_err() {
+        eprintln!(
+            "codebutler-runner: the controller did not acknowledge the last event within {}s",
+            ACK_TIMEOUT.as_secs()
+        );
+    }
 }

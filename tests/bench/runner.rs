@@ -21,6 +21,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use codebutler_agent::conversation::ChatMessage;
+use codebutler_agent::tool_loop::ChatModel;
 use codebutler_controller::config::OpenRouterConfig;
 use codebutler_controller::domain::ThreadKey;
 use codebutler_controller::gateway::{CallContext, Gateway};
@@ -30,9 +32,7 @@ use codebutler_controller::secret::Secret;
 use codebutler_controller::store::Store;
 use codebutler_proto::runner::v1::StartRunRequest;
 use codebutler_proto::runner::v1::admin_client::AdminClient;
-use codebutler_runner::conversation::ChatMessage;
 use codebutler_runner::hub::{HubModel, connect};
-use codebutler_runner::tool_loop::ChatModel;
 use codebutler_test_support::git;
 use codebutler_test_support::model::{FakeModel, Reply};
 use codebutler_test_support::slack::{self, FakeSlack};
@@ -368,7 +368,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         repo: "/w".into(),
         helper: codebutler_controller::workspace::stage::Helper {
             runner_bin: "/nonexistent".into(),
-            spec: codebutler_runner::sandbox::SandboxSpec::for_worktree("/w"),
+            spec: codebutler_sandbox::SandboxSpec::for_worktree("/w"),
         },
         branch: "codebutler/bench".into(),
         gh: "gh".into(),

@@ -19,16 +19,16 @@
 
 use std::sync::Arc;
 
+use codebutler_agent::compaction::Compaction;
+use codebutler_agent::tool::ToolRegistry;
+use codebutler_agent::tools::path::RepoRoot;
 use codebutler_controller::config::OpenRouterConfig;
 use codebutler_controller::domain::ThreadKey;
 use codebutler_controller::gateway::{CallContext, Gateway, RoleModel};
 use codebutler_controller::secret::Secret;
 use codebutler_controller::store::Store;
 use codebutler_runner::agent::{CoderTask, Ending, run_coder};
-use codebutler_runner::compaction::Compaction;
-use codebutler_runner::tool::ToolRegistry;
-use codebutler_runner::tools::coder::{BashConfig, coder_tools};
-use codebutler_runner::tools::path::RepoRoot;
+use codebutler_runner::tools::{BashConfig, coder_tools};
 use codebutler_test_support::model::{FakeModel, Reply};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;

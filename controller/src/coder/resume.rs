@@ -108,7 +108,7 @@ impl SlackCoder {
         match self.store.latest_checkpoint(&last.thread).await? {
             Some(c) if c.run_id == last.id => Ok(c.conversation),
             _ => Ok(serde_json::to_string(&[
-                codebutler_runner::agent::plan_message(&last.plan),
+                codebutler_agent::conversation::plan_message(&last.plan),
             ])?),
         }
     }

@@ -13,7 +13,7 @@ use super::{ConfigError, minutes};
 
 /// Whether the runner builds its sandbox (`sandbox.mode`: `enforce` or `none`); the
 /// sandbox spec's own type, so the setting reaches the runner as it is.
-pub use codebutler_runner::sandbox::SandboxMode;
+pub use codebutler_sandbox::SandboxMode;
 
 /// `sandbox.diskMB` unless configured: each worktree's filesystem.
 pub const DEFAULT_DISK_MB: u64 = 4096;

@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use codebutler_runner::conversation::{ChatMessage, ToolCall, ToolSpec};
-use codebutler_runner::tool_loop::{AssistantReply, ChatModel};
+use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec};
+use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 

@@ -9,11 +9,11 @@ pub mod tools;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use codebutler_runner::conversation::ChatMessage;
-use codebutler_runner::tool::{DEFAULT_MAX_TOOL_OUTPUT, ToolRegistry};
-use codebutler_runner::tool_loop::{LoopError, LoopLimits, run_tool_loop};
-use codebutler_runner::tools::path::RepoRoot;
-use codebutler_runner::tools::repository_tools;
+use codebutler_agent::conversation::ChatMessage;
+use codebutler_agent::tool::{DEFAULT_MAX_TOOL_OUTPUT, ToolRegistry};
+use codebutler_agent::tool_loop::{LoopError, LoopLimits, run_tool_loop};
+use codebutler_agent::tools::path::RepoRoot;
+use codebutler_agent::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::IncomingMessage;

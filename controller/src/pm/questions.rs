@@ -14,11 +14,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use codebutler_agent::conversation::ChatMessage;
+use codebutler_agent::tool::{DEFAULT_MAX_TOOL_OUTPUT, ToolRegistry};
+use codebutler_agent::tool_loop::{LoopLimits, run_tool_loop};
+use codebutler_agent::tools::repository_tools;
 use codebutler_proto::runner::v1::Question;
-use codebutler_runner::conversation::ChatMessage;
-use codebutler_runner::tool::{DEFAULT_MAX_TOOL_OUTPUT, ToolRegistry};
-use codebutler_runner::tool_loop::{LoopLimits, run_tool_loop};
-use codebutler_runner::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::{IncomingMessage, ThreadKey};

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use codebutler_runner::conversation::ToolSpec;
-use codebutler_runner::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
 use serde::Deserialize;
 use serde_json::json;
 

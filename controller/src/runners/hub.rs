@@ -12,15 +12,15 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
+use codebutler_agent::conversation::ChatMessage;
 use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
 use codebutler_proto::runner::v1::{
     CommitRequest, CommitResponse, CompleteChunk, CompleteRequest, FetchRequest, FetchResponse,
     OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest, ReadMemoryResponse,
     Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
 };
-use codebutler_runner::conversation::ChatMessage;
 use futures::StreamExt;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
@@ -174,16 +174,25 @@ impl RunnerHub for RunHub {
             .ok_or_else(|| Status::failed_precondition("this run's session is already open"))?;
         let mut inbound = request.into_inner();
         let events = self.events.clone();
+        // Once the runner has closed its events and every one is taken, the command stream
+        // ends too: that is the runner's acknowledgement that its last event arrived.
+        let (taken, mut all_taken) = oneshot::channel::<()>();
         tokio::spawn(async move {
             while let Ok(Some(event)) = inbound.message().await {
                 if events.send(event).await.is_err() {
                     break;
                 }
             }
+            drop(taken);
         });
         let (tx, rx) = mpsc::channel(16);
         tokio::spawn(async move {
-            while let Some(command) = commands.recv().await {
+            loop {
+                let command = tokio::select! {
+                    command = commands.recv() => command,
+                    _ = &mut all_taken => None,
+                };
+                let Some(command) = command else { break };
                 if tx.send(Ok(command)).await.is_err() {
                     break;
                 }

@@ -1,8 +1,8 @@
 //! The conversation a Coder run leaves behind, and the one a new run of the same thread
 //! resumes from: after a run ends, after a crash or restart ("continue"), or after "undo".
 
-use codebutler_runner::conversation::ChatMessage;
-use codebutler_runner::tool_loop::AssistantReply;
+use codebutler_agent::conversation::ChatMessage;
+use codebutler_agent::tool_loop::AssistantReply;
 
 /// The conversation after one model call (JSON, without the system prompt): what was sent
 /// and the reply.
@@ -70,7 +70,7 @@ fn has_all_results(conversation: &[ChatMessage]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use codebutler_runner::conversation::ToolCall;
+    use codebutler_agent::conversation::ToolCall;
 
     fn call(id: &str) -> ToolCall {
         ToolCall::new(id, "Bash", r#"{"command":"ls"}"#)

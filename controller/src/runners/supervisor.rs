@@ -664,7 +664,9 @@ impl Inner {
     async fn checkpoint(&self, run_id: &str, request: &RunRequest) {
         let conversation = match &request.resume {
             Some(resume) => Ok(resume.conversation.clone()),
-            None => serde_json::to_string(&[codebutler_runner::agent::plan_message(&request.plan)]),
+            None => serde_json::to_string(&[codebutler_agent::conversation::plan_message(
+                &request.plan,
+            )]),
         };
         let tree = request.worktree.clone();
         let helper = self.worktrees.helper(&tree);

@@ -4,7 +4,7 @@
 //! message is still pending, nothing is in the outbox) nor lose one (the message is
 //! processed and its answer waits in the outbox).
 
-use codebutler_runner::conversation::ChatMessage;
+use codebutler_agent::conversation::ChatMessage;
 use sqlx::SqliteConnection;
 
 use super::outbox::{NewIntent, enqueue};

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
-use codebutler_runner::conversation::ChatMessage;
+use codebutler_agent::conversation::ChatMessage;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 

@@ -14,7 +14,7 @@ pub mod worktree;
 
 use std::path::{Path, PathBuf};
 
-use codebutler_runner::sandbox::{Limits, SandboxMode, SandboxSpec};
+use codebutler_sandbox::{Limits, SandboxMode, SandboxSpec};
 
 use crate::config::{BuildConfig, Config, SandboxConfig};
 use crate::layout::Layout;

@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use codebutler_runner::sandbox::SandboxSpec;
-use codebutler_runner::sandbox::spec::PATH_INSIDE;
+use codebutler_sandbox::SandboxSpec;
+use codebutler_sandbox::spec::PATH_INSIDE;
 
 use crate::config::ProjectType;
 
@@ -315,14 +315,11 @@ pub async fn run_init(request: &InitRequest) -> Result<InitOutcome, InitError> {
         .stderr(log_err)
         .process_group(0)
         .kill_on_drop(true);
-    if request.spec.mode == codebutler_runner::sandbox::SandboxMode::None {
+    if request.spec.mode == codebutler_sandbox::SandboxMode::None {
         // Without a sandbox nothing replaces the environment: give the command the same
         // allow-listed one it would get inside.
         let home = request.spec.worktree.join(CACHE_DIR).join("home");
-        command.envs(codebutler_runner::sandbox::clean_env(
-            &home,
-            &request.spec.env,
-        ));
+        command.envs(codebutler_sandbox::clean_env(&home, &request.spec.env));
     }
     let started = Instant::now();
     let mut child = command.spawn().map_err(|source| InitError::Spawn {

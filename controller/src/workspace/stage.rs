@@ -1,5 +1,5 @@
-//! The controller's side of the worktree helper (`codebutler-runner worktree-io`, see
-//! [`codebutler_runner::worktree_io`]): a worktree's files come in as frames from a
+//! The controller's side of the worktree helper (`codebutler-runner worktree-io`, frames
+//! in [`codebutler_sandbox::worktree_wire`]): a worktree's files come in as frames from a
 //! sandboxed process that sees only that worktree, and become blobs, an index and a tree in
 //! the thread's repository. The controller itself never opens a file of a worktree.
 //!
@@ -14,8 +14,8 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use codebutler_runner::sandbox::SandboxSpec;
-use codebutler_runner::worktree_io::wire::{self, Body, Frame, MODE_GITLINK, Stat, WireError};
+use codebutler_sandbox::SandboxSpec;
+use codebutler_sandbox::worktree_wire::{self as wire, Body, Frame, MODE_GITLINK, Stat, WireError};
 use git2::{Oid, Repository};
 
 /// Longest a helper may take.
@@ -306,7 +306,7 @@ pub mod test_support {
 
     use std::path::{Path, PathBuf};
 
-    use codebutler_runner::sandbox::SandboxSpec;
+    use codebutler_sandbox::SandboxSpec;
 
     use super::Helper;
     use crate::workspace::worktree::{self, Worktree};

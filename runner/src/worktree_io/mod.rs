@@ -23,7 +23,7 @@
 //! `sandbox.mode: none`.
 
 pub mod beneath;
-pub mod wire;
+use codebutler_sandbox::worktree_wire as wire;
 
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;

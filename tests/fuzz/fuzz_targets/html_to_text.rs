@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use codebutler_runner::tools::coder::html::{Limits, html_to_text};
+use codebutler_runner::tools::html::{Limits, html_to_text};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|page: &[u8]| {

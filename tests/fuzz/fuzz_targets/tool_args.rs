@@ -12,7 +12,7 @@
 use std::sync::OnceLock;
 
 use codebutler_fuzz::Workbench;
-use codebutler_runner::conversation::{FunctionCall, ToolCall};
+use codebutler_agent::conversation::{FunctionCall, ToolCall};
 use libfuzzer_sys::fuzz_target;
 
 fn bench() -> &'static Workbench {

@@ -18,14 +18,17 @@ use codebutler_controller::store::Store;
 use codebutler_controller::domain::{IncomingMessage, ThreadKey};
 use codebutler_proto::runner::v1::RunnerEvent;
 use codebutler_proto::runner::v1::runner_event::Event;
-use codebutler_runner::tool::{ToolError, ToolRegistry};
-use codebutler_runner::tools::coder::{
+use codebutler_agent::tool::{ToolError, ToolRegistry};
+use codebutler_runner::tools::{
     AskUserTool, BashConfig, BashTool, CommitResult, EditTool, FetchFailure, FetchedPage, Forge,
-    GitCommitTool, GlobTool, GrepTool, MemoryFailure, MemorySource, MultiEditTool, NotifyTool,
-    OpenPrTool, Questions, ReadMemoryTool, ReadTool, WebFetchTool, WebSource, WriteTool,
+    ForgeFailure, GitCommitTool, MemoryFailure, MemorySource, MultiEditTool, NotifyTool,
+    OpenPrTool, Questions, ReadMemoryTool, WebFetchTool, WebSource, WriteTool,
 };
-use codebutler_runner::tools::path::RepoRoot;
-use codebutler_runner::tools::repository_tools;
+use codebutler_agent::tools::grep::Grep;
+use codebutler_agent::tools::list_files::ListFiles;
+use codebutler_agent::tools::path::RepoRoot;
+use codebutler_agent::tools::read_file::ReadFile;
+use codebutler_agent::tools::repository_tools;
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, path_beneath_rules,
@@ -111,12 +114,12 @@ impl Workbench {
             registry.register(tool);
         }
         registry
-            .register(Arc::new(ReadTool::new(Arc::clone(&repo_root))))
+            .register(Arc::new(ReadFile::worktree(Arc::clone(&repo_root))))
             .register(Arc::new(WriteTool::new(Arc::clone(&repo_root))))
             .register(Arc::new(EditTool::new(Arc::clone(&repo_root))))
             .register(Arc::new(MultiEditTool::new(Arc::clone(&repo_root))))
-            .register(Arc::new(GrepTool::new(Arc::clone(&repo_root))))
-            .register(Arc::new(GlobTool::new(Arc::clone(&repo_root))))
+            .register(Arc::new(Grep::worktree(Arc::clone(&repo_root))))
+            .register(Arc::new(ListFiles::worktree(Arc::clone(&repo_root))))
             .register(Arc::new(GitCommitTool::new(forge.clone())))
             .register(Arc::new(OpenPrTool::new(forge.clone())))
             .register(Arc::new(WebFetchTool::new(web.clone())))
@@ -277,7 +280,7 @@ pub struct RecordingForge {
 
 #[async_trait]
 impl Forge for RecordingForge {
-    async fn commit(&self, message: &str) -> Result<CommitResult, String> {
+    async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure> {
         self.commits.lock().unwrap().push(message.to_owned());
         Ok(CommitResult {
             sha: "0123456789abcdef".into(),
@@ -286,7 +289,7 @@ impl Forge for RecordingForge {
         })
     }
 
-    async fn open_pr(&self, title: &str, body: &str) -> Result<String, String> {
+    async fn open_pr(&self, title: &str, body: &str) -> Result<String, ForgeFailure> {
         self.pulls
             .lock()
             .unwrap()

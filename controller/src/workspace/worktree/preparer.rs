@@ -117,7 +117,7 @@ impl Preparer {
     }
 
     /// The sandbox spec of a Coder run in `worktree` (see [`crate::workspace::run_spec`]).
-    pub fn run_spec(&self, worktree: &Path) -> codebutler_runner::sandbox::SandboxSpec {
+    pub fn run_spec(&self, worktree: &Path) -> codebutler_sandbox::SandboxSpec {
         crate::workspace::run_spec(&self.sandbox, &self.build, worktree)
     }
 

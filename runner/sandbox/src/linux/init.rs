@@ -32,6 +32,25 @@ const SWEEP: Duration = Duration::from_millis(500);
 /// Exit code when PID 1 itself fails.
 const EXIT_INIT_FAILED: i32 = 125;
 
+/// A failed step of PID 1's loop: fatal, the sandbox ends.
+#[derive(Debug, thiserror::Error)]
+enum InitError {
+    #[error("poll: more descriptors than poll takes ({0})")]
+    TooManyFds(usize),
+    #[error("poll: {0}")]
+    Poll(Errno),
+    #[error("read the signalfd: {0}")]
+    ReadSignal(Errno),
+    #[error("signal {0} is not one this system knows")]
+    UnknownSignal(i64),
+    #[error("waitpid: {0}")]
+    Wait(Errno),
+    #[error("receive a connect: {0}")]
+    Receive(Errno),
+    #[error("answer a connect: {0}")]
+    Respond(Errno),
+}
+
 /// Runs PID 1 until `child` exits; returns the exit code to propagate (128 + signal if it
 /// was killed). The signals of `signals` must be blocked.
 pub(crate) fn run(
@@ -90,7 +109,7 @@ impl<'a> Init<'a> {
     }
 
     /// One wake-up; `Some(code)` once the sandboxed process has exited.
-    fn turn(&mut self) -> Result<Option<i32>, String> {
+    fn turn(&mut self) -> Result<Option<i32>, InitError> {
         let mut fds = vec![pollfd(self.signals.as_fd().as_raw_fd(), libc::POLLIN)];
         if let Some(l) = &self.listener {
             fds.push(pollfd(l.as_fd().as_raw_fd(), libc::POLLIN));
@@ -105,13 +124,14 @@ impl<'a> Init<'a> {
             }
         }
         let timeout = self.timeout(Instant::now());
-        let nfds = libc::nfds_t::try_from(fds.len()).map_err(|e| format!("poll: {e}"))?;
+        let nfds =
+            libc::nfds_t::try_from(fds.len()).map_err(|_| InitError::TooManyFds(fds.len()))?;
         // SAFETY: `fds` holds `nfds` valid pollfd entries and outlives the call.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), nfds, timeout) };
         match Errno::result(rc) {
             Ok(_) => {}
             Err(Errno::EINTR) => return Ok(None),
-            Err(e) => return Err(format!("poll: {e}")),
+            Err(e) => return Err(InitError::Poll(e)),
         }
 
         if fds[0].revents != 0 {
@@ -159,16 +179,18 @@ impl<'a> Init<'a> {
     }
 
     /// Drains the signalfd: SIGCHLD reaps, the others go to the sandboxed process.
-    fn on_signals(&mut self) -> Result<Option<i32>, String> {
+    fn on_signals(&mut self) -> Result<Option<i32>, InitError> {
         loop {
             let info = match self.signals.read_signal() {
                 Ok(Some(info)) => info,
                 Ok(None) => return Ok(None),
                 Err(Errno::EINTR) => continue,
-                Err(e) => return Err(format!("read the signalfd: {e}")),
+                Err(e) => return Err(InitError::ReadSignal(e)),
             };
-            let signo = i32::try_from(info.ssi_signo).map_err(|e| format!("signal: {e}"))?;
-            let sig = Signal::try_from(signo).map_err(|e| format!("signal {signo}: {e}"))?;
+            let signo = i32::try_from(info.ssi_signo)
+                .map_err(|_| InitError::UnknownSignal(i64::from(info.ssi_signo)))?;
+            let sig =
+                Signal::try_from(signo).map_err(|_| InitError::UnknownSignal(i64::from(signo)))?;
             if sig == Signal::SIGCHLD {
                 if let Some(code) = self.reap()? {
                     return Ok(Some(code));
@@ -183,7 +205,7 @@ impl<'a> Init<'a> {
     }
 
     /// Reaps every exited child; `Some(code)` if the sandboxed process was one of them.
-    fn reap(&self) -> Result<Option<i32>, String> {
+    fn reap(&self) -> Result<Option<i32>, InitError> {
         loop {
             match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                 Ok(WaitStatus::Exited(pid, code)) if pid == self.child => return Ok(Some(code)),
@@ -192,13 +214,13 @@ impl<'a> Init<'a> {
                 }
                 Ok(WaitStatus::StillAlive) | Err(Errno::ECHILD) => return Ok(None),
                 Ok(_) | Err(Errno::EINTR) => continue,
-                Err(e) => return Err(format!("waitpid: {e}")),
+                Err(e) => return Err(InitError::Wait(e)),
             }
         }
     }
 
     /// Answers the pending connects that ended; drops those whose caller went away.
-    fn advance_pending(&mut self, now: Instant, ready: &[bool]) -> Result<(), String> {
+    fn advance_pending(&mut self, now: Instant, ready: &[bool]) -> Result<(), InitError> {
         let Some(listener) = &self.listener else {
             self.pending.clear();
             return Ok(());
@@ -218,14 +240,14 @@ impl<'a> Init<'a> {
     }
 
     /// Receives one call and serves it.
-    fn serve_one(&mut self) -> Result<(), String> {
+    fn serve_one(&mut self) -> Result<(), InitError> {
         let Some(listener) = &self.listener else {
             return Ok(());
         };
         let n = match listener.receive() {
             Ok(Some(n)) => n,
             Ok(None) => return Ok(()),
-            Err(e) => return Err(format!("receive a connect: {e}")),
+            Err(e) => return Err(InitError::Receive(e)),
         };
         match connect::serve(listener, &n, self.policy) {
             Served::Answer(result) => respond(listener, n.id, result),
@@ -248,9 +270,9 @@ fn pollfd(fd: RawFd, events: libc::c_short) -> libc::pollfd {
 }
 
 /// Answers a call; a caller that went away meanwhile is no error.
-fn respond(listener: &Listener, id: u64, result: Result<(), Errno>) -> Result<(), String> {
+fn respond(listener: &Listener, id: u64, result: Result<(), Errno>) -> Result<(), InitError> {
     match listener.respond(id, result) {
         Ok(()) | Err(Errno::ENOENT) => Ok(()),
-        Err(e) => Err(format!("answer a connect: {e}")),
+        Err(e) => Err(InitError::Respond(e)),
     }
 }

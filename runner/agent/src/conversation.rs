@@ -120,6 +120,12 @@ impl ToolSpec {
     }
 }
 
+/// The first message of a Coder's fresh run: the approved plan. The runner starts a run
+/// with it, and the controller stores it as the start of a run's conversation.
+pub fn plan_message(plan: &str) -> ChatMessage {
+    ChatMessage::user(format!("Implement this approved plan:\n\n{plan}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,8 +7,8 @@ use codebutler_proto::runner::v1::{Notice, RunnerEvent, runner_event::Event};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
 
 /// Longest note, in characters.
 pub const MAX_NOTICE_CHARS: usize = 2_000;

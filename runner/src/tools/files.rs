@@ -1,79 +1,20 @@
 //! Path handling and atomic writes shared by the Coder's file tools.
 //!
-//! Coding models usually send absolute paths, so [`worktree_relative`] accepts an absolute
-//! path when it lies inside the worktree root and turns it into a root-relative one; after
-//! that every path goes through [`RepoRoot`] exactly as for the PM's tools (`..` escapes,
-//! symlinks leading out, `.git` and `.codebutler` refused). [`resolve_for_write`] extends
+//! Coding models usually send absolute paths, so [`worktree_relative`] (the agent core's
+//! worktree path style) accepts an absolute path when it lies inside the worktree root and
+//! turns it into a root-relative one; after that every path goes through [`RepoRoot`]
+//! exactly as for the PM's tools (`..` escapes, symlinks leading out, `.git` and
+//! `.codebutler` refused). [`resolve_for_write`] extends
 //! that to files that do not exist yet, creating missing parent directories inside the
 //! root, and [`atomic_write`] replaces a file through a temporary file and a rename.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::Write as _;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::tool::ToolError;
-use crate::tools::path::RepoRoot;
-
-/// Turns a path sent by a model into a path relative to the worktree root (still to be
-/// checked by [`RepoRoot`]). Relative paths are returned as they are; an absolute path is
-/// accepted only when it lies inside the root, lexically or once its longest existing
-/// ancestor is resolved (the root may be reached through a symlink).
-pub(crate) fn worktree_relative(root: &RepoRoot, file_path: &str) -> Result<String, ToolError> {
-    if !file_path.starts_with('/') {
-        return Ok(file_path.to_owned());
-    }
-    let refuse = |reason: String| ToolError::PathRefused {
-        path: file_path.to_owned(),
-        reason,
-    };
-    if file_path.contains('\0') {
-        return Err(refuse("path contains a NUL byte".to_owned()));
-    }
-    let lexical = lexical_absolute(Path::new(file_path));
-    if let Ok(inside) = lexical.strip_prefix(root.root()) {
-        return Ok(slash_joined(inside));
-    }
-    for ancestor in lexical.ancestors() {
-        let Ok(canonical) = ancestor.canonicalize() else {
-            continue;
-        };
-        if let (Ok(inside), Ok(tail)) = (
-            canonical.strip_prefix(root.root()),
-            lexical.strip_prefix(ancestor),
-        ) {
-            return Ok(slash_joined(&inside.join(tail)));
-        }
-        break;
-    }
-    Err(refuse(format!(
-        "path is outside the worktree {}; use a path inside it",
-        root.root().display()
-    )))
-}
-
-/// `path` with `.` dropped and `..` applied lexically (never above `/`).
-fn lexical_absolute(path: &Path) -> PathBuf {
-    let mut out = PathBuf::from("/");
-    for component in path.components() {
-        match component {
-            Component::Normal(name) => out.push(name),
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
-    out
-}
-
-/// A relative path's components joined with `/`.
-fn slash_joined(rel: &Path) -> String {
-    rel.components()
-        .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .collect::<Vec<_>>()
-        .join("/")
-}
+use codebutler_agent::tool::ToolError;
+use codebutler_agent::tools::path::{RepoRoot, worktree_relative};
 
 /// A file the Coder may write: its canonical location inside the root, how to show it, and
 /// the metadata of the file it replaces (`None` for a new file).
@@ -266,45 +207,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = Arc::new(RepoRoot::new(dir.path()).unwrap());
         (dir, root)
-    }
-
-    #[test]
-    fn absolute_paths_inside_the_root_become_relative() {
-        let (_dir, root) = root();
-        let abs = format!("{}/src/main.rs", root.root().display());
-        assert_eq!(worktree_relative(&root, &abs).unwrap(), "src/main.rs");
-        let dotted = format!("{}/src/../x/./y", root.root().display());
-        assert_eq!(worktree_relative(&root, &dotted).unwrap(), "x/y");
-        assert_eq!(
-            worktree_relative(&root, &root.root().display().to_string()).unwrap(),
-            ""
-        );
-        assert_eq!(worktree_relative(&root, "a/b").unwrap(), "a/b");
-    }
-
-    #[test]
-    fn absolute_paths_through_a_symlinked_root_are_accepted() {
-        let (_dir, root) = root();
-        let elsewhere = tempfile::tempdir().unwrap();
-        let link = elsewhere.path().join("wt");
-        std::os::unix::fs::symlink(root.root(), &link).unwrap();
-        let abs = format!("{}/new/file.txt", link.display());
-        assert_eq!(worktree_relative(&root, &abs).unwrap(), "new/file.txt");
-    }
-
-    #[test]
-    fn absolute_paths_outside_the_root_are_refused() {
-        let (_dir, root) = root();
-        let sibling = format!("{}-other/x", root.root().display());
-        let escape = format!("{}/../x", root.root().display());
-        for p in ["/etc/passwd", "/", sibling.as_str(), escape.as_str()] {
-            match worktree_relative(&root, p) {
-                Err(ToolError::PathRefused { reason, .. }) => {
-                    assert!(reason.starts_with("path is outside the worktree"), "{p}")
-                }
-                other => panic!("{p}: {other:?}"),
-            }
-        }
     }
 
     #[test]

@@ -14,8 +14,8 @@ use codebutler_proto::runner::v1::{Question, RunnerEvent, runner_event::Event};
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
 
 /// Longest question, in characters.
 pub const MAX_QUESTION_CHARS: usize = 2_000;
@@ -161,10 +161,10 @@ impl Tool for AskUserTool {
 mod tests {
     use super::*;
     use crate::agent::{CoderTask, Ending, Inbox, run_coder};
-    use crate::compaction::Compaction;
-    use crate::conversation::{ChatMessage, ToolCall};
-    use crate::tool::ToolRegistry;
-    use crate::tool_loop::{AssistantReply, ChatModel};
+    use codebutler_agent::compaction::Compaction;
+    use codebutler_agent::conversation::{ChatMessage, ToolCall};
+    use codebutler_agent::tool::ToolRegistry;
+    use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
     use serde_json::json;
     use std::collections::VecDeque;
     use std::time::Duration;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use nix::mount::MsFlags;
 
 use super::resolve::{HostEntry, HostLayout, NodeKind};
-use super::spec::{HOME_INSIDE, SandboxSpec};
+use crate::spec::{HOME_INSIDE, SandboxSpec};
 
 /// Size of the (read-only once populated) tmpfs holding `/dev`'s nodes and symlinks.
 pub const DEV_TMPFS_BYTES: u64 = 64 << 10;
@@ -354,7 +354,7 @@ pub fn landlock_rules(spec: &SandboxSpec, layout: &HostLayout) -> Vec<LandlockRu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::resolve::tests::layout;
+    use crate::resolve::tests::layout;
 
     fn p(s: &str) -> PathBuf {
         PathBuf::from(s)

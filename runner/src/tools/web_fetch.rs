@@ -20,8 +20,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args, run_blocking};
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args, run_blocking};
 
 use html::{Limits, html_to_text};
 

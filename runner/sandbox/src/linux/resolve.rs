@@ -16,7 +16,7 @@ use nix::mount::MsFlags;
 use nix::sys::statvfs::{FsFlags, statvfs};
 
 use super::error::{AtStep, SandboxError, Step};
-use super::spec::SandboxSpec;
+use crate::spec::SandboxSpec;
 
 /// Top-level system paths exposed read-only (directories) or recreated (symlinks), if present.
 pub const SYSTEM_PATHS: &[&str] = &[
@@ -573,7 +573,7 @@ pub fn locked_flags_from(f: FsFlags) -> MsFlags {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::sandbox::spec::SandboxSpec;
+    use crate::spec::SandboxSpec;
 
     pub(crate) fn layout() -> HostLayout {
         HostLayout {

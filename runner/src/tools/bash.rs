@@ -24,9 +24,9 @@ use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
-use crate::tools::path::RepoRoot;
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::tools::path::RepoRoot;
 
 const NAME: &str = "Bash";
 

@@ -4,7 +4,7 @@ use nix::sys::resource::{Resource, getrlimit, setrlimit};
 use serde::Serialize;
 
 use super::error::{AtStep, SandboxError, Step};
-use super::spec::Limits;
+use crate::spec::Limits;
 
 /// Open files per process.
 pub const MAX_OPEN_FILES: u64 = 4096;

@@ -42,4 +42,29 @@ mod tests {
             assert!(spec.parameters["properties"].is_object(), "{}", spec.name);
         }
     }
+
+    /// What the PM's model reads of its repository tools (names, descriptions, parameter
+    /// schemas), byte for byte as the chat protocol sends it: a change here is a reviewed
+    /// change of `repository_tools.json` (`CODEBUTLER_WRITE_TOOL_SPECS=1` rewrites it).
+    #[test]
+    fn tool_specs_are_what_the_model_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Arc::new(RepoRoot::new(dir.path()).unwrap());
+        let specs: Vec<serde_json::Value> = repository_tools(root)
+            .iter()
+            .map(|t| t.spec().to_openai())
+            .collect();
+        let got = serde_json::to_string_pretty(&specs).unwrap();
+        if std::env::var_os("CODEBUTLER_WRITE_TOOL_SPECS").is_some() {
+            std::fs::write(
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/src/tools/repository_tools.json"
+                ),
+                format!("{got}\n"),
+            )
+            .unwrap();
+        }
+        assert_eq!(got, include_str!("repository_tools.json").trim_end());
+    }
 }

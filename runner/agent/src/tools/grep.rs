@@ -1,17 +1,21 @@
 //! Grep: a regex search across the repository's files with the ripgrep crates, following
-//! ripgrep's file rules (see [`super::walk`]) and skipping binary files.
+//! ripgrep's file rules (see [`super::walk`]) and skipping binary files. One
+//! implementation, two path styles: the PM's Grep (repository-relative paths) and the
+//! Coder's Grep (absolute worktree paths too).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use grep_regex::RegexMatcher;
 use grep_searcher::{BinaryDetection, SearcherBuilder, sinks};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::list_files::{compile_glob, glob_matches};
-use super::path::RepoRoot;
+use super::path::{PathStyle, RepoRoot};
 use super::walk::walk_files;
 use crate::conversation::ToolSpec;
+use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
 
 const NAME: &str = "Grep";
@@ -26,19 +30,61 @@ const MAX_LINE_CHARS: usize = 300;
 #[derive(Debug, Clone)]
 pub struct Grep {
     root: Arc<RepoRoot>,
+    style: PathStyle,
 }
 
-#[derive(Deserialize)]
+/// The PM's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// Regular expression (Rust regex syntax), matched line by line.
     pattern: String,
+    /// Only search files whose name or repository-relative path matches this glob, e.g. "*.rs" or "src/**/*.rs".
     glob: Option<String>,
+    /// File or directory to search, relative to the repository root (default: the whole repository).
     path: Option<String>,
 }
 
+/// The Coder's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct WorktreeArgs {
+    /// Regular expression, e.g. "fn \\w+_test" or "TODO|FIXME".
+    pattern: String,
+    /// File or directory to search (absolute inside the worktree, or relative to its root); default the whole worktree.
+    path: Option<String>,
+    /// Only search files whose name or path matches this glob, e.g. "*.rs" or "src/**/*.ts".
+    glob: Option<String>,
+}
+
+impl From<WorktreeArgs> for Args {
+    fn from(args: WorktreeArgs) -> Self {
+        let WorktreeArgs {
+            pattern,
+            path,
+            glob,
+        } = args;
+        Args {
+            pattern,
+            glob,
+            path,
+        }
+    }
+}
+
 impl Grep {
-    /// A Grep confined to `root`.
+    /// The PM's Grep, confined to `root`.
     pub fn new(root: Arc<RepoRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            style: PathStyle::Repository,
+        }
+    }
+
+    /// The Coder's Grep, confined to the worktree `root`.
+    pub fn worktree(root: Arc<RepoRoot>) -> Self {
+        Self {
+            root,
+            style: PathStyle::Worktree,
+        }
     }
 }
 
@@ -51,13 +97,18 @@ fn display_line(line: &str) -> String {
     }
 }
 
-fn search(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
+fn search(root: &RepoRoot, style: PathStyle, args: &Args) -> Result<String, ToolError> {
+    let path = args
+        .path
+        .as_deref()
+        .map(|p| style.relative(root, p))
+        .transpose()?;
     search_files(
         NAME,
         root,
         &args.pattern,
         args.glob.as_deref(),
-        args.path.as_deref(),
+        path.as_deref(),
     )
 }
 
@@ -65,7 +116,7 @@ fn search(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
 /// optionally only those matching `glob`, for lines matching the regex `pattern`. Returns
 /// `path:line:text` lines sorted by path and line, at most [`MAX_MATCHES`], or
 /// `no matches`. `tool` names the calling tool in argument errors.
-pub(crate) fn search_files(
+fn search_files(
     tool: &str,
     root: &RepoRoot,
     pattern: &str,
@@ -120,27 +171,17 @@ pub(crate) fn search_files(
 #[async_trait]
 impl Tool for Grep {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME,
-            description: "Search for a regex pattern across files. Returns matching lines with file paths and line numbers. Max 100 results.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "pattern": {
-                        "type": "string",
-                        "description": "Regular expression (Rust regex syntax), matched line by line."
-                    },
-                    "glob": {
-                        "type": "string",
-                        "description": "Only search files whose name or repository-relative path matches this glob, e.g. \"*.rs\" or \"src/**/*.rs\"."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "File or directory to search, relative to the repository root (default: the whole repository)."
-                    }
-                },
-                "required": ["pattern"]
-            }),
+        match self.style {
+            PathStyle::Repository => ToolSpec {
+                name: NAME,
+                description: "Search for a regex pattern across files. Returns matching lines with file paths and line numbers. Max 100 results.",
+                parameters: parameters::<Args>(),
+            },
+            PathStyle::Worktree => ToolSpec {
+                name: NAME,
+                description: "Search file contents for a regex (Rust regex syntax, matched line by line), skipping .gitignore'd, hidden and binary files. Returns `path:line:text` lines with paths relative to the worktree root, at most 100 matches; narrow with path or glob.",
+                parameters: parameters::<WorktreeArgs>(),
+            },
         }
     }
 
@@ -149,9 +190,13 @@ impl Tool for Grep {
     }
 
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
-        let args: Args = parse_args(NAME, args)?;
+        let args: Args = match self.style {
+            PathStyle::Repository => parse_args(NAME, args)?,
+            PathStyle::Worktree => parse_args::<WorktreeArgs>(NAME, args)?.into(),
+        };
         let root = Arc::clone(&self.root);
-        crate::tool::run_blocking(NAME, move || search(&root, &args)).await
+        let style = self.style;
+        crate::tool::run_blocking(NAME, move || search(&root, style, &args)).await
     }
 }
 
@@ -270,6 +315,57 @@ mod tests {
                 assert!(reason.starts_with("invalid regex \"foo((\""), "{reason}");
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    /// The Coder's Grep: the same search with worktree paths.
+    mod worktree {
+        use super::super::super::path::test_support::{repo_with as worktree, write_files};
+        use super::super::*;
+        use serde_json::json;
+
+        async fn run(root: &Arc<RepoRoot>, args: serde_json::Value) -> Result<String, ToolError> {
+            Grep::worktree(Arc::clone(root)).call(args).await
+        }
+
+        #[tokio::test]
+        async fn finds_matches_and_respects_gitignore() {
+            let (dir, root) = worktree(&[
+                (".gitignore", "target/\n"),
+                ("src/lib.rs", "pub fn alpha() {}\n// needle\n"),
+                ("b.txt", "needle\n"),
+            ]);
+            write_files(dir.path(), &[("target/out.txt", "needle\n")]);
+            assert_eq!(
+                run(&root, json!({"pattern": "needle"})).await.unwrap(),
+                "b.txt:1:needle\nsrc/lib.rs:2:// needle"
+            );
+            assert_eq!(
+                run(&root, json!({"pattern": "needle", "glob": "*.rs"}))
+                    .await
+                    .unwrap(),
+                "src/lib.rs:2:// needle"
+            );
+            let abs = root.root().join("src");
+            assert_eq!(
+                run(
+                    &root,
+                    json!({"pattern": "fn", "path": abs.to_string_lossy()})
+                )
+                .await
+                .unwrap(),
+                "src/lib.rs:1:pub fn alpha() {}"
+            );
+            let err = run(&root, json!({"pattern": "x", "path": "/etc"}))
+                .await
+                .unwrap_err();
+            assert!(matches!(err, ToolError::PathRefused { .. }), "{err}");
+            let err = run(&root, json!({"pattern": "("})).await.unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("invalid arguments for Grep: invalid regex"),
+                "{err}"
+            );
         }
     }
 }

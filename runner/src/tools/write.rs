@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::files::{atomic_write, resolve_for_write};
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
-use crate::tools::path::RepoRoot;
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::tools::path::RepoRoot;
 
 const NAME: &str = "Write";
 
@@ -76,7 +76,7 @@ impl Tool for WriteTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        crate::tool::run_blocking(NAME, move || write(&root, &args)).await
+        codebutler_agent::tool::run_blocking(NAME, move || write(&root, &args)).await
     }
 }
 

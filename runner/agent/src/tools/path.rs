@@ -1,6 +1,8 @@
 //! Path safety: [`RepoRoot`] turns a path sent by a model into a path inside the
 //! repository, or refuses it. Absolute paths, `..` that leaves the root, symlinks that
 //! point outside, and the private `.git` and `.codebutler` directories are all refused.
+//! [`PathStyle`] says how a tool's model names files: relative to the repository (the PM)
+//! or also absolute inside the worktree (the Coder, through [`worktree_relative`]).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -149,16 +151,100 @@ fn is_absolute_like(rel: &str) -> bool {
         || Path::new(rel).is_absolute()
 }
 
-/// Helpers shared by the tools' unit tests: temporary git repositories built with git2.
-#[cfg(test)]
-pub(crate) mod test_support {
+/// How a tool's model names files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathStyle {
+    /// Relative to the repository root: the PM's ReadFile, Grep and ListFiles.
+    Repository,
+    /// Absolute inside the worktree, or relative to its root: the Coder's Read, Grep and
+    /// Glob (coding models send absolute paths). See [`worktree_relative`].
+    Worktree,
+}
+
+impl PathStyle {
+    /// `path` as a model of this style sent it, relative to `root` (still to be checked by
+    /// [`RepoRoot`]).
+    pub fn relative(self, root: &RepoRoot, path: &str) -> Result<String, ToolError> {
+        match self {
+            PathStyle::Repository => Ok(path.to_owned()),
+            PathStyle::Worktree => worktree_relative(root, path),
+        }
+    }
+}
+
+/// Turns a path sent by a model into a path relative to the worktree root (still to be
+/// checked by [`RepoRoot`]). Relative paths are returned as they are; an absolute path is
+/// accepted only when it lies inside the root, lexically or once its longest existing
+/// ancestor is resolved (the root may be reached through a symlink).
+pub fn worktree_relative(root: &RepoRoot, file_path: &str) -> Result<String, ToolError> {
+    if !file_path.starts_with('/') {
+        return Ok(file_path.to_owned());
+    }
+    let refuse = |reason: String| ToolError::PathRefused {
+        path: file_path.to_owned(),
+        reason,
+    };
+    if file_path.contains('\0') {
+        return Err(refuse("path contains a NUL byte".to_owned()));
+    }
+    let lexical = lexical_absolute(Path::new(file_path));
+    if let Ok(inside) = lexical.strip_prefix(root.root()) {
+        return Ok(slash_joined(inside));
+    }
+    for ancestor in lexical.ancestors() {
+        let Ok(canonical) = ancestor.canonicalize() else {
+            continue;
+        };
+        if let (Ok(inside), Ok(tail)) = (
+            canonical.strip_prefix(root.root()),
+            lexical.strip_prefix(ancestor),
+        ) {
+            return Ok(slash_joined(&inside.join(tail)));
+        }
+        break;
+    }
+    Err(refuse(format!(
+        "path is outside the worktree {}; use a path inside it",
+        root.root().display()
+    )))
+}
+
+/// `path` with `.` dropped and `..` applied lexically (never above `/`).
+fn lexical_absolute(path: &Path) -> PathBuf {
+    let mut out = PathBuf::from("/");
+    for component in path.components() {
+        match component {
+            Component::Normal(name) => out.push(name),
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+    out
+}
+
+/// A relative path's components joined with `/`.
+fn slash_joined(rel: &Path) -> String {
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Helpers shared by the tools' tests, here and in the runner's Coder tools (feature
+/// `test-support`): temporary git repositories built with git2. Test code: a failure
+/// panics.
+#[cfg(any(test, feature = "test-support"))]
+#[allow(clippy::unwrap_used)]
+pub mod test_support {
     use std::path::Path;
     use std::sync::Arc;
 
     use super::RepoRoot;
 
     /// Writes `files` (creating parent directories) under `dir`.
-    pub(crate) fn write_files(dir: &Path, files: &[(&str, &str)]) {
+    pub fn write_files(dir: &Path, files: &[(&str, &str)]) {
         for (rel, content) in files {
             let path = dir.join(rel);
             if let Some(parent) = path.parent() {
@@ -170,7 +256,7 @@ pub(crate) mod test_support {
 
     /// Stages everything (respecting .gitignore) and commits it with a fixed signature at
     /// `time` (seconds since the epoch, UTC). Returns the commit id.
-    pub(crate) fn commit_all(dir: &Path, message: &str, time: i64) -> git2::Oid {
+    pub fn commit_all(dir: &Path, message: &str, time: i64) -> git2::Oid {
         let repo = git2::Repository::open(dir).unwrap();
         let mut index = repo.index().unwrap();
         index
@@ -191,7 +277,7 @@ pub(crate) mod test_support {
     }
 
     /// A new git repository holding `files` in one commit ("initial", 2026-01-02 UTC).
-    pub(crate) fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<RepoRoot>) {
+    pub fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Arc<RepoRoot>) {
         let dir = tempfile::tempdir().unwrap();
         git2::Repository::init(dir.path()).unwrap();
         write_files(dir.path(), files);
@@ -205,6 +291,7 @@ pub(crate) mod test_support {
 mod tests {
     use super::test_support::write_files;
     use super::*;
+    use std::sync::Arc;
 
     fn root_with(files: &[(&str, &str)]) -> (tempfile::TempDir, RepoRoot) {
         let dir = tempfile::tempdir().unwrap();
@@ -329,5 +416,50 @@ mod tests {
     fn nul_bytes_are_refused() {
         let (_dir, root) = root_with(&[("a", "a")]);
         assert_eq!(refusal(root.resolve("a\0b")), "path contains a NUL byte");
+    }
+
+    fn root() -> (tempfile::TempDir, Arc<RepoRoot>) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Arc::new(RepoRoot::new(dir.path()).unwrap());
+        (dir, root)
+    }
+
+    #[test]
+    fn absolute_paths_inside_the_root_become_relative() {
+        let (_dir, root) = root();
+        let abs = format!("{}/src/main.rs", root.root().display());
+        assert_eq!(worktree_relative(&root, &abs).unwrap(), "src/main.rs");
+        let dotted = format!("{}/src/../x/./y", root.root().display());
+        assert_eq!(worktree_relative(&root, &dotted).unwrap(), "x/y");
+        assert_eq!(
+            worktree_relative(&root, &root.root().display().to_string()).unwrap(),
+            ""
+        );
+        assert_eq!(worktree_relative(&root, "a/b").unwrap(), "a/b");
+    }
+
+    #[test]
+    fn absolute_paths_through_a_symlinked_root_are_accepted() {
+        let (_dir, root) = root();
+        let elsewhere = tempfile::tempdir().unwrap();
+        let link = elsewhere.path().join("wt");
+        std::os::unix::fs::symlink(root.root(), &link).unwrap();
+        let abs = format!("{}/new/file.txt", link.display());
+        assert_eq!(worktree_relative(&root, &abs).unwrap(), "new/file.txt");
+    }
+
+    #[test]
+    fn absolute_paths_outside_the_root_are_refused() {
+        let (_dir, root) = root();
+        let sibling = format!("{}-other/x", root.root().display());
+        let escape = format!("{}/../x", root.root().display());
+        for p in ["/etc/passwd", "/", sibling.as_str(), escape.as_str()] {
+            match worktree_relative(&root, p) {
+                Err(ToolError::PathRefused { reason, .. }) => {
+                    assert!(reason.starts_with("path is outside the worktree"), "{p}")
+                }
+                other => panic!("{p}: {other:?}"),
+            }
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The runner's Linux sandbox: what `codebutler-runner` enters at start, before any other
+//! The Linux implementation of the sandbox: what `codebutler-runner` enters at start, before any other
 //! thread exists, so that a model's commands run with the worktree read-write, the system
 //! read-only, a private `/tmp`, no network, no secrets and kernel-enforced limits.
 //! Every step is checked and named ([`Step`]); any failure is fatal (fail closed); the only
@@ -112,7 +112,6 @@ pub mod notify;
 pub mod plan;
 pub mod resolve;
 pub mod seccomp;
-pub mod spec;
 
 use std::ffi::OsString;
 use std::fs;
@@ -134,10 +133,10 @@ use serde::Serialize;
 pub use cgroup::{CgroupReport, CgroupStatus};
 pub use error::{SandboxError, Step};
 pub use limits::Rlimit;
-pub use spec::{Limits, SandboxMode, SandboxSpec, clean_env};
 
 use error::AtStep;
-use spec::HOME_INSIDE;
+
+use crate::spec::{HOME_INSIDE, SandboxMode, SandboxSpec, clean_env};
 
 /// What the sandbox came up with; returned in the sandboxed process.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use serde::Deserialize;
 
 use super::files::{atomic_write, resolve_for_write};
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
-use crate::tools::path::RepoRoot;
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::tools::path::RepoRoot;
 
 const NAME: &str = "Edit";
 
@@ -206,7 +206,7 @@ impl Tool for MultiEditTool {
         }
         let root = Arc::clone(&self.root);
         let n = args.edits.len();
-        let (rel, replaced) = crate::tool::run_blocking("MultiEdit", move || {
+        let (rel, replaced) = codebutler_agent::tool::run_blocking("MultiEdit", move || {
             apply(&root, &args.file_path, &args.edits)
         })
         .await?;
@@ -255,7 +255,7 @@ impl Tool for EditTool {
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: Args = parse_args(NAME, args)?;
         let root = Arc::clone(&self.root);
-        crate::tool::run_blocking(NAME, move || edit(&root, &args)).await
+        codebutler_agent::tool::run_blocking(NAME, move || edit(&root, &args)).await
     }
 }
 

@@ -1,19 +1,26 @@
-//! ReadFile: shows a repository file's text with line numbers, a window at a time.
+//! ReadFile: shows a file's text with line numbers, a window at a time. One
+//! implementation, two path styles: the PM's ReadFile (repository-relative paths, 500
+//! lines a call) and the Coder's Read (absolute worktree paths too, 2000 lines a call).
 
 use std::io::{BufRead, BufReader, Read};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::path::RepoRoot;
+use super::path::{PathStyle, RepoRoot};
 use crate::conversation::ToolSpec;
+use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
 
 const NAME: &str = "ReadFile";
+const WORKTREE_NAME: &str = "Read";
 
-/// Most lines shown by one call.
+/// Most lines shown by one call of the PM's ReadFile.
 pub const MAX_LINES: usize = 500;
+/// Most lines shown by one call of the Coder's Read (also the default).
+pub const WORKTREE_MAX_LINES: usize = 2000;
 
 /// Bytes examined for a NUL byte to decide that a file is binary.
 const BINARY_PROBE_BYTES: usize = 8 * 1024;
@@ -21,23 +28,61 @@ const BINARY_PROBE_BYTES: usize = 8 * 1024;
 /// Longest line shown, in characters; longer lines are cut with a marker.
 const MAX_LINE_CHARS: usize = 2000;
 
-/// Reads a text file of the repository with line numbers.
+/// Reads a text file of the repository (or worktree) with line numbers.
 #[derive(Debug, Clone)]
 pub struct ReadFile {
     root: Arc<RepoRoot>,
+    style: PathStyle,
 }
 
-#[derive(Deserialize)]
+/// The PM's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// File path relative to the repository root.
     path: String,
+    /// 1-based line to start at (default 1).
+    #[schemars(range(min = 1))]
     offset: Option<i64>,
+    /// Most lines to return (default and maximum 500).
+    #[schemars(range(min = 1, max = MAX_LINES))]
+    limit: Option<i64>,
+}
+
+/// The Coder's arguments.
+#[derive(Deserialize, JsonSchema)]
+struct WorktreeArgs {
+    /// The file to read: an absolute path inside the worktree, or a path relative to the worktree root.
+    file_path: String,
+    /// 1-based line number to start at (default 1).
+    #[schemars(range(min = 1))]
+    offset: Option<i64>,
+    /// Most lines to return (default and maximum 2000).
+    #[schemars(range(min = 1, max = WORKTREE_MAX_LINES))]
     limit: Option<i64>,
 }
 
 impl ReadFile {
-    /// A ReadFile confined to `root`.
+    /// The PM's ReadFile, confined to `root`.
     pub fn new(root: Arc<RepoRoot>) -> Self {
-        Self { root }
+        Self {
+            root,
+            style: PathStyle::Repository,
+        }
+    }
+
+    /// The Coder's Read, confined to the worktree `root`.
+    pub fn worktree(root: Arc<RepoRoot>) -> Self {
+        Self {
+            root,
+            style: PathStyle::Worktree,
+        }
+    }
+
+    fn read_style(&self) -> ReadStyle {
+        match self.style {
+            PathStyle::Repository => STYLE,
+            PathStyle::Worktree => WORKTREE_STYLE,
+        }
     }
 }
 
@@ -82,10 +127,10 @@ fn display_line(bytes: &[u8]) -> String {
 /// How a file-reading tool presents a file: its name (for argument errors), its line cap,
 /// and the tool it points to when asked to read a directory.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct ReadStyle {
-    pub(crate) tool: &'static str,
-    pub(crate) max_lines: usize,
-    pub(crate) list_tool: &'static str,
+struct ReadStyle {
+    tool: &'static str,
+    max_lines: usize,
+    list_tool: &'static str,
 }
 
 const STYLE: ReadStyle = ReadStyle {
@@ -94,14 +139,16 @@ const STYLE: ReadStyle = ReadStyle {
     list_tool: "ListFiles",
 };
 
-fn read(root: &RepoRoot, args: &Args) -> Result<String, ToolError> {
-    read_numbered(root, &args.path, args.offset, args.limit, STYLE)
-}
+const WORKTREE_STYLE: ReadStyle = ReadStyle {
+    tool: WORKTREE_NAME,
+    max_lines: WORKTREE_MAX_LINES,
+    list_tool: "Glob",
+};
 
 /// Reads the text file at `rel` (resolved through `root`) as numbered lines
 /// (`{:>5}│ {line}`), from line `offset` (1-based, default 1) for at most `limit` lines
 /// (default and cap `style.max_lines`). Binary files and directories are refused.
-pub(crate) fn read_numbered(
+fn read_numbered(
     root: &RepoRoot,
     rel: &str,
     offset: Option<i64>,
@@ -172,30 +219,17 @@ pub(crate) fn read_numbered(
 #[async_trait]
 impl Tool for ReadFile {
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: NAME,
-            description: "Read the contents of a file in the repository. Returns file text with line numbers. Use offset/limit for large files.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "path": {
-                        "type": "string",
-                        "description": "File path relative to the repository root."
-                    },
-                    "offset": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "description": "1-based line to start at (default 1)."
-                    },
-                    "limit": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LINES,
-                        "description": "Most lines to return (default and maximum 500)."
-                    }
-                },
-                "required": ["path"]
-            }),
+        match self.style {
+            PathStyle::Repository => ToolSpec {
+                name: NAME,
+                description: "Read the contents of a file in the repository. Returns file text with line numbers. Use offset/limit for large files.",
+                parameters: parameters::<Args>(),
+            },
+            PathStyle::Worktree => ToolSpec {
+                name: WORKTREE_NAME,
+                description: "Read a text file, shown with line numbers as `    N│ text` (the prefix is not part of the file). At most 2000 lines per call (use offset and limit for more); lines longer than 2000 characters are cut; binary files and directories are refused.",
+                parameters: parameters::<WorktreeArgs>(),
+            },
         }
     }
 
@@ -204,9 +238,25 @@ impl Tool for ReadFile {
     }
 
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
-        let args: Args = parse_args(NAME, args)?;
+        let read_style = self.read_style();
+        let name = read_style.tool;
+        let (path, offset, limit) = match self.style {
+            PathStyle::Repository => {
+                let args: Args = parse_args(name, args)?;
+                (args.path, args.offset, args.limit)
+            }
+            PathStyle::Worktree => {
+                let args: WorktreeArgs = parse_args(name, args)?;
+                (args.file_path, args.offset, args.limit)
+            }
+        };
         let root = Arc::clone(&self.root);
-        crate::tool::run_blocking(NAME, move || read(&root, &args)).await
+        let style = self.style;
+        crate::tool::run_blocking(name, move || {
+            let rel = style.relative(&root, &path)?;
+            read_numbered(&root, &rel, offset, limit, read_style)
+        })
+        .await
     }
 }
 
@@ -321,5 +371,101 @@ mod tests {
         assert!(matches!(err, ToolError::PathRefused { .. }), "{err}");
         let err = run(&root, json!({"path": "missing.rs"})).await.unwrap_err();
         assert_eq!(err.to_string(), "no such file or directory: missing.rs");
+    }
+
+    /// The Coder's Read: the same reading with worktree paths.
+    mod worktree {
+        use super::super::super::path::test_support::repo_with as worktree;
+        use super::super::WORKTREE_MAX_LINES as MAX_LINES;
+        use super::super::*;
+        use serde_json::json;
+
+        async fn run(root: &Arc<RepoRoot>, args: serde_json::Value) -> Result<String, ToolError> {
+            ReadFile::worktree(Arc::clone(root)).call(args).await
+        }
+
+        fn numbered(n: usize) -> String {
+            (1..=n).map(|i| format!("line {i}\n")).collect()
+        }
+
+        #[tokio::test]
+        async fn shows_numbered_lines_by_relative_or_absolute_path() {
+            let (_dir, root) = worktree(&[("src/a.rs", "fn a() {}\r\n\n  x\n")]);
+            let expected = "    1│ fn a() {}\n    2│ \n    3│   x";
+            assert_eq!(
+                run(&root, json!({"file_path": "src/a.rs"})).await.unwrap(),
+                expected
+            );
+            let abs = root.root().join("src/a.rs");
+            assert_eq!(
+                run(&root, json!({"file_path": abs.to_string_lossy()}))
+                    .await
+                    .unwrap(),
+                expected
+            );
+        }
+
+        #[tokio::test]
+        async fn offset_and_limit_select_a_window() {
+            let (_dir, root) = worktree(&[("f.txt", &numbered(20))]);
+            let out = run(
+                &root,
+                json!({"file_path": "f.txt", "offset": 5, "limit": 2}),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                out,
+                "    5│ line 5\n    6│ line 6\n\
+                 [showing lines 5-6 of 20; use offset to read more]"
+            );
+            let err = run(&root, json!({"file_path": "f.txt", "offset": 0}))
+                .await
+                .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "invalid arguments for Read: offset must be at least 1, got 0"
+            );
+        }
+
+        #[tokio::test]
+        async fn the_default_window_is_2000_lines_and_long_lines_are_cut() {
+            let long = format!("{}\n", "é".repeat(2500));
+            let body = format!("{long}{}", numbered(2499));
+            let (_dir, root) = worktree(&[("big.txt", &body)]);
+            let out = run(&root, json!({"file_path": "big.txt"})).await.unwrap();
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines.len(), MAX_LINES + 1);
+            assert!(lines[0].ends_with("é… [line cut at 2000 characters]"));
+            assert_eq!(lines[0].chars().filter(|c| *c == 'é').count(), 2000);
+            assert_eq!(lines[1999], " 2000│ line 1999");
+            assert_eq!(
+                lines[2000],
+                "[showing lines 1-2000 of 2500; use offset to read more]"
+            );
+            let capped = run(&root, json!({"file_path": "big.txt", "limit": 5000}))
+                .await
+                .unwrap();
+            assert_eq!(capped.lines().count(), MAX_LINES + 1);
+        }
+
+        #[tokio::test]
+        async fn binaries_directories_and_outside_paths_are_refused() {
+            let (dir, root) = worktree(&[("src/a.rs", "a")]);
+            std::fs::write(dir.path().join("img.png"), b"\x89PNG\r\n\x1a\n\0\0").unwrap();
+            let err = run(&root, json!({"file_path": "img.png"}))
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("binary file"), "{err}");
+            let err = run(&root, json!({"file_path": "src"})).await.unwrap_err();
+            assert!(
+                err.to_string().contains("is a directory; use Glob"),
+                "{err}"
+            );
+            for p in ["/etc/passwd", "../x", ".git/config"] {
+                let err = run(&root, json!({"file_path": p})).await.unwrap_err();
+                assert!(matches!(err, ToolError::PathRefused { .. }), "{p}: {err}");
+            }
+        }
     }
 }

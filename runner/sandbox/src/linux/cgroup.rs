@@ -27,7 +27,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat, write};
 use serde::Serialize;
 
 use super::error::{AtStep, SandboxError, Step};
-use super::spec::Limits;
+use crate::spec::Limits;
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
@@ -108,18 +108,18 @@ pub(crate) fn create(limits: &Limits, pid: u32) -> Result<Cgroups, SandboxError>
         ),
     ] {
         let result = match hierarchy {
-            None => Ok(Err(format!("{CGROUP_ROOT} is not mounted"))),
+            None => Ok(Made::Skipped(format!("{CGROUP_ROOT} is not mounted"))),
             Some(Hierarchy::V1) => create_v1(controller, &own, &name, &files),
             Some(Hierarchy::V2) => create_v2(controller, &own, &name, &files),
         };
         match result {
-            Ok(Ok(cg)) => {
+            Ok(Made::Cgroup(cg)) => {
                 statuses.push(CgroupStatus::Applied {
                     path: cg.path.clone(),
                 });
                 created.push(cg);
             }
-            Ok(Err(reason)) => statuses.push(CgroupStatus::Skipped { reason }),
+            Ok(Made::Skipped(reason)) => statuses.push(CgroupStatus::Skipped { reason }),
             Err(e) => {
                 cleanup(&created);
                 return Err(e);
@@ -138,15 +138,21 @@ pub(crate) fn create(limits: &Limits, pid: u32) -> Result<Cgroups, SandboxError>
     })
 }
 
-/// `Ok(Err(reason))` is a skip; `Err` a failure.
-type Attempt = Result<Result<Cgroup, String>, SandboxError>;
+/// What trying one controller's cgroup came to: made, or skipped (the reason goes into
+/// the report); `Err` is a failure, fatal to the sandbox.
+enum Made {
+    Cgroup(Cgroup),
+    Skipped(String),
+}
+
+type Attempt = Result<Made, SandboxError>;
 
 fn create_v1(controller: &str, own: &str, name: &str, files: &[(&str, String)]) -> Attempt {
     let mount = Path::new(CGROUP_ROOT).join(controller);
     match statfs(&mount) {
         Ok(st) if st.filesystem_type() == CGROUP_SUPER_MAGIC => {}
         _ => {
-            return Ok(Err(format!(
+            return Ok(Made::Skipped(format!(
                 "no cgroup v1 hierarchy at {}",
                 mount.display()
             )));
@@ -160,7 +166,9 @@ fn create_v1(controller: &str, own: &str, name: &str, files: &[(&str, String)]) 
             .any(|c| c == controller)
             .then(|| path.to_owned())
     }) else {
-        return Ok(Err(format!("/proc/self/cgroup has no {controller} line")));
+        return Ok(Made::Skipped(format!(
+            "/proc/self/cgroup has no {controller} line"
+        )));
     };
     let base = mount.join(current.trim_start_matches('/'));
     make(&base, name, files)
@@ -168,21 +176,34 @@ fn create_v1(controller: &str, own: &str, name: &str, files: &[(&str, String)]) 
 
 fn create_v2(controller: &str, own: &str, name: &str, files: &[(&str, String)]) -> Attempt {
     let Some(current) = own.lines().find_map(|l| l.strip_prefix("0::")) else {
-        return Ok(Err("/proc/self/cgroup has no unified (0::) line".into()));
+        return Ok(Made::Skipped(
+            "/proc/self/cgroup has no unified (0::) line".into(),
+        ));
     };
     let base = Path::new(CGROUP_ROOT).join(current.trim_start_matches('/'));
     let subtree = base.join("cgroup.subtree_control");
-    let enabled = fs::read_to_string(&subtree).unwrap_or_default();
+    // Unreadable counts as not enabled: enabling it below then fails and says why.
+    let enabled = fs::read_to_string(&subtree).ok();
+    let enabled = enabled.as_deref().unwrap_or("");
     if !enabled.split_whitespace().any(|c| c == controller) {
-        let available = fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+        let controllers = base.join("cgroup.controllers");
+        let available = match fs::read_to_string(&controllers) {
+            Ok(available) => available,
+            Err(e) => {
+                return Ok(Made::Skipped(format!(
+                    "cannot read {}: {e}",
+                    controllers.display()
+                )));
+            }
+        };
         if !available.split_whitespace().any(|c| c == controller) {
-            return Ok(Err(format!(
+            return Ok(Made::Skipped(format!(
                 "the {controller} controller is not available in {}",
                 base.display()
             )));
         }
         if let Err(e) = fs::write(&subtree, format!("+{controller}")) {
-            return Ok(Err(format!(
+            return Ok(Made::Skipped(format!(
                 "cannot enable {controller} in {}: {e}",
                 subtree.display()
             )));
@@ -208,7 +229,7 @@ fn make(base: &Path, name: &str, files: &[(&str, String)]) -> Attempt {
                 Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOENT)
             ) =>
         {
-            return Ok(Err(format!(
+            return Ok(Made::Skipped(format!(
                 "cannot create {}: {e} (cgroup not writable)",
                 dir.display()
             )));
@@ -258,10 +279,14 @@ fn make(base: &Path, name: &str, files: &[(&str, String)]) -> Attempt {
             name: name.to_owned(),
         })
     })();
-    if result.is_err() {
-        let _ = fs::remove_dir(&dir);
-    }
-    result.map(Ok)
+    result.map(Made::Cgroup).map_err(|mut e| {
+        // The step's error comes first; a cgroup left behind is said with it.
+        if let Err(left) = fs::remove_dir(&dir) {
+            e.detail
+                .push_str(&format!("; and remove {}: {left}", dir.display()));
+        }
+        e
+    })
 }
 
 /// Moves the calling process into every created cgroup (writing `0` means "myself").

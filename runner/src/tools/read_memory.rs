@@ -7,8 +7,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde::Deserialize;
 
-use crate::conversation::ToolSpec;
-use crate::tool::{Tool, ToolError, parse_args};
+use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::tool::{Tool, ToolError, parse_args};
 
 /// Why a memory could not be read.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
