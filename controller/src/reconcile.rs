@@ -24,11 +24,10 @@ use crate::coder::SlackCoder;
 use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::{Change, CutOffStart, RunStart, Store};
+use crate::workspace::thread_repo::BRANCH_PREFIX;
 use crate::workspace::worktree;
 
 const CODER_PREFIX: &str = "*Coder:* ";
-/// The prefix of the branches runs work on.
-const BRANCH_PREFIX: &str = "codebutler/";
 
 /// Runs the start-up reconciliation (see the module's documentation). Failures are logged:
 /// what is left is tried again at the next start.

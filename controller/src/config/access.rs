@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 use super::ConfigError;
-use super::file::Origin;
+use super::origin::Origin;
 
 /// Who may use the bot and how much.
 #[derive(Clone, Debug, PartialEq)]

@@ -1,18 +1,19 @@
 //! The two files as JSON: read (a missing file is `None`), each checked on its own against
 //! the file shape so an error names the file it is in, then merged field by field with the
-//! repository winning and parsed once more. [`Origin`] remembers which file set a merged
+//! repository winning and parsed once more. [`Origin`](super::origin::Origin) remembers which file set a merged
 //! field, so the checks after parsing blame the right file too.
 //!
 //! The file shape is [`FileConfig`]: every field optional (either file may set it, and
 //! `null` means unset, so a repository can send a global setting back to its default),
 //! unknown fields refused so a typo is an error rather than a silently ignored setting.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::access::{AccessFile, GithubFile};
+use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
@@ -107,33 +108,6 @@ impl Files {
         let config =
             parse(&merged).map_err(|(field, message)| origin.field_error(&field, message))?;
         Ok((config, origin))
-    }
-}
-
-/// Which file a field of the merged configuration came from.
-pub(super) struct Origin<'a> {
-    pub sources: &'a ConfigSources,
-    repo: &'a Value,
-}
-
-impl Origin<'_> {
-    /// The file a merged field came from: the repository file if it sets it, else the global.
-    fn blame(&self, field: &str) -> PathBuf {
-        let pointer = format!("/{}", field.replace('.', "/"));
-        if self.repo.pointer(&pointer).is_some() {
-            self.sources.repo.clone()
-        } else {
-            self.sources.global.clone()
-        }
-    }
-
-    /// A problem with the merged `field` (dotted, as in `coder.timeout`), blaming its file.
-    pub fn field_error(&self, field: &str, message: String) -> ConfigError {
-        ConfigError::Field {
-            path: self.blame(field),
-            field: field.to_owned(),
-            message,
-        }
     }
 }
 

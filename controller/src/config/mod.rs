@@ -23,6 +23,7 @@
 mod access;
 mod error;
 mod file;
+mod origin;
 mod provider;
 mod roles;
 mod runs;
@@ -45,7 +46,8 @@ pub use runs::{
 };
 pub use slack::SlackConfig;
 
-use file::{FileConfig, Files, Origin};
+use file::{FileConfig, Files};
+use origin::Origin;
 use secrets::Secrets;
 
 /// Environment variables that may hold secrets instead of the files.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use super::file::Origin;
+use super::origin::Origin;
 use super::{ConfigError, minutes};
 
 /// `coder.maxCostPerThread` when the config does not say (USD).

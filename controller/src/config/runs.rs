@@ -8,7 +8,7 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
-use super::file::Origin;
+use super::origin::Origin;
 use super::{ConfigError, minutes};
 
 /// Whether the runner builds its sandbox (`sandbox.mode`: `enforce` or `none`); the

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::file::Origin;
+use super::origin::Origin;
 use super::secrets::Secrets;
 use super::{ConfigError, ENV_SLACK_APP_TOKEN, ENV_SLACK_BOT_TOKEN, base_url};
 use crate::secret::Secret;

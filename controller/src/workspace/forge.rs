@@ -23,17 +23,14 @@
 //! The PR body itself is plain data ([`pr_body`]) and tested by equality.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
+use super::git_command::{CommandError, quote, run, safe_git};
 use super::stage::{self, Helper};
-use super::thread_repo;
+use super::thread_repo::{self, BRANCH_PREFIX};
 
-/// The only branches the controller commits on and pushes.
-pub const BRANCH_PREFIX: &str = "codebutler/";
 /// The identity of every commit the controller makes.
 pub const BOT_NAME: &str = "CodeButler";
 /// The e-mail address of every commit the controller makes.
@@ -58,8 +55,6 @@ const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
 const MAX_LISTED_COMMITS: usize = 50;
 /// Largest file a commit takes: GitHub refuses pushes with bigger ones.
 pub const MAX_COMMIT_FILE_BYTES: u64 = 100 * 1024 * 1024;
-/// Most bytes of a failed command's output quoted in an error.
-const MAX_QUOTED_OUTPUT: usize = 2000;
 
 /// Why a commit, push or pull request failed.
 #[derive(Debug, thiserror::Error)]
@@ -76,20 +71,8 @@ pub enum ForgeError {
         #[source]
         source: git2::Error,
     },
-    #[error("run {program}: {source}")]
-    Spawn {
-        program: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{what} did not finish within {} s", timeout.as_secs())]
-    Timeout { what: String, timeout: Duration },
-    #[error("{what} failed ({status}): {output}")]
-    Failed {
-        what: String,
-        status: String,
-        output: String,
-    },
+    #[error(transparent)]
+    Command(#[from] CommandError),
     #[error("gh printed no pull request address; its output: {output:?}")]
     NoUrl { output: String },
     #[error("{0}")]
@@ -116,11 +99,7 @@ impl ForgeError {
             | Self::Git { .. }
             | Self::Thread(_)
             | Self::TooLarge(_) => true,
-            Self::Spawn { .. }
-            | Self::Timeout { .. }
-            | Self::Failed { .. }
-            | Self::NoUrl { .. }
-            | Self::Stage(_) => false,
+            Self::Command(_) | Self::NoUrl { .. } | Self::Stage(_) => false,
         }
     }
 }
@@ -160,10 +139,7 @@ pub fn thread_link(channel: &str, ts: &str) -> String {
 
 /// Refuses a branch that is not one of ours or not a valid branch name.
 pub(crate) fn check_branch(branch: &str) -> Result<(), ForgeError> {
-    let ours = branch.len() > BRANCH_PREFIX.len()
-        && branch.starts_with(BRANCH_PREFIX)
-        && git2::Reference::is_valid_name(&format!("refs/heads/{branch}"));
-    if ours {
+    if thread_repo::is_our_branch(branch) {
         Ok(())
     } else {
         Err(ForgeError::NotOurBranch {
@@ -259,29 +235,6 @@ pub fn commit_all(
     })
 }
 
-/// Settings every `git` process of the controller runs with, overriding any config file:
-/// no hooks, no `ext::` transport (it runs arbitrary commands), no fsmonitor program, no
-/// submodule recursion, no automatic gc or maintenance.
-pub const SAFE_GIT_CONFIG: [&str; 6] = [
-    "core.hooksPath=/dev/null",
-    "protocol.ext.allow=never",
-    "core.fsmonitor=false",
-    "submodule.recurse=false",
-    "gc.auto=0",
-    "maintenance.auto=false",
-];
-
-/// `git` run in `dir` with [`SAFE_GIT_CONFIG`] and no terminal prompt; add the subcommand
-/// and its arguments.
-pub(crate) fn safe_git(dir: &Path) -> Command {
-    let mut command = Command::new("git");
-    for setting in SAFE_GIT_CONFIG {
-        command.args(["-c", setting]);
-    }
-    command.current_dir(dir).env("GIT_TERMINAL_PROMPT", "0");
-    command
-}
-
 /// Pushes `branch` (a `codebutler/` branch, already copied there by [`commit_all`]) from the
 /// main repository `main` to `origin`: `git -c core.hooksPath=/dev/null -c
 /// protocol.ext.allow=never … push origin refs/heads/<branch>:refs/heads/<branch>`, without
@@ -303,10 +256,12 @@ pub async fn push_branch(main: &Path, worktree: &Path, branch: &str) -> Result<(
         Ok::<_, ForgeError>(())
     })
     .await
-    .map_err(|e| ForgeError::Failed {
-        what: "record the push".into(),
-        status: "the task failed".into(),
-        output: e.to_string(),
+    .map_err(|e| {
+        ForgeError::Command(CommandError::Failed {
+            what: "record the push".into(),
+            status: "the task failed".into(),
+            output: e.to_string(),
+        })
     })??;
     Ok(())
 }
@@ -358,77 +313,6 @@ fn parse_pr_url(output: &str) -> Option<PullRequest> {
         url: url.to_owned(),
         number,
     })
-}
-
-/// Runs a fixed command with `stdin` (or none), returns its stdout; fails on a non-zero exit
-/// or after `timeout` (the process is killed).
-pub(crate) async fn run(
-    mut command: Command,
-    stdin: Option<&[u8]>,
-    what: &str,
-    timeout: Duration,
-) -> Result<String, ForgeError> {
-    let program = command
-        .as_std()
-        .get_program()
-        .to_string_lossy()
-        .into_owned();
-    command
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let spawn_error = |source| ForgeError::Spawn {
-        program: program.clone(),
-        source,
-    };
-    let mut child = command.spawn().map_err(spawn_error)?;
-    let work = async move {
-        if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
-            pipe.write_all(input).await?;
-            pipe.shutdown().await?;
-            drop(pipe);
-        }
-        child.wait_with_output().await
-    };
-    let output = tokio::time::timeout(timeout, work)
-        .await
-        .map_err(|_| ForgeError::Timeout {
-            what: what.to_owned(),
-            timeout,
-        })?
-        .map_err(spawn_error)?;
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let text = if stderr.trim().is_empty() {
-            stdout
-        } else {
-            stderr.into_owned()
-        };
-        return Err(ForgeError::Failed {
-            what: what.to_owned(),
-            status: output.status.to_string(),
-            output: quote(text.trim()),
-        });
-    }
-    Ok(stdout)
-}
-
-/// `text` cut to [`MAX_QUOTED_OUTPUT`] bytes (on a character boundary).
-fn quote(text: &str) -> String {
-    if text.len() <= MAX_QUOTED_OUTPUT {
-        return text.to_owned();
-    }
-    let mut end = MAX_QUOTED_OUTPUT;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &text[..end])
 }
 
 /// What the PR body is built from, read from the branch's commits.
@@ -781,7 +665,10 @@ mod tests {
         )
         .unwrap();
         let err = push_branch(main, wt, "codebutler/t").await.unwrap_err();
-        assert!(matches!(err, ForgeError::Failed { .. }), "{err}");
+        assert!(
+            matches!(err, ForgeError::Command(CommandError::Failed { .. })),
+            "{err}"
+        );
         assert!(!err.is_precondition());
         assert_eq!(
             bare.find_reference("refs/heads/codebutler/t")

@@ -7,6 +7,7 @@
 pub mod checkpoint;
 pub mod disk;
 pub mod forge;
+pub mod git_command;
 pub mod platform;
 pub mod stage;
 pub mod thread_repo;

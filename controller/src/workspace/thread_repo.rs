@@ -29,7 +29,17 @@ use std::time::Duration;
 
 use git2::{Oid, Repository, RepositoryInitOptions, RepositoryOpenFlags};
 
-use super::forge;
+use super::git_command;
+
+/// The only branches the controller commits on and pushes.
+pub const BRANCH_PREFIX: &str = "codebutler/";
+
+/// Whether `branch` is one of ours ([`BRANCH_PREFIX`] and more) and a valid branch name.
+pub fn is_our_branch(branch: &str) -> bool {
+    branch.len() > BRANCH_PREFIX.len()
+        && branch.starts_with(BRANCH_PREFIX)
+        && git2::Reference::is_valid_name(&format!("refs/heads/{branch}"))
+}
 
 /// Where the branch started: the base commit, for the PR's commit list.
 pub const BASE_REF: &str = "refs/codebutler/base";
@@ -194,10 +204,10 @@ pub async fn ensure_base_store(
         fs::create_dir_all(&pack_dir).map_err(io_err(format!("create {}", pack_dir.display())))?;
         fs::create_dir_all(staging.join("objects/info"))
             .map_err(io_err("create the store's info directory"))?;
-        let mut pack = forge::safe_git(main);
+        let mut pack = git_command::safe_git(main);
         pack.args(["pack-objects", "--revs", "--delta-base-offset", "-q"])
             .arg(pack_dir.join("pack"));
-        forge::run(
+        git_command::run(
             pack,
             Some(format!("{commit}\n").as_bytes()),
             "git pack-objects",
@@ -261,7 +271,11 @@ pub fn base_of(repo: &Repository) -> Result<Oid, ThreadRepoError> {
 /// commits since the base need, then `refs/heads/<branch>` set to the same commit. Pushes
 /// run from the main repository, with the person's own remote settings.
 pub fn mirror(main: &Path, thread: &Repository, branch: &str) -> Result<Oid, ThreadRepoError> {
-    forge::check_branch(branch).map_err(|e| ThreadRepoError::Invalid(e.to_string()))?;
+    if !is_our_branch(branch) {
+        return Err(ThreadRepoError::Invalid(format!(
+            "refusing to commit or push {branch:?}: only {BRANCH_PREFIX} branches are allowed"
+        )));
+    }
     let main_repo = Repository::open(main).map_err(git(format!("open {}", main.display())))?;
     let tip = thread
         .refname_to_id(&format!("refs/heads/{branch}"))

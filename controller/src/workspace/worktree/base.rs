@@ -5,7 +5,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::{WorktreeError, blocking, short};
-use crate::workspace::forge::{self, ForgeError};
+use crate::workspace::forge::ForgeError;
+use crate::workspace::git_command::{self, CommandError};
 
 /// Longest `git ls-remote` or `git fetch` of `origin` may take.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
@@ -131,9 +132,9 @@ fn offline_base(repo: &Path, preferred: Option<&str>) -> Result<Base, WorktreeEr
 }
 
 /// Learns `origin`'s default branch and fetches it (`+refs/heads/<b>:refs/remotes/origin/<b>`,
-/// no tags, no submodules, with [`forge::safe_git`]).
+/// no tags, no submodules, with [`git_command::safe_git`]).
 async fn fetch_default(repo: &Path, url: &str) -> Result<String, ForgeError> {
-    let mut ls = forge::safe_git(repo);
+    let mut ls = git_command::safe_git(repo);
     ls.args([
         "ls-remote",
         "--symref",
@@ -143,14 +144,16 @@ async fn fetch_default(repo: &Path, url: &str) -> Result<String, ForgeError> {
         "refs/heads/main",
         "refs/heads/master",
     ]);
-    let listed = forge::run(ls, None, "git ls-remote origin", FETCH_TIMEOUT).await?;
-    let branch = default_branch(&listed).ok_or_else(|| ForgeError::Failed {
-        what: "git ls-remote origin".into(),
-        status: "no default branch".into(),
-        output: "origin has no HEAD, main or master branch".into(),
+    let listed = git_command::run(ls, None, "git ls-remote origin", FETCH_TIMEOUT).await?;
+    let branch = default_branch(&listed).ok_or_else(|| {
+        ForgeError::Command(CommandError::Failed {
+            what: "git ls-remote origin".into(),
+            status: "no default branch".into(),
+            output: "origin has no HEAD, main or master branch".into(),
+        })
     })?;
     let refspec = format!("+refs/heads/{branch}:refs/remotes/origin/{branch}");
-    let mut fetch = forge::safe_git(repo);
+    let mut fetch = git_command::safe_git(repo);
     fetch.args([
         "fetch",
         "--no-tags",
@@ -160,7 +163,7 @@ async fn fetch_default(repo: &Path, url: &str) -> Result<String, ForgeError> {
         url,
         &refspec,
     ]);
-    forge::run(fetch, None, "git fetch origin", FETCH_TIMEOUT).await?;
+    git_command::run(fetch, None, "git fetch origin", FETCH_TIMEOUT).await?;
     Ok(branch)
 }
 

@@ -7,7 +7,7 @@
 //!    measured (allocated blocks, like `du`; no hashing) plus an estimate of the new one from
 //!    the index's file sizes, against `access.maxWorktreeDiskMB`;
 //! 2. [`base`]: `origin`'s default branch is fetched ([`choose_base`]) with the controller's
-//!    safe git settings ([`super::forge::safe_git`]: no hooks, no `ext::`, no repository
+//!    safe git settings ([`super::git_command::safe_git`]: no hooks, no `ext::`, no repository
 //!    programs), from `remote.origin.url` directly, so no `remote.origin.*` setting applies; a
 //!    failed fetch falls back to the last fetched `origin/<default>` or the local `HEAD`, and
 //!    says so;

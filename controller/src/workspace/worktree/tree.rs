@@ -5,7 +5,7 @@ use std::path::Path;
 
 use super::base::offline_head;
 use super::{Base, Worktree, WorktreeError, blocking, branches_dir, disks_dir, slug, stores_dir};
-use crate::workspace::{disk, forge, thread_repo};
+use crate::workspace::{disk, thread_repo};
 
 /// Creates the worktree for `plan` in the repository at `repo`, starting from `base` (the
 /// local HEAD when `None`): a slug unique among branches and worktrees, a disk of
@@ -51,7 +51,7 @@ pub async fn create(
                     .create(disk_mb)
                     .map_err(|e| fail(format!("make its disk: {e}")))?;
             }
-            let short = branch.trim_start_matches(forge::BRANCH_PREFIX);
+            let short = branch.trim_start_matches(thread_repo::BRANCH_PREFIX);
             thread_repo::init(
                 &main,
                 &path,
