@@ -97,6 +97,10 @@ pub fn parse_verdict(reply: &str) -> Verdict {
     Verdict::Escalate("the PM's reply was neither ANSWER nor ESCALATE".into())
 }
 
+/// The template of the PM's system prompt for a Coder question (`prompts/coder-question.md`):
+/// the rules, then `{plan}` and `{memory}`.
+const QUESTION_PROMPT: &str = include_str!("../../../prompts/coder-question.md");
+
 /// The PM's system prompt for a Coder question: the rules, the plan and the memory.
 pub fn question_prompt(plan: &str, memory: &str) -> String {
     let memory = if memory.trim().is_empty() {
@@ -104,19 +108,26 @@ pub fn question_prompt(plan: &str, memory: &str) -> String {
     } else {
         memory.trim()
     };
-    format!(
-        "You are the PM of an AI development team. The Coder is implementing the approved plan \
-below and asks you a question before asking the people in the thread.\n\n\
-Answer only when the plan, the project memory or the repository (read it with your tools) \
-really settle the question. Never guess, and never decide what the plan leaves open about \
-scope or product: those questions go to the people.\n\n\
-Reply in exactly one of two forms, nothing before it:\n\
-ANSWER: <the answer, short and concrete, naming what settles it (a file, a memory entry, \
-the plan)>\n\
-ESCALATE: <one line: why the people in the thread must decide>\n\n\
-# Approved plan\n\n{}\n\n# Project memory\n\n{memory}",
-        plan.trim()
-    )
+    // One pass over the template, so a plan that mentions `{memory}` stays as written.
+    let template = QUESTION_PROMPT.trim_end_matches('\n');
+    let mut prompt = String::with_capacity(template.len() + plan.len() + memory.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('{') {
+        prompt.push_str(&rest[..at]);
+        rest = &rest[at..];
+        if let Some(after) = rest.strip_prefix("{plan}") {
+            prompt.push_str(plan.trim());
+            rest = after;
+        } else if let Some(after) = rest.strip_prefix("{memory}") {
+            prompt.push_str(memory);
+            rest = after;
+        } else {
+            prompt.push('{');
+            rest = &rest[1..];
+        }
+    }
+    prompt.push_str(rest);
+    prompt
 }
 
 /// Asks the PM to settle a Coder question, with its read-only repository tools and its
@@ -278,6 +289,30 @@ pub async fn answer_from_thread(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prompt from `prompts/` is, byte for byte, the one the code used to write out.
+    #[test]
+    fn the_question_prompt_from_prompts_is_the_one_it_was() {
+        let (plan, memory) = ("  Add JWT to {memory} login  ", "- we use axum\n");
+        let was = {
+            let memory = memory.trim();
+            format!(
+                "You are the PM of an AI development team. The Coder is implementing the approved plan \
+below and asks you a question before asking the people in the thread.\n\n\
+Answer only when the plan, the project memory or the repository (read it with your tools) \
+really settle the question. Never guess, and never decide what the plan leaves open about \
+scope or product: those questions go to the people.\n\n\
+Reply in exactly one of two forms, nothing before it:\n\
+ANSWER: <the answer, short and concrete, naming what settles it (a file, a memory entry, \
+the plan)>\n\
+ESCALATE: <one line: why the people in the thread must decide>\n\n\
+# Approved plan\n\n{}\n\n# Project memory\n\n{memory}",
+                plan.trim()
+            )
+        };
+        assert_eq!(question_prompt(plan, memory), was);
+        assert!(question_prompt("p", "  ").ends_with("# Project memory\n\n(no memory yet)"));
+    }
 
     #[test]
     fn verdicts_are_answers_only_when_they_say_so() {
