@@ -72,16 +72,22 @@ pub fn detect_in(names: &BTreeSet<String>) -> Vec<Platform> {
     found
 }
 
-/// The names of the worktree's top-level entries (unreadable entries are skipped).
+/// The names of the worktree's top-level entries (unreadable entries are skipped; a
+/// worktree that cannot be listed has none, and that is logged: no platform is detected).
 pub fn top_level_names(worktree: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(worktree)
-        .map(|entries| {
-            entries
-                .filter_map(Result::ok)
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default()
+    match std::fs::read_dir(worktree) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect(),
+        Err(e) => {
+            tracing::warn!(
+                "list {} to detect its platforms: {e}; none detected",
+                worktree.display()
+            );
+            BTreeSet::new()
+        }
+    }
 }
 
 /// The platforms of the worktree: `project_type` (`build.projectType`) when it forces one,
