@@ -1,16 +1,24 @@
 //! Snapshots of what people and models read, built through the controller's public API: the
 //! Slack payload of a plan proposal (text and Approve/Cancel blocks), a running Coder's
-//! status blocks, pull request bodies, and the PM's and the Coder's system prompts from the
-//! shipped defaults. A change to any of them shows as a snapshot diff to review; in CI
+//! status blocks, pull request bodies, the PM's and the Coder's system prompts from the
+//! shipped defaults, and every tool the PM's model is offered. A change to any of them shows as a snapshot diff to review; in CI
 //! (`CI` set) insta never writes snapshots and a difference fails the test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::{Arc, Mutex};
+
+use codebutler_agent::tools::path::RepoRoot;
+use codebutler_controller::config::OpenRouterConfig;
 use codebutler_controller::domain::{Plan, ThreadKey};
+use codebutler_controller::gateway::Gateway;
 use codebutler_controller::layout::Layout;
+use codebutler_controller::pm::Pm;
 use codebutler_controller::prompts::{coder_system_prompt, pm_system_prompt};
+use codebutler_controller::secret::Secret;
 use codebutler_controller::slack::effects::Effects;
 use codebutler_controller::slack::interactive::{plan_blocks, plan_digest, status_blocks};
+use codebutler_controller::store::Store;
 use codebutler_controller::thread::budget::{Estimate, cost_markdown};
 use codebutler_controller::workspace::forge::{PrContext, pr_body, thread_link};
 
@@ -107,4 +115,34 @@ fn the_pm_system_prompt() {
 fn the_coder_system_prompt() {
     let (_dir, layout) = acme();
     insta::assert_snapshot!(coder_system_prompt(&layout));
+}
+
+/// Every tool the PM's model is offered, as the PM builds its list (the repository tools,
+/// then the controller's four) and in the form sent to the model: name, description and the
+/// parameters schema of each, in order.
+#[tokio::test]
+async fn the_pm_tools() {
+    let (dir, layout) = acme();
+    let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    let provider = OpenRouterConfig {
+        api_key: Secret::new("unused"),
+        base_url: "http://127.0.0.1:9".into(),
+        timeout_secs: 1,
+        max_retries: 0,
+    };
+    let pm = Pm {
+        root: Arc::new(RepoRoot::new(&layout.repo).unwrap()),
+        gateway: Arc::new(Gateway::new(&provider, store.clone()).unwrap()),
+        store,
+        model: "pm-model".into(),
+        gh: "gh".into(),
+        layout,
+    };
+    let specs: Vec<serde_json::Value> = pm
+        .tools(&thread(), Arc::new(Mutex::new(None)))
+        .specs()
+        .iter()
+        .map(|spec| spec.to_openai())
+        .collect();
+    insta::assert_json_snapshot!(specs);
 }

@@ -17,7 +17,7 @@ use codebutler_agent::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::IncomingMessage;
-use crate::domain::Plan;
+use crate::domain::{Plan, ThreadKey};
 use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
 use crate::layout::Layout;
 use crate::store::{Store, StoreError};
@@ -72,20 +72,10 @@ pub struct Pm {
 }
 
 impl Pm {
-    /// Runs the PM on one user message: restores the thread's conversation, adds the
-    /// message, and runs the tool loop. Nothing is stored here; the caller stores the turn
-    /// together with the answer's outbox effects, before anything is posted.
-    pub async fn answer(
-        &self,
-        msg: &IncomingMessage,
-        cancel: &CancellationToken,
-    ) -> Result<PmTurn, PmError> {
-        let thread = msg.thread();
-        let mut history = self.store.conversation(&thread, ROLE).await?;
-        let user_message = ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text));
-        history.push(user_message.clone());
-
-        let proposed = Arc::new(Mutex::new(None));
+    /// The tools the PM's model may call in `thread`: the repository tools, then the
+    /// controller's ReadMemory, ListThreads, GHStatus and ProposePlan. ProposePlan also leaves
+    /// the plan it records in `proposed`.
+    pub fn tools(&self, thread: &ThreadKey, proposed: Arc<Mutex<Option<Plan>>>) -> ToolRegistry {
         let mut registry = ToolRegistry::new(DEFAULT_MAX_TOOL_OUTPUT);
         for tool in repository_tools(self.root.clone()) {
             registry.register(tool);
@@ -102,8 +92,26 @@ impl Pm {
             .register(Arc::new(tools::ProposePlan::new(
                 self.store.clone(),
                 thread.clone(),
-                proposed.clone(),
+                proposed,
             )));
+        registry
+    }
+
+    /// Runs the PM on one user message: restores the thread's conversation, adds the
+    /// message, and runs the tool loop. Nothing is stored here; the caller stores the turn
+    /// together with the answer's outbox effects, before anything is posted.
+    pub async fn answer(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Result<PmTurn, PmError> {
+        let thread = msg.thread();
+        let mut history = self.store.conversation(&thread, ROLE).await?;
+        let user_message = ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text));
+        history.push(user_message.clone());
+
+        let proposed = Arc::new(Mutex::new(None));
+        let registry = self.tools(&thread, proposed.clone());
 
         let system = crate::prompts::pm_system_prompt(&self.layout);
         let model = RoleModel {
