@@ -1,13 +1,18 @@
 //! A thread's structured plan, as the PM proposes it and people approve it.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// A thread's structured plan.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A thread's structured plan. It is also the arguments of the PM's ProposePlan tool: the
+/// fields' doc comments are the descriptions the PM's model reads, and every field is
+/// required, as the tool's schema says.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Plan {
+    /// One line: what will be done.
     pub summary: String,
+    /// What the Coder will do, in order, citing files and lines.
     pub steps: Vec<String>,
-    #[serde(default)]
+    /// Files that will be created or changed.
     pub files: Vec<String>,
 }
 

@@ -1,6 +1,9 @@
 //! The PM's tools that need the controller's state: ReadMemory (the PM's memory file),
 //! ListThreads (the store), GHStatus (the `gh` CLI, fixed arguments, no shell) and
 //! ProposePlan (records the thread's structured plan).
+//!
+//! Each tool's parameters schema is derived from the type its arguments are parsed into
+//! ([`parameters`]), so what the model is told and what the tool accepts cannot drift apart.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -9,9 +12,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::json;
+use serde::de::{Deserializer, Error as _, IntoDeserializer};
 
 use crate::domain::{Plan, ThreadKey};
 use crate::store::Store;
@@ -32,8 +37,10 @@ impl ReadMemory {
     }
 }
 
-#[derive(Deserialize)]
+/// ReadMemory's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct ReadMemoryArgs {
+    /// Only return this section (e.g. 'deployment'). Omit for the full file.
     section: Option<String>,
 }
 
@@ -43,12 +50,7 @@ impl Tool for ReadMemory {
         ToolSpec {
             name: "ReadMemory",
             description: "Read the project's memory: conventions, decisions and context learned in earlier threads.",
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "section": {"type": "string", "description": "Only return this section (e.g. 'deployment'). Omit for the full file."}
-                }
-            }),
+            parameters: parameters::<ReadMemoryArgs>(),
         }
     }
 
@@ -121,9 +123,36 @@ impl ListThreads {
     }
 }
 
-#[derive(Deserialize)]
+/// ListThreads' arguments.
+#[derive(Deserialize, JsonSchema)]
 struct ListThreadsArgs {
-    status: Option<String>,
+    /// Filter. Default: 'active'.
+    #[serde(default, deserialize_with = "status")]
+    status: Status,
+}
+
+/// Which threads ListThreads lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[schemars(inline)]
+enum Status {
+    #[default]
+    Active,
+    PendingReview,
+    All,
+}
+
+/// A [`Status`] by its name; absent or `null` is the default. A name that is not one of
+/// the statuses is refused in the words the model has always read.
+fn status<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Status, D::Error> {
+    let Some(name) = Option::<String>::deserialize(deserializer)? else {
+        return Ok(Status::default());
+    };
+    Status::deserialize(name.as_str().into_deserializer()).map_err(|_: serde::de::value::Error| {
+        D::Error::custom(format!(
+            "status {name:?} is not one of active, pending_review, all"
+        ))
+    })
 }
 
 #[async_trait]
@@ -132,12 +161,7 @@ impl Tool for ListThreads {
         ToolSpec {
             name: "ListThreads",
             description: "List threads with their current phase and plan (which files they touch). Useful for conflict detection.",
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "status": {"type": "string", "enum": ["active", "pending_review", "all"], "description": "Filter. Default: 'active'."}
-                }
-            }),
+            parameters: parameters::<ListThreadsArgs>(),
         }
     }
 
@@ -147,13 +171,6 @@ impl Tool for ListThreads {
 
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: ListThreadsArgs = parse_args("ListThreads", args)?;
-        let status = args.status.unwrap_or_else(|| "active".into());
-        if !["active", "pending_review", "all"].contains(&status.as_str()) {
-            return Err(ToolError::InvalidArguments {
-                tool: "ListThreads".into(),
-                reason: format!("status {status:?} is not one of active, pending_review, all"),
-            });
-        }
         let threads = self
             .store
             .list_threads(50)
@@ -161,7 +178,7 @@ impl Tool for ListThreads {
             .map_err(|e| ToolError::Failed(e.to_string()))?;
         // Every thread is in the PM phase until approvals and the Coder exist, so nothing is
         // pending review yet.
-        if threads.is_empty() || status == "pending_review" {
+        if threads.is_empty() || args.status == Status::PendingReview {
             return Ok("no threads".to_owned());
         }
         let mut out = String::new();
@@ -201,11 +218,34 @@ impl GhStatus {
     }
 }
 
-#[derive(Deserialize)]
+/// GHStatus' arguments.
+#[derive(Deserialize, JsonSchema)]
 struct GhStatusArgs {
-    #[serde(rename = "type")]
-    kind: String,
+    /// 'pr' or 'issue'
+    #[serde(rename = "type", deserialize_with = "kind")]
+    kind: Kind,
+    /// PR or issue number
+    // Parsed as unsigned, so a negative number never reaches `gh` (where it would read as an
+    // option); the schema says "integer" without the bound, as the model has always read it.
+    #[schemars(with = "i64")]
     number: u64,
+}
+
+/// What GHStatus looks at.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(inline)]
+enum Kind {
+    Pr,
+    Issue,
+}
+
+/// A [`Kind`] by its name, refusing another name in the words the model has always read.
+fn kind<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Kind, D::Error> {
+    let name = String::deserialize(deserializer)?;
+    Kind::deserialize(name.as_str().into_deserializer()).map_err(|_: serde::de::value::Error| {
+        D::Error::custom(format!("type {name:?} must be 'pr' or 'issue'"))
+    })
 }
 
 #[async_trait]
@@ -214,14 +254,7 @@ impl Tool for GhStatus {
         ToolSpec {
             name: "GHStatus",
             description: "Check a GitHub pull request or issue with the gh CLI. Returns title, state, checks and recent comments.",
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "type": {"type": "string", "enum": ["pr", "issue"], "description": "'pr' or 'issue'"},
-                    "number": {"type": "integer", "description": "PR or issue number"}
-                },
-                "required": ["type", "number"]
-            }),
+            parameters: parameters::<GhStatusArgs>(),
         }
     }
 
@@ -231,18 +264,12 @@ impl Tool for GhStatus {
 
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: GhStatusArgs = parse_args("GHStatus", args)?;
-        let (noun, fields) = match args.kind.as_str() {
-            "pr" => (
+        let (noun, fields) = match args.kind {
+            Kind::Pr => (
                 "pr",
                 "number,title,state,url,author,statusCheckRollup,comments",
             ),
-            "issue" => ("issue", "number,title,state,url,author,comments"),
-            other => {
-                return Err(ToolError::InvalidArguments {
-                    tool: "GHStatus".into(),
-                    reason: format!("type {other:?} must be 'pr' or 'issue'"),
-                });
-            }
+            Kind::Issue => ("issue", "number,title,state,url,author,comments"),
         };
         let output = tokio::process::Command::new(&self.gh)
             .args([noun, "view", &args.number.to_string(), "--json", fields])
@@ -291,15 +318,7 @@ impl Tool for ProposePlan {
         ToolSpec {
             name: "ProposePlan",
             description: "Record the structured plan for this thread's code task, once you have explored enough to be specific. It is shown to the people in the thread for approval.",
-            parameters: json!({
-                "type": "object",
-                "properties": {
-                    "summary": {"type": "string", "description": "One line: what will be done."},
-                    "steps": {"type": "array", "items": {"type": "string"}, "description": "What the Coder will do, in order, citing files and lines."},
-                    "files": {"type": "array", "items": {"type": "string"}, "description": "Files that will be created or changed."}
-                },
-                "required": ["summary", "steps", "files"]
-            }),
+            parameters: parameters::<Plan>(),
         }
     }
 
@@ -332,6 +351,7 @@ impl Tool for ProposePlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const MEMORY: &str = "# Project Knowledge\n- uses make\n## Deployment\nmake ship\n### Details\nvia ssh\n## Testing\ncargo test\n";
 
@@ -384,6 +404,101 @@ mod tests {
             .await
             .unwrap_err();
         assert!(err.to_string().contains("run /nonexistent/gh"), "{err}");
+    }
+
+    /// The names a schema's `enum` offers for `property`.
+    fn offered(schema: &serde_json::Value, property: &str) -> Vec<String> {
+        schema["properties"][property]["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|name| name.as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_status_the_schema_offers_parses_and_no_other() {
+        let names = offered(&parameters::<ListThreadsArgs>(), "status");
+        assert_eq!(names, ["active", "pending_review", "all"]);
+        let parsed: Vec<Status> = names
+            .iter()
+            .map(|name| {
+                parse_args::<ListThreadsArgs>("ListThreads", json!({ "status": name }))
+                    .unwrap()
+                    .status
+            })
+            .collect();
+        assert_eq!(parsed, [Status::Active, Status::PendingReview, Status::All]);
+        for absent in [json!({}), json!({ "status": null })] {
+            let args: ListThreadsArgs = parse_args("ListThreads", absent).unwrap();
+            assert_eq!(args.status, Status::Active);
+        }
+        let err = parse_args::<ListThreadsArgs>("ListThreads", json!({ "status": "open" }))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            r#"invalid arguments for ListThreads: status "open" is not one of active, pending_review, all"#
+        );
+    }
+
+    #[test]
+    fn every_type_the_gh_status_schema_offers_parses_and_no_other() {
+        let names = offered(&parameters::<GhStatusArgs>(), "type");
+        assert_eq!(names, ["pr", "issue"]);
+        for name in names {
+            parse_args::<GhStatusArgs>("GHStatus", json!({ "type": name, "number": 7 })).unwrap();
+        }
+        let err = parse_args::<GhStatusArgs>("GHStatus", json!({ "type": "commit", "number": 7 }))
+            .err()
+            .unwrap();
+        assert_eq!(
+            err.to_string(),
+            r#"invalid arguments for GHStatus: type "commit" must be 'pr' or 'issue'"#
+        );
+    }
+
+    /// The schema has always said a plan's `files` is required; a plan without them is
+    /// refused rather than recorded as touching no files.
+    #[tokio::test]
+    async fn a_plan_without_its_files_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let first = crate::domain::IncomingMessage {
+            channel: "C1".into(),
+            ts: "1.0".into(),
+            thread_ts: "1.0".into(),
+            user: "U1".into(),
+            text: "fix expiry".into(),
+            event_id: Some("Ev1".into()),
+        };
+        assert!(store.record_message(&first).await.unwrap());
+        let thread = first.thread();
+        let proposed = Arc::new(Mutex::new(None));
+        let tool = ProposePlan::new(store.clone(), thread.clone(), proposed.clone());
+        assert!(
+            tool.spec().parameters["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("files"))
+        );
+        let err = tool
+            .call(json!({"summary": "Fix expiry", "steps": ["Edit it"]}))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid arguments for ProposePlan: missing field `files`"
+        );
+        assert_eq!(store.plan(&thread).await.unwrap(), None);
+        assert!(proposed.lock().unwrap().is_none());
+        tool.call(json!({"summary": "Fix expiry", "steps": ["Edit it"], "files": []}))
+            .await
+            .unwrap();
+        assert_eq!(
+            store.plan(&thread).await.unwrap().as_deref(),
+            Some(r#"{"summary":"Fix expiry","steps":["Edit it"],"files":[]}"#)
+        );
     }
 
     #[test]
