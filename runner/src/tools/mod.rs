@@ -13,6 +13,10 @@
 //!
 //! Read, Grep and Glob are the agent core's ReadFile, Grep and ListFiles in their worktree
 //! path style (`codebutler_agent::tools::path::PathStyle`): one implementation each.
+//!
+//! Every tool's parameters schema is derived from the type its arguments are parsed into
+//! (`codebutler_agent::schema::parameters`), so what the model is offered cannot drift from
+//! what a call accepts; `coder_tools.json` holds what the model reads of all of them.
 
 mod ask_user;
 mod bash;
