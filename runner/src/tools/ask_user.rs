@@ -11,10 +11,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use codebutler_proto::runner::v1::{Question, RunnerEvent, runner_event::Event};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 
 /// Longest question, in characters.
@@ -94,8 +96,10 @@ impl AskUserTool {
     }
 }
 
-#[derive(Deserialize)]
+/// AskUser's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// The question, with the options you see and what you would pick.
     question: String,
 }
 
@@ -107,13 +111,7 @@ impl Tool for AskUserTool {
         ToolSpec {
             name: TOOL,
             description: "Ask an implementation question you cannot settle from the plan, the code or the project memory, and wait for the answer (the PM answers when it can, otherwise the people in the thread). Only for choices that would be costly to get wrong; never about scope already decided in the plan. One question per call, self-contained.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "question": {"type": "string", "description": "The question, with the options you see and what you would pick."}
-                },
-                "required": ["question"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

@@ -19,6 +19,7 @@ use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
@@ -86,11 +87,36 @@ pub struct BashTool {
 
 /// Bash's arguments.
 #[doc(hidden)]
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct Args {
-    /// The command line.
+    /// The shell command (bash syntax; pipes, && and redirections work).
     pub command: String,
+    /// Timeout in seconds. The model reads the configured default and maximum instead of
+    /// this text (see `parameters`).
+    #[schemars(range(min = 1))]
     timeout: Option<f64>,
+}
+
+/// Bash's parameters: those of [`Args`], with the timeout's maximum and description taken
+/// from `config`, since the limits are the runner's configuration rather than the type's.
+/// [`BashTool::check_args`] enforces the same bounds.
+fn parameters(config: &BashConfig) -> serde_json::Value {
+    let mut schema = codebutler_agent::schema::parameters::<Args>();
+    if let Some(serde_json::Value::Object(timeout)) = schema.pointer_mut("/properties/timeout") {
+        timeout.insert(
+            "maximum".to_owned(),
+            serde_json::json!(config.max_timeout.as_secs_f64()),
+        );
+        timeout.insert(
+            "description".to_owned(),
+            serde_json::json!(format!(
+                "Timeout in seconds (default {}, max {}).",
+                seconds(config.default_timeout),
+                seconds(config.max_timeout)
+            )),
+        );
+    }
+    schema
 }
 
 impl BashTool {
@@ -329,26 +355,7 @@ impl Tool for BashTool {
         ToolSpec {
             name: NAME,
             description: self.description,
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "command": {
-                        "type": "string",
-                        "description": "The shell command (bash syntax; pipes, && and redirections work)."
-                    },
-                    "timeout": {
-                        "type": "number",
-                        "minimum": 1,
-                        "maximum": self.config.max_timeout.as_secs_f64(),
-                        "description": format!(
-                            "Timeout in seconds (default {}, max {}).",
-                            seconds(self.config.default_timeout),
-                            seconds(self.config.max_timeout)
-                        )
-                    }
-                },
-                "required": ["command"]
-            }),
+            parameters: parameters(&self.config),
         }
     }
 
@@ -737,6 +744,44 @@ mod tests {
                 .unwrap(),
             "ok\nexit code: 0"
         );
+    }
+
+    /// The timeout the model is offered is the one a call accepts, for any configuration.
+    #[test]
+    fn the_timeout_schema_follows_the_config_that_checks_it() {
+        let custom = BashConfig {
+            default_timeout: Duration::from_secs(10),
+            max_timeout: Duration::from_millis(30_500),
+            ..BashConfig::default()
+        };
+        let (_dir, root) = worktree(&[]);
+        let bash = BashTool::new(root, custom);
+        assert_eq!(
+            bash.spec().parameters["properties"]["timeout"],
+            json!({
+                "type": "number",
+                "minimum": 1,
+                "maximum": 30.5,
+                "description": "Timeout in seconds (default 10, max 30.5)."
+            })
+        );
+        assert!(
+            bash.check_args(json!({"command": "true", "timeout": 30.5}))
+                .is_ok()
+        );
+        assert!(
+            bash.check_args(json!({"command": "true", "timeout": 1}))
+                .is_ok()
+        );
+        for refused in [30.6, 0.9] {
+            let err = bash
+                .check_args(json!({"command": "true", "timeout": refused}))
+                .unwrap_err();
+            assert!(
+                matches!(err, ToolError::InvalidArguments { .. }),
+                "{refused}: {err}"
+            );
+        }
     }
 
     #[test]

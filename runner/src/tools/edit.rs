@@ -3,10 +3,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::files::{atomic_write, resolve_for_write};
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 use codebutler_agent::tools::path::RepoRoot;
 
@@ -18,11 +20,16 @@ pub struct EditTool {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+/// Edit's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// The file to change: an absolute path inside the worktree, or a path relative to the worktree root.
     file_path: String,
+    /// The exact text to replace.
     old_string: String,
+    /// The text to put in its place (must differ from old_string).
     new_string: String,
+    /// Replace every occurrence instead of exactly one (default false).
     #[serde(default)]
     replace_all: bool,
 }
@@ -45,11 +52,14 @@ fn plural(n: usize) -> &'static str {
     if n == 1 { "occurrence" } else { "occurrences" }
 }
 
-/// One replacement, as both tools take it.
-#[derive(Clone, Debug, Deserialize)]
+/// One replacement: MultiEdit's entries, and Edit's arguments without the file.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 struct Replacement {
+    /// The exact text to replace.
     old_string: String,
+    /// The text to put in its place.
     new_string: String,
+    /// Replace every occurrence (default false).
     #[serde(default)]
     replace_all: bool,
 }
@@ -154,9 +164,12 @@ impl MultiEditTool {
     }
 }
 
-#[derive(Deserialize)]
+/// MultiEdit's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct MultiArgs {
+    /// The file to change: an absolute path inside the worktree, or a path relative to the worktree root.
     file_path: String,
+    /// The replacements, in order.
     edits: Vec<Replacement>,
 }
 
@@ -166,29 +179,7 @@ impl Tool for MultiEditTool {
         ToolSpec {
             name: "MultiEdit",
             description: "Make several exact-string replacements in one file, in order, each applied to the result of the previous one. All or nothing: if any edit does not match (or is ambiguous without replace_all), the file is left unchanged.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {
-                        "type": "string",
-                        "description": "The file to change: an absolute path inside the worktree, or a path relative to the worktree root."
-                    },
-                    "edits": {
-                        "type": "array",
-                        "description": "The replacements, in order.",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "old_string": {"type": "string", "description": "The exact text to replace."},
-                                "new_string": {"type": "string", "description": "The text to put in its place."},
-                                "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
-                            },
-                            "required": ["old_string", "new_string"]
-                        }
-                    }
-                },
-                "required": ["file_path", "edits"]
-            }),
+            parameters: parameters::<MultiArgs>(),
         }
     }
 
@@ -223,28 +214,7 @@ impl Tool for EditTool {
         ToolSpec {
             name: NAME,
             description: "Replace an exact string in an existing file. old_string must match the file exactly (whitespace included, without Read's line-number prefix) and be unique unless replace_all is true; include enough surrounding lines to make it unique.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {
-                        "type": "string",
-                        "description": "The file to change: an absolute path inside the worktree, or a path relative to the worktree root."
-                    },
-                    "old_string": {
-                        "type": "string",
-                        "description": "The exact text to replace."
-                    },
-                    "new_string": {
-                        "type": "string",
-                        "description": "The text to put in its place (must differ from old_string)."
-                    },
-                    "replace_all": {
-                        "type": "boolean",
-                        "description": "Replace every occurrence instead of exactly one (default false)."
-                    }
-                },
-                "required": ["file_path", "old_string", "new_string"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

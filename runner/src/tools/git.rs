@@ -9,9 +9,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 
 /// A commit the controller made (or did not make) for the run.
@@ -93,8 +95,10 @@ impl GitCommitTool {
     }
 }
 
-#[derive(Deserialize)]
+/// GitCommit's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct CommitArgs {
+    /// The commit message: a short imperative subject line, optionally a blank line and details.
     message: String,
 }
 
@@ -104,16 +108,7 @@ impl Tool for GitCommitTool {
         ToolSpec {
             name: COMMIT,
             description: "Commit all current changes of the worktree (new, changed and deleted files; ignored files stay out) on this task's branch. Commit when a coherent piece of work is done and checked.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "message": {
-                        "type": "string",
-                        "description": "The commit message: a short imperative subject line, optionally a blank line and details."
-                    }
-                },
-                "required": ["message"]
-            }),
+            parameters: parameters::<CommitArgs>(),
         }
     }
 
@@ -157,9 +152,12 @@ impl OpenPrTool {
     }
 }
 
-#[derive(Deserialize)]
+/// OpenPR's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct OpenPrArgs {
+    /// The pull request's title: short, imperative.
     title: String,
+    /// What changed and why, and how it was tested (Markdown).
     body: String,
 }
 
@@ -169,20 +167,7 @@ impl Tool for OpenPrTool {
         ToolSpec {
             name: OPEN_PR,
             description: "Push this task's branch and open a pull request for it. Commit your changes with GitCommit first; uncommitted changes are not included. The repository's PR template and a link to the Slack thread are added to the body. Returns the pull request's address.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "title": {
-                        "type": "string",
-                        "description": "The pull request's title: short, imperative."
-                    },
-                    "body": {
-                        "type": "string",
-                        "description": "What changed and why, and how it was tested (Markdown)."
-                    }
-                },
-                "required": ["title", "body"]
-            }),
+            parameters: parameters::<OpenPrArgs>(),
         }
     }
 

@@ -13,6 +13,10 @@
 //!
 //! Read, Grep and Glob are the agent core's ReadFile, Grep and ListFiles in their worktree
 //! path style (`codebutler_agent::tools::path::PathStyle`): one implementation each.
+//!
+//! Every tool's parameters schema is derived from the type its arguments are parsed into
+//! (`codebutler_agent::schema::parameters`), so what the model is offered cannot drift from
+//! what a call accepts; `coder_tools.json` holds what the model reads of all of them.
 
 mod ask_user;
 mod bash;
@@ -120,16 +124,58 @@ pub(crate) mod tests {
         }
     }
 
-    /// What the Coder's model reads of these tools (names, descriptions, parameter
-    /// schemas), byte for byte as the chat protocol sends it: a change here is a reviewed
-    /// change of `coder_tools.json` (`CODEBUTLER_WRITE_TOOL_SPECS=1` rewrites it).
+    /// Stands in for the controller behind GitCommit, OpenPR, WebFetch and ReadMemory:
+    /// the snapshot below reads only their specs, so every call is refused.
+    struct Unreachable;
+
+    #[async_trait::async_trait]
+    impl Forge for Unreachable {
+        async fn commit(&self, _message: &str) -> Result<CommitResult, ForgeFailure> {
+            Err(ForgeFailure::Refused(
+                "no controller in this test".to_owned(),
+            ))
+        }
+        async fn open_pr(&self, _title: &str, _body: &str) -> Result<String, ForgeFailure> {
+            Err(ForgeFailure::Refused(
+                "no controller in this test".to_owned(),
+            ))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl WebSource for Unreachable {
+        async fn fetch(&self, _url: &str, _max_bytes: u64) -> Result<FetchedPage, FetchFailure> {
+            Err(FetchFailure::Unavailable(
+                "no controller in this test".to_owned(),
+            ))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl MemorySource for Unreachable {
+        async fn read_memory(&self, _role: &str) -> Result<(String, String), MemoryFailure> {
+            Err(MemoryFailure::Unavailable(
+                "no controller in this test".to_owned(),
+            ))
+        }
+    }
+
+    /// What the Coder's model reads of all its tools (names, descriptions, parameter
+    /// schemas), in the order the runner offers them, byte for byte as the chat protocol
+    /// sends it: a change here is a reviewed change of `coder_tools.json`
+    /// (`CODEBUTLER_WRITE_TOOL_SPECS=1` rewrites it).
     #[test]
     fn tool_specs_are_what_the_model_reads() {
         let (_dir, root) = worktree(&[]);
-        let specs: Vec<serde_json::Value> = coder_tools(root, BashConfig::default())
-            .iter()
-            .map(|t| t.spec().to_openai())
-            .collect();
+        let controller = Arc::new(Unreachable);
+        let (events, _) = tokio::sync::mpsc::channel(1);
+        let mut tools = coder_tools(root, BashConfig::default());
+        tools.extend(forge_tools(controller.clone()));
+        tools.push(Arc::new(NotifyTool::new(events.clone())));
+        tools.push(Arc::new(WebFetchTool::new(controller.clone())));
+        tools.push(Arc::new(ReadMemoryTool::new(controller)));
+        tools.push(Arc::new(AskUserTool::new(Questions::new(), events)));
+        let specs: Vec<serde_json::Value> = tools.iter().map(|t| t.spec().to_openai()).collect();
         let got = serde_json::to_string_pretty(&specs).unwrap();
         if std::env::var_os("CODEBUTLER_WRITE_TOOL_SPECS").is_some() {
             std::fs::write(

@@ -4,10 +4,12 @@
 
 use async_trait::async_trait;
 use codebutler_proto::runner::v1::{Notice, RunnerEvent, runner_event::Event};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 
 /// Longest note, in characters.
@@ -26,8 +28,10 @@ impl NotifyTool {
     }
 }
 
-#[derive(Deserialize)]
+/// Notify's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// The note.
     message: String,
 }
 
@@ -37,13 +41,7 @@ impl Tool for NotifyTool {
         ToolSpec {
             name: "Notify",
             description: "Post a short note (Markdown, at most 2,000 characters) to the people in the Slack thread now: a milestone reached, a decision they should know about. Not for questions, and not for the final summary (your last answer is posted anyway).",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "message": {"type": "string", "description": "The note."}
-                },
-                "required": ["message"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

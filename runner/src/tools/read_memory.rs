@@ -5,9 +5,11 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 
 /// Why a memory could not be read.
@@ -48,9 +50,13 @@ impl ReadMemoryTool {
     }
 }
 
-#[derive(Deserialize)]
+/// ReadMemory's arguments. The model is offered the roles that have memory; the role is
+/// parsed as any short name (trimmed, any case) because the controller is the one that
+/// knows which roles have memory, and its refusal names them.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
-    #[serde(default)]
+    /// Whose memory; omit for pm.
+    #[schemars(extend("enum" = ["pm", "artist"]))]
     role: Option<String>,
 }
 
@@ -62,12 +68,7 @@ impl Tool for ReadMemoryTool {
         ToolSpec {
             name: TOOL,
             description: "Read the project's approved memory: role \"pm\" (default) holds conventions, decisions and workflows learned in earlier threads; \"artist\" holds the visual style.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "role": {"type": "string", "enum": ["pm", "artist"], "description": "Whose memory; omit for pm."}
-                }
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

@@ -18,9 +18,11 @@ pub mod html;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args, run_blocking};
 
 use html::{Limits, html_to_text};
@@ -87,8 +89,10 @@ impl WebFetchTool {
     }
 }
 
-#[derive(Deserialize)]
+/// WebFetch's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// The absolute http(s) URL to fetch.
     url: String,
 }
 
@@ -107,13 +111,7 @@ impl Tool for WebFetchTool {
         ToolSpec {
             name: TOOL,
             description: "Fetch a web page (http or https) and read it as text: HTML is converted to plain text with links as footnotes; text, JSON and Markdown come as they are. Binary content (images, PDFs, archives) is refused. The controller fetches it under a policy that may refuse hosts; the text is cut at 20,000 characters.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "url": {"type": "string", "description": "The absolute http(s) URL to fetch."}
-                },
-                "required": ["url"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

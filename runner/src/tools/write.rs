@@ -3,10 +3,12 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::files::{atomic_write, resolve_for_write};
 use codebutler_agent::conversation::ToolSpec;
+use codebutler_agent::schema::parameters;
 use codebutler_agent::tool::{Tool, ToolError, parse_args};
 use codebutler_agent::tools::path::RepoRoot;
 
@@ -18,9 +20,12 @@ pub struct WriteTool {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+/// Write's arguments.
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// The file to write: an absolute path inside the worktree, or a path relative to the worktree root.
     file_path: String,
+    /// The complete new content of the file.
     content: String,
 }
 
@@ -52,20 +57,7 @@ impl Tool for WriteTool {
         ToolSpec {
             name: NAME,
             description: "Create a file or replace its whole content (missing parent directories are created; an existing file keeps its permissions). Prefer Edit for changing part of an existing file.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "file_path": {
-                        "type": "string",
-                        "description": "The file to write: an absolute path inside the worktree, or a path relative to the worktree root."
-                    },
-                    "content": {
-                        "type": "string",
-                        "description": "The complete new content of the file."
-                    }
-                },
-                "required": ["file_path", "content"]
-            }),
+            parameters: parameters::<Args>(),
         }
     }
 

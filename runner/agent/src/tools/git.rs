@@ -6,10 +6,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use git2::{DiffOptions, Repository, Sort};
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::path::{RepoRoot, private_dir_reason};
 use crate::conversation::ToolSpec;
+use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
 
 const LOG_NAME: &str = "GitLog";
@@ -93,9 +95,14 @@ pub struct GitLog {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+/// GitLog's arguments. The model has always been shown an explicit empty `required`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("required" = []))]
 struct LogArgs {
+    /// Number of commits to show (default 10, max 50).
+    #[schemars(range(min = 1, max = MAX_LOG_COMMITS))]
     n: Option<i64>,
+    /// Only commits that change this file or directory, relative to the repository root.
     path: Option<String>,
 }
 
@@ -194,22 +201,7 @@ impl Tool for GitLog {
         ToolSpec {
             name: LOG_NAME,
             description: "Show recent git commits. Returns hash, author, date, and message.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "n": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_LOG_COMMITS,
-                        "description": "Number of commits to show (default 10, max 50)."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Only commits that change this file or directory, relative to the repository root."
-                    }
-                },
-                "required": []
-            }),
+            parameters: parameters::<LogArgs>(),
         }
     }
 
@@ -230,10 +222,14 @@ pub struct GitDiff {
     root: Arc<RepoRoot>,
 }
 
-#[derive(Deserialize)]
+/// GitDiff's arguments. The model has always been shown an explicit empty `required`.
+#[derive(Deserialize, JsonSchema)]
+#[schemars(extend("required" = []))]
 struct DiffArgs {
+    /// Commit, branch or tag to compare the working tree with (default: HEAD, i.e. uncommitted changes).
     #[serde(rename = "ref")]
     git_ref: Option<String>,
+    /// Only changes to this file or directory, relative to the repository root.
     path: Option<String>,
 }
 
@@ -401,20 +397,7 @@ impl Tool for GitDiff {
         ToolSpec {
             name: DIFF_NAME,
             description: "Show git diff (stat format) of uncommitted changes, or between a ref and the working tree.",
-            parameters: serde_json::json!({
-                "type": "object",
-                "properties": {
-                    "ref": {
-                        "type": "string",
-                        "description": "Commit, branch or tag to compare the working tree with (default: HEAD, i.e. uncommitted changes)."
-                    },
-                    "path": {
-                        "type": "string",
-                        "description": "Only changes to this file or directory, relative to the repository root."
-                    }
-                },
-                "required": []
-            }),
+            parameters: parameters::<DiffArgs>(),
         }
     }
 
