@@ -16,8 +16,7 @@ use codebutler_agent::tools::path::RepoRoot;
 use codebutler_agent::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::IncomingMessage;
-use crate::domain::{Plan, ThreadKey};
+use crate::domain::{IncomingMessage, Plan, ThreadKey};
 use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
 use crate::layout::Layout;
 use crate::store::{Store, StoreError};

@@ -1,8 +1,7 @@
 //! The commands that start, steer, stop or undo the thread's Coder: an approval, a follow-up
 //! on an ended run, a message or "stop" for a running Coder, the Stop button, "undo".
 
-use crate::domain::Click;
-use crate::domain::{IncomingMessage, Plan, Role, RunRecord};
+use crate::domain::{Click, IncomingMessage, Plan, Role, RunRecord};
 use crate::slack::interactive::reaction_target;
 use crate::store::{Change, RunStart};
 use crate::thread::budget::cap_text;

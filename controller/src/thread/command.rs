@@ -7,8 +7,7 @@
 //! Coder takes everything else first; then an approval of a pending plan, a follow-up on an
 //! ended run, a message for another role, and last the PM.
 
-use crate::domain::{ButtonAction, Click};
-use crate::domain::{IncomingMessage, Mention, Role, RunRecord, ThreadState};
+use crate::domain::{ButtonAction, Click, IncomingMessage, Mention, Role, RunRecord, ThreadState};
 use crate::thread::approval::{is_approval, is_stop, is_undo};
 use crate::thread::budget::parse_budget_command;
 use crate::thread::routing::{Route, mentioned_roles, route};

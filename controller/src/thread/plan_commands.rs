@@ -2,8 +2,7 @@
 //! "budget $N". The buttons follow the same rules as the typed words, then give way to a
 //! line saying who used them (see [`crate::slack::interactive`]).
 
-use crate::domain::Click;
-use crate::domain::{IncomingMessage, Role};
+use crate::domain::{Click, IncomingMessage, Role};
 use crate::slack::effects::{Effects, MessageRef};
 use crate::slack::interactive::resolved_blocks;
 use crate::store::Change;
