@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _, IntoDeserializer};
 
-use crate::domain::{Plan, ThreadKey};
+use crate::domain::{Plan, Stage, ThreadKey};
 use crate::store::Store;
 
 /// How long a `gh` call may take.
@@ -110,7 +110,8 @@ fn find_section(text: &str, name: &str) -> Option<String> {
     Some(lines[start..end].join("\n"))
 }
 
-/// `ListThreads{status?}`: the threads CodeButler knows, with phase and plan.
+/// `ListThreads{status?}`: the threads CodeButler knows, with their lifecycle state, plan
+/// and pull request.
 #[derive(Debug)]
 pub struct ListThreads {
     store: Store,
@@ -140,6 +141,19 @@ enum Status {
     Active,
     PendingReview,
     All,
+}
+
+impl Status {
+    /// Whether a thread at `stage` is listed: `active` is every thread not closed,
+    /// `pending_review` the threads whose pull request is open (waiting for review and
+    /// merge), `all` every thread.
+    fn includes(self, stage: Stage) -> bool {
+        match self {
+            Self::Active => !stage.is_closed(),
+            Self::PendingReview => stage == Stage::PrOpened,
+            Self::All => true,
+        }
+    }
 }
 
 /// A [`Status`] by its name; absent or `null` is the default. A name that is not one of
@@ -173,17 +187,22 @@ impl Tool for ListThreads {
         let args: ListThreadsArgs = parse_args("ListThreads", args)?;
         let threads = self
             .store
-            .list_threads(50)
+            .list_threads(|stage| args.status.includes(stage), 50)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
-        // Every thread is in the PM phase until approvals and the Coder exist, so nothing is
-        // pending review yet.
-        if threads.is_empty() || args.status == Status::PendingReview {
+        if threads.is_empty() {
             return Ok("no threads".to_owned());
         }
         let mut out = String::new();
         for t in threads {
-            out.push_str(&format!("Thread {} [phase: {}]", t.key.thread_ts, t.phase));
+            out.push_str(&format!(
+                "Thread {} [state: {}]",
+                t.key.thread_ts,
+                t.stage.lifecycle()
+            ));
+            if let Some(pr) = &t.pull_request {
+                out.push_str(&format!("\n  Pull request: #{} {}", pr.number, pr.url));
+            }
             let plan = t.plan.as_deref().and_then(|p| match serde_json::from_str::<Plan>(p) {
                 Ok(plan) => Some(plan),
                 Err(e) => {
