@@ -461,6 +461,83 @@ mod tests {
         );
     }
 
+    /// Each status the tool offers lists exactly its threads, each with its lifecycle
+    /// state and, once opened, its pull request.
+    #[tokio::test]
+    async fn list_threads_lists_each_status_with_states() {
+        use crate::domain::{IncomingMessage, PullRequestRef};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let plan = r#"{"summary":"Fix expiry","steps":["Edit it"],"files":["src/a.rs"]}"#;
+        for ts in ["1.1", "2.1", "3.1", "4.1"] {
+            let msg = IncomingMessage {
+                channel: "C1".into(),
+                ts: ts.into(),
+                thread_ts: ts.into(),
+                user: "U1".into(),
+                text: "hi".into(),
+                event_id: None,
+            };
+            store.record_message(&msg).await.unwrap();
+            if ts != "1.1" {
+                store.set_plan(&msg.thread(), plan).await.unwrap();
+            }
+            if ts == "3.1" || ts == "4.1" {
+                store.approve_plan(&msg.thread(), &msg).await.unwrap();
+                let pr = PullRequestRef {
+                    number: 7,
+                    url: "https://github.com/acme/app/pull/7".into(),
+                };
+                store.record_pull_request(&msg.thread(), &pr).await.unwrap();
+            }
+        }
+        sqlx::query("UPDATE threads SET state = 'closed_merged' WHERE thread_ts = '4.1'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let tool = ListThreads::new(store);
+        let listed = |status: &'static str| {
+            let tool = &tool;
+            async move {
+                let out = tool.call(json!({ "status": status })).await.unwrap();
+                out.lines()
+                    .filter(|l| l.starts_with("Thread "))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            }
+        };
+        let mut all = listed("all").await;
+        all.sort();
+        assert_eq!(
+            all,
+            [
+                "Thread 1.1 [state: created]",
+                "Thread 2.1 [state: planning]",
+                "Thread 3.1 [state: pr_opened]",
+                "Thread 4.1 [state: closed (merged)]",
+            ]
+        );
+        let mut active = listed("active").await;
+        active.sort();
+        assert_eq!(
+            active,
+            [
+                "Thread 1.1 [state: created]",
+                "Thread 2.1 [state: planning]",
+                "Thread 3.1 [state: pr_opened]",
+            ]
+        );
+        assert_eq!(
+            listed("pending_review").await,
+            ["Thread 3.1 [state: pr_opened]"]
+        );
+        let review = tool.call(json!({ "status": "pending_review" })).await.unwrap();
+        assert_eq!(
+            review,
+            "Thread 3.1 [state: pr_opened]\n  Pull request: #7 https://github.com/acme/app/pull/7\n  Plan: Fix expiry\n  Files: src/a.rs\n"
+        );
+    }
+
     #[test]
     fn every_type_the_gh_status_schema_offers_parses_and_no_other() {
         let names = offered(&parameters::<GhStatusArgs>(), "type");
