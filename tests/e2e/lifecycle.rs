@@ -57,9 +57,10 @@ async fn an_opened_pull_request_makes_the_thread_pr_opened_everywhere_it_is_show
     assert_eq!(stored(&env, &thread).await, pr_opened);
 
     // runnerctl, JSON and text.
-    let show: Value =
-        serde_json::from_str(&stdout(&runnerctl(&env, &["show", &thread, "--json"]).await))
-            .unwrap();
+    let show: Value = serde_json::from_str(&stdout(
+        &runnerctl(&env, &["show", &thread, "--json"]).await,
+    ))
+    .unwrap();
     assert_eq!(show["summary"]["threadState"], "pr_opened", "{show}");
     assert_eq!(
         show["pullRequest"],
@@ -76,7 +77,10 @@ async fn an_opened_pull_request_makes_the_thread_pr_opened_everywhere_it_is_show
         serde_json::from_str(&stdout(&runnerctl(&env, &["ls", "--json"]).await)).unwrap();
     assert_eq!(ls[0]["threadState"], "pr_opened", "{ls}");
     let ls = stdout(&runnerctl(&env, &["ls"]).await);
-    assert!(ls.contains("THREAD STATE") && ls.contains("pr_opened"), "{ls}");
+    assert!(
+        ls.contains("THREAD STATE") && ls.contains("pr_opened"),
+        "{ls}"
+    );
 
     // ListThreads, from another thread: pending_review lists only the PR's thread, all lists
     // the asking thread too (not handled yet, so created).

@@ -18,8 +18,8 @@ use tonic::{Request, Response, Status};
 
 use crate::domain::{RunRecord, RunState, ThreadKey};
 use crate::layout::Layout;
-use crate::store::ThreadRecord;
 use crate::runners::supervisor::{Reporting, RunRequest, Supervisor, Workspace};
+use crate::store::ThreadRecord;
 
 /// The channel id recorded for runs started from `runnerctl` rather than Slack.
 pub const CLI_CHANNEL: &str = "runnerctl";

@@ -531,7 +531,10 @@ mod tests {
             listed("pending_review").await,
             ["Thread 3.1 [state: pr_opened]"]
         );
-        let review = tool.call(json!({ "status": "pending_review" })).await.unwrap();
+        let review = tool
+            .call(json!({ "status": "pending_review" }))
+            .await
+            .unwrap();
         assert_eq!(
             review,
             "Thread 3.1 [state: pr_opened]\n  Pull request: #7 https://github.com/acme/app/pull/7\n  Plan: Fix expiry\n  Files: src/a.rs\n"

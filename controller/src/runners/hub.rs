@@ -25,8 +25,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
-use crate::gateway::{CallContext, Completion, Gateway, GatewayError};
 use crate::domain::PullRequestRef;
+use crate::gateway::{CallContext, Completion, Gateway, GatewayError};
 use crate::store::Store;
 
 use super::fetch::FetchPolicy;
@@ -74,7 +74,11 @@ impl RunHub {
             number: pr.number,
             url: pr.url.clone(),
         };
-        match self.store.record_pull_request(&self.ctx.thread, &stored).await {
+        match self
+            .store
+            .record_pull_request(&self.ctx.thread, &stored)
+            .await
+        {
             Ok(true) => {
                 tracing::info!(run = %self.run_id, thread = %self.ctx.thread, "thread is pr_opened")
             }

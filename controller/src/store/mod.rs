@@ -17,9 +17,7 @@ use codebutler_agent::conversation::ChatMessage;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::domain::{
-    IncomingMessage, Stage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals,
-};
+use crate::domain::{IncomingMessage, Stage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals};
 
 mod budget;
 mod checkpoints;
@@ -647,7 +645,10 @@ mod tests {
             s.plan(&a.thread()).await.unwrap().as_deref(),
             Some(r#"{"summary":"x"}"#)
         );
-        assert_eq!(s.list_threads(|_| true, 10).await.unwrap()[0].key, a.thread());
+        assert_eq!(
+            s.list_threads(|_| true, 10).await.unwrap()[0].key,
+            a.thread()
+        );
     }
 
     #[tokio::test]

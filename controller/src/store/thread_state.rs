@@ -371,7 +371,10 @@ mod tests {
             number: n,
             url: format!("https://github.com/acme/app/pull/{n}"),
         };
-        assert!(!store.record_pull_request(&t, &pr(7)).await.unwrap(), "no thread");
+        assert!(
+            !store.record_pull_request(&t, &pr(7)).await.unwrap(),
+            "no thread"
+        );
         assert_eq!(store.thread_record(&t).await.unwrap(), None);
         store.record_message(&m).await.unwrap();
         store.set_plan(&t, PLAN).await.unwrap();
@@ -451,7 +454,10 @@ mod tests {
             .unwrap();
         assert!(matches!(
             store.thread_record(&t).await,
-            Err(StoreError::UnknownValue { column: "threads.pr_number and pr_url", .. })
+            Err(StoreError::UnknownValue {
+                column: "threads.pr_number and pr_url",
+                ..
+            })
         ));
     }
 }

@@ -210,7 +210,12 @@ mod tests {
             ("undo", true, merged.clone(), ThreadClosed),
             ("budget $5", true, abandoned.clone(), ThreadClosed),
             ("stop", true, abandoned.clone(), ThreadClosed),
-            ("@codebutler.pm what changed?", true, abandoned, ThreadClosed),
+            (
+                "@codebutler.pm what changed?",
+                true,
+                abandoned,
+                ThreadClosed,
+            ),
             ("@codebutler.coder fix it", true, merged, ThreadClosed),
             ("yes", false, pending(), NotAllowed),
             ("how do we deploy?", false, Conversing, NotAllowed),
