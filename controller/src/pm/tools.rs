@@ -127,7 +127,7 @@ impl ListThreads {
 /// ListThreads' arguments.
 #[derive(Deserialize, JsonSchema)]
 struct ListThreadsArgs {
-    /// Filter. Default: 'active'.
+    /// Filter: 'active' (every thread not closed; the default), 'pending_review' (pull request open) or 'all'.
     #[serde(default, deserialize_with = "status")]
     status: Status,
 }
@@ -174,7 +174,7 @@ impl Tool for ListThreads {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "ListThreads",
-            description: "List threads with their current phase and plan (which files they touch). Useful for conflict detection.",
+            description: "List threads with their state (created, planning, working, pr_opened, closed), pull request and plan (which files they touch). Useful for conflict detection.",
             parameters: parameters::<ListThreadsArgs>(),
         }
     }
