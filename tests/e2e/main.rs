@@ -12,6 +12,7 @@ mod chaos;
 mod config_errors;
 mod followups;
 mod intake;
+mod lifecycle;
 mod output;
 mod payloads;
 mod pm;

@@ -328,7 +328,7 @@ async fn a_proposed_plan_is_stored_and_posted() {
     env.wait_thread_posts(&thread2, 1).await;
     let listed = tool_results(&env.model.requests_for(q2)[1].body);
     assert!(
-        listed.contains(&format!("Thread {thread} [phase: pm]")),
+        listed.contains(&format!("Thread {thread} [state: planning]")),
         "{listed}"
     );
     assert!(

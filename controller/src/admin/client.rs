@@ -108,15 +108,19 @@ impl Client {
             Format::Text => {
                 writeln!(
                     out,
-                    "{:<22} {:<12} {:>5} {:>9} {:>8}  ENDING",
-                    "THREAD", "STATE", "TURNS", "TOKENS", "COST"
+                    "{:<22} {:<12} {:<18} {:>5} {:>9} {:>8}  ENDING",
+                    "THREAD", "STATE", "THREAD STATE", "TURNS", "TOKENS", "COST"
                 )?;
                 for r in &runs {
                     writeln!(
                         out,
-                        "{:<22} {:<12} {:>5} {:>9} {:>8}  {}",
+                        "{:<22} {:<12} {:<18} {:>5} {:>9} {:>8}  {}",
                         r.thread_ts,
                         state_name(r.state),
+                        match r.thread_state.as_str() {
+                            "" => "-",
+                            state => state,
+                        },
                         r.turns,
                         r.prompt_tokens + r.completion_tokens,
                         format!("${:.4}", r.cost_usd),
@@ -151,12 +155,19 @@ impl Client {
                     "worktree": detail.worktree_path,
                     "runnerPid": detail.runner_pid,
                     "lastEventSeq": detail.last_event_seq,
+                    "pullRequest": pull_request_json(&detail),
                 })
             )?,
             Format::Text => {
-                writeln!(out, "thread:   {}", summary.thread_ts)?;
+                match summary.thread_state.as_str() {
+                    "" => writeln!(out, "thread:   {}", summary.thread_ts)?,
+                    state => writeln!(out, "thread:   {} ({state})", summary.thread_ts)?,
+                }
                 writeln!(out, "run:      {}", summary.run_id)?;
                 writeln!(out, "state:    {}", state_name(summary.state))?;
+                if !detail.pr_url.is_empty() {
+                    writeln!(out, "pr:       #{} {}", detail.pr_number, detail.pr_url)?;
+                }
                 writeln!(out, "turns:    {} of {}", summary.turns, detail.max_turns)?;
                 writeln!(
                     out,
@@ -343,7 +354,17 @@ fn summary_json(r: &RunSummary) -> serde_json::Value {
         "endedAtUnixMs": r.ended_at_unix_ms,
         "ending": r.ending_reason,
         "exitCode": r.exit_code,
+        "threadState": (!r.thread_state.is_empty()).then_some(&r.thread_state),
     })
+}
+
+/// The thread's pull request as `{number, url}`, or `null` while it has none.
+fn pull_request_json(detail: &RunDetail) -> serde_json::Value {
+    if detail.pr_url.is_empty() {
+        serde_json::Value::Null
+    } else {
+        json!({"number": detail.pr_number, "url": detail.pr_url})
+    }
 }
 
 fn indent(text: &str) -> String {

@@ -19,6 +19,7 @@ use tonic::{Request, Response, Status};
 use crate::domain::{RunRecord, RunState, ThreadKey};
 use crate::layout::Layout;
 use crate::runners::supervisor::{Reporting, RunRequest, Supervisor, Workspace};
+use crate::store::ThreadRecord;
 
 /// The channel id recorded for runs started from `runnerctl` rather than Slack.
 pub const CLI_CHANNEL: &str = "runnerctl";
@@ -91,8 +92,10 @@ fn proto_run_id(id: &str) -> u64 {
     })
 }
 
-fn summary(run: &RunRecord) -> RunSummary {
+/// The run's figures, with its thread's lifecycle state from `thread`.
+fn summary(run: &RunRecord, thread: Option<&ThreadRecord>) -> RunSummary {
     RunSummary {
+        thread_state: thread.map_or("", |t| t.stage.lifecycle()).to_owned(),
         thread_ts: run.thread.thread_ts.clone(),
         run_id: proto_run_id(&run.id),
         state: proto_state(run.state),
@@ -113,6 +116,15 @@ fn internal(e: impl std::fmt::Display) -> Status {
 }
 
 impl AdminService {
+    /// The stored record of `run`'s thread, if it has one.
+    async fn thread_of(&self, run: &RunRecord) -> Result<Option<ThreadRecord>, Status> {
+        self.supervisor
+            .store()
+            .thread_record(&run.thread)
+            .await
+            .map_err(internal)
+    }
+
     async fn latest(&self, thread_ts: &str) -> Result<RunRecord, Status> {
         self.supervisor
             .store()
@@ -145,9 +157,11 @@ impl Admin for AdminService {
             .list_runs(request.active_only, limit)
             .await
             .map_err(internal)?;
-        Ok(Response::new(ListRunsResponse {
-            runs: runs.iter().map(summary).collect(),
-        }))
+        let mut summaries = Vec::with_capacity(runs.len());
+        for run in &runs {
+            summaries.push(summary(run, self.thread_of(run).await?.as_ref()));
+        }
+        Ok(Response::new(ListRunsResponse { runs: summaries }))
     }
 
     async fn get_run(
@@ -166,8 +180,12 @@ impl Admin for AdminService {
             .file_name()
             .map(|n| format!("codebutler/{}", n.to_string_lossy()))
             .unwrap_or_default();
+        let thread = self.thread_of(&run).await?;
+        let pr = thread.as_ref().and_then(|t| t.pull_request.clone());
         Ok(Response::new(RunDetail {
-            summary: Some(summary(&run)),
+            summary: Some(summary(&run, thread.as_ref())),
+            pr_number: pr.as_ref().map_or(0, |pr| pr.number),
+            pr_url: pr.map(|pr| pr.url).unwrap_or_default(),
             plan: run.plan.clone(),
             model: run.model.clone(),
             max_turns: u32::try_from(run.max_turns).unwrap_or(0),

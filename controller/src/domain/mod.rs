@@ -16,5 +16,5 @@ pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};
 pub use thread::{IncomingMessage, ThreadKey};
-pub use thread_state::{Stage, ThreadState};
+pub use thread_state::{Closure, PullRequestRef, Stage, ThreadState};
 pub use usage::{ThreadSummary, UsageRecord, UsageTotals};

@@ -1,6 +1,6 @@
 //! What model calls cost, and threads as the PM lists them.
 
-use super::ThreadKey;
+use super::{PullRequestRef, Stage, ThreadKey};
 
 /// The usage of one model call.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,7 +30,9 @@ pub struct UsageTotals {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ThreadSummary {
     pub key: ThreadKey,
-    pub phase: String,
+    pub stage: Stage,
     pub plan: Option<String>,
+    /// The pull request its Coder opened, if one was.
+    pub pull_request: Option<PullRequestRef>,
     pub updated_at: String,
 }

@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::{Deserializer, Error as _, IntoDeserializer};
 
-use crate::domain::{Plan, ThreadKey};
+use crate::domain::{Plan, Stage, ThreadKey};
 use crate::store::Store;
 
 /// How long a `gh` call may take.
@@ -110,7 +110,8 @@ fn find_section(text: &str, name: &str) -> Option<String> {
     Some(lines[start..end].join("\n"))
 }
 
-/// `ListThreads{status?}`: the threads CodeButler knows, with phase and plan.
+/// `ListThreads{status?}`: the threads CodeButler knows, with their lifecycle state, plan
+/// and pull request.
 #[derive(Debug)]
 pub struct ListThreads {
     store: Store,
@@ -126,7 +127,7 @@ impl ListThreads {
 /// ListThreads' arguments.
 #[derive(Deserialize, JsonSchema)]
 struct ListThreadsArgs {
-    /// Filter. Default: 'active'.
+    /// Filter: 'active' (every thread not closed; the default), 'pending_review' (pull request open) or 'all'.
     #[serde(default, deserialize_with = "status")]
     status: Status,
 }
@@ -140,6 +141,19 @@ enum Status {
     Active,
     PendingReview,
     All,
+}
+
+impl Status {
+    /// Whether a thread at `stage` is listed: `active` is every thread not closed,
+    /// `pending_review` the threads whose pull request is open (waiting for review and
+    /// merge), `all` every thread.
+    fn includes(self, stage: Stage) -> bool {
+        match self {
+            Self::Active => !stage.is_closed(),
+            Self::PendingReview => stage == Stage::PrOpened,
+            Self::All => true,
+        }
+    }
 }
 
 /// A [`Status`] by its name; absent or `null` is the default. A name that is not one of
@@ -160,7 +174,7 @@ impl Tool for ListThreads {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: "ListThreads",
-            description: "List threads with their current phase and plan (which files they touch). Useful for conflict detection.",
+            description: "List threads with their state (created, planning, working, pr_opened, closed), pull request and plan (which files they touch). Useful for conflict detection.",
             parameters: parameters::<ListThreadsArgs>(),
         }
     }
@@ -173,17 +187,22 @@ impl Tool for ListThreads {
         let args: ListThreadsArgs = parse_args("ListThreads", args)?;
         let threads = self
             .store
-            .list_threads(50)
+            .list_threads(|stage| args.status.includes(stage), 50)
             .await
             .map_err(|e| ToolError::Failed(e.to_string()))?;
-        // Every thread is in the PM phase until approvals and the Coder exist, so nothing is
-        // pending review yet.
-        if threads.is_empty() || args.status == Status::PendingReview {
+        if threads.is_empty() {
             return Ok("no threads".to_owned());
         }
         let mut out = String::new();
         for t in threads {
-            out.push_str(&format!("Thread {} [phase: {}]", t.key.thread_ts, t.phase));
+            out.push_str(&format!(
+                "Thread {} [state: {}]",
+                t.key.thread_ts,
+                t.stage.lifecycle()
+            ));
+            if let Some(pr) = &t.pull_request {
+                out.push_str(&format!("\n  Pull request: #{} {}", pr.number, pr.url));
+            }
             let plan = t.plan.as_deref().and_then(|p| match serde_json::from_str::<Plan>(p) {
                 Ok(plan) => Some(plan),
                 Err(e) => {
@@ -439,6 +458,86 @@ mod tests {
         assert_eq!(
             err.to_string(),
             r#"invalid arguments for ListThreads: status "open" is not one of active, pending_review, all"#
+        );
+    }
+
+    /// Each status the tool offers lists exactly its threads, each with its lifecycle
+    /// state and, once opened, its pull request.
+    #[tokio::test]
+    async fn list_threads_lists_each_status_with_states() {
+        use crate::domain::{IncomingMessage, PullRequestRef};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("s.db")).await.unwrap();
+        let plan = r#"{"summary":"Fix expiry","steps":["Edit it"],"files":["src/a.rs"]}"#;
+        for ts in ["1.1", "2.1", "3.1", "4.1"] {
+            let msg = IncomingMessage {
+                channel: "C1".into(),
+                ts: ts.into(),
+                thread_ts: ts.into(),
+                user: "U1".into(),
+                text: "hi".into(),
+                event_id: None,
+            };
+            store.record_message(&msg).await.unwrap();
+            if ts != "1.1" {
+                store.set_plan(&msg.thread(), plan).await.unwrap();
+            }
+            if ts == "3.1" || ts == "4.1" {
+                store.approve_plan(&msg.thread(), &msg).await.unwrap();
+                let pr = PullRequestRef {
+                    number: 7,
+                    url: "https://github.com/acme/app/pull/7".into(),
+                };
+                store.record_pull_request(&msg.thread(), &pr).await.unwrap();
+            }
+        }
+        sqlx::query("UPDATE threads SET state = 'closed_merged' WHERE thread_ts = '4.1'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let tool = ListThreads::new(store);
+        let listed = |status: &'static str| {
+            let tool = &tool;
+            async move {
+                let out = tool.call(json!({ "status": status })).await.unwrap();
+                out.lines()
+                    .filter(|l| l.starts_with("Thread "))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            }
+        };
+        let mut all = listed("all").await;
+        all.sort();
+        assert_eq!(
+            all,
+            [
+                "Thread 1.1 [state: created]",
+                "Thread 2.1 [state: planning]",
+                "Thread 3.1 [state: pr_opened]",
+                "Thread 4.1 [state: closed (merged)]",
+            ]
+        );
+        let mut active = listed("active").await;
+        active.sort();
+        assert_eq!(
+            active,
+            [
+                "Thread 1.1 [state: created]",
+                "Thread 2.1 [state: planning]",
+                "Thread 3.1 [state: pr_opened]",
+            ]
+        );
+        assert_eq!(
+            listed("pending_review").await,
+            ["Thread 3.1 [state: pr_opened]"]
+        );
+        let review = tool
+            .call(json!({ "status": "pending_review" }))
+            .await
+            .unwrap();
+        assert_eq!(
+            review,
+            "Thread 3.1 [state: pr_opened]\n  Pull request: #7 https://github.com/acme/app/pull/7\n  Plan: Fix expiry\n  Files: src/a.rs\n"
         );
     }
 

@@ -25,6 +25,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
+use crate::domain::PullRequestRef;
 use crate::gateway::{CallContext, Completion, Gateway, GatewayError};
 use crate::store::Store;
 
@@ -65,6 +66,34 @@ pub struct RunHub {
 }
 
 impl RunHub {
+    /// Stores the opened pull request with the run's thread, which becomes `pr_opened`. The
+    /// pull request exists whatever happens here, so a failure to store it is logged and the
+    /// Coder still hears of its pull request (failing the call would have it open another).
+    async fn record_pull_request(&self, pr: &forge::PullRequest) {
+        let stored = PullRequestRef {
+            number: pr.number,
+            url: pr.url.clone(),
+        };
+        match self
+            .store
+            .record_pull_request(&self.ctx.thread, &stored)
+            .await
+        {
+            Ok(true) => {
+                tracing::info!(run = %self.run_id, thread = %self.ctx.thread, "thread is pr_opened")
+            }
+            Ok(false) => {
+                tracing::info!(run = %self.run_id, "no stored thread to record the pull request with")
+            }
+            Err(e) => tracing::error!(
+                run = %self.run_id,
+                thread = %self.ctx.thread,
+                "store pull request {} with the thread: {e}",
+                pr.url
+            ),
+        }
+    }
+
     /// Serves this hub on the runner's socket until `shutdown` fires.
     pub async fn serve(self, socket: tokio::net::UnixStream, shutdown: CancellationToken) {
         let incoming = futures::stream::iter([Ok::<_, std::io::Error>(socket)])
@@ -321,6 +350,7 @@ impl RunnerHub for RunHub {
             .await
             .map_err(|e| forge_status(&e))?;
         tracing::info!(tag = "CLD", run = %self.run_id, "opened pull request {}", pr.url);
+        self.record_pull_request(&pr).await;
         Ok(Response::new(OpenPullRequestResponse {
             url: pr.url,
             number: pr.number,

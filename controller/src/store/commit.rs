@@ -80,6 +80,16 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             .bind(&msg.ts)
             .execute(&mut *conn)
             .await?;
+            // A thread with a message handled is past `created`.
+            sqlx::query(
+                "UPDATE threads SET state = 'conversing', updated_at = ? \
+                 WHERE channel_id = ? AND thread_ts = ? AND state = 'created'",
+            )
+            .bind(&now)
+            .bind(&msg.channel)
+            .bind(&msg.thread_ts)
+            .execute(&mut *conn)
+            .await?;
         }
         Change::Failed(msg) => {
             sqlx::query(

@@ -17,7 +17,7 @@ use codebutler_agent::conversation::ChatMessage;
 use sqlx::SqlitePool;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 
-use crate::domain::{IncomingMessage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals};
+use crate::domain::{IncomingMessage, Stage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals};
 
 mod budget;
 mod checkpoints;
@@ -33,7 +33,7 @@ pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::{QuestionRecord, QuestionState};
 pub use runs::NewRun;
 pub use starts::{CutOffStart, RunStart};
-pub use thread_state::{StoredThread, ThreadStateError};
+pub use thread_state::{StoredThread, ThreadRecord, ThreadStateError};
 
 /// Attempts after which a failed message is no longer retried (it stays stored).
 pub const MAX_ATTEMPTS: i64 = 3;
@@ -132,8 +132,10 @@ struct UsageTotalsRow {
 struct ThreadSummaryRow {
     #[sqlx(flatten)]
     key: ThreadRow,
-    phase: String,
+    state: String,
     plan: Option<String>,
+    pr_number: Option<i64>,
+    pr_url: Option<String>,
     updated_at: String,
 }
 
@@ -190,7 +192,7 @@ impl Store {
         let now = now();
         let mut tx = self.begin_write().await?;
         sqlx::query(
-            "INSERT INTO threads (channel_id, thread_ts, created_at, updated_at) VALUES (?, ?, ?, ?) \
+            "INSERT INTO threads (channel_id, thread_ts, state, created_at, updated_at) VALUES (?, ?, 'created', ?, ?) \
              ON CONFLICT (channel_id, thread_ts) DO NOTHING",
         )
         .bind(&msg.channel)
@@ -378,23 +380,40 @@ impl Store {
         Ok(())
     }
 
-    /// The most recently active threads, newest first.
-    pub async fn list_threads(&self, limit: i64) -> Result<Vec<ThreadSummary>, StoreError> {
+    /// The most recently active threads whose stage `keep` accepts, newest first, at most
+    /// `limit` of them.
+    pub async fn list_threads(
+        &self,
+        keep: impl Fn(Stage) -> bool,
+        limit: usize,
+    ) -> Result<Vec<ThreadSummary>, StoreError> {
         let rows = sqlx::query_as::<_, ThreadSummaryRow>(
-            "SELECT channel_id, thread_ts, phase, plan, updated_at FROM threads ORDER BY updated_at DESC LIMIT ?",
+            "SELECT channel_id, thread_ts, state, plan, pr_number, pr_url, updated_at FROM threads \
+             ORDER BY updated_at DESC",
         )
-        .bind(limit)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| ThreadSummary {
-                key: r.key.into(),
-                phase: r.phase,
+        let mut threads = Vec::new();
+        for r in rows {
+            if threads.len() == limit {
+                break;
+            }
+            let key = ThreadKey::from(r.key);
+            let stage = Stage::parse(&r.state)
+                .ok_or_else(|| unknown_value("threads.state", &key, r.state.clone()))?;
+            if !keep(stage) {
+                continue;
+            }
+            let pull_request = thread_state::pull_request(&key, r.pr_number, r.pr_url)?;
+            threads.push(ThreadSummary {
+                key,
+                stage,
                 plan: r.plan,
+                pull_request,
                 updated_at: r.updated_at,
-            })
-            .collect())
+            });
+        }
+        Ok(threads)
     }
 
     /// Takes the thread's pending plan for a run: moves the thread from `pm` to `coder`, marks
@@ -626,7 +645,10 @@ mod tests {
             s.plan(&a.thread()).await.unwrap().as_deref(),
             Some(r#"{"summary":"x"}"#)
         );
-        assert_eq!(s.list_threads(10).await.unwrap()[0].key, a.thread());
+        assert_eq!(
+            s.list_threads(|_| true, 10).await.unwrap()[0].key,
+            a.thread()
+        );
     }
 
     #[tokio::test]

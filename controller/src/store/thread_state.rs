@@ -1,11 +1,12 @@
 //! A thread's stored state: its [`Stage`] (`threads.state`), its plan and its latest run,
 //! read together when one of its messages is handled. The stage is written where it changes:
 //! a plan proposed ([`Store::set_plan`]), approved ([`Store::approve_plan`]), withdrawn or
-//! waiting again ([`super::Change`]).
+//! waiting again ([`super::Change`]), past `created` once a message is handled, and
+//! `pr_opened` with the pull request's number and address ([`Store::record_pull_request`]).
 
-use crate::domain::{Plan, RunRecord, Stage, ThreadKey};
+use crate::domain::{Plan, PullRequestRef, RunRecord, Stage, ThreadKey};
 
-use super::{Store, StoreError};
+use super::{Store, StoreError, now, unknown_value};
 
 /// Reading a thread's state failed.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +36,42 @@ pub struct StoredThread {
 struct ThreadRow {
     state: String,
     plan: Option<String>,
+}
+
+/// A thread's place in its lifecycle, as `runnerctl` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadRecord {
+    pub stage: Stage,
+    /// The pull request its Coder opened, if one was.
+    pub pull_request: Option<PullRequestRef>,
+}
+
+#[derive(sqlx::FromRow)]
+struct LifecycleRow {
+    state: String,
+    pr_number: Option<i64>,
+    pr_url: Option<String>,
+}
+
+/// The pull request stored in a thread's `pr_number` and `pr_url`: both or neither.
+pub(super) fn pull_request(
+    thread: &ThreadKey,
+    number: Option<i64>,
+    url: Option<String>,
+) -> Result<Option<PullRequestRef>, StoreError> {
+    match (number, url) {
+        (None, None) => Ok(None),
+        (Some(n), Some(url)) => {
+            let number = u64::try_from(n)
+                .map_err(|_| unknown_value("threads.pr_number", thread, n.to_string()))?;
+            Ok(Some(PullRequestRef { number, url }))
+        }
+        (number, url) => Err(unknown_value(
+            "threads.pr_number and pr_url",
+            thread,
+            format!("{number:?} and {url:?}"),
+        )),
+    }
 }
 
 impl Store {
@@ -79,6 +116,57 @@ impl Store {
     }
 }
 
+impl Store {
+    /// The thread's stage and pull request; `None` for a thread not stored (a run started
+    /// by `runnerctl` has none).
+    pub async fn thread_record(
+        &self,
+        thread: &ThreadKey,
+    ) -> Result<Option<ThreadRecord>, StoreError> {
+        let row: Option<LifecycleRow> = sqlx::query_as(
+            "SELECT state, pr_number, pr_url FROM threads WHERE channel_id = ? AND thread_ts = ?",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|row| {
+            let stage = Stage::parse(&row.state)
+                .ok_or_else(|| unknown_value("threads.state", thread, row.state.clone()))?;
+            Ok(ThreadRecord {
+                stage,
+                pull_request: pull_request(thread, row.pr_number, row.pr_url)?,
+            })
+        })
+        .transpose()
+    }
+
+    /// Records the pull request the thread's Coder opened and moves the thread to
+    /// `pr_opened` (a later one, from a follow-up run, replaces it). A closed thread is left
+    /// as it is. Returns whether a stored thread was updated (a `runnerctl` run has none).
+    pub async fn record_pull_request(
+        &self,
+        thread: &ThreadKey,
+        pr: &PullRequestRef,
+    ) -> Result<bool, StoreError> {
+        let number = i64::try_from(pr.number)
+            .map_err(|_| unknown_value("threads.pr_number", thread, pr.number.to_string()))?;
+        let updated = sqlx::query(
+            "UPDATE threads SET state = 'pr_opened', pr_number = ?, pr_url = ?, updated_at = ? \
+             WHERE channel_id = ? AND thread_ts = ? AND state NOT LIKE 'closed%'",
+        )
+        .bind(number)
+        .bind(&pr.url)
+        .bind(now())
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(updated == 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -110,16 +198,16 @@ mod tests {
         }
     }
 
-    /// Applies the migrations before this one to a new database at `path`, as the daemon
-    /// released before it would have left it.
-    async fn old_schema(path: &Path, dir: &Path) -> sqlx::SqlitePool {
+    /// Applies the migrations before `cutoff` to a new database at `path`, as the daemon
+    /// released before that migration would have left it.
+    async fn old_schema(path: &Path, dir: &Path, cutoff: &str) -> sqlx::SqlitePool {
         let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
         let old = dir.join("old-migrations");
         std::fs::create_dir(&old).unwrap();
         for entry in std::fs::read_dir(&migrations).unwrap() {
             let entry = entry.unwrap();
             let name = entry.file_name().into_string().unwrap();
-            if name.as_str() < "20261124180000" {
+            if name.as_str() < cutoff {
                 std::fs::copy(entry.path(), old.join(&name)).unwrap();
             }
         }
@@ -141,7 +229,7 @@ mod tests {
     async fn threads_stored_by_the_old_schema_get_their_stage() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
-        let pool = old_schema(&path, dir.path()).await;
+        let pool = old_schema(&path, dir.path(), "20261124180000").await;
         for (ts, phase, plan) in [
             ("1.1", "pm", None),
             ("2.1", "pm", Some(PLAN)),
@@ -165,7 +253,9 @@ mod tests {
         let stage = |s: &StoredThread| (s.stage, s.plan.clone());
         assert_eq!(
             stage(&store.stored_thread(&key("1.1")).await.unwrap()),
-            (Stage::Conversing, None)
+            // Conversing by this migration; none of its messages handled, so the lifecycle's
+            // migration after it makes it created.
+            (Stage::Created, None)
         );
         assert_eq!(
             stage(&store.stored_thread(&key("2.1")).await.unwrap()),
@@ -185,6 +275,10 @@ mod tests {
         let stage = || async { store.stored_thread(&t).await.unwrap().stage };
         assert_eq!(stage().await, Stage::Conversing, "unknown thread");
         store.record_message(&m).await.unwrap();
+        assert_eq!(stage().await, Stage::Created);
+        store.mark_failed(&m).await.unwrap();
+        assert_eq!(stage().await, Stage::Created, "nothing handled yet");
+        store.mark_processed(&m).await.unwrap();
         assert_eq!(stage().await, Stage::Conversing);
         store.set_plan(&t, PLAN).await.unwrap();
         assert_eq!(stage().await, Stage::PlanPending);
@@ -198,6 +292,138 @@ mod tests {
             .unwrap();
         let stored = store.stored_thread(&t).await.unwrap();
         assert_eq!((stored.stage, stored.plan), (Stage::Conversing, None));
+    }
+
+    /// Threads stored by the schema before the lifecycle get theirs: a thread none of whose
+    /// messages was handled is `created`; the others keep their stage, with no pull request.
+    #[tokio::test]
+    async fn threads_stored_before_the_lifecycle_are_backfilled() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let pool = old_schema(&path, dir.path(), "20261124200000").await;
+        for (ts, state, plan, message) in [
+            ("1.1", "conversing", None, Some("pending")),
+            ("2.1", "conversing", None, Some("failed")),
+            ("3.1", "conversing", None, Some("processed")),
+            ("4.1", "conversing", None, None),
+            ("5.1", "plan_pending", Some(PLAN), Some("processed")),
+            ("6.1", "approved", Some(PLAN), Some("processed")),
+        ] {
+            sqlx::query(
+                "INSERT INTO threads (channel_id, thread_ts, phase, state, plan, created_at, updated_at) \
+                 VALUES ('C1', ?, 'pm', ?, ?, 'then', 'then')",
+            )
+            .bind(ts)
+            .bind(state)
+            .bind(plan)
+            .execute(&pool)
+            .await
+            .unwrap();
+            if let Some(message) = message {
+                sqlx::query(
+                    "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, received_at, state) \
+                     VALUES ('C1', ?, ?, 'U1', 'hi', 'then', ?)",
+                )
+                .bind(ts)
+                .bind(ts)
+                .bind(message)
+                .execute(&pool)
+                .await
+                .unwrap();
+            }
+        }
+        // Another thread's handled message does not count.
+        sqlx::query(
+            "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, received_at, state) \
+             VALUES ('C2', '9.9', '1.1', 'U1', 'hi', 'then', 'processed')",
+        )
+        .execute(&pool)
+        .await
+        .unwrap();
+        pool.close().await;
+
+        let store = Store::open(&path).await.unwrap();
+        let mut found = Vec::new();
+        for ts in ["1.1", "2.1", "3.1", "4.1", "5.1", "6.1"] {
+            let record = store.thread_record(&key(ts)).await.unwrap().unwrap();
+            assert_eq!(record.pull_request, None, "{ts}");
+            found.push(record.stage);
+        }
+        assert_eq!(
+            found,
+            [
+                Stage::Created,
+                Stage::Created,
+                Stage::Conversing,
+                Stage::Created,
+                Stage::PlanPending,
+                Stage::Approved
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_opened_pull_request_is_stored_and_the_thread_is_pr_opened() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+        let (m, t) = (msg("1.1"), key("1.1"));
+        let pr = |n: u64| PullRequestRef {
+            number: n,
+            url: format!("https://github.com/acme/app/pull/{n}"),
+        };
+        assert!(
+            !store.record_pull_request(&t, &pr(7)).await.unwrap(),
+            "no thread"
+        );
+        assert_eq!(store.thread_record(&t).await.unwrap(), None);
+        store.record_message(&m).await.unwrap();
+        store.set_plan(&t, PLAN).await.unwrap();
+        assert!(store.approve_plan(&t, &m).await.unwrap().is_some());
+        assert!(store.record_pull_request(&t, &pr(7)).await.unwrap());
+        let record = store.thread_record(&t).await.unwrap().unwrap();
+        assert_eq!(record.stage, Stage::PrOpened);
+        assert_eq!(record.pull_request, Some(pr(7)));
+        let listed = store.list_threads(|_| true, 10).await.unwrap();
+        assert_eq!(
+            (listed[0].stage, listed[0].pull_request.clone()),
+            (Stage::PrOpened, Some(pr(7)))
+        );
+        // A closed thread keeps its stage and pull request.
+        sqlx::query("UPDATE threads SET state = 'closed_merged'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(!store.record_pull_request(&t, &pr(8)).await.unwrap());
+        let record = store.thread_record(&t).await.unwrap().unwrap();
+        assert_eq!(
+            (record.stage, record.pull_request),
+            (Stage::Closed(crate::domain::Closure::Merged), Some(pr(7)))
+        );
+    }
+
+    #[tokio::test]
+    async fn listing_filters_by_stage_after_reading_them_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+        for ts in ["1.1", "2.1", "3.1"] {
+            store.record_message(&msg(ts)).await.unwrap();
+        }
+        sqlx::query("UPDATE threads SET state = 'closed_abandoned' WHERE thread_ts <> '1.1'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let open = store.list_threads(|s| !s.is_closed(), 1).await.unwrap();
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].key, key("1.1"));
+        assert_eq!(store.list_threads(|_| true, 2).await.unwrap().len(), 2);
+        sqlx::query("UPDATE threads SET state = 'limbo'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.list_threads(|_| true, 10).await,
+            Err(StoreError::UnknownValue { value, .. }) if value == "limbo"
+        ));
     }
 
     #[tokio::test]
@@ -221,6 +447,17 @@ mod tests {
         assert!(matches!(
             store.stored_thread(&t).await,
             Err(ThreadStateError::CorruptPlan { .. })
+        ));
+        sqlx::query("UPDATE threads SET pr_number = 7, pr_url = NULL")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.thread_record(&t).await,
+            Err(StoreError::UnknownValue {
+                column: "threads.pr_number and pr_url",
+                ..
+            })
         ));
     }
 }

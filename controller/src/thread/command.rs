@@ -3,7 +3,8 @@
 //! tested) as one table. [`crate::thread::handler`] applies the command.
 //!
 //! The order of the rules is the policy: a button click is judged by its button; someone not
-//! on the allow-list gets only a refusal; "undo" and "budget $N" work in any state; a running
+//! on the allow-list gets only a refusal; a closed thread takes nothing more; "undo" and
+//! "budget $N" work in any other state; a running
 //! Coder takes everything else first; then an approval of a pending plan, a follow-up on an
 //! ended run, a message for another role, and last the PM.
 
@@ -29,6 +30,8 @@ pub enum Command {
     CancelButton(Click),
     /// A message from someone not on the allow-list.
     NotAllowed,
+    /// A message in a closed thread: new work belongs in a new thread.
+    ThreadClosed,
     /// "undo": drop the changes of the thread's last run.
     Undo,
     /// "budget $N": the thread's cap.
@@ -60,6 +63,9 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
     if !allowed {
         return Command::NotAllowed;
     }
+    if let ThreadState::Closed(_) = state {
+        return Command::ThreadClosed;
+    }
     if is_undo(text) && state.with_coder() {
         return Command::Undo;
     }
@@ -81,6 +87,7 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
 pub fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
     let text = msg.text.as_str();
     match state {
+        ThreadState::Closed(_) => return Command::ThreadClosed,
         ThreadState::PlanPending { .. } if is_approval(text) => return Command::Approve,
         ThreadState::RunEnded { last }
             if !mentioned_roles(text).contains(&Mention::Role(Role::Pm)) =>
@@ -122,7 +129,7 @@ fn classify_click(click: Click, allowed: bool, state: &ThreadState) -> Command {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Plan, RunState, ThreadKey};
+    use crate::domain::{Closure, Plan, RunState, ThreadKey};
 
     fn msg(text: &str) -> IncomingMessage {
         IncomingMessage {
@@ -193,7 +200,22 @@ mod tests {
         let follow_up = FollowUp {
             last: Box::new(ended()),
         };
+        let merged = ThreadState::Closed(Closure::Merged);
+        let abandoned = ThreadState::Closed(Closure::Abandoned);
         let cases: Vec<(&str, bool, ThreadState, Command)> = vec![
+            ("how do we deploy?", false, merged.clone(), NotAllowed),
+            ("now rename it", true, merged.clone(), ThreadClosed),
+            ("yes", true, merged.clone(), ThreadClosed),
+            ("undo", true, merged.clone(), ThreadClosed),
+            ("budget $5", true, abandoned.clone(), ThreadClosed),
+            ("stop", true, abandoned.clone(), ThreadClosed),
+            (
+                "@codebutler.pm what changed?",
+                true,
+                abandoned,
+                ThreadClosed,
+            ),
+            ("@codebutler.coder fix it", true, merged, ThreadClosed),
             ("yes", false, pending(), NotAllowed),
             ("how do we deploy?", false, Conversing, NotAllowed),
             ("how do we deploy?", true, Conversing, AskPm),
@@ -295,6 +317,12 @@ mod tests {
             (approve.clone(), true, Preparing, SpentClick),
             (cancel.clone(), true, Conversing, SpentClick),
             (approve.clone(), true, CoderRunning, SpentClick),
+            (
+                approve.clone(),
+                true,
+                ThreadState::Closed(Closure::Merged),
+                SpentClick,
+            ),
         ];
         for (text, allowed, state, expected) in cases {
             assert_eq!(
@@ -323,6 +351,10 @@ mod tests {
         assert_eq!(
             classify_past_coder(&msg("yes"), &ThreadState::CoderRunning),
             Command::AskPm
+        );
+        assert_eq!(
+            classify_past_coder(&msg("go on"), &ThreadState::Closed(Closure::Abandoned)),
+            Command::ThreadClosed
         );
     }
 }

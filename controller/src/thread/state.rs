@@ -16,12 +16,15 @@ pub fn thread_state(
         return Ok(ThreadState::CoderRunning);
     }
     Ok(match (stored.stage, stored.plan) {
-        (Stage::Conversing, _) | (Stage::PlanPending, None) => ThreadState::Conversing,
+        (Stage::Created | Stage::Conversing, _) | (Stage::PlanPending, None) => {
+            ThreadState::Conversing
+        }
         (Stage::PlanPending, Some(plan)) => {
             let digest = plan_digest(&plan.to_json()?);
             ThreadState::PlanPending { plan, digest }
         }
-        (Stage::Approved, _) => match stored.latest_run {
+        (Stage::Closed(closure), _) => ThreadState::Closed(closure),
+        (Stage::Approved | Stage::PrOpened, _) => match stored.latest_run {
             Some(last) if last.thread == *thread && last.state.is_final() => {
                 ThreadState::RunEnded {
                     last: Box::new(last),
@@ -35,7 +38,7 @@ pub fn thread_state(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{Plan, RunRecord, RunState};
+    use crate::domain::{Closure, Plan, RunRecord, RunState};
 
     /// A plan as the code before the typed thread state stored it, and the digest its
     /// Approve button was given then (of the stored text).
@@ -80,6 +83,44 @@ mod tests {
         };
         let ended = run("1.1", RunState::Finished);
         let cases = [
+            (Stage::Created, None, None, false, ThreadState::Conversing),
+            (
+                Stage::PrOpened,
+                Some(&plan),
+                None,
+                false,
+                ThreadState::Preparing,
+            ),
+            (
+                Stage::PrOpened,
+                Some(&plan),
+                Some(ended.clone()),
+                false,
+                ThreadState::RunEnded {
+                    last: Box::new(ended.clone()),
+                },
+            ),
+            (
+                Stage::PrOpened,
+                Some(&plan),
+                Some(ended.clone()),
+                true,
+                ThreadState::CoderRunning,
+            ),
+            (
+                Stage::Closed(Closure::Merged),
+                Some(&plan),
+                Some(ended.clone()),
+                false,
+                ThreadState::Closed(Closure::Merged),
+            ),
+            (
+                Stage::Closed(Closure::Abandoned),
+                None,
+                None,
+                false,
+                ThreadState::Closed(Closure::Abandoned),
+            ),
             (
                 Stage::Conversing,
                 None,
