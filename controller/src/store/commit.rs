@@ -127,7 +127,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         Change::WithdrawPlan(thread) => {
             sqlx::query(
                 "UPDATE threads SET plan = NULL, state = 'conversing', updated_at = ? \
-                 WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
+                 WHERE channel_id = ? AND thread_ts = ? AND state = 'plan_pending'",
             )
             .bind(&now)
             .bind(&thread.channel)
@@ -137,7 +137,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         }
         Change::PlanPending(thread) => {
             sqlx::query(
-                "UPDATE threads SET phase = 'pm', state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+                "UPDATE threads SET state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
             )
             .bind(&now)
             .bind(&thread.channel)

@@ -369,7 +369,7 @@ impl Store {
     /// Records the thread's structured plan (JSON).
     pub async fn set_plan(&self, thread: &ThreadKey, plan_json: &str) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE threads SET plan = ?, phase = 'pm', state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+            "UPDATE threads SET plan = ?, state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(plan_json)
         .bind(now())
@@ -416,7 +416,7 @@ impl Store {
         Ok(threads)
     }
 
-    /// Takes the thread's pending plan for a run: moves the thread from `pm` to `coder`, marks
+    /// Takes the thread's pending plan for a run: moves the thread from `plan_pending` to `approved`, marks
     /// `approval` as starting a run ([`RunStart::Approval`]) and returns the plan, or `None` if
     /// there is no plan waiting (none proposed, or already approved). Atomic, so one approval
     /// starts at most one run.
@@ -427,14 +427,14 @@ impl Store {
     ) -> Result<Option<String>, StoreError> {
         let mut tx = self.begin_write().await?;
         let plan = sqlx::query_scalar::<_, String>(
-            "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
+            "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ? AND state = 'plan_pending'",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_optional(&mut *tx)
         .await?;
         if plan.is_some() {
-            sqlx::query("UPDATE threads SET phase = 'coder', state = 'approved', updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
+            sqlx::query("UPDATE threads SET state = 'approved', updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
                 .bind(now())
                 .bind(&thread.channel)
                 .bind(&thread.thread_ts)
@@ -446,22 +446,10 @@ impl Store {
         Ok(plan)
     }
 
-    /// The thread's phase (`pm` or `coder`), if the thread is known.
-    pub async fn phase(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
-        let phase = sqlx::query_scalar::<_, String>(
-            "SELECT phase FROM threads WHERE channel_id = ? AND thread_ts = ?",
-        )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(phase)
-    }
-
     /// Whether the thread has a plan waiting for approval.
     pub async fn has_pending_plan(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
         let row = sqlx::query(
-            "SELECT 1 AS x FROM threads WHERE channel_id = ? AND thread_ts = ? AND phase = 'pm' AND plan IS NOT NULL",
+            "SELECT 1 AS x FROM threads WHERE channel_id = ? AND thread_ts = ? AND state = 'plan_pending'",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
