@@ -17,6 +17,7 @@ mod orphans;
 mod output;
 mod payloads;
 mod pm;
+mod postflight;
 mod postgres;
 mod questions;
 mod resilience;

@@ -5,6 +5,7 @@
 //! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]); what threads that
 //! are gone left behind is removed by [`orphans`].
 
+pub mod branch_diff;
 pub mod checkpoint;
 pub mod disk;
 pub mod forge;
