@@ -772,6 +772,62 @@ mod tests {
         );
     }
 
+    /// Unpushed work on a worktree no run uses: never overwritten on the repository's branch
+    /// when that has commits of its own (the worktree stays), kept on it otherwise.
+    #[tokio::test]
+    async fn unpushed_work_is_kept_and_never_overwritten() {
+        use crate::workspace::stage::test_support::{ThreadFixture, commit_worktree};
+        let f = ThreadFixture::new(&[("a.txt", "a")]);
+        std::fs::write(f.worktree().join("b.txt"), "b").unwrap();
+        let work = commit_worktree(&f, "the thread's work");
+        // The person moved the repository's copy of the branch to a commit of their own.
+        let main = git2::Repository::open(f.main()).unwrap();
+        let base = main.head().unwrap().peel_to_commit().unwrap();
+        let sig = git2::Signature::now("p", "p@example.com").unwrap();
+        let own = main
+            .commit(None, &sig, &sig, "mine", &base.tree().unwrap(), &[&base])
+            .unwrap();
+        main.reference("refs/heads/codebutler/t", own, true, "test")
+            .unwrap();
+        let layout = Layout::new(f.main());
+        let store = Store::open(&layout.store()).await.unwrap();
+
+        let cleanup = clean_up(&layout, &store).await;
+        assert_eq!(cleanup.removed, []);
+        assert_eq!(cleanup.failures, Vec::<String>::new());
+        assert_eq!(
+            cleanup.left,
+            [
+                "left worktree .codebutler/branches/t (no thread's run uses it): its branch \
+              codebutler/t has commits it never pushed, and the repository's codebutler/t has \
+              commits of its own; merge them by hand, then run the cleanup again"
+            ]
+        );
+        assert!(f.worktree().join("b.txt").is_file());
+        let tip = |main: &git2::Repository| main.refname_to_id("refs/heads/codebutler/t").unwrap();
+        assert_eq!(tip(&main), own);
+
+        // Sorted out by hand: the worktree goes, the branch stays with the work.
+        main.reference("refs/heads/codebutler/t", base.id(), true, "test")
+            .unwrap();
+        let cleanup = clean_up(&layout, &store).await;
+        assert_eq!(
+            cleanup,
+            Cleanup {
+                removed: vec![Removal::Worktree {
+                    slug: "t".into(),
+                    why: Orphaned::Unknown,
+                    branch: BranchFate::KeepUnpushed(1),
+                }],
+                left: vec![],
+                failures: vec![],
+            }
+        );
+        assert!(!f.worktree().exists());
+        assert_eq!(tip(&main), work);
+        store.close().await;
+    }
+
     #[test]
     fn removals_read_as_one_line_each() {
         let closed = Orphaned::Closed {
