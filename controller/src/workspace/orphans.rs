@@ -25,7 +25,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::domain::{Closure, Stage, ThreadKey};
 use crate::layout::Layout;
@@ -274,7 +274,19 @@ pub async fn clean_up(layout: &Layout, store: &Store) -> Cleanup {
             }
         }
     }
-    remove_stale_run_files(layout, &runs, &kept, &mut cleanup).await;
+    let admin = crate::admin::server::socket_path(layout);
+    let admin = admin
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let run_dir = layout.dir.join("run");
+    match blocking(move || Ok(remove_stale_run_files(&run_dir, &admin, &runs, &kept))).await {
+        Ok(done) => {
+            cleanup.removed.extend(done.removed);
+            cleanup.failures.extend(done.failures);
+        }
+        Err(e) => cleanup.failures.push(e),
+    }
     cleanup
 }
 
@@ -566,15 +578,16 @@ fn has_own_commits(repository: &git2::Repository, name: &str) -> bool {
     walk.next().is_some()
 }
 
-/// Removes the stale files of `.codebutler/run/` (see [`stale_run_files`]).
-async fn remove_stale_run_files(
-    layout: &Layout,
+/// Removes the stale files of the run directory `run_dir` (see [`stale_run_files`]; `admin`:
+/// the admin socket's name). Blocking.
+fn remove_stale_run_files(
+    run_dir: &Path,
+    admin: &str,
     runs: &[RunFact],
     kept: &HashSet<String>,
-    cleanup: &mut Cleanup,
-) {
-    let run_dir = layout.dir.join("run");
-    let names: Vec<String> = match std::fs::read_dir(&run_dir) {
+) -> Cleanup {
+    let mut cleanup = Cleanup::default();
+    let names: Vec<String> = match std::fs::read_dir(run_dir) {
         Ok(entries) => entries
             .filter_map(|e| match e {
                 Ok(e) => Some(e.file_name().to_string_lossy().into_owned()),
@@ -586,21 +599,16 @@ async fn remove_stale_run_files(
                 }
             })
             .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return cleanup,
         Err(e) => {
             cleanup
                 .failures
                 .push(format!("list {}: {e}", run_dir.display()));
-            return;
+            return cleanup;
         }
     };
-    let admin = crate::admin::server::socket_path(layout);
-    let admin = admin
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    for name in stale_run_files(&names, runs, kept, &admin) {
-        let path: PathBuf = run_dir.join(&name);
+    for name in stale_run_files(&names, runs, kept, admin) {
+        let path = run_dir.join(&name);
         // remove_file unlinks a symlink or socket itself, never what it points to.
         match std::fs::remove_file(&path) {
             Ok(()) => cleanup.removed.push(Removal::RunFile { name }),
@@ -610,6 +618,7 @@ async fn remove_stale_run_files(
                 .push(format!("remove {}: {e}", path.display())),
         }
     }
+    cleanup
 }
 
 /// Runs blocking git or file work off the runtime.
