@@ -1,10 +1,10 @@
 //! Orphan cleanup end to end: three real Coder runs (one opens its pull request, one only
 //! commits, one stays open), two of their threads then closed in the store of the stopped
 //! daemon, a stray directory under `.codebutler/branches/` and stale run files:
-//! `codebutler --cleanup-orphans` refuses while the daemon runs, then removes exactly the
-//! orphans (disks unmounted, symlinks not followed), keeps the branch holding unpushed work
-//! and says so, and leaves the open thread's worktree alone; the daemon does the same at
-//! start and logs it.
+//! `codebutler --cleanup-orphans` (and a second daemon) refuses while the daemon runs, then
+//! removes exactly the orphans (disks unmounted, symlinks not followed), keeps the branch
+//! holding unpushed work and says so, and leaves the open thread's worktree alone; the
+//! daemon does the same at start and logs it.
 
 use std::path::Path;
 use std::process::Output;
@@ -142,6 +142,17 @@ async fn cleanup_removes_what_closed_and_unknown_threads_left_and_keeps_unpushed
     );
     assert!(refused.stdout.is_empty(), "{refused:?}");
     assert!(worktree_of(&env, MERGED).join("merged.txt").is_file());
+    // So is a second daemon for the same repository.
+    let mut second = env.spawn();
+    assert_eq!(second.wait_exit(WAIT).await.code(), Some(1));
+    let log = second.log();
+    assert!(
+        log.contains(&format!(
+            "codebutler: error: a CodeButler daemon (pid {}) is running for this repository",
+            daemon.pid()
+        )),
+        "{log}"
+    );
 
     daemon.signal("TERM");
     daemon.wait_exit(WAIT).await;
