@@ -3,8 +3,10 @@
 //! order — stop taking messages, let work in flight finish within a bound, close the store.
 //! It holds no policy: what a message does is [`crate::thread::handler`]'s.
 //!
-//! At start, before anything can start a run, it sorts out what the last stop cut off
-//! ([`crate::reconcile`]); once connected it delivers what the outbox still holds and
+//! It holds the repository's lock ([`crate::repo_lock`]) while it runs, so it is the only
+//! daemon there. At start, before anything can start a run, it sorts out what the last stop
+//! cut off ([`crate::reconcile`]) and removes what closed or unknown threads left
+//! ([`crate::workspace::orphans`]); once connected it delivers what the outbox still holds and
 //! answers the messages still pending. Everything it says in Slack goes through the outbox
 //! ([`crate::slack::outbox`]), recorded with the change it reports.
 
@@ -48,6 +50,8 @@ pub enum StartError {
     Gateway(#[from] GatewayError),
     #[error("set up runners: {0}")]
     Runners(#[from] runners::SetupError),
+    #[error(transparent)]
+    Lock(#[from] crate::repo_lock::LockError),
     #[error("open repository {path}: {source}")]
     Repo {
         path: PathBuf,
@@ -62,6 +66,7 @@ pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
+    let _lock = crate::repo_lock::RepoLock::take(&layout.dir)?;
     let store = Store::open(&layout.store()).await?;
     let client = build_client(&config.slack.api_url)?;
     let bot = auth_test(&client, &config.slack.bot_token).await?;
@@ -76,6 +81,7 @@ pub async fn run(
     let supervisor = handler.coder.supervisor.clone();
     // Before anything can start a run: what the last stop cut off.
     crate::reconcile::after_stop(&handler.coder).await;
+    log_cleanup(&crate::workspace::orphans::clean_up(&layout, &store).await);
     // The steps after a pull request opened that the last stop cut off.
     let after_pr = handler.coder.after_pr.clone();
     tokio::spawn(async move { after_pr.resume_all().await });
@@ -131,6 +137,19 @@ pub async fn run(
     store.close().await;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Logs what the orphan cleanup did, one line each.
+fn log_cleanup(cleanup: &crate::workspace::orphans::Cleanup) {
+    for removal in &cleanup.removed {
+        tracing::info!("{removal}");
+    }
+    for line in &cleanup.left {
+        tracing::warn!("{line}");
+    }
+    for failure in &cleanup.failures {
+        tracing::error!("orphan cleanup: {failure}");
+    }
 }
 
 /// The thread handler with its PM and Coder: the model gateway, the runners' supervisor and

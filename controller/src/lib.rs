@@ -17,8 +17,8 @@
 //! - [`gateway`] — every model call, and pricing;
 //! - [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
 //! - [`store`] — sqlx persistence; [`config`]: files and environment; [`layout`]:
-//!   `.codebutler/`; [`prompts`]: role prompts; [`reconcile`]: what a crash left, sorted
-//!   out at start; [`logging`], [`secret`], [`tls`];
+//!   `.codebutler/`; [`repo_lock`]: one daemon per repository; [`prompts`]: role prompts;
+//!   [`reconcile`]: what a crash left, sorted out at start; [`logging`], [`secret`], [`tls`];
 //! - [`daemon`] — wiring.
 
 pub mod admin;
@@ -35,6 +35,7 @@ pub mod pm;
 pub mod postflight;
 pub mod prompts;
 pub mod reconcile;
+pub mod repo_lock;
 pub mod runners;
 pub mod secret;
 pub mod slack;

@@ -1,7 +1,8 @@
 //! Snapshots of what people and models read, built through the controller's public API: the
 //! Slack payload of a plan proposal (text and Approve/Cancel blocks), a running Coder's
 //! status blocks, pull request bodies, the PM's and the Coder's system prompts from the
-//! shipped defaults, and every tool the PM's model is offered. A change to any of them shows as a snapshot diff to review; in CI
+//! shipped defaults, and every tool the PM's model is offered (in a closed thread too, with
+//! the closed thread's system prompt). A change to any of them shows as a snapshot diff to review; in CI
 //! (`CI` set) insta never writes snapshots and a difference fails the test.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -13,7 +14,7 @@ use codebutler_controller::config::OpenRouterConfig;
 use codebutler_controller::domain::{Plan, ThreadKey};
 use codebutler_controller::gateway::Gateway;
 use codebutler_controller::layout::Layout;
-use codebutler_controller::pm::Pm;
+use codebutler_controller::pm::{Pm, closed_thread_prompt};
 use codebutler_controller::prompts::{coder_system_prompt, pm_system_prompt};
 use codebutler_controller::secret::Secret;
 use codebutler_controller::slack::effects::Effects;
@@ -117,12 +118,8 @@ fn the_coder_system_prompt() {
     insta::assert_snapshot!(coder_system_prompt(&layout));
 }
 
-/// Every tool the PM's model is offered, as the PM builds its list (the repository tools,
-/// then the controller's four) and in the form sent to the model: name, description and the
-/// parameters schema of each, in order.
-#[tokio::test]
-async fn the_pm_tools() {
-    let (dir, layout) = acme();
+/// The PM of the repository `layout`, with its store in `dir` and a gateway never called.
+async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
     let store = Store::open(&dir.path().join("store.db")).await.unwrap();
     let provider = OpenRouterConfig {
         api_key: Secret::new("unused"),
@@ -130,14 +127,23 @@ async fn the_pm_tools() {
         timeout_secs: 1,
         max_retries: 0,
     };
-    let pm = Pm {
+    Pm {
         root: Arc::new(RepoRoot::new(&layout.repo).unwrap()),
         gateway: Arc::new(Gateway::new(&provider, store.clone()).unwrap()),
         store,
         model: "pm-model".into(),
         gh: "gh".into(),
         layout,
-    };
+    }
+}
+
+/// Every tool the PM's model is offered, as the PM builds its list (the repository tools,
+/// then the controller's four) and in the form sent to the model: name, description and the
+/// parameters schema of each, in order.
+#[tokio::test]
+async fn the_pm_tools() {
+    let (dir, layout) = acme();
+    let pm = pm_of(&dir, layout).await;
     let specs: Vec<serde_json::Value> = pm
         .tools(&thread(), Arc::new(Mutex::new(None)))
         .specs()
@@ -145,4 +151,31 @@ async fn the_pm_tools() {
         .map(|spec| spec.to_openai())
         .collect();
     insta::assert_json_snapshot!(specs);
+}
+
+/// The tools the PM's model is offered for a question in a closed thread, in the form sent
+/// to the model: the read-only ones, without ProposePlan.
+#[tokio::test]
+async fn the_pm_tools_in_a_closed_thread() {
+    let (dir, layout) = acme();
+    let pm = pm_of(&dir, layout).await;
+    let specs: Vec<serde_json::Value> = pm
+        .read_only_tools()
+        .specs()
+        .iter()
+        .map(|spec| spec.to_openai())
+        .collect();
+    assert!(
+        specs
+            .iter()
+            .all(|spec| spec["function"]["name"] != "ProposePlan")
+    );
+    insta::assert_json_snapshot!(specs);
+}
+
+/// The PM's system prompt for a question in a closed thread.
+#[test]
+fn the_pm_system_prompt_in_a_closed_thread() {
+    let (_dir, layout) = acme();
+    insta::assert_snapshot!(closed_thread_prompt(&pm_system_prompt(&layout)));
 }

@@ -360,7 +360,8 @@ async fn worktrees_and_branches_no_run_owns_are_removed_at_start() {
     std::fs::write(orphan.join("src/lib.rs"), "pub mod auth;\n").unwrap();
     git(repo, &["branch", "codebutler/half-made"]);
     std::fs::create_dir_all(repo.join(".codebutler/branches/claimed")).unwrap();
-    // Not ours to remove: a branch with work of its own, files git knows nothing of.
+    // A worktree of an earlier version (a linked one) whose branch has work of its own, and
+    // a directory of files git knows nothing of: both go, the branch stays.
     git(
         repo,
         &[
@@ -392,7 +393,7 @@ async fn worktrees_and_branches_no_run_owns_are_removed_at_start() {
     std::fs::create_dir_all(repo.join(".codebutler/branches/not-git")).unwrap();
     std::fs::write(repo.join(".codebutler/branches/not-git/keep.txt"), "mine\n").unwrap();
 
-    let _daemon = env.start().await;
+    let daemon = env.start().await;
     let repository = git2::Repository::open(repo).unwrap();
     let branch = |name: &str| {
         repository
@@ -407,8 +408,20 @@ async fn worktrees_and_branches_no_run_owns_are_removed_at_start() {
         branch("codebutler/worked"),
         "a branch with its own commits is kept"
     );
-    assert!(repo.join(".codebutler/branches/worked/new.txt").exists());
-    assert!(repo.join(".codebutler/branches/not-git").exists());
+    assert!(!repo.join(".codebutler/branches/worked").exists());
+    assert!(
+        repository.find_worktree("worked").is_err(),
+        "git forgets the linked worktree"
+    );
+    assert!(!repo.join(".codebutler/branches/not-git").exists());
+    let log = daemon.log();
+    assert!(
+        log.contains(
+            "INF  removed worktree .codebutler/branches/worked (no thread's run uses it); \
+             kept branch codebutler/worked: it has commits no other branch holds"
+        ),
+        "{log}"
+    );
 }
 
 /// SplitMix64: small and seeded, so a failing run replays with its seed.

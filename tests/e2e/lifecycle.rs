@@ -1,16 +1,20 @@
 //! The thread's lifecycle end to end: plan → approve → the Coder opens a pull request → the
 //! thread is `pr_opened` with the PR's number and address in the store, in `runnerctl` and in
-//! the PM's ListThreads (each status filter); a follow-up run keeps it so; a closed thread's
-//! messages get one short reply.
+//! the PM's ListThreads (each status filter); a follow-up run keeps it so; in a closed thread
+//! a statement gets one short reply, and a question reaches the PM read-only (no
+//! ProposePlan offered, none taken), its answer ending with the closed note.
 
 use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
+use codebutler_test_support::slack::CHANNEL;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    open_store, runner_env, runnerctl, say_and_wait_post, say_and_wait_run, stdout,
-    thread_with_plan, tool_results, write,
+    Env, content_text, open_store, runner_env, runnerctl, say_and_wait_post, say_and_wait_run,
+    stdout, thread_with_plan, tool_results, write,
 };
+
+const CLOSED: &str = "This thread is closed. For new work, start a new thread in the channel.";
 
 const PR_URL: &str = "https://github.com/acme/app/pull/7";
 
@@ -136,5 +140,105 @@ async fn an_opened_pull_request_makes_the_thread_pr_opened_everywhere_it_is_show
         "*PM:* This thread is closed. For new work, start a new thread in the channel."
     );
     assert_eq!(env.model.requests().len(), calls);
+    env.assert_clean();
+}
+
+/// The tools a recorded request offered the model, by name.
+fn offered(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_question_in_a_closed_thread_reaches_the_pm_read_only() {
+    let env = Env::new().await;
+    let _daemon = env.start().await;
+    let ask = "what does the Makefile deploy?";
+    env.model
+        .script(ask, vec![Reply::text("It applies `k8s/`.")]);
+    let thread = env.say(ask);
+    env.wait_thread_posts(&thread, 1).await;
+    let open_tools = offered(&env.model.requests_for(ask)[0].body);
+    assert!(
+        open_tools.contains(&"ProposePlan".to_owned()),
+        "{open_tools:?}"
+    );
+    let pool = open_store(&env).await;
+    sqlx::query("UPDATE threads SET state = 'closed_abandoned' WHERE thread_ts = ?")
+        .bind(&thread)
+        .execute(&pool)
+        .await
+        .unwrap();
+
+    // A statement: the short reply, no model call.
+    let calls = env.model.requests().len();
+    let reply = say_and_wait_post(&env, &thread, "thanks, now rename it", "*PM:*").await;
+    assert_eq!(reply, format!("*PM:* {CLOSED}"));
+    assert_eq!(env.model.requests().len(), calls);
+
+    // A question: the PM, read-only. A model that tries to plan anyway is refused.
+    let plan = json!({"summary": "Rename it", "steps": ["Rename"], "files": ["Makefile"]});
+    env.model.script(
+        ask,
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::tool_call("ReadFile", r#"{"path": "Makefile"}"#),
+            Reply::text("It runs `kubectl apply -f k8s/`."),
+        ],
+    );
+    let answer = say_and_wait_post(&env, &thread, "why kubectl there?", "*PM:*").await;
+    assert_eq!(
+        answer,
+        format!("*PM:* It runs `kubectl apply -f k8s/`.\n\n{CLOSED}")
+    );
+    let requests = env.model.requests_for(ask);
+    assert_eq!(
+        requests.len(),
+        4,
+        "one for the first question, three for this one"
+    );
+    let read_only = [
+        "ReadFile",
+        "Grep",
+        "ListFiles",
+        "GitLog",
+        "GitDiff",
+        "ReadMemory",
+        "ListThreads",
+        "GHStatus",
+    ];
+    for request in &requests[1..] {
+        assert_eq!(offered(&request.body), read_only);
+        let system = content_text(&request.body["messages"][0]["content"]);
+        assert!(
+            system.contains("# This thread is closed\n\nIts work was merged or abandoned"),
+            "{system}"
+        );
+    }
+    let refused = tool_results(&requests[2].body);
+    assert_eq!(
+        refused,
+        format!(
+            "error: unknown tool \"ProposePlan\"; available tools: {}",
+            read_only.join(", ")
+        )
+    );
+    assert!(tool_results(&requests[3].body).contains("kubectl apply -f k8s/"));
+    // Nothing changed: still closed, no plan, no buttons.
+    let (state, plan): (String, Option<String>) =
+        sqlx::query_as("SELECT state, plan FROM threads WHERE thread_ts = ?")
+            .bind(&thread)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    assert_eq!((state.as_str(), plan), ("closed_abandoned", None));
+    for post in env.thread_posts(&thread) {
+        assert!(env.slack.buttons(CHANNEL, &post.ts).is_empty(), "{post:?}");
+    }
     env.assert_clean();
 }

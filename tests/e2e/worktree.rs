@@ -295,11 +295,12 @@ async fn worktrees_branch_from_origin_and_a_failed_fetch_is_said() {
 #[tokio::test]
 async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
     let env = env_with(json!({"access": {"maxWorktreeDiskMB": 1}})).await;
+    env.model.script("DISK-TOKEN", vec![Reply::text("Done.")]);
+    let _daemon = env.start().await;
+    // Made once the daemon runs: at start it would have been removed as an orphan.
     let old = env.repo_path().join(".codebutler/branches/old-thread");
     std::fs::create_dir_all(&old).unwrap();
     std::fs::write(old.join("build.bin"), vec![7u8; 2 << 20]).unwrap();
-    env.model.script("DISK-TOKEN", vec![Reply::text("Done.")]);
-    let _daemon = env.start().await;
     let (thread, _approval) = approved(&env, "fill the disk", "Fill DISK-TOKEN").await;
     let ok = env
         .slack

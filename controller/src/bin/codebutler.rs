@@ -1,4 +1,5 @@
-//! `codebutler`: runs the daemon for one repository in the foreground, logging to stderr.
+//! `codebutler`: runs the daemon for one repository in the foreground, logging to stderr;
+//! with `--cleanup-orphans`, removes what closed and unknown threads left and exits.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -8,6 +9,9 @@ use codebutler_controller::config::{self, ConfigSources};
 use codebutler_controller::daemon;
 use codebutler_controller::layout::Layout;
 use codebutler_controller::logging::{self, LogFormat};
+use codebutler_controller::repo_lock::{LockError, RepoLock};
+use codebutler_controller::store::{Store, StoreError};
+use codebutler_controller::workspace::orphans;
 
 /// CodeButler: an AI development team in a Slack channel.
 #[derive(Debug, Parser)]
@@ -22,6 +26,11 @@ struct Args {
     /// Log debug lines too.
     #[arg(short, long)]
     verbose: bool,
+    /// Remove the worktrees of closed and unknown threads (keeping branches with unpushed
+    /// commits) and stale files under .codebutler/run/, print what was removed, and exit.
+    /// Refused while a daemon runs for the repository.
+    #[arg(long)]
+    cleanup_orphans: bool,
 }
 
 fn main() -> ExitCode {
@@ -33,6 +42,9 @@ fn main() -> ExitCode {
         Err(e) => return fail(&e.to_string(), 2),
     };
     let layout = Layout::new(&repo);
+    if args.cleanup_orphans {
+        return cleanup_orphans(&layout);
+    }
     if let Err(e) = layout.init() {
         return fail(&e.to_string(), 1);
     }
@@ -49,6 +61,49 @@ fn main() -> ExitCode {
     match runtime.block_on(daemon::run(layout, config, shutdown_signal())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&e.to_string(), 1),
+    }
+}
+
+/// `--cleanup-orphans`: under the repository's lock, removes the orphans and prints one line
+/// per removal on stdout; exit 0, or 1 when something could not be removed (said on
+/// stderr), 3 while a daemon holds the lock.
+fn cleanup_orphans(layout: &Layout) -> ExitCode {
+    if !layout.dir.is_dir() {
+        // CodeButler never ran here: nothing to clean.
+        return ExitCode::SUCCESS;
+    }
+    let _lock = match RepoLock::take(&layout.dir) {
+        Ok(lock) => lock,
+        Err(e @ LockError::Held { .. }) => return fail(&e.to_string(), 3),
+        Err(e) => return fail(&e.to_string(), 1),
+    };
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("start async runtime: {e}"), 1),
+    };
+    let cleanup = runtime.block_on(async {
+        let store = Store::open(&layout.store()).await?;
+        let cleanup = orphans::clean_up(layout, &store).await;
+        store.close().await;
+        Ok::<_, StoreError>(cleanup)
+    });
+    let cleanup = match cleanup {
+        Ok(cleanup) => cleanup,
+        Err(e) => return fail(&e.to_string(), 1),
+    };
+    for removal in &cleanup.removed {
+        println!("{removal}");
+    }
+    for line in &cleanup.left {
+        println!("{line}");
+    }
+    for failure in &cleanup.failures {
+        eprintln!("codebutler: error: {failure}");
+    }
+    if cleanup.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
     }
 }
 

@@ -1,7 +1,9 @@
 //! The PM: a cheap model with read-only tools that answers questions about the repository
 //! and proposes plans. Its conversation per thread lives in the store, so it resumes after
 //! a restart; its system prompt is assembled from the repository's prompt and memory files
-//! on every message, so edits take effect at once.
+//! on every message, so edits take effect at once. In a closed thread it answers questions
+//! about the closed work read-only ([`Pm::answer_read_only`]): without ProposePlan it cannot
+//! start work, and its prompt says the thread is closed.
 
 pub mod questions;
 pub mod tools;
@@ -71,10 +73,21 @@ pub struct Pm {
 }
 
 impl Pm {
-    /// The tools the PM's model may call in `thread`: the repository tools, then the
-    /// controller's ReadMemory, ListThreads, GHStatus and ProposePlan. ProposePlan also leaves
-    /// the plan it records in `proposed`.
+    /// The tools the PM's model may call in `thread`: the [read-only ones](Self::read_only_tools),
+    /// then ProposePlan, which also leaves the plan it records in `proposed`.
     pub fn tools(&self, thread: &ThreadKey, proposed: Arc<Mutex<Option<Plan>>>) -> ToolRegistry {
+        let mut registry = self.read_only_tools();
+        registry.register(Arc::new(tools::ProposePlan::new(
+            self.store.clone(),
+            thread.clone(),
+            proposed,
+        )));
+        registry
+    }
+
+    /// The tools that change nothing, all the PM has in a closed thread: the repository
+    /// tools, then the controller's ReadMemory, ListThreads and GHStatus.
+    pub fn read_only_tools(&self) -> ToolRegistry {
         let mut registry = ToolRegistry::new(DEFAULT_MAX_TOOL_OUTPUT);
         for tool in repository_tools(self.root.clone()) {
             registry.register(tool);
@@ -87,11 +100,6 @@ impl Pm {
             .register(Arc::new(tools::GhStatus::new(
                 self.gh.clone(),
                 self.layout.repo.clone(),
-            )))
-            .register(Arc::new(tools::ProposePlan::new(
-                self.store.clone(),
-                thread.clone(),
-                proposed,
             )));
         registry
     }
@@ -104,15 +112,40 @@ impl Pm {
         msg: &IncomingMessage,
         cancel: &CancellationToken,
     ) -> Result<PmTurn, PmError> {
+        let proposed = Arc::new(Mutex::new(None));
+        let registry = self.tools(&msg.thread(), proposed.clone());
+        let system = crate::prompts::pm_system_prompt(&self.layout);
+        self.turn(msg, cancel, &registry, &system, &proposed).await
+    }
+
+    /// Runs the PM on a question in a closed thread, as [`Self::answer`] does but with the
+    /// [read-only tools](Self::read_only_tools) and the system prompt of a closed thread
+    /// ([`closed_thread_prompt`]): it answers, and can propose nothing.
+    pub async fn answer_read_only(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Result<PmTurn, PmError> {
+        let registry = self.read_only_tools();
+        let system = closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout));
+        let nothing = Arc::new(Mutex::new(None));
+        self.turn(msg, cancel, &registry, &system, &nothing).await
+    }
+
+    /// One turn of the PM with `registry` and `system`; `proposed` is where its ProposePlan,
+    /// if it has one, leaves a plan.
+    async fn turn(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+        registry: &ToolRegistry,
+        system: &str,
+        proposed: &Mutex<Option<Plan>>,
+    ) -> Result<PmTurn, PmError> {
         let thread = msg.thread();
         let mut history = self.store.conversation(&thread, ROLE).await?;
         let user_message = ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text));
         history.push(user_message.clone());
-
-        let proposed = Arc::new(Mutex::new(None));
-        let registry = self.tools(&thread, proposed.clone());
-
-        let system = crate::prompts::pm_system_prompt(&self.layout);
         let model = RoleModel {
             gateway: &self.gateway,
             ctx: CallContext {
@@ -125,7 +158,7 @@ impl Pm {
         let limits = LoopLimits {
             max_iterations: MAX_ITERATIONS,
         };
-        let outcome = run_tool_loop(&model, &registry, &system, &history, limits, cancel).await?;
+        let outcome = run_tool_loop(&model, registry, system, &history, limits, cancel).await?;
         let mut new_messages = vec![user_message];
         new_messages.extend(outcome.new_messages);
         // A poisoned slot still holds the plan the tool recorded; losing it would drop a plan
@@ -141,4 +174,14 @@ impl Pm {
             tool_calls: outcome.tool_calls,
         })
     }
+}
+
+/// What the PM is told in a closed thread (`prompts/closed-thread.md`), after its system
+/// prompt.
+const CLOSED_THREAD: &str = include_str!("../../../prompts/closed-thread.md");
+
+/// The PM's system prompt `system` for a question in a closed thread: the closed thread's
+/// instructions after it.
+pub fn closed_thread_prompt(system: &str) -> String {
+    format!("{system}\n\n{}", CLOSED_THREAD.trim_end())
 }

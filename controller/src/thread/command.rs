@@ -3,7 +3,9 @@
 //! tested) as one table. [`crate::thread::handler`] applies the command.
 //!
 //! The order of the rules is the policy: a button click is judged by its button; someone not
-//! on the allow-list gets only a refusal; a closed thread takes nothing more; "undo" and
+//! on the allow-list gets only a refusal; a closed thread takes no more work (a question
+//! about it reaches the PM read-only, see [`is_question`]; anything else gets a short
+//! reply); "undo" and
 //! "budget $N" work in any other state; a running
 //! Coder takes everything else first; then an approval of a pending plan, a follow-up on an
 //! ended run, a message for another role, and last the PM.
@@ -32,6 +34,8 @@ pub enum Command {
     NotAllowed,
     /// A message in a closed thread: new work belongs in a new thread.
     ThreadClosed,
+    /// A question about a closed thread's work: the PM answers it read-only.
+    QuestionAfterClose,
     /// "undo": drop the changes of the thread's last run.
     Undo,
     /// "budget $N": the thread's cap.
@@ -64,7 +68,7 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
         return Command::NotAllowed;
     }
     if let ThreadState::Closed(_) = state {
-        return Command::ThreadClosed;
+        return after_close(text);
     }
     if is_undo(text) && state.with_coder() {
         return Command::Undo;
@@ -87,7 +91,7 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
 pub fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
     let text = msg.text.as_str();
     match state {
-        ThreadState::Closed(_) => return Command::ThreadClosed,
+        ThreadState::Closed(_) => return after_close(text),
         ThreadState::PlanPending { .. } if is_approval(text) => return Command::Approve,
         ThreadState::RunEnded { last }
             if !mentioned_roles(text).contains(&Mention::Role(Role::Pm)) =>
@@ -104,6 +108,38 @@ pub fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Comman
         Route::OtherRoles(named) => Command::OtherRoles(named),
         Route::Pm => Command::AskPm,
     }
+}
+
+/// A message in a closed thread: a question about its work goes to the PM (read-only);
+/// anything else gets the short reply.
+fn after_close(text: &str) -> Command {
+    if is_question(text) {
+        Command::QuestionAfterClose
+    } else {
+        Command::ThreadClosed
+    }
+}
+
+/// Words that open a question (compared lower-case with the message's first word).
+const QUESTION_WORDS: [&str; 16] = [
+    "what", "why", "how", "when", "where", "which", "who", "whose", "is", "are", "was", "were",
+    "did", "does", "can", "could",
+];
+
+/// Whether `text` asks something: it has a question mark, it is addressed to
+/// `@codebutler.pm`, or its first word (after any mentions) is one of [`QUESTION_WORDS`].
+pub fn is_question(text: &str) -> bool {
+    if text.contains('?') || mentioned_roles(text).contains(&Mention::Role(Role::Pm)) {
+        return true;
+    }
+    let first = text
+        .split_whitespace()
+        .find(|word| !word.starts_with('@') && !word.starts_with("<@"))
+        .map(|word| {
+            word.trim_matches(|c: char| !c.is_alphanumeric())
+                .to_lowercase()
+        });
+    first.is_some_and(|word| QUESTION_WORDS.contains(&word.as_str()))
 }
 
 /// A button click: the same rules as the typed words, judged by the button.
@@ -212,10 +248,22 @@ mod tests {
             (
                 "@codebutler.pm what changed?",
                 true,
-                abandoned,
+                abandoned.clone(),
+                QuestionAfterClose,
+            ),
+            (
+                "why did it touch the Makefile?",
+                true,
+                merged.clone(),
+                QuestionAfterClose,
+            ),
+            (
+                "@codebutler.coder fix it",
+                true,
+                merged.clone(),
                 ThreadClosed,
             ),
-            ("@codebutler.coder fix it", true, merged, ThreadClosed),
+            ("now rename it?", true, abandoned, QuestionAfterClose),
             ("yes", false, pending(), NotAllowed),
             ("how do we deploy?", false, Conversing, NotAllowed),
             ("how do we deploy?", true, Conversing, AskPm),
@@ -274,6 +322,40 @@ mod tests {
                 expected,
                 "{text:?} allowed={allowed} in {state:?}"
             );
+        }
+    }
+
+    #[test]
+    fn questions_after_close() {
+        let cases = [
+            // A question mark, anywhere.
+            ("what changed?", true),
+            ("¿se desplegó?", true),
+            ("it broke the build?!", true),
+            // Addressed to the PM.
+            ("@codebutler.pm the deploy step", true),
+            ("<@U0BOT> @codebutler.pm list the files", true),
+            // A question word first (case, punctuation and mentions aside).
+            ("Why did it change the Makefile", true),
+            ("how does the session expire", true),
+            ("<@U0BOT> where is the config", true),
+            ("@codebutler.coder what did you do", true),
+            ("WHO approved this.", true),
+            ("Did it pass CI", true),
+            // Statements and requests.
+            ("now rename it", false),
+            ("thanks!", false),
+            ("@codebutler.coder fix it", false),
+            ("merge", false),
+            ("yes", false),
+            ("", false),
+            ("   ", false),
+            ("somehow it works", false),
+            ("whatever", false),
+            ("showing the config", false),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(is_question(text), expected, "{text:?}");
         }
     }
 
@@ -355,6 +437,10 @@ mod tests {
         assert_eq!(
             classify_past_coder(&msg("go on"), &ThreadState::Closed(Closure::Abandoned)),
             Command::ThreadClosed
+        );
+        assert_eq!(
+            classify_past_coder(&msg("what changed?"), &ThreadState::Closed(Closure::Merged)),
+            Command::QuestionAfterClose
         );
     }
 }

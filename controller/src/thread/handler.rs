@@ -138,6 +138,7 @@ impl ThreadHandler {
                 tracing::info!(tag = "PM", "thread {thread} → message in a closed thread");
                 self.answer(msg, Role::Pm, THREAD_CLOSED).await
             }
+            Command::QuestionAfterClose => self.ask_pm_after_close(msg, cancel).await,
             Command::StopButton(click) => self.stop_button(msg, &click).await,
             Command::SpentClick => Settle::Processed,
             Command::EarlierPlanButton => self.answer(msg, Role::Pm, EARLIER_PLAN).await,
@@ -246,7 +247,7 @@ pub(super) fn speaker(role: Role) -> &'static str {
 }
 
 const NOT_ALLOWED: &str = "Sorry, I only take requests from the people on this channel's allow-list (`access.allowedUsers`). Ask whoever runs CodeButler to add you.";
-const THREAD_CLOSED: &str =
+pub(super) const THREAD_CLOSED: &str =
     "This thread is closed. For new work, start a new thread in the channel.";
 const EARLIER_PLAN: &str =
     "That button belongs to an earlier plan; use the buttons on the latest one.";

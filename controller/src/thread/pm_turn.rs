@@ -1,5 +1,7 @@
 //! A message for the PM: its turn, recorded with its answer (and plan, with the plan's cost
-//! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer.
+//! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer. A
+//! question in a closed thread gets a read-only turn ([`crate::pm::Pm::answer_read_only`])
+//! whose answer ends with the closed thread's note.
 
 use std::time::Duration;
 
@@ -12,7 +14,17 @@ use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::budget::{cost_markdown, estimate};
-use crate::thread::handler::{Settle, ThreadHandler, speaker};
+use crate::thread::handler::{Settle, THREAD_CLOSED, ThreadHandler, speaker};
+
+/// Which PM turn a message gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Access {
+    /// Every tool: it may propose a plan.
+    Full,
+    /// A question about a closed thread's work: read-only tools, and the closed note after
+    /// the answer.
+    AfterClose,
+}
 
 /// Recording the PM's turn failed.
 #[derive(Debug, thiserror::Error)]
@@ -26,10 +38,46 @@ enum TurnError {
 impl ThreadHandler {
     /// The PM answers `msg`.
     pub(super) async fn ask_pm(&self, msg: &IncomingMessage, cancel: &CancellationToken) -> Settle {
+        self.pm_turn(msg, cancel, Access::Full).await
+    }
+
+    /// The PM answers a question about a closed thread's work, read-only.
+    pub(super) async fn ask_pm_after_close(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Settle {
+        self.pm_turn(msg, cancel, Access::AfterClose).await
+    }
+
+    async fn pm_turn(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+        access: Access,
+    ) -> Settle {
         let thread = msg.thread();
         self.react(msg, "eyes").await;
-        tracing::info!(tag = "PM", "thread {thread} → pm responding");
-        let turn = match self.pm.answer(msg, cancel).await {
+        let answered = match access {
+            Access::Full => {
+                tracing::info!(tag = "PM", "thread {thread} → pm responding");
+                self.pm.answer(msg, cancel).await
+            }
+            Access::AfterClose => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → pm responding read-only (the thread is closed)"
+                );
+                self.pm
+                    .answer_read_only(msg, cancel)
+                    .await
+                    .map(|turn| PmTurn {
+                        answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
+                        ..turn
+                    })
+            }
+        };
+        let turn = match answered {
             Ok(turn) => turn,
             Err(PmError::Cancelled) => {
                 tracing::warn!(thread = %thread, "pm cancelled by shutdown; message kept for the next start");

@@ -2,7 +2,8 @@
 //! each a repository of its own with only its thread's history ([`thread_repo`]) on a disk
 //! of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
-//! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]).
+//! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]); what threads that
+//! are gone left behind is removed by [`orphans`].
 
 pub mod branch_diff;
 pub mod branch_files;
@@ -10,6 +11,7 @@ pub mod checkpoint;
 pub mod disk;
 pub mod forge;
 pub mod git_command;
+pub mod orphans;
 pub mod platform;
 pub mod stage;
 pub mod thread_repo;

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 pub use base::{Base, FETCH_TIMEOUT, choose_base, default_branch};
 pub use preparer::{PrepareError, Preparer, Progress};
 pub use space::{checkout_estimate, disk_refusal, disk_usage};
-pub use tree::{create, remove};
+pub use tree::{create, remove, remove_keeping_branch};
 
 /// A created worktree.
 #[derive(Clone, Debug, PartialEq)]

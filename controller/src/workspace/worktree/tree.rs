@@ -130,6 +130,20 @@ fn reserve(repo: &Path, wanted: &str, commit: &str) -> Result<Worktree, Worktree
 /// repository, and its use of the base store. Used when a preparation failed, so
 /// approving again starts clean.
 pub async fn remove(repo: &Path, tree: &Worktree) -> Result<(), WorktreeError> {
+    remove_with(repo, tree, true).await
+}
+
+/// Removes a worktree as [`remove`] does but keeps its branch in the main repository (the
+/// orphan cleanup, for a branch with commits that would otherwise be lost).
+pub async fn remove_keeping_branch(repo: &Path, tree: &Worktree) -> Result<(), WorktreeError> {
+    remove_with(repo, tree, false).await
+}
+
+async fn remove_with(
+    repo: &Path,
+    tree: &Worktree,
+    delete_branch: bool,
+) -> Result<(), WorktreeError> {
     let name = tree_name(tree);
     let err = |message: String| WorktreeError {
         slug: name.clone(),
@@ -148,6 +162,9 @@ pub async fn remove(repo: &Path, tree: &Worktree) -> Result<(), WorktreeError> {
             // std's remove_dir_all never follows the symlinks it meets.
             std::fs::remove_dir_all(&gone.path)
                 .map_err(|e| fail(format!("remove {}: {e}", gone.path.display())))?;
+        }
+        if !delete_branch {
+            return Ok(());
         }
         let repository = git2::Repository::open(&dir).map_err(|e| fail(e.message().to_owned()))?;
         if let Ok(mut branch) = repository.find_branch(&gone.branch, git2::BranchType::Local) {
