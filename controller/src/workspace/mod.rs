@@ -9,6 +9,7 @@ pub mod disk;
 pub mod forge;
 pub mod git_command;
 pub mod platform;
+pub mod pull_request;
 pub mod stage;
 pub mod thread_repo;
 pub mod worktree;
