@@ -7,7 +7,8 @@
 //! so it is never copied into the thread's row where it could go stale.
 //!
 //! A thread whose pull request is open behaves as an approved one (its runs decide), so
-//! [`Stage::PrOpened`] needs no [`ThreadState`] of its own; a closed one does.
+//! [`Stage::PrOpened`] needs no [`ThreadState`] of its own; its ended run carries the pull
+//! request, which is what the close words act on. A closed one has its own state.
 
 use super::{Plan, RunRecord};
 
@@ -119,7 +120,11 @@ pub enum ThreadState {
     /// The thread's Coder is running (or queued).
     CoderRunning,
     /// The thread's latest run ended; a new message goes on from it.
-    RunEnded { last: Box<RunRecord> },
+    RunEnded {
+        last: Box<RunRecord>,
+        /// The thread's open pull request, once its Coder opened one: what "merge" merges.
+        pr: Option<PullRequestRef>,
+    },
     /// A person closed the thread: new work belongs in a new thread.
     Closed(Closure),
 }

@@ -30,12 +30,16 @@ pub struct StoredThread {
     pub plan: Option<Plan>,
     /// The latest run in the thread.
     pub latest_run: Option<RunRecord>,
+    /// The pull request its Coder opened, if one was.
+    pub pull_request: Option<PullRequestRef>,
 }
 
 #[derive(sqlx::FromRow)]
 struct ThreadRow {
     state: String,
     plan: Option<String>,
+    pr_number: Option<i64>,
+    pr_url: Option<String>,
 }
 
 /// A thread's place in its lifecycle, as `runnerctl` shows it.
@@ -81,15 +85,15 @@ impl Store {
         thread: &ThreadKey,
     ) -> Result<StoredThread, ThreadStateError> {
         let row: Option<ThreadRow> = sqlx::query_as(
-            "SELECT state, plan FROM threads WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT state, plan, pr_number, pr_url FROM threads WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await
         .map_err(StoreError::from)?;
-        let (stage, plan) = match row {
-            None => (Stage::Conversing, None),
+        let (stage, plan, pull_request) = match row {
+            None => (Stage::Conversing, None, None),
             Some(row) => {
                 let stage =
                     Stage::parse(&row.state).ok_or_else(|| ThreadStateError::UnknownStage {
@@ -104,7 +108,8 @@ impl Store {
                         thread: thread.to_string(),
                         source,
                     })?;
-                (stage, plan)
+                let pull_request = pull_request(thread, row.pr_number, row.pr_url)?;
+                (stage, plan, pull_request)
             }
         };
         let latest_run = self.latest_run(&thread.thread_ts).await?;
@@ -112,6 +117,7 @@ impl Store {
             stage,
             plan,
             latest_run,
+            pull_request,
         })
     }
 }

@@ -704,3 +704,48 @@ async fn upload_flow_raw_and_multipart() {
         .unwrap();
     assert_eq!(fake.violations().len(), 1);
 }
+
+#[tokio::test]
+async fn users_info_and_permalinks_answer_like_slack() {
+    let fake = FakeSlack::start().await;
+    fake.add_user("U0ALICE", "alice", "Alice Liddell");
+    let info = get(&fake, "users.info", BOT_TOKEN, &[("user", "U0ALICE")]).await;
+    assert_eq!(info["ok"], true, "{info}");
+    assert_eq!(info["user"]["profile"]["display_name"], "alice");
+    assert_eq!(info["user"]["profile"]["real_name"], "Alice Liddell");
+    let unknown = get(&fake, "users.info", BOT_TOKEN, &[("user", "U0NOBODY")]).await;
+    assert_eq!(unknown, json!({"ok": false, "error": "user_not_found"}));
+
+    let sent = fake.user_message(CHANNEL, "U0ALICE", "hi bot", None);
+    let link = get(
+        &fake,
+        "chat.getPermalink",
+        BOT_TOKEN,
+        &[("channel", CHANNEL), ("message_ts", &sent.ts)],
+    )
+    .await;
+    assert_eq!(
+        link,
+        json!({
+            "ok": true,
+            "channel": CHANNEL,
+            "permalink": format!("https://fake.slack.com/archives/{CHANNEL}/p{}", sent.ts.replace('.', "")),
+        })
+    );
+    let missing = get(
+        &fake,
+        "chat.getPermalink",
+        BOT_TOKEN,
+        &[("channel", CHANNEL), ("message_ts", "1.000001")],
+    )
+    .await;
+    assert_eq!(missing["error"], "message_not_found");
+    let other = get(
+        &fake,
+        "chat.getPermalink",
+        BOT_TOKEN,
+        &[("channel", "C0OTHER"), ("message_ts", &sent.ts)],
+    )
+    .await;
+    assert_eq!(other["error"], "channel_not_found");
+}
