@@ -12,10 +12,10 @@
 use std::path::PathBuf;
 
 use crate::domain::{RunRecord, Stage, ThreadKey};
+use crate::journal::description::Describer;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store};
-use crate::journal::description::Describer;
 use crate::workspace::branch_diff::{self, AddedLine};
 use crate::workspace::worktree::Worktree;
 
@@ -178,7 +178,11 @@ impl AfterPr {
             step: PR_DESCRIPTION,
         };
         match self.outbox.commit(&[step], &Effects::new(thread)).await {
-            Ok(_) => tracing::info!(tag = "PM", "thread {thread} → wrote the description of PR #{}", pr.number),
+            Ok(_) => tracing::info!(
+                tag = "PM",
+                "thread {thread} → wrote the description of PR #{}",
+                pr.number
+            ),
             Err(e) => tracing::error!(thread = %thread, "record the PR description: {e}"),
         }
     }

@@ -51,7 +51,9 @@ impl std::fmt::Debug for PrWatcher {
 /// The wait before the next poll after `failures` polls in a row in which `gh` failed.
 pub fn next_wait(interval: Duration, failures: u32) -> Duration {
     let factor = 2u32.saturating_pow(failures.min(16));
-    interval.saturating_mul(factor).min(MAX_BACKOFF.max(interval))
+    interval
+        .saturating_mul(factor)
+        .min(MAX_BACKOFF.max(interval))
 }
 
 impl PrWatcher {
@@ -133,7 +135,11 @@ impl PrWatcher {
         };
         match self.store.record_message(&msg).await {
             Ok(true) => {
-                tracing::info!(tag = "MSG", "pr watcher: PR #{} of thread {thread} {event:?} on GitHub", pr.number);
+                tracing::info!(
+                    tag = "MSG",
+                    "pr watcher: PR #{} of thread {thread} {event:?} on GitHub",
+                    pr.number
+                );
                 self.dispatcher.notify(thread);
                 true
             }

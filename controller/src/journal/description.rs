@@ -259,9 +259,7 @@ mod tests {
                 },
             ],
             participants: vec!["Alice".into(), "U0BOB".into()],
-            permalink: Some(
-                "https://acme.slack.com/archives/C0123/p1732475000000100".into(),
-            ),
+            permalink: Some("https://acme.slack.com/archives/C0123/p1732475000000100".into()),
             template: None,
         }
     }

@@ -177,7 +177,10 @@ mod tests {
             ["a", "b", "c"]
         );
         for bad in ["no tips", r#"{"tips":"a"}"#, r#"{"hints":[]}"#] {
-            assert!(matches!(parse_tips(bad), Err(NoteError::Malformed(_))), "{bad}");
+            assert!(
+                matches!(parse_tips(bad), Err(NoteError::Malformed(_))),
+                "{bad}"
+            );
         }
     }
 }

@@ -29,8 +29,8 @@ use crate::thread::approval::normalize;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::history::History;
 use crate::workspace::pull_request::{self, MergeBlocker, PrState, VIEW_FIELDS, WATCH_FIELDS};
-use crate::workspace::worktree::{self, Worktree};
 use crate::workspace::thread_repo;
+use crate::workspace::worktree::{self, Worktree};
 
 /// The words that close a thread, whole message, case and punctuation ignored: with
 /// merging (when the thread has a pull request; "done" closes a thread without one) and
@@ -202,7 +202,11 @@ impl ThreadHandler {
                 // merged; the merge step finds it merged and does nothing.
                 None | Some(MergeBlocker::AlreadyMerged) => {}
                 Some(blocker) => {
-                    tracing::info!(tag = "PM", "thread {thread} → merge of #{} refused: {blocker}", pr.number);
+                    tracing::info!(
+                        tag = "PM",
+                        "thread {thread} → merge of #{} refused: {blocker}",
+                        pr.number
+                    );
                     let reply = format!(
                         "I can't merge PR #{} yet: {blocker}. The thread stays open.",
                         pr.number
@@ -225,7 +229,12 @@ impl ThreadHandler {
             PrEvent::Merged => CloseKind::MergedOnGitHub,
             PrEvent::Closed => CloseKind::ClosedOnGitHub,
         };
-        tracing::info!(tag = "INF", "thread {} → PR #{} {event:?} on GitHub", msg.thread(), pr.number);
+        tracing::info!(
+            tag = "INF",
+            "thread {} → PR #{} {event:?} on GitHub",
+            msg.thread(),
+            pr.number
+        );
         self.close(msg, kind, Some(pr)).await
     }
 
@@ -251,7 +260,12 @@ impl ThreadHandler {
             pr,
             tree,
         };
-        tracing::info!(tag = "INF", "thread {} → closing ({kind:?}) for {}", closing.thread, msg.user);
+        tracing::info!(
+            tag = "INF",
+            "thread {} → closing ({kind:?}) for {}",
+            closing.thread,
+            msg.user
+        );
         let mut notes = Vec::new();
         for &step in kind.steps().iter().filter(|s| **s != Step::Report) {
             match self.step_done(&closing.thread, step).await {
@@ -266,7 +280,11 @@ impl ThreadHandler {
                         thread: &closing.thread,
                         step: step.name(),
                     }];
-                    if let Err(e) = self.outbox.commit(&changes, &Effects::new(&closing.thread)).await {
+                    if let Err(e) = self
+                        .outbox
+                        .commit(&changes, &Effects::new(&closing.thread))
+                        .await
+                    {
                         tracing::error!(thread = %closing.thread, "record close step {}: {e}", step.name());
                         return Settle::Failed;
                     }
@@ -322,7 +340,13 @@ impl ThreadHandler {
                 pull_request::merge(&self.pm.gh, repo, pr.number, self.merge_strategy)
                     .await
                     .map_err(|e| e.to_string())?;
-                tracing::info!(tag = "INF", "thread {} → merged PR #{} ({})", c.thread, pr.number, self.merge_strategy.as_str());
+                tracing::info!(
+                    tag = "INF",
+                    "thread {} → merged PR #{} ({})",
+                    c.thread,
+                    pr.number,
+                    self.merge_strategy.as_str()
+                );
                 Ok(None)
             }
             Step::DeleteRemoteBranch => {
@@ -358,8 +382,16 @@ impl ThreadHandler {
                 )));
             }
         }
-        worktree::remove(repo, tree).await.map_err(|e| e.to_string())?;
-        tracing::info!(tag = "INF", "thread {} → removed {} and {}", c.thread, tree.path.display(), tree.branch);
+        worktree::remove(repo, tree)
+            .await
+            .map_err(|e| e.to_string())?;
+        tracing::info!(
+            tag = "INF",
+            "thread {} → removed {} and {}",
+            c.thread,
+            tree.path.display(),
+            tree.branch
+        );
         Ok(None)
     }
 
@@ -445,7 +477,15 @@ impl ThreadHandler {
         };
         let title = self.title(thread).await;
         let summary = report::render(&title, &used, &report::Tips::Efficient);
-        let tips = match notes::tips(&self.pm, thread, &summary, &history, &CancellationToken::new()).await {
+        let tips = match notes::tips(
+            &self.pm,
+            thread,
+            &summary,
+            &history,
+            &CancellationToken::new(),
+        )
+        .await
+        {
             Ok(tips) if tips.is_empty() => report::Tips::Efficient,
             Ok(tips) => report::Tips::Some(tips),
             Err(e) => {
@@ -520,9 +560,8 @@ mod tests {
 
     #[test]
     fn each_close_has_its_steps_and_ends_with_the_report() {
-        let names = |kind: CloseKind| -> Vec<&str> {
-            kind.steps().iter().map(|s| s.name()).collect()
-        };
+        let names =
+            |kind: CloseKind| -> Vec<&str> { kind.steps().iter().map(|s| s.name()).collect() };
         assert_eq!(
             names(CloseKind::Merge),
             [
@@ -536,9 +575,19 @@ mod tests {
         );
         assert_eq!(
             names(CloseKind::MergedOnGitHub),
-            ["description", "journal", "delete_remote_branch", "cleanup", "report"]
+            [
+                "description",
+                "journal",
+                "delete_remote_branch",
+                "cleanup",
+                "report"
+            ]
         );
-        for kind in [CloseKind::Abandon, CloseKind::ClosedOnGitHub, CloseKind::Done] {
+        for kind in [
+            CloseKind::Abandon,
+            CloseKind::ClosedOnGitHub,
+            CloseKind::Done,
+        ] {
             assert_eq!(names(kind), ["cleanup", "report"]);
         }
         assert_eq!(CloseKind::Done.closure(), Closure::Done);

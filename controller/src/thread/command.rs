@@ -14,8 +14,8 @@ use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, PullRequestRef, Role, RunRecord, ThreadState,
 };
 use crate::thread::approval::{is_approval, is_stop, is_undo};
-use crate::thread::close_commands::{CloseWord, close_word};
 use crate::thread::budget::parse_budget_command;
+use crate::thread::close_commands::{CloseWord, close_word};
 use crate::thread::routing::{Route, mentioned_roles, route};
 
 /// What a message asks of its thread.
@@ -282,9 +282,19 @@ mod tests {
                 abandoned,
                 ThreadClosed,
             ),
-            ("@codebutler.coder fix it", true, merged.clone(), ThreadClosed),
+            (
+                "@codebutler.coder fix it",
+                true,
+                merged.clone(),
+                ThreadClosed,
+            ),
             ("merge", true, merged.clone(), ThreadClosed),
-            ("done", true, ThreadState::Closed(Closure::Done), ThreadClosed),
+            (
+                "done",
+                true,
+                ThreadState::Closed(Closure::Done),
+                ThreadClosed,
+            ),
             ("abandon", true, merged, ThreadClosed),
             ("merge", false, pr_open.clone(), NotAllowed),
             ("merge", true, pr_open.clone(), Merge { pr: pr() }),
@@ -292,9 +302,14 @@ mod tests {
             ("ship it", true, pr_open.clone(), Merge { pr: pr() }),
             ("DONE", true, pr_open.clone(), Merge { pr: pr() }),
             ("<@U0BOT> done.", true, pr_open.clone(), Merge { pr: pr() }),
-            ("merge the two functions", true, pr_open.clone(), FollowUp {
-                last: Box::new(ended()),
-            }),
+            (
+                "merge the two functions",
+                true,
+                pr_open.clone(),
+                FollowUp {
+                    last: Box::new(ended()),
+                },
+            ),
             ("abandon", true, pr_open.clone(), Abandon { pr: Some(pr()) }),
             (
                 "close without merging",

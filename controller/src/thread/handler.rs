@@ -16,10 +16,10 @@ use crate::pm::Pm;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store, ThreadStateError};
+use crate::thread::close_commands::CloseKind;
 use crate::thread::command::{Command, classify, classify_past_coder};
 use crate::thread::dispatch::MessageHandler;
 use crate::thread::routing::other_roles_reply;
-use crate::thread::close_commands::CloseKind;
 use crate::thread::state::thread_state;
 use crate::workspace::pull_request::MergeStrategy;
 
@@ -259,7 +259,8 @@ pub(super) fn speaker(role: Role) -> &'static str {
 const NOT_ALLOWED: &str = "Sorry, I only take requests from the people on this channel's allow-list (`access.allowedUsers`). Ask whoever runs CodeButler to add you.";
 const THREAD_CLOSED: &str =
     "This thread is closed. For new work, start a new thread in the channel.";
-const CODER_RUNS: &str = "The Coder is still working: stop the Coder first (say **stop**), then close the thread.";
+const CODER_RUNS: &str =
+    "The Coder is still working: stop the Coder first (say **stop**), then close the thread.";
 const NOTHING_TO_MERGE: &str = "This thread has no pull request to merge. Say **done** to close it, or **abandon** to close it without its work.";
 const EARLIER_PLAN: &str =
     "That button belongs to an earlier plan; use the buttons on the latest one.";

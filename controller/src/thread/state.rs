@@ -28,7 +28,9 @@ pub fn thread_state(
             Some(last) if last.thread == *thread && last.state.is_final() => {
                 ThreadState::RunEnded {
                     last: Box::new(last),
-                    pr: stored.pull_request.filter(|_| stored.stage == Stage::PrOpened),
+                    pr: stored
+                        .pull_request
+                        .filter(|_| stored.stage == Stage::PrOpened),
                 }
             }
             _ => ThreadState::Preparing,
@@ -215,10 +217,7 @@ mod tests {
             url: "https://github.com/acme/app/pull/7".into(),
         };
         let ended = run("1.1", RunState::Finished);
-        for (stage, expected) in [
-            (Stage::PrOpened, Some(pr.clone())),
-            (Stage::Approved, None),
-        ] {
+        for (stage, expected) in [(Stage::PrOpened, Some(pr.clone())), (Stage::Approved, None)] {
             let stored = StoredThread {
                 stage,
                 plan: None,

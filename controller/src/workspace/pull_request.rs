@@ -234,7 +234,11 @@ impl fmt::Display for MergeBlocker {
                     "checks are"
                 },
                 list(names),
-                if names.len() == 1 { "it has" } else { "they have" }
+                if names.len() == 1 {
+                    "it has"
+                } else {
+                    "they have"
+                }
             ),
         }
     }
@@ -336,7 +340,12 @@ pub async fn merge(
 pub async fn delete_remote_branch(main: &Path, branch: &str) -> Result<(), PullRequestError> {
     check_branch(branch)?;
     let mut command = safe_git(main);
-    command.args(["push", "origin", "--delete", &format!("refs/heads/{branch}")]);
+    command.args([
+        "push",
+        "origin",
+        "--delete",
+        &format!("refs/heads/{branch}"),
+    ]);
     match run(command, None, "git push --delete", PUSH_TIMEOUT).await {
         Ok(_) => Ok(()),
         Err(CommandError::Failed { output, .. })
@@ -369,7 +378,9 @@ mod tests {
         assert_eq!(s.status_check_rollup.len(), 2);
         assert_eq!(s.status_check_rollup[1].label(), "ci/lint");
         assert_eq!(merge_blocker(&s), None);
-        let watched = status(r#"{"state":"MERGED","mergedAt":"2026-11-24T10:00:00Z","closedAt":"2026-11-24T10:00:00Z"}"#);
+        let watched = status(
+            r#"{"state":"MERGED","mergedAt":"2026-11-24T10:00:00Z","closedAt":"2026-11-24T10:00:00Z"}"#,
+        );
         assert_eq!(watched.state, PrState::Merged);
         assert_eq!(watched.merged_at.as_deref(), Some("2026-11-24T10:00:00Z"));
     }
@@ -409,10 +420,7 @@ mod tests {
                 status(r#"{"state":"MERGED"}"#),
                 Some(MergeBlocker::AlreadyMerged),
             ),
-            (
-                status(r#"{"state":"CLOSED"}"#),
-                Some(MergeBlocker::Closed),
-            ),
+            (status(r#"{"state":"CLOSED"}"#), Some(MergeBlocker::Closed)),
             (
                 open("CONFLICTING", &[done("test", "FAILURE")]),
                 Some(MergeBlocker::Conflicting),
@@ -493,7 +501,10 @@ mod tests {
         for branch in ["main", "feature/x", "codebutler/", "codebutler/../main"] {
             let err = delete_remote_branch(dir.path(), branch).await.unwrap_err();
             assert!(
-                matches!(err, PullRequestError::Branch(ForgeError::NotOurBranch { .. })),
+                matches!(
+                    err,
+                    PullRequestError::Branch(ForgeError::NotOurBranch { .. })
+                ),
                 "{branch}: {err}"
             );
         }

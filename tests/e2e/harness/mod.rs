@@ -62,8 +62,10 @@ impl Env {
         codebutler_test_support::gh::install_fake_gh(env.outside.path());
         // The PM's notes on a finished thread (the PR's summary, the report's tips) get a
         // fixed answer unless a test scripts its own.
-        env.model.respond(SUMMARY_REQUEST, |_| Reply::text(DEFAULT_SUMMARY));
-        env.model.respond(TIPS_REQUEST, |_| Reply::text(r#"{"tips": []}"#));
+        env.model
+            .respond(SUMMARY_REQUEST, |_| Reply::text(DEFAULT_SUMMARY));
+        env.model
+            .respond(TIPS_REQUEST, |_| Reply::text(r#"{"tips": []}"#));
         env.write_global(json!({
             "slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN},
             "openrouter": {"apiKey": "sk-or-test-key"}

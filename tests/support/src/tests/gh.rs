@@ -135,7 +135,12 @@ fn fake_gh_views_edits_and_merges_like_gh() {
     install_fake_gh(dir.path());
     let v = view(dir.path());
     assert_eq!(
-        (&v["state"], &v["mergeable"], &v["mergedAt"], &v["statusCheckRollup"]),
+        (
+            &v["state"],
+            &v["mergeable"],
+            &v["mergedAt"],
+            &v["statusCheckRollup"]
+        ),
         (
             &"OPEN".into(),
             &"MERGEABLE".into(),
@@ -147,7 +152,11 @@ fn fake_gh_views_edits_and_merges_like_gh() {
     assert_eq!((code, err.trim()), (1, "Unknown JSON field: \"nope\""));
 
     // Edit keeps the body.
-    let (code, _, _) = gh(dir.path(), &["pr", "edit", "7", "--body-file", "-"], "new body\n");
+    let (code, _, _) = gh(
+        dir.path(),
+        &["pr", "edit", "7", "--body-file", "-"],
+        "new body\n",
+    );
     assert_eq!(code, 0);
     assert_eq!(gh_edited_body(dir.path()).as_deref(), Some("new body\n"));
     let (code, _, _) = gh(dir.path(), &["pr", "edit", "7", "--title", "x"], "");
@@ -179,14 +188,20 @@ fn fake_gh_views_edits_and_merges_like_gh() {
     }
     .set(dir.path());
     let (code, out, _) = gh(dir.path(), &["pr", "merge", "7", "--squash"], "");
-    assert_eq!((code, out.trim()), (0, "✓ Squashed and merged pull request #7"));
+    assert_eq!(
+        (code, out.trim()),
+        (0, "✓ Squashed and merged pull request #7")
+    );
     let v = view(dir.path());
     assert_eq!(
         (&v["state"], &v["mergedAt"]),
         (&"MERGED".into(), &"2026-11-24T12:00:00Z".into())
     );
     let (code, _, err) = gh(dir.path(), &["pr", "merge", "7", "--rebase"], "");
-    assert_eq!((code, err.trim()), (1, "X Pull request #7 was already merged"));
+    assert_eq!(
+        (code, err.trim()),
+        (1, "X Pull request #7 was already merged")
+    );
     // Every call that named a strategy is logged: refused, merged, refused again.
     assert_eq!(gh_merges(dir.path()), ["squash", "squash", "rebase"]);
 }
