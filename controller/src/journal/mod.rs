@@ -5,6 +5,7 @@
 //! ([`notes`]).
 
 pub mod description;
+pub mod journal;
 pub mod notes;
 pub mod report;
 pub mod usage;
