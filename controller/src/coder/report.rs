@@ -8,13 +8,13 @@ use std::time::Duration;
 use codebutler_proto::runner::v1::runner_event::Event;
 use prost::Message;
 
-use super::status::{elapsed_text, plan_summary};
+use super::status::plan_summary;
 use super::{
     PREFIX, SlackCoder, end_group, pull_request_group, pull_request_line, pull_request_url,
     status_group,
 };
 use crate::admin::server::CLI_CHANNEL;
-use crate::domain::{RunRecord, RunState};
+use crate::domain::{RunRecord, RunState, duration_text};
 use crate::slack::effects::{Effect, Effects, MessageRef};
 use crate::slack::format::escape_text;
 use crate::store::Change;
@@ -199,7 +199,7 @@ fn final_status(run: &RunRecord) -> String {
         escape_text(&plan_summary(&run.plan)),
         escape_text(&run.branch),
         run.turns,
-        elapsed_text(run_elapsed(run)),
+        duration_text(run_elapsed(run)),
         run.prompt_tokens + run.completion_tokens,
         run.cost
     )

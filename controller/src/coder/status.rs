@@ -57,7 +57,7 @@ impl Status {
                 self.turn,
                 self.max_turns,
                 escape_text(&self.doing),
-                elapsed_text(elapsed),
+                crate::domain::duration_text(elapsed),
                 self.tokens,
                 self.cost
             ));
@@ -74,15 +74,6 @@ pub(super) fn plan_summary(plan: &str) -> String {
         .to_owned()
 }
 
-/// A duration for people: `1m 12s`, `8s`.
-pub(super) fn elapsed_text(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs >= 60 {
-        format!("{}m {:02}s", secs / 60, secs % 60)
-    } else {
-        format!("{secs}s")
-    }
-}
 #[cfg(test)]
 mod tests {
     use super::*;

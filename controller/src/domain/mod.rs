@@ -18,3 +18,25 @@ pub use run::{RunRecord, RunState};
 pub use thread::{IncomingMessage, ThreadKey};
 pub use thread_state::{Closure, PullRequestRef, Stage, ThreadState};
 pub use usage::{ThreadSummary, UsageRecord, UsageTotals};
+
+/// A duration as the thread shows it: `42s`, `3m 05s`.
+pub fn duration_text(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{}m {:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{secs}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_in_seconds_then_minutes() {
+        assert_eq!(super::duration_text(Duration::from_millis(999)), "0s");
+        assert_eq!(super::duration_text(Duration::from_secs(59)), "59s");
+        assert_eq!(super::duration_text(Duration::from_secs(185)), "3m 05s");
+    }
+}

@@ -5,6 +5,7 @@
 //! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]).
 
 pub mod branch_diff;
+pub mod branch_files;
 pub mod checkpoint;
 pub mod disk;
 pub mod forge;

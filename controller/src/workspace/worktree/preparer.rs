@@ -254,7 +254,7 @@ impl Preparer {
                 return Err(e);
             }
         };
-        let took = elapsed(outcome.duration);
+        let took = crate::domain::duration_text(outcome.duration);
         let how = match &outcome.end {
             InitEnd::Succeeded => {
                 tracing::info!(tag = "CLD", "worktree {name}: prepared in {took}");
@@ -268,7 +268,7 @@ impl Preparer {
             InitEnd::Failed { status } => format!("failed ({status}) after {took}"),
             InitEnd::TimedOut => format!(
                 "did not finish within {} (build.initTimeout)",
-                elapsed(request.timeout)
+                crate::domain::duration_text(request.timeout)
             ),
         };
         let e = failure(how);
@@ -291,14 +291,6 @@ impl Preparer {
     }
 }
 
-fn elapsed(d: Duration) -> String {
-    let secs = d.as_secs();
-    if secs >= 60 {
-        format!("{}m {:02}s", secs / 60, secs % 60)
-    } else {
-        format!("{secs}s")
-    }
-}
 #[cfg(test)]
 mod tests {
     use super::*;
