@@ -73,6 +73,24 @@ fn origin_has(origin: &Path, branch: &str) -> bool {
         .is_ok()
 }
 
+/// The thread's journal as committed on `branch` of the bare repository at `origin`.
+fn journal_on(origin: &Path, branch: &str, thread: &str) -> String {
+    let bare = git2::Repository::open_bare(origin).unwrap();
+    let tip = bare
+        .find_reference(&format!("refs/heads/{branch}"))
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(tip.author().name_bytes()),
+        "CodeButler"
+    );
+    let path = format!(".codebutler/journals/thread-{thread}.md");
+    let entry = tip.tree().unwrap().get_path(Path::new(&path)).unwrap();
+    let blob = bare.find_blob(entry.id()).unwrap();
+    String::from_utf8(blob.content().to_vec()).unwrap()
+}
+
 /// The thread's posts that start with `prefix`.
 fn posts_starting(env: &Env, thread: &str, prefix: &str) -> Vec<String> {
     env.post_texts(thread)
@@ -101,8 +119,40 @@ async fn merge_describes_merges_once_deletes_the_branch_removes_the_worktree_and
     assert!(worktree_of(&env, slug).exists());
     assert!(origin_has(&origin, &branch(slug)));
 
-    let last = say_and_wait_post(&env, &thread, "merge", "*PM:* PR #7 merged").await;
-    assert_eq!(last, "*PM:* PR #7 merged. Thread closed.");
+    // Hold the merge to look at the branch as GitHub has it just before: the journal is
+    // committed on it.
+    block_merge(env.outside.path());
+    let before = env.thread_posts(&thread).len();
+    env.reply(&thread, "merge");
+    let ok = env
+        .slack
+        .wait_until(WAIT, || merge_waiting(env.outside.path()))
+        .await;
+    assert!(ok, "gh pr merge never ran: {:?}", env.post_texts(&thread));
+    let journal = journal_on(&origin, &branch(slug), &thread);
+    assert!(journal.starts_with("# Work on CLOSE-MERGE\n"), "{journal}");
+    assert!(
+        journal.contains("<@U0ALICE> wrote:\n  > start the notes\n"),
+        "{journal}"
+    );
+    assert!(journal.contains("PM used `ProposePlan`"), "{journal}");
+    assert!(journal.contains("Coder run `"), "{journal}");
+    assert!(journal.contains("\n## Usage\n"), "{journal}");
+    release_merge(env.outside.path());
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.thread_posts(&thread)
+                .iter()
+                .skip(before)
+                .any(|p| p.text.starts_with("*PM:* PR #7 merged"))
+        })
+        .await;
+    assert!(ok, "{:?}", env.post_texts(&thread));
+    assert_eq!(
+        posts_starting(&env, &thread, "*PM:* PR #7 merged"),
+        ["*PM:* PR #7 merged. Thread closed."]
+    );
 
     // The description, as gh received it: the five sections, the branch's real diff, the
     // person by name and the thread's permalink on the workspace's domain.

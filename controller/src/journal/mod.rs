@@ -5,7 +5,7 @@
 //! ([`notes`]).
 
 pub mod description;
-pub mod thread_journal;
 pub mod notes;
 pub mod report;
+pub mod thread_journal;
 pub mod usage;

@@ -3,7 +3,7 @@
 //! the scenes", every Coder question numbered with how it was answered and by whom; and the
 //! PM's tips for next time. Plain Markdown from plain data, so it is tested by snapshot.
 
-use std::time::Duration;
+use crate::domain::duration_text;
 
 use super::usage::{RoleLine, ThreadUsage};
 
@@ -81,7 +81,7 @@ fn role_block(role: &RoleLine) -> String {
     ));
     text.push_str(&format!("- Cost: {}\n", cost(t.cost)));
     if let Some(wall) = role.wall {
-        text.push_str(&format!("- Wall time: {}\n", duration(wall)));
+        text.push_str(&format!("- Wall time: {}\n", duration_text(wall)));
     }
     text
 }
@@ -108,16 +108,6 @@ pub fn thousands(n: i64) -> String {
     if n < 0 { format!("-{out}") } else { out }
 }
 
-/// `1m 05s`, `42s`, `1h 02m`.
-pub fn duration(d: Duration) -> String {
-    let secs = d.as_secs();
-    match secs {
-        0..60 => format!("{secs}s"),
-        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
-        _ => format!("{}h {:02}m", secs / 3600, (secs % 3600) / 60),
-    }
-}
-
 /// `text` on one line, cut at 200 characters.
 fn one_line(text: &str) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -135,6 +125,8 @@ fn quoted(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
     use crate::domain::UsageTotals;
     use crate::journal::usage::AnsweredQuestion;
@@ -211,8 +203,5 @@ mod tests {
         assert_eq!(thousands(-1000), "-1,000");
         assert_eq!(cost(0.0042), "$0.004");
         assert_eq!(cost(12.345), "$12.35");
-        assert_eq!(duration(Duration::from_secs(42)), "42s");
-        assert_eq!(duration(Duration::from_secs(65)), "1m 05s");
-        assert_eq!(duration(Duration::from_secs(3720)), "1h 02m");
     }
 }

@@ -5,10 +5,10 @@
 //! runs with turns and cost, its questions with who answered — then what the thread said
 //! about memory, then the usage table. Plain data from plain data, snapshot-tested.
 
-use crate::domain::{ButtonAction, PullRequestRef, Role};
+use crate::domain::{ButtonAction, PullRequestRef, Role, duration_text};
 use crate::thread::history::{Event, History};
 
-use super::report::{cost, duration, thousands};
+use super::report::{cost, thousands};
 use super::usage::ThreadUsage;
 
 /// Where a thread's journal is committed, relative to the repository.
@@ -89,7 +89,7 @@ pub fn render(head: &JournalHead<'_>, history: &History, usage: &ThreadUsage) ->
             thousands(t.completion_tokens),
             thousands(t.cached_tokens),
             cost(t.cost),
-            role.wall.map(duration).unwrap_or_else(|| "—".into()),
+            role.wall.map(duration_text).unwrap_or_else(|| "—".into()),
         ));
     }
     out.push_str(&format!(

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::closing::event::PrEvent;
 use crate::domain::{Closure, IncomingMessage, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::journal::description::Describer;
+use crate::journal::thread_journal::{self, JournalHead};
 use crate::journal::{notes, report, usage};
 use crate::slack::effects::Effects;
 use crate::store::Change;
@@ -29,8 +30,8 @@ use crate::thread::approval::normalize;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::history::History;
 use crate::workspace::pull_request::{self, MergeBlocker, PrState, VIEW_FIELDS, WATCH_FIELDS};
-use crate::workspace::thread_repo;
 use crate::workspace::worktree::{self, Worktree};
+use crate::workspace::{branch_files, forge, thread_repo};
 
 /// The words that close a thread, whole message, case and punctuation ignored: with
 /// merging (when the thread has a pull request; "done" closes a thread without one) and
@@ -327,7 +328,7 @@ impl ThreadHandler {
                     .map_err(|e| e.to_string())?;
                 Ok(None)
             }
-            Step::Journal => Ok(None),
+            Step::Journal => self.commit_journal(c).await,
             Step::Merge => {
                 let Some(pr) = c.pr else { return Ok(None) };
                 // A merge a stop cut off may have happened: never merge twice.
@@ -360,6 +361,73 @@ impl ThreadHandler {
             // The report is the close's end: [`ThreadHandler::finish_close`].
             Step::Report => Ok(None),
         }
+    }
+
+    /// Commits the thread's journal on its branch and pushes it, so it reaches the default
+    /// branch with the merge. A branch GitHub already deleted (merged there) gets none.
+    async fn commit_journal(&self, c: &Closing<'_>) -> Result<Option<String>, StepError> {
+        let (Some(tree), Some(pr)) = (&c.tree, c.pr) else {
+            return Ok(None);
+        };
+        let repo = &self.coder.layout.repo;
+        if c.kind == CloseKind::MergedOnGitHub
+            && !pull_request::remote_has_branch(repo, &tree.branch)
+                .await
+                .map_err(|e| e.to_string())?
+        {
+            return Ok(None);
+        }
+        self.coder
+            .prepare
+            .ensure_mounted(&tree.path)
+            .await
+            .map_err(|e| e.to_string())?;
+        let history = History::load(&self.store, &c.thread)
+            .await
+            .map_err(|e| e.to_string())?;
+        let used = usage::load(&self.store, &c.thread)
+            .await
+            .map_err(|e| e.to_string())?;
+        let permalink = match self
+            .outbox
+            .sender()
+            .permalink(&c.thread.channel, &c.thread.thread_ts)
+            .await
+        {
+            Ok(link) => Some(link),
+            Err(e) => {
+                tracing::warn!(thread = %c.thread, "thread permalink: {e}");
+                None
+            }
+        };
+        let title = self.title(&c.thread).await;
+        let head = JournalHead {
+            title: &title,
+            permalink: permalink.as_deref(),
+            pr: Some(pr),
+            outcome: "merged",
+        };
+        let text = thread_journal::render(&head, &history, &used);
+        let path = thread_journal::journal_path(&c.thread.thread_ts);
+        let helper = self.coder.prepare.helper(&tree.path);
+        let (main, worktree) = (repo.clone(), tree.path.clone());
+        let message = format!("Add the journal of thread {}", c.thread.thread_ts);
+        tokio::task::spawn_blocking(move || {
+            branch_files::commit_to_thread_branch(
+                &helper,
+                &main,
+                &worktree,
+                &[(path, text.into_bytes())],
+                &message,
+            )
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+        forge::push_branch(repo, &tree.path, &tree.branch)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(None)
     }
 
     /// Removes the thread's worktree, its disk and its local branch — for an abandoned

@@ -357,6 +357,21 @@ pub async fn delete_remote_branch(main: &Path, branch: &str) -> Result<(), PullR
     }
 }
 
+/// Whether `origin` has `branch` (`git ls-remote --heads origin refs/heads/<branch>`, run
+/// like a push, from the main repository `main`).
+pub async fn remote_has_branch(main: &Path, branch: &str) -> Result<bool, PullRequestError> {
+    check_branch(branch)?;
+    let mut command = safe_git(main);
+    command.args([
+        "ls-remote",
+        "--heads",
+        "origin",
+        &format!("refs/heads/{branch}"),
+    ]);
+    let output = run(command, None, "git ls-remote", PUSH_TIMEOUT).await?;
+    Ok(!output.trim().is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
