@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::closing::event::PrEvent;
+use crate::closing::event::{PrEvent, WATCHER_USER};
 use crate::domain::{Closure, IncomingMessage, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::journal::description::Describer;
 use crate::journal::thread_journal::{self, JournalHead};
@@ -28,7 +28,7 @@ use crate::slack::effects::Effects;
 use crate::store::Change;
 use crate::thread::approval::normalize;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
-use crate::thread::history::History;
+use crate::thread::history::{Event, History};
 use crate::workspace::pull_request::{self, MergeBlocker, PrState, VIEW_FIELDS, WATCH_FIELDS};
 use crate::workspace::worktree::{self, Worktree};
 use crate::workspace::{branch_files, forge, thread_repo};
@@ -578,15 +578,24 @@ impl ThreadHandler {
     /// The thread's title: its plan's summary, else its first message.
     async fn title(&self, thread: &ThreadKey) -> String {
         match self.store.stored_thread(thread).await {
-            Ok(stored) => match stored.plan {
-                Some(plan) => plan.summary,
-                None => "this thread".to_owned(),
-            },
-            Err(e) => {
-                tracing::warn!(thread = %thread, "read the thread's plan: {e}");
-                "this thread".to_owned()
+            Ok(stored) => {
+                if let Some(plan) = stored.plan {
+                    return plan.summary;
+                }
             }
+            Err(e) => tracing::warn!(thread = %thread, "read the thread's plan: {e}"),
         }
+        let first = match History::load(&self.store, thread).await {
+            Ok(history) => history.entries.into_iter().find_map(|e| match e.event {
+                Event::Person { user, text } if user != WATCHER_USER => Some(text),
+                _ => None,
+            }),
+            Err(e) => {
+                tracing::warn!(thread = %thread, "read the thread's history: {e}");
+                None
+            }
+        };
+        first.unwrap_or_else(|| "this thread".to_owned())
     }
 }
 
