@@ -141,7 +141,7 @@ async fn web_api_auth_and_errors() {
         .unwrap();
     assert_eq!(resp["ok"], true);
     assert_eq!(
-        post_json(&fake, "users.info", BOT_TOKEN, json!({"channel": CHANNEL})).await["error"],
+        post_json(&fake, "users.list", BOT_TOKEN, json!({"channel": CHANNEL})).await["error"],
         "unknown_method"
     );
     assert_eq!(
@@ -171,7 +171,7 @@ async fn web_api_auth_and_errors() {
     assert_eq!(calls[0].http_method, "GET");
     assert_eq!(calls[0].error, None);
     assert_eq!(calls[1].error.as_deref(), Some("invalid_auth"));
-    let unknown = fake.calls_of("users.info");
+    let unknown = fake.calls_of("users.list");
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].params, json!({"channel": CHANNEL}));
     assert!(fake.posts().is_empty());
