@@ -29,6 +29,7 @@ use crate::store::Change;
 use crate::thread::approval::normalize;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::history::{Event, History};
+use crate::workspace::disk::ThreadDisk;
 use crate::workspace::pull_request::{self, MergeBlocker, PrState, VIEW_FIELDS, WATCH_FIELDS};
 use crate::workspace::worktree::{self, Worktree};
 use crate::workspace::{branch_files, forge, thread_repo};
@@ -437,7 +438,10 @@ impl ThreadHandler {
         let Some(tree) = &c.tree else { return Ok(None) };
         let repo = &self.coder.layout.repo;
         let merged = matches!(c.kind, CloseKind::Merge | CloseKind::MergedOnGitHub);
-        if !tree.path.exists() && !worktree::disks_dir(repo).exists() {
+        let image = ThreadDisk::of(&worktree::disks_dir(repo), &tree.path);
+        // Nothing left to look at: removing it only drops its local branch, which a merge
+        // made useless and an abandon must keep (it may hold the only copy of the work).
+        if !tree.path.exists() && !image.exists() && !merged {
             return Ok(None);
         }
         if !merged {

@@ -510,6 +510,62 @@ mod tests {
         assert_eq!(MergeStrategy::default(), MergeStrategy::Squash);
     }
 
+    /// A main repository with `main` and `codebutler/x` pushed to a bare `origin`.
+    fn with_origin(dir: &Path) -> (std::path::PathBuf, git2::Repository) {
+        let main = dir.join("repo");
+        let repo = git2::Repository::init_opts(
+            &main,
+            git2::RepositoryInitOptions::new().initial_head("main"),
+        )
+        .unwrap();
+        let sig = git2::Signature::now("t", "t@example.com").unwrap();
+        let tree = repo
+            .find_tree(repo.index().unwrap().write_tree().unwrap())
+            .unwrap();
+        let head = repo
+            .commit(Some("HEAD"), &sig, &sig, "first", &tree, &[])
+            .unwrap();
+        repo.branch("codebutler/x", &repo.find_commit(head).unwrap(), false)
+            .unwrap();
+        let origin = git2::Repository::init_bare(dir.join("origin.git")).unwrap();
+        let mut remote = repo
+            .remote("origin", dir.join("origin.git").to_str().unwrap())
+            .unwrap();
+        remote
+            .push(
+                &[
+                    "refs/heads/main:refs/heads/main",
+                    "refs/heads/codebutler/x:refs/heads/codebutler/x",
+                ],
+                None,
+            )
+            .unwrap();
+        (main, origin)
+    }
+
+    #[tokio::test]
+    async fn deleting_the_remote_branch_deletes_only_it_and_once_is_enough() {
+        let dir = tempfile::tempdir().unwrap();
+        let (main, origin) = with_origin(dir.path());
+        // A hook that would run on any push the controller made with hooks on.
+        let hook = main.join(".git/hooks/pre-push");
+        std::fs::write(
+            &hook,
+            "#!/bin/sh\ntouch \"$(dirname \"$0\")/../../hook-ran\"\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        assert!(remote_has_branch(&main, "codebutler/x").await.unwrap());
+        delete_remote_branch(&main, "codebutler/x").await.unwrap();
+        assert!(origin.find_reference("refs/heads/codebutler/x").is_err());
+        assert!(origin.find_reference("refs/heads/main").is_ok());
+        assert!(!remote_has_branch(&main, "codebutler/x").await.unwrap());
+        // Gone already: not an error.
+        delete_remote_branch(&main, "codebutler/x").await.unwrap();
+        assert!(!main.join("hook-ran").exists(), "a hook ran");
+    }
+
     #[tokio::test]
     async fn only_our_branches_are_deleted() {
         let dir = tempfile::tempdir().unwrap();
