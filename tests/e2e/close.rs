@@ -402,3 +402,92 @@ async fn a_daemon_killed_in_the_middle_of_a_merge_finishes_it_once_after_restart
     }
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_failed_step_is_said_and_merge_again_goes_on_from_it() {
+    let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
+    let _daemon = env.start().await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-RETRY").await;
+    let slug = "work-on-close-retry";
+
+    // A check fails between the checks and the merge: gh refuses the merge.
+    block_merge(env.outside.path());
+    env.reply(&thread, "merge");
+    let ok = env
+        .slack
+        .wait_until(WAIT, || merge_waiting(env.outside.path()))
+        .await;
+    assert!(ok, "{:?}", env.post_texts(&thread));
+    FakePr {
+        checks: "failing",
+        ..FakePr::default()
+    }
+    .set(env.outside.path());
+    std::fs::remove_file(env.outside.path().join("merge.waiting")).unwrap();
+    release_merge(env.outside.path());
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            !posts_starting(&env, &thread, "*PM:* I couldn't merge").is_empty()
+        })
+        .await;
+    assert!(ok, "{:?}", env.post_texts(&thread));
+    let failed = posts_starting(&env, &thread, "*PM:* I couldn't merge").remove(0);
+    assert!(
+        failed.contains("is not mergeable: the base branch policy prohibits the merge")
+            && failed.ends_with("The thread stays open; say *merge* again to go on from there."),
+        "{failed}"
+    );
+    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert!(origin_has(&origin, &branch(slug)));
+    let edits = || {
+        gh_log(env.outside.path())
+            .iter()
+            .filter(|l| l.starts_with("pr edit"))
+            .count()
+    };
+    let edits_before = edits();
+
+    // Fixed: "merge" again merges, without writing the description or the journal again.
+    FakePr {
+        checks: "passing",
+        ..FakePr::default()
+    }
+    .set(env.outside.path());
+    say_and_wait_post(&env, &thread, "merge", "*PM:* PR #7 merged").await;
+    assert_eq!(gh_merges(env.outside.path()), ["squash", "squash"]);
+    assert_eq!(edits(), edits_before, "the description was written once");
+    assert_eq!(stage(&env, &thread).await, "closed_merged");
+    assert_eq!(posts_starting(&env, &thread, REPORT).len(), 1);
+    assert!(!worktree_of(&env, slug).exists());
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_pr_closed_on_github_abandons_its_thread() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 6, "timeout": 2},
+        "github": {"prWatchIntervalSecs": 1}
+    }))
+    .await;
+    let _daemon = env.start().await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-GH-CLOSED").await;
+    FakePr {
+        state: "CLOSED",
+        ..FakePr::default()
+    }
+    .set(env.outside.path());
+    let said = "*PM:* PR #7 was closed on GitHub without merging. Thread closed.";
+    let ok = env
+        .slack
+        .wait_until(WAIT, || !posts_starting(&env, &thread, said).is_empty())
+        .await;
+    assert!(ok, "{:?}", env.post_texts(&thread));
+    assert_eq!(stage(&env, &thread).await, "closed_abandoned");
+    assert!(gh_merges(env.outside.path()).is_empty());
+    // Pushed, so its worktree goes; its branch stays on GitHub with the closed PR.
+    assert!(!worktree_of(&env, "work-on-close-gh-closed").exists());
+    assert!(origin_has(&origin, &branch("work-on-close-gh-closed")));
+    assert_eq!(posts_starting(&env, &thread, REPORT).len(), 1);
+    env.assert_clean();
+}

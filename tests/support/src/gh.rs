@@ -116,6 +116,8 @@ if [ "$1" = "pr" ] && [ "$2" = "merge" ]; then
   if [ -f "$here/merge.block" ]; then
     : > "$here/merge.waiting"
     while [ -f "$here/merge.block" ]; do sleep 0.05; done
+    # GitHub decides when the merge reaches it: the state as it is now.
+    if [ -f "$here/pr.env" ]; then . "$here/pr.env"; fi
   fi
   case "$state" in
     MERGED) echo "X Pull request #$number was already merged" >&2; exit 1 ;;
