@@ -25,13 +25,16 @@ use crate::journal::description::Describer;
 use crate::journal::thread_journal::{self, JournalHead};
 use crate::journal::{notes, report, usage};
 use crate::slack::effects::Effects;
-use crate::store::Change;
+use crate::store::{Change, StoreError};
 use crate::thread::approval::normalize;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::history::{Event, History};
 use crate::workspace::disk::ThreadDisk;
-use crate::workspace::pull_request::{self, MergeBlocker, PrState, VIEW_FIELDS, WATCH_FIELDS};
-use crate::workspace::worktree::{self, Worktree};
+use crate::workspace::forge::ForgeError;
+use crate::workspace::pull_request::{
+    self, MergeBlocker, PrState, PullRequestError, VIEW_FIELDS, WATCH_FIELDS,
+};
+use crate::workspace::worktree::{self, Worktree, WorktreeError};
 use crate::workspace::{branch_files, forge, thread_repo};
 
 /// The words that close a thread, whole message, case and punctuation ignored: with
@@ -169,8 +172,20 @@ struct Closing<'a> {
     tree: Option<Worktree>,
 }
 
-/// Why a step failed, for the thread.
-type StepError = String;
+/// Why a step of a close failed; said in the thread.
+#[derive(Debug, thiserror::Error)]
+enum StepError {
+    #[error(transparent)]
+    PullRequest(#[from] PullRequestError),
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
+    #[error("read the thread: {0}")]
+    Store(#[from] StoreError),
+    #[error("the commit's task failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
 
 impl ThreadHandler {
     /// "merge" in a thread whose pull request is open: the checks first, then the close.
@@ -325,23 +340,18 @@ impl ThreadHandler {
                 let Some(pr) = c.pr else { return Ok(None) };
                 self.describer()
                     .write(&c.thread, pr, c.tree.as_ref())
-                    .await
-                    .map_err(|e| e.to_string())?;
+                    .await?;
                 Ok(None)
             }
             Step::Journal => self.commit_journal(c).await,
             Step::Merge => {
                 let Some(pr) = c.pr else { return Ok(None) };
                 // A merge a stop cut off may have happened: never merge twice.
-                let status = pull_request::view(&self.pm.gh, repo, pr.number, WATCH_FIELDS)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                let status = pull_request::view(&self.pm.gh, repo, pr.number, WATCH_FIELDS).await?;
                 if status.state == PrState::Merged {
                     return Ok(None);
                 }
-                pull_request::merge(&self.pm.gh, repo, pr.number, self.merge_strategy)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                pull_request::merge(&self.pm.gh, repo, pr.number, self.merge_strategy).await?;
                 tracing::info!(
                     tag = "INF",
                     "thread {} → merged PR #{} ({})",
@@ -353,9 +363,7 @@ impl ThreadHandler {
             }
             Step::DeleteRemoteBranch => {
                 let Some(tree) = &c.tree else { return Ok(None) };
-                pull_request::delete_remote_branch(repo, &tree.branch)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                pull_request::delete_remote_branch(repo, &tree.branch).await?;
                 Ok(None)
             }
             Step::Cleanup => self.cleanup(c).await,
@@ -372,23 +380,13 @@ impl ThreadHandler {
         };
         let repo = &self.coder.layout.repo;
         if c.kind == CloseKind::MergedOnGitHub
-            && !pull_request::remote_has_branch(repo, &tree.branch)
-                .await
-                .map_err(|e| e.to_string())?
+            && !pull_request::remote_has_branch(repo, &tree.branch).await?
         {
             return Ok(None);
         }
-        self.coder
-            .prepare
-            .ensure_mounted(&tree.path)
-            .await
-            .map_err(|e| e.to_string())?;
-        let history = History::load(&self.store, &c.thread)
-            .await
-            .map_err(|e| e.to_string())?;
-        let used = usage::load(&self.store, &c.thread)
-            .await
-            .map_err(|e| e.to_string())?;
+        self.coder.prepare.ensure_mounted(&tree.path).await?;
+        let history = History::load(&self.store, &c.thread).await?;
+        let used = usage::load(&self.store, &c.thread).await?;
         let permalink = match self
             .outbox
             .sender()
@@ -422,12 +420,8 @@ impl ThreadHandler {
                 &message,
             )
         })
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())?;
-        forge::push_branch(repo, &tree.path, &tree.branch)
-            .await
-            .map_err(|e| e.to_string())?;
+        .await??;
+        forge::push_branch(repo, &tree.path, &tree.branch).await?;
         Ok(None)
     }
 
@@ -454,9 +448,7 @@ impl ThreadHandler {
                 )));
             }
         }
-        worktree::remove(repo, tree)
-            .await
-            .map_err(|e| e.to_string())?;
+        worktree::remove(repo, tree).await?;
         tracing::info!(
             tag = "INF",
             "thread {} → removed {} and {}",
