@@ -407,6 +407,40 @@ mod tests {
         );
     }
 
+    /// A thread is closed once: a second close records nothing, not even what it would say.
+    #[tokio::test]
+    async fn a_thread_is_closed_once() {
+        use crate::domain::Closure;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+        let (m, t) = (msg("1.1"), key("1.1"));
+        store.record_message(&m).await.unwrap();
+        let close = |closure| Change::Closed {
+            thread: &t,
+            closure,
+        };
+        assert!(store.commit(&[close(Closure::Done)], &[]).await.unwrap());
+        assert_eq!(
+            store.stored_thread(&t).await.unwrap().stage,
+            Stage::Closed(Closure::Done)
+        );
+        let said = crate::slack::effects::Effects::new(&t)
+            .reply("closed again", "")
+            .intents();
+        let before = store.thread_effects(&t).await.unwrap().len();
+        assert!(
+            !store
+                .commit(&[close(Closure::Merged), Change::Processed(&m)], &said)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.stored_thread(&t).await.unwrap().stage,
+            Stage::Closed(Closure::Done)
+        );
+        assert_eq!(store.thread_effects(&t).await.unwrap().len(), before);
+    }
+
     #[tokio::test]
     async fn listing_filters_by_stage_after_reading_them_all() {
         let dir = tempfile::tempdir().unwrap();

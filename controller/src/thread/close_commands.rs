@@ -520,7 +520,16 @@ impl ThreadHandler {
             .reply(&report, speaker(Role::Pm))
             .reply(&last, speaker(Role::Pm));
         tracing::info!(tag = "INF", "thread {} → closed ({closure:?})", c.thread);
-        self.record(c.msg, &changes, &effects).await
+        match self.outbox.commit(&changes, &effects).await {
+            Ok(true) => Settle::Settled,
+            // Closed already (or its report recorded): nothing more to say; the message is
+            // handled.
+            Ok(false) => Settle::Processed,
+            Err(e) => {
+                tracing::error!(thread = %c.thread, "record the close: {e}");
+                Settle::Failed
+            }
+        }
     }
 
     /// The usage report's Markdown.
