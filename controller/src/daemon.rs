@@ -7,7 +7,8 @@
 //! daemon there. At start, before anything can start a run, it sorts out what the last stop
 //! cut off ([`crate::reconcile`]) and removes what closed or unknown threads left
 //! ([`crate::workspace::orphans`]); once connected it delivers what the outbox still holds and
-//! answers the messages still pending. Everything it says in Slack goes through the outbox
+//! answers the messages still pending (a close a stop cut off among them), then starts the
+//! PR watcher ([`crate::closing::watcher`]). Everything it says in Slack goes through the outbox
 //! ([`crate::slack::outbox`]), recorded with the change it reports.
 
 use std::future::Future;
@@ -18,9 +19,11 @@ use std::time::Duration;
 use codebutler_agent::tools::path::RepoRoot;
 use tokio_util::sync::CancellationToken;
 
+use crate::closing::watcher::PrWatcher;
 use crate::coder::SlackCoder;
 use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
+use crate::journal::description::Describer;
 use crate::layout::Layout;
 use crate::pm::Pm;
 use crate::postflight::AfterPr;
@@ -113,10 +116,23 @@ pub async fn run(
             tracing::info!("delivered what the outbox held for {threads} thread(s)");
         }
     });
+    // Closes a stop cut off are finished here too: their message is still pending.
     let resumed = dispatcher.resume_pending().await?;
     if resumed > 0 {
         tracing::info!("resuming {resumed} thread(s) with unanswered messages");
     }
+    let watcher_stop = CancellationToken::new();
+    let watcher = tokio::spawn(
+        PrWatcher {
+            store: store.clone(),
+            dispatcher: dispatcher.clone(),
+            supervisor: supervisor.clone(),
+            gh: PathBuf::from(&config.github.cli),
+            repo: layout.repo.clone(),
+            interval: config.github.pr_watch_interval,
+        }
+        .run(watcher_stop.clone()),
+    );
     tracing::info!(
         "listening in channel {} (pm model {})",
         config.slack.channel_id,
@@ -126,6 +142,10 @@ pub async fn run(
     shutdown.await;
     tracing::info!("shutting down: no new messages; finishing work in flight");
     socket.shutdown().await;
+    watcher_stop.cancel();
+    if let Err(e) = watcher.await {
+        tracing::warn!("pr watcher task: {e}");
+    }
     dispatcher.shutdown(SHUTDOWN_GRACE).await;
     supervisor.shutdown().await;
     admin_stop.cancel();
@@ -175,6 +195,11 @@ async fn thread_handler(
         model: config.product_manager.default_model().to_owned(),
         gh: PathBuf::from(&config.github.cli),
     };
+    let describer = Describer {
+        pm: pm.clone(),
+        outbox: outbox.clone(),
+        prepare: supervisor.worktrees().clone(),
+    };
     let coder = SlackCoder {
         prepare: supervisor.worktrees().clone(),
         supervisor,
@@ -185,6 +210,7 @@ async fn thread_handler(
         after_pr: AfterPr {
             store: store.clone(),
             outbox: outbox.clone(),
+            describer,
         },
     };
     Ok(ThreadHandler {
@@ -194,5 +220,6 @@ async fn thread_handler(
         store: store.clone(),
         allowed_users: config.access.allowed_users.clone(),
         max_cost_per_thread: config.coder.max_cost_per_thread,
+        merge_strategy: config.github.merge_strategy,
     })
 }

@@ -10,6 +10,9 @@
 //! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
 //! - [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
 //! - [`postflight`] — the steps once a thread's pull request opened (TODO scan, …);
+//! - [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
+//!   the usage report posted at close;
+//! - [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub;
 //! - [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches, resume);
 //! - [`workspace`] — the worktrees runs work in (per-thread repositories and disks, platform
 //!   preparation, checkpoints, commits, pushes and pull requests);
@@ -22,6 +25,7 @@
 //! - [`daemon`] — wiring.
 
 pub mod admin;
+pub mod closing;
 pub mod coder;
 pub mod config;
 pub mod daemon;
@@ -29,6 +33,7 @@ pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+pub mod journal;
 pub mod layout;
 pub mod logging;
 pub mod pm;

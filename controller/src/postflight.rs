@@ -1,5 +1,6 @@
 //! What happens once after a thread's pull request opened: the steps of
-//! `plan-v2-long.md` §24.4, run when the run that opened it has been reported
+//! `plan-v2-long.md` §24.4 — the TODO scan, then the pull request's description written
+//! from the thread ([`Describer`]) — run when the run that opened it has been reported
 //! ([`AfterPr::run`]), and at start for threads a stop cut off half-way
 //! ([`AfterPr::resume_all`]).
 //!
@@ -8,16 +9,22 @@
 //! unsaid (it runs again) or done and said (it never runs again). A step that fails is
 //! logged and left not done, for the next start.
 
+use std::path::PathBuf;
+
 use crate::domain::{RunRecord, Stage, ThreadKey};
+use crate::journal::description::Describer;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store};
 use crate::workspace::branch_diff::{self, AddedLine};
+use crate::workspace::worktree::Worktree;
 
 /// The steps after a pull request opened, in the order they run.
-pub const STEPS: [&str; 1] = [TODO_SCAN];
+pub const STEPS: [&str; 2] = [TODO_SCAN, PR_DESCRIPTION];
 /// The step that tells the thread what TODOs the Coder left.
 const TODO_SCAN: &str = "todo_scan";
+/// The step that writes the pull request's description from the thread.
+const PR_DESCRIPTION: &str = "pr_description";
 /// Most TODOs listed by file and line.
 const MAX_LISTED_TODOS: usize = 5;
 /// Longest a TODO's text is shown.
@@ -28,6 +35,8 @@ const MAX_TODO_TEXT: usize = 80;
 pub struct AfterPr {
     pub store: Store,
     pub outbox: Outbox,
+    /// Writes the pull request's description (`pr_description`).
+    pub describer: Describer,
 }
 
 impl AfterPr {
@@ -37,6 +46,7 @@ impl AfterPr {
             return;
         };
         self.todo_scan(thread, &run).await;
+        self.pr_description(thread, &run).await;
     }
 
     /// Runs the steps a stop cut off, for every thread whose pull request is open.
@@ -130,6 +140,50 @@ impl AfterPr {
                 todos.len()
             ),
             Err(e) => tracing::error!(thread = %thread, "record the TODO scan: {e}"),
+        }
+    }
+}
+
+impl AfterPr {
+    /// Writes the pull request's description from the thread (`gh pr edit`); a failure is
+    /// logged and left for the next start.
+    async fn pr_description(&self, thread: &ThreadKey, run: &RunRecord) {
+        match self.store.step_done(thread, PR_DESCRIPTION).await {
+            Ok(false) => {}
+            Ok(true) => return,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the thread's steps: {e}");
+                return;
+            }
+        }
+        let pr = match self.store.thread_record(thread).await {
+            Ok(Some(record)) => record.pull_request,
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the thread's pull request: {e}");
+                return;
+            }
+        };
+        let Some(pr) = pr else { return };
+        let tree = Worktree {
+            path: PathBuf::from(&run.worktree),
+            branch: run.branch.clone(),
+        };
+        if let Err(e) = self.describer.write(thread, &pr, Some(&tree)).await {
+            tracing::error!(thread = %thread, "write the description of PR #{}: {e}", pr.number);
+            return;
+        }
+        let step = Change::StepDone {
+            thread,
+            step: PR_DESCRIPTION,
+        };
+        match self.outbox.commit(&[step], &Effects::new(thread)).await {
+            Ok(_) => tracing::info!(
+                tag = "PM",
+                "thread {thread} → wrote the description of PR #{}",
+                pr.number
+            ),
+            Err(e) => tracing::error!(thread = %thread, "record the PR description: {e}"),
         }
     }
 }

@@ -9,6 +9,7 @@ mod approval;
 mod boundary;
 mod caching;
 mod chaos;
+mod close;
 mod config_errors;
 mod followups;
 mod intake;

@@ -1,6 +1,11 @@
-//! Who may use the bot and how much (`access`), and the GitHub CLI it uses (`github`).
+//! Who may use the bot and how much (`access`), and how it works with GitHub (`github`:
+//! the CLI, the merge strategy, the PR watcher's interval).
+
+use std::time::Duration;
 
 use serde::Deserialize;
+
+use crate::workspace::pull_request::MergeStrategy;
 
 use super::ConfigError;
 use super::origin::Origin;
@@ -17,12 +22,19 @@ pub struct AccessConfig {
     pub max_worktree_disk_mb: u64,
 }
 
-/// GitHub CLI.
+/// How the daemon works with GitHub.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GithubConfig {
     /// The `gh` executable (a name looked up on PATH, or a path).
     pub cli: String,
+    /// How "merge" in a thread merges its pull request.
+    pub merge_strategy: MergeStrategy,
+    /// How often the PR watcher polls the open pull requests of the threads.
+    pub pr_watch_interval: Duration,
 }
+
+/// Longest `github.prWatchIntervalSecs` may be: a day.
+const MAX_WATCH_INTERVAL_SECS: u64 = 86_400;
 
 /// What a file may say in `access`.
 #[derive(Debug, Default, Deserialize)]
@@ -63,13 +75,34 @@ impl AccessFile {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct GithubFile {
     cli: Option<String>,
+    merge_strategy: Option<String>,
+    pr_watch_interval_secs: Option<u64>,
 }
 
 impl GithubFile {
-    /// The section with its default.
-    pub fn resolve(self) -> GithubConfig {
-        GithubConfig {
-            cli: self.cli.unwrap_or_else(|| "gh".into()),
+    /// The section with its defaults: `gh`, squash, 60 s; the strategy must be one of
+    /// squash, merge, rebase and the interval between 1 s and a day.
+    pub fn resolve(self, origin: &Origin) -> Result<GithubConfig, ConfigError> {
+        let merge_strategy = match self.merge_strategy {
+            None => MergeStrategy::default(),
+            Some(name) => MergeStrategy::parse(&name).ok_or_else(|| {
+                origin.field_error(
+                    "github.mergeStrategy",
+                    format!("`{name}` is not one of squash, merge, rebase"),
+                )
+            })?,
+        };
+        let secs = self.pr_watch_interval_secs.unwrap_or(60);
+        if !(1..=MAX_WATCH_INTERVAL_SECS).contains(&secs) {
+            return Err(origin.field_error(
+                "github.prWatchIntervalSecs",
+                format!("{secs} is not between 1 and {MAX_WATCH_INTERVAL_SECS} seconds"),
+            ));
         }
+        Ok(GithubConfig {
+            cli: self.cli.unwrap_or_else(|| "gh".into()),
+            merge_strategy,
+            pr_watch_interval: Duration::from_secs(secs),
+        })
     }
 }

@@ -119,6 +119,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let product_manager = file.product_manager.resolve(origin)?;
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin)?;
+    let github = file.github.resolve(origin)?;
     Ok(Config {
         slack,
         openrouter,
@@ -127,7 +128,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         product_manager,
         artist: file.artist.resolve(),
         access,
-        github: file.github.resolve(),
+        github,
         sandbox: file.sandbox.resolve(),
         fetch: file.fetch,
         build: file.build.resolve(origin)?,

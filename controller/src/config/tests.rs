@@ -1,6 +1,7 @@
 //! The configuration loader end to end: real files in a scratch directory, through [`load`].
 
 use super::*;
+use crate::workspace::pull_request::MergeStrategy;
 
 struct Files {
     _dir: tempfile::TempDir,
@@ -192,6 +193,46 @@ fn max_cost_per_thread_defaults_to_ten_dollars_and_refuses_negatives() {
         e.contains("field `coder.maxCostPerThread`: -1 is not"),
         "{e}"
     );
+}
+
+#[test]
+fn github_merge_strategy_and_watch_interval_default_and_are_checked() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        (c.github.merge_strategy, c.github.pr_watch_interval),
+        (MergeStrategy::Squash, std::time::Duration::from_secs(60))
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"github":{"mergeStrategy":"rebase","prWatchIntervalSecs":5}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        (c.github.merge_strategy, c.github.pr_watch_interval),
+        (MergeStrategy::Rebase, std::time::Duration::from_secs(5))
+    );
+    for (github, expected) in [
+        (
+            r#"{"mergeStrategy":"octopus"}"#,
+            "field `github.mergeStrategy`: `octopus` is not one of squash, merge, rebase",
+        ),
+        (
+            r#"{"prWatchIntervalSecs":0}"#,
+            "field `github.prWatchIntervalSecs`: 0 is not between 1 and 86400 seconds",
+        ),
+        (
+            r#"{"prWatchIntervalSecs":-5}"#,
+            "github.prWatchIntervalSecs",
+        ),
+    ] {
+        let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"github":{github}}}"#);
+        let f = files(Some(GLOBAL), Some(&repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{e}");
+    }
 }
 
 #[test]

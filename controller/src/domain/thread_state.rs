@@ -7,12 +7,13 @@
 //! so it is never copied into the thread's row where it could go stale.
 //!
 //! A thread whose pull request is open behaves as an approved one (its runs decide), so
-//! [`Stage::PrOpened`] needs no [`ThreadState`] of its own; a closed one does.
+//! [`Stage::PrOpened`] needs no [`ThreadState`] of its own; its ended run carries the pull
+//! request, which is what the close words act on. A closed one has its own state.
 
 use super::{Plan, RunRecord};
 
 /// What the store keeps of a thread's stage: the thread's lifecycle,
-/// `created → planning → working → pr_opened → closed (merged | abandoned)`, with planning
+/// `created → planning → working → pr_opened → closed (merged | abandoned | done)`, with planning
 /// split in two because a waiting plan changes what a message means.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -37,11 +38,13 @@ pub enum Closure {
     Merged,
     /// Closed without merging.
     Abandoned,
+    /// Closed with "done" in a thread without a pull request: the work needed none.
+    Done,
 }
 
 impl Stage {
     /// Every stage, in lifecycle order.
-    pub const ALL: [Stage; 7] = [
+    pub const ALL: [Stage; 8] = [
         Self::Created,
         Self::Conversing,
         Self::PlanPending,
@@ -49,6 +52,7 @@ impl Stage {
         Self::PrOpened,
         Self::Closed(Closure::Merged),
         Self::Closed(Closure::Abandoned),
+        Self::Closed(Closure::Done),
     ];
 
     /// The stored name.
@@ -61,6 +65,7 @@ impl Stage {
             Self::PrOpened => "pr_opened",
             Self::Closed(Closure::Merged) => "closed_merged",
             Self::Closed(Closure::Abandoned) => "closed_abandoned",
+            Self::Closed(Closure::Done) => "closed_done",
         }
     }
 
@@ -71,7 +76,7 @@ impl Stage {
 
     /// The lifecycle's name for people and the PM: `created`, `planning` (talking with the PM,
     /// or a plan waiting), `working` (approved: the Coder's runs), `pr_opened`,
-    /// `closed (merged)`, `closed (abandoned)`.
+    /// `closed (merged)`, `closed (abandoned)`, `closed (done)`.
     pub fn lifecycle(self) -> &'static str {
         match self {
             Self::Created => "created",
@@ -80,6 +85,7 @@ impl Stage {
             Self::PrOpened => "pr_opened",
             Self::Closed(Closure::Merged) => "closed (merged)",
             Self::Closed(Closure::Abandoned) => "closed (abandoned)",
+            Self::Closed(Closure::Done) => "closed (done)",
         }
     }
 
@@ -114,7 +120,11 @@ pub enum ThreadState {
     /// The thread's Coder is running (or queued).
     CoderRunning,
     /// The thread's latest run ended; a new message goes on from it.
-    RunEnded { last: Box<RunRecord> },
+    RunEnded {
+        last: Box<RunRecord>,
+        /// The thread's open pull request, once its Coder opened one: what "merge" merges.
+        pr: Option<PullRequestRef>,
+    },
     /// A person closed the thread: new work belongs in a new thread.
     Closed(Closure),
 }
@@ -154,7 +164,8 @@ mod tests {
                 "working",
                 "pr_opened",
                 "closed (merged)",
-                "closed (abandoned)"
+                "closed (abandoned)",
+                "closed (done)"
             ]
         );
     }

@@ -469,7 +469,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("s.db")).await.unwrap();
         let plan = r#"{"summary":"Fix expiry","steps":["Edit it"],"files":["src/a.rs"]}"#;
-        for ts in ["1.1", "2.1", "3.1", "4.1"] {
+        for ts in ["1.1", "2.1", "3.1", "4.1", "5.1"] {
             let msg = IncomingMessage {
                 channel: "C1".into(),
                 ts: ts.into(),
@@ -479,7 +479,7 @@ mod tests {
                 event_id: None,
             };
             store.record_message(&msg).await.unwrap();
-            if ts != "1.1" {
+            if ts != "1.1" && ts != "5.1" {
                 store.set_plan(&msg.thread(), plan).await.unwrap();
             }
             if ts == "3.1" || ts == "4.1" {
@@ -492,6 +492,11 @@ mod tests {
             }
         }
         sqlx::query("UPDATE threads SET state = 'closed_merged' WHERE thread_ts = '4.1'")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        // Closed with "done", without a pull request.
+        sqlx::query("UPDATE threads SET state = 'closed_done' WHERE thread_ts = '5.1'")
             .execute(&store.pool)
             .await
             .unwrap();
@@ -515,6 +520,7 @@ mod tests {
                 "Thread 2.1 [state: planning]",
                 "Thread 3.1 [state: pr_opened]",
                 "Thread 4.1 [state: closed (merged)]",
+                "Thread 5.1 [state: closed (done)]",
             ]
         );
         let mut active = listed("active").await;

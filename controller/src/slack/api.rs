@@ -279,6 +279,44 @@ impl Sender {
         Ok(())
     }
 
+    /// The web address of a message (`chat.getPermalink`), on the workspace's own domain.
+    pub async fn permalink(&self, channel: &str, ts: &str) -> Result<String, SlackError> {
+        let request = SlackApiChatGetPermalinkRequest::new(channel.into(), ts.into());
+        let response = self
+            .retrying("chat.getPermalink", || async {
+                self.client
+                    .open_session(&self.token)
+                    .chat_get_permalink(&request)
+                    .await
+            })
+            .await?;
+        Ok(response.permalink.to_string())
+    }
+
+    /// The name people see for `user` (`users.info`): the profile's display name, else
+    /// its real name, else `None`.
+    pub async fn user_name(&self, user: &str) -> Result<Option<String>, SlackError> {
+        let request = SlackApiUsersInfoRequest::new(user.into());
+        let response = self
+            .retrying("users.info", || async {
+                self.client
+                    .open_session(&self.token)
+                    .users_info(&request)
+                    .await
+            })
+            .await?;
+        let user = response.user;
+        let (display, real) = user
+            .profile
+            .map(|p| (p.display_name, p.real_name))
+            .unwrap_or((None, None));
+        Ok([display, real, user.real_name]
+            .into_iter()
+            .flatten()
+            .map(|n| n.trim().to_owned())
+            .find(|n| !n.is_empty()))
+    }
+
     /// Adds a reaction; one that is already there is fine.
     pub async fn react(&self, channel: &str, ts: &str, name: &str) -> Result<(), SlackError> {
         let request = SlackApiReactionsAddRequest::new(channel.into(), name.into(), ts.into());

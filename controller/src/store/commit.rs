@@ -9,6 +9,7 @@ use sqlx::SqliteConnection;
 
 use super::outbox::{NewIntent, enqueue};
 use super::{IncomingMessage, Store, StoreError, ThreadKey, now};
+use crate::domain::{Closure, Stage};
 
 /// A change recorded by [`Store::commit`].
 #[derive(Clone, Copy, Debug)]
@@ -48,6 +49,11 @@ pub enum Change<'a> {
     StepDone {
         thread: &'a ThreadKey,
         step: &'a str,
+    },
+    /// The thread is closed, as `closure` says.
+    Closed {
+        thread: &'a ThreadKey,
+        closure: Closure,
     },
 }
 
@@ -191,6 +197,22 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             .await?
             .rows_affected();
             return Ok(marked == 1);
+        }
+        Change::Closed { thread, closure } => {
+            // Closed once: a thread closed already is not closed again (and what would
+            // be said with it is not said).
+            let closed = sqlx::query(
+                "UPDATE threads SET state = ?, updated_at = ? \
+                 WHERE channel_id = ? AND thread_ts = ? AND state NOT LIKE 'closed%'",
+            )
+            .bind(Stage::Closed(closure).as_str())
+            .bind(&now)
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            return Ok(closed == 1);
         }
     }
     Ok(true)

@@ -130,6 +130,25 @@ struct UsageTotalsRow {
     cost: f64,
 }
 
+/// A role's usage in a thread, as [`Store::usage_by_role`] reads it.
+#[derive(sqlx::FromRow)]
+struct RoleTotalsRow {
+    role: String,
+    calls: i64,
+    prompt_tokens: i64,
+    cached_tokens: i64,
+    completion_tokens: i64,
+    cost: f64,
+}
+
+/// One role's usage in a thread.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoleTotals {
+    /// The role the gateway recorded (`pm`, `coder`, …).
+    pub role: String,
+    pub totals: UsageTotals,
+}
+
 /// A row of `threads` as [`Store::list_threads`] reads it.
 #[derive(sqlx::FromRow)]
 struct ThreadSummaryRow {
@@ -367,6 +386,34 @@ impl Store {
             completion_tokens: row.completion_tokens,
             cost: row.cost,
         })
+    }
+
+    /// A thread's usage per role (as the gateway recorded it), roles in the order of their
+    /// first call.
+    pub async fn usage_by_role(&self, thread: &ThreadKey) -> Result<Vec<RoleTotals>, StoreError> {
+        let rows = sqlx::query_as::<_, RoleTotalsRow>(
+            "SELECT role, COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, \
+             COALESCE(SUM(cached_tokens), 0) AS cached_tokens, \
+             COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost), 0.0) AS cost \
+             FROM usage WHERE channel_id = ? AND thread_ts = ? GROUP BY role ORDER BY MIN(created_at), role",
+        )
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| RoleTotals {
+                role: r.role,
+                totals: UsageTotals {
+                    calls: r.calls,
+                    prompt_tokens: r.prompt_tokens,
+                    cached_tokens: r.cached_tokens,
+                    completion_tokens: r.completion_tokens,
+                    cost: r.cost,
+                },
+            })
+            .collect())
     }
 
     /// Records the thread's structured plan (JSON).

@@ -30,12 +30,16 @@ pub struct StoredThread {
     pub plan: Option<Plan>,
     /// The latest run in the thread.
     pub latest_run: Option<RunRecord>,
+    /// The pull request its Coder opened, if one was.
+    pub pull_request: Option<PullRequestRef>,
 }
 
 #[derive(sqlx::FromRow)]
 struct ThreadRow {
     state: String,
     plan: Option<String>,
+    pr_number: Option<i64>,
+    pr_url: Option<String>,
 }
 
 /// A thread's place in its lifecycle, as `runnerctl` shows it.
@@ -81,15 +85,15 @@ impl Store {
         thread: &ThreadKey,
     ) -> Result<StoredThread, ThreadStateError> {
         let row: Option<ThreadRow> = sqlx::query_as(
-            "SELECT state, plan FROM threads WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT state, plan, pr_number, pr_url FROM threads WHERE channel_id = ? AND thread_ts = ?",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await
         .map_err(StoreError::from)?;
-        let (stage, plan) = match row {
-            None => (Stage::Conversing, None),
+        let (stage, plan, pull_request) = match row {
+            None => (Stage::Conversing, None, None),
             Some(row) => {
                 let stage =
                     Stage::parse(&row.state).ok_or_else(|| ThreadStateError::UnknownStage {
@@ -104,7 +108,8 @@ impl Store {
                         thread: thread.to_string(),
                         source,
                     })?;
-                (stage, plan)
+                let pull_request = pull_request(thread, row.pr_number, row.pr_url)?;
+                (stage, plan, pull_request)
             }
         };
         let latest_run = self.latest_run(&thread.thread_ts).await?;
@@ -112,6 +117,7 @@ impl Store {
             stage,
             plan,
             latest_run,
+            pull_request,
         })
     }
 }
@@ -399,6 +405,40 @@ mod tests {
             (record.stage, record.pull_request),
             (Stage::Closed(crate::domain::Closure::Merged), Some(pr(7)))
         );
+    }
+
+    /// A thread is closed once: a second close records nothing, not even what it would say.
+    #[tokio::test]
+    async fn a_thread_is_closed_once() {
+        use crate::domain::Closure;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+        let (m, t) = (msg("1.1"), key("1.1"));
+        store.record_message(&m).await.unwrap();
+        let close = |closure| Change::Closed {
+            thread: &t,
+            closure,
+        };
+        assert!(store.commit(&[close(Closure::Done)], &[]).await.unwrap());
+        assert_eq!(
+            store.stored_thread(&t).await.unwrap().stage,
+            Stage::Closed(Closure::Done)
+        );
+        let said = crate::slack::effects::Effects::new(&t)
+            .reply("closed again", "")
+            .intents();
+        let before = store.thread_effects(&t).await.unwrap().len();
+        assert!(
+            !store
+                .commit(&[close(Closure::Merged), Change::Processed(&m)], &said)
+                .await
+                .unwrap()
+        );
+        assert_eq!(
+            store.stored_thread(&t).await.unwrap().stage,
+            Stage::Closed(Closure::Done)
+        );
+        assert_eq!(store.thread_effects(&t).await.unwrap().len(), before);
     }
 
     #[tokio::test]

@@ -57,7 +57,7 @@ pub fn is_approval(text: &str) -> bool {
 
 /// Lower-cased, without `<@U…>` mentions or `@codebutler.*` addresses, trailing and leading
 /// punctuation stripped, inner whitespace collapsed.
-fn normalize(text: &str) -> String {
+pub(super) fn normalize(text: &str) -> String {
     let words: Vec<String> = text
         .split_whitespace()
         .filter(|w| !(w.starts_with("<@") && w.ends_with('>')))

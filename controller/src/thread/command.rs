@@ -2,17 +2,22 @@
 //! [`ThreadState`] into one [`Command`], with no I/O, so the thread's rules read (and are
 //! tested) as one table. [`crate::thread::handler`] applies the command.
 //!
-//! The order of the rules is the policy: a button click is judged by its button; someone not
-//! on the allow-list gets only a refusal; a closed thread takes no more work (a question
-//! about it reaches the PM read-only, see [`is_question`]; anything else gets a short
-//! reply); "undo" and
-//! "budget $N" work in any other state; a running
-//! Coder takes everything else first; then an approval of a pending plan, a follow-up on an
-//! ended run, a message for another role, and last the PM.
+//! The order of the rules is the policy: a button click is judged by its button, and what the
+//! PR watcher saw on GitHub by the thread's state; someone not on the allow-list gets only a
+//! refusal; a closed thread takes no more work (a question about it reaches the PM
+//! read-only, see [`is_question`]; anything else gets a short reply); "undo" and
+//! "budget $N" work in any other state; a running Coder takes everything else first (a close
+//! word only gets "stop the Coder first"); then an approval of a pending plan, a close word
+//! ("merge", "abandon", "done"), a follow-up on an ended run, a message for another role,
+//! and last the PM.
 
-use crate::domain::{ButtonAction, Click, IncomingMessage, Mention, Role, RunRecord, ThreadState};
+use crate::closing::event::PrEvent;
+use crate::domain::{
+    ButtonAction, Click, IncomingMessage, Mention, PullRequestRef, Role, RunRecord, ThreadState,
+};
 use crate::thread::approval::{is_approval, is_stop, is_undo};
 use crate::thread::budget::parse_budget_command;
+use crate::thread::close_commands::{CloseWord, close_word};
 use crate::thread::routing::{Route, mentioned_roles, route};
 
 /// What a message asks of its thread.
@@ -45,6 +50,23 @@ pub enum Command {
     /// Anything else while the Coder runs: the answer to its question, or a message for its
     /// next turn.
     ToRunningCoder,
+    /// A close word ("merge", "abandon", "done") while the Coder runs: stop it first.
+    CloseWhileCoderRuns,
+    /// "merge", "ship it"… once the thread's pull request is open: merge it and close.
+    Merge { pr: PullRequestRef },
+    /// "merge" in a thread without a pull request: nothing to merge.
+    NothingToMerge,
+    /// "abandon", "close without merging": close without merging (its pull request, if
+    /// any, is left open on GitHub).
+    Abandon { pr: Option<PullRequestRef> },
+    /// "done" in a thread without a pull request: close it.
+    Done,
+    /// The PR watcher saw the thread's pull request merged (or closed) on GitHub: close the
+    /// thread the same way.
+    EndedOnGitHub { event: PrEvent, pr: PullRequestRef },
+    /// What the PR watcher saw while the Coder runs, or in a thread with no open pull
+    /// request: nothing now (the watcher sees it again at its next poll).
+    WatchLater,
     /// A typed approval of the waiting plan.
     Approve,
     /// An approval word after the plan's run ended: not new work.
@@ -63,6 +85,15 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
     if let Some(click) = Click::parse(&msg.text) {
         return classify_click(click, allowed, state);
     }
+    if let Some(event) = PrEvent::parse(&msg.text) {
+        return match state {
+            ThreadState::RunEnded { pr: Some(pr), .. } => Command::EndedOnGitHub {
+                event,
+                pr: pr.clone(),
+            },
+            _ => Command::WatchLater,
+        };
+    }
     let text = msg.text.as_str();
     if !allowed {
         return Command::NotAllowed;
@@ -79,6 +110,8 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
     if *state == ThreadState::CoderRunning {
         return if is_stop(text) {
             Command::StopCoder
+        } else if close_word(text).is_some() {
+            Command::CloseWhileCoderRuns
         } else {
             Command::ToRunningCoder
         };
@@ -93,7 +126,13 @@ pub fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Comman
     match state {
         ThreadState::Closed(_) => return after_close(text),
         ThreadState::PlanPending { .. } if is_approval(text) => return Command::Approve,
-        ThreadState::RunEnded { last }
+        _ => {}
+    }
+    if let Some(word) = close_word(text) {
+        return classify_close(word, state);
+    }
+    match state {
+        ThreadState::RunEnded { last, .. }
             if !mentioned_roles(text).contains(&Mention::Role(Role::Pm)) =>
         {
             return if is_approval(text) {
@@ -142,6 +181,22 @@ pub fn is_question(text: &str) -> bool {
     first.is_some_and(|word| QUESTION_WORDS.contains(&word.as_str()))
 }
 
+/// A close word, past a running Coder and a pending plan's approval: "merge" needs the
+/// thread's open pull request; "done" merges it when there is one and otherwise closes the
+/// thread; "abandon" closes it either way.
+fn classify_close(word: CloseWord, state: &ThreadState) -> Command {
+    let pr = match state {
+        ThreadState::RunEnded { pr, .. } => pr.clone(),
+        _ => None,
+    };
+    match (word, pr) {
+        (CloseWord::Merge | CloseWord::Done, Some(pr)) => Command::Merge { pr },
+        (CloseWord::Merge, None) => Command::NothingToMerge,
+        (CloseWord::Done, None) => Command::Done,
+        (CloseWord::Abandon, pr) => Command::Abandon { pr },
+    }
+}
+
 /// A button click: the same rules as the typed words, judged by the button.
 fn classify_click(click: Click, allowed: bool, state: &ThreadState) -> Command {
     if !allowed {
@@ -166,6 +221,13 @@ fn classify_click(click: Click, allowed: bool, state: &ThreadState) -> Command {
 mod tests {
     use super::*;
     use crate::domain::{Closure, Plan, RunState, ThreadKey};
+
+    fn pr() -> PullRequestRef {
+        PullRequestRef {
+            number: 7,
+            url: "https://github.com/acme/app/pull/7".into(),
+        }
+    }
 
     fn msg(text: &str) -> IncomingMessage {
         IncomingMessage {
@@ -232,6 +294,11 @@ mod tests {
         use ThreadState::{CoderRunning, Conversing, Preparing};
         let run_ended = ThreadState::RunEnded {
             last: Box::new(ended()),
+            pr: None,
+        };
+        let pr_open = ThreadState::RunEnded {
+            last: Box::new(ended()),
+            pr: Some(pr()),
         };
         let follow_up = FollowUp {
             last: Box::new(ended()),
@@ -264,6 +331,49 @@ mod tests {
                 ThreadClosed,
             ),
             ("now rename it?", true, abandoned, QuestionAfterClose),
+            ("merge", true, merged.clone(), ThreadClosed),
+            (
+                "done",
+                true,
+                ThreadState::Closed(Closure::Done),
+                ThreadClosed,
+            ),
+            ("abandon", true, merged, ThreadClosed),
+            ("merge", false, pr_open.clone(), NotAllowed),
+            ("merge", true, pr_open.clone(), Merge { pr: pr() }),
+            ("Merge it!", true, pr_open.clone(), Merge { pr: pr() }),
+            ("ship it", true, pr_open.clone(), Merge { pr: pr() }),
+            ("DONE", true, pr_open.clone(), Merge { pr: pr() }),
+            ("<@U0BOT> done.", true, pr_open.clone(), Merge { pr: pr() }),
+            (
+                "merge the two functions",
+                true,
+                pr_open.clone(),
+                FollowUp {
+                    last: Box::new(ended()),
+                },
+            ),
+            ("abandon", true, pr_open.clone(), Abandon { pr: Some(pr()) }),
+            (
+                "close without merging",
+                true,
+                pr_open.clone(),
+                Abandon { pr: Some(pr()) },
+            ),
+            ("yes", true, pr_open.clone(), AlreadyCarriedOut),
+            ("merge", true, run_ended.clone(), NothingToMerge),
+            ("done", true, run_ended.clone(), Done),
+            ("abandon", true, run_ended.clone(), Abandon { pr: None }),
+            ("done", true, Conversing, Done),
+            ("merge", true, Conversing, NothingToMerge),
+            ("done", true, pending(), Done),
+            ("abandon", true, pending(), Abandon { pr: None }),
+            // An approval word first approves a waiting plan.
+            ("ship it", true, pending(), Approve),
+            ("abandon", true, Preparing, Abandon { pr: None }),
+            ("merge", true, CoderRunning, CloseWhileCoderRuns),
+            ("done", true, CoderRunning, CloseWhileCoderRuns),
+            ("abandon", true, CoderRunning, CloseWhileCoderRuns),
             ("yes", false, pending(), NotAllowed),
             ("how do we deploy?", false, Conversing, NotAllowed),
             ("how do we deploy?", true, Conversing, AskPm),
@@ -322,6 +432,40 @@ mod tests {
                 expected,
                 "{text:?} allowed={allowed} in {state:?}"
             );
+        }
+    }
+
+    /// What the PR watcher stored is judged by the thread's state, whoever the allow-list
+    /// names.
+    #[test]
+    fn watcher_events() {
+        let pr_open = ThreadState::RunEnded {
+            last: Box::new(ended()),
+            pr: Some(pr()),
+        };
+        for event in [PrEvent::Merged, PrEvent::Closed] {
+            let text = event.to_text(7);
+            for allowed in [true, false] {
+                assert_eq!(
+                    classify(&msg(&text), allowed, &pr_open),
+                    Command::EndedOnGitHub { event, pr: pr() }
+                );
+            }
+            for state in [
+                ThreadState::CoderRunning,
+                ThreadState::Closed(Closure::Merged),
+                ThreadState::Conversing,
+                ThreadState::RunEnded {
+                    last: Box::new(ended()),
+                    pr: None,
+                },
+            ] {
+                assert_eq!(
+                    classify(&msg(&text), true, &state),
+                    Command::WatchLater,
+                    "{state:?}"
+                );
+            }
         }
     }
 
@@ -419,6 +563,7 @@ mod tests {
     fn past_a_running_coder_the_thread_rules_apply() {
         let run_ended = ThreadState::RunEnded {
             last: Box::new(ended()),
+            pr: None,
         };
         assert_eq!(
             classify_past_coder(&msg("go on"), &run_ended),

@@ -16,10 +16,12 @@ use crate::pm::Pm;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store, ThreadStateError};
+use crate::thread::close_commands::CloseKind;
 use crate::thread::command::{Command, classify, classify_past_coder};
 use crate::thread::dispatch::MessageHandler;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
+use crate::workspace::pull_request::MergeStrategy;
 
 /// Handles a thread's messages with the PM and the Coder.
 #[derive(Debug)]
@@ -33,6 +35,8 @@ pub struct ThreadHandler {
     pub allowed_users: Vec<String>,
     /// `coder.maxCostPerThread`: a thread's budget unless it sets its own.
     pub max_cost_per_thread: f64,
+    /// `github.mergeStrategy`: how "merge" merges the thread's pull request.
+    pub merge_strategy: MergeStrategy,
 }
 
 /// What is left to record of a message once its command was applied.
@@ -151,6 +155,13 @@ impl ThreadHandler {
             Command::SetBudget(cap) => self.set_budget(msg, cap).await,
             Command::StopCoder => self.stop_coder(msg).await,
             Command::ToRunningCoder => self.to_running_coder(msg).await,
+            Command::CloseWhileCoderRuns => self.answer(msg, Role::Pm, CODER_RUNS).await,
+            Command::Merge { pr } => self.merge(msg, &pr).await,
+            Command::NothingToMerge => self.answer(msg, Role::Pm, NOTHING_TO_MERGE).await,
+            Command::Abandon { pr } => self.close(msg, CloseKind::Abandon, pr.as_ref()).await,
+            Command::Done => self.close(msg, CloseKind::Done, None).await,
+            Command::EndedOnGitHub { event, pr } => self.ended_on_github(msg, event, &pr).await,
+            Command::WatchLater => Settle::Processed,
             Command::Approve => self.approve(msg).await,
             Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, CARRIED_OUT).await,
             Command::FollowUp { last } => self.follow_up(msg, &last).await,
@@ -249,6 +260,9 @@ pub(super) fn speaker(role: Role) -> &'static str {
 const NOT_ALLOWED: &str = "Sorry, I only take requests from the people on this channel's allow-list (`access.allowedUsers`). Ask whoever runs CodeButler to add you.";
 pub(super) const THREAD_CLOSED: &str =
     "This thread is closed. For new work, start a new thread in the channel.";
+const CODER_RUNS: &str =
+    "The Coder is still working: stop the Coder first (say **stop**), then close the thread.";
+const NOTHING_TO_MERGE: &str = "This thread has no pull request to merge. Say **done** to close it, or **abandon** to close it without its work.";
 const EARLIER_PLAN: &str =
     "That button belongs to an earlier plan; use the buttons on the latest one.";
 const CARRIED_OUT: &str = "That plan was carried out already. Tell me what to change next, say **continue** to go on, or **undo** to drop my last run's changes.";

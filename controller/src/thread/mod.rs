@@ -1,11 +1,13 @@
 //! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
 //! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
-//! (`coder_commands`, `plan_commands`, `pm_turn`). The words it understands are in
-//! [`approval`], [`budget`] and [`routing`]; [`history`] reads a thread's past back.
+//! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`]). The words it
+//! understands are in [`approval`], [`budget`], [`routing`] and [`close_commands`];
+//! [`history`] reads a thread's past back.
 
 pub mod approval;
 pub mod budget;
+pub mod close_commands;
 mod coder_commands;
 pub mod command;
 pub mod dispatch;

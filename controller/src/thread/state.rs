@@ -28,6 +28,9 @@ pub fn thread_state(
             Some(last) if last.thread == *thread && last.state.is_final() => {
                 ThreadState::RunEnded {
                     last: Box::new(last),
+                    pr: stored
+                        .pull_request
+                        .filter(|_| stored.stage == Stage::PrOpened),
                 }
             }
             _ => ThreadState::Preparing,
@@ -98,6 +101,7 @@ mod tests {
                 false,
                 ThreadState::RunEnded {
                     last: Box::new(ended.clone()),
+                    pr: None,
                 },
             ),
             (
@@ -164,6 +168,7 @@ mod tests {
                 false,
                 ThreadState::RunEnded {
                     last: Box::new(ended.clone()),
+                    pr: None,
                 },
             ),
             (
@@ -193,12 +198,39 @@ mod tests {
                 stage,
                 plan: plan.cloned(),
                 latest_run,
+                pull_request: None,
             };
             let label = format!("{stored:?} active={active}");
             assert_eq!(
                 thread_state(stored, &thread("1.1"), active).unwrap(),
                 expected,
                 "{label}"
+            );
+        }
+    }
+
+    /// An ended run carries the thread's pull request while it is open, and only then.
+    #[test]
+    fn an_ended_run_carries_the_open_pull_request() {
+        let pr = crate::domain::PullRequestRef {
+            number: 7,
+            url: "https://github.com/acme/app/pull/7".into(),
+        };
+        let ended = run("1.1", RunState::Finished);
+        for (stage, expected) in [(Stage::PrOpened, Some(pr.clone())), (Stage::Approved, None)] {
+            let stored = StoredThread {
+                stage,
+                plan: None,
+                latest_run: Some(ended.clone()),
+                pull_request: Some(pr.clone()),
+            };
+            assert_eq!(
+                thread_state(stored, &thread("1.1"), false).unwrap(),
+                ThreadState::RunEnded {
+                    last: Box::new(ended.clone()),
+                    pr: expected
+                },
+                "{stage:?}"
             );
         }
     }
@@ -210,6 +242,7 @@ mod tests {
             stage: Stage::PlanPending,
             plan: Some(Plan::from_json(OLD_PLAN).unwrap()),
             latest_run: None,
+            pull_request: None,
         };
         let ThreadState::PlanPending { digest, .. } =
             thread_state(stored, &thread("1.1"), false).unwrap()

@@ -13,6 +13,7 @@ pub mod forge;
 pub mod git_command;
 pub mod orphans;
 pub mod platform;
+pub mod pull_request;
 pub mod stage;
 pub mod thread_repo;
 pub mod worktree;

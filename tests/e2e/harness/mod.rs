@@ -15,14 +15,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use codebutler_controller::journal::notes::{SUMMARY_REQUEST, TIPS_REQUEST};
 use codebutler_test_support::git;
 use codebutler_test_support::merge;
-use codebutler_test_support::model::FakeModel;
+use codebutler_test_support::model::{FakeModel, Reply};
 use codebutler_test_support::slack::{self, FakeSlack, Post};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
 pub const USER: &str = "U0ALICE";
+/// What the fake model answers for a pull request's summary unless a test says otherwise.
+pub const DEFAULT_SUMMARY: &str =
+    r#"{"summary": "The change the thread asked for.", "decisions": []}"#;
 pub const WAIT: Duration = Duration::from_secs(30);
 
 /// The secret that lives outside the repository; no test output may contain it.
@@ -56,6 +60,12 @@ impl Env {
         env.make_repo();
         std::fs::write(env.outside.path().join("secret.txt"), OUTSIDE_SECRET).unwrap();
         codebutler_test_support::gh::install_fake_gh(env.outside.path());
+        // The PM's notes on a finished thread (the PR's summary, the report's tips) get a
+        // fixed answer unless a test scripts its own.
+        env.model
+            .respond(SUMMARY_REQUEST, |_| Reply::text(DEFAULT_SUMMARY));
+        env.model
+            .respond(TIPS_REQUEST, |_| Reply::text(r#"{"tips": []}"#));
         env.write_global(json!({
             "slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN},
             "openrouter": {"apiKey": "sk-or-test-key"}

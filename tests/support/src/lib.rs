@@ -17,7 +17,7 @@ pub mod model;
 pub mod mounts;
 pub mod slack;
 
-pub use gh::{gh_log, gh_pr_body, install_fake_gh};
+pub use gh::{FakePr, gh_edited_body, gh_log, gh_merges, gh_pr_body, install_fake_gh};
 pub use model::{FakeModel, Recorded, Reply};
 pub use slack::{
     APP_ID, APP_TOKEN, Ack, BOT_ID, BOT_TOKEN, BOT_USER_ID, CHANNEL, Call, FakeSlack, Post,

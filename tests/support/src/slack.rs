@@ -19,6 +19,8 @@
 //! * History (see [`history`]): every message is kept as `conversations.replies` returns it,
 //!   with the `metadata` a post carried (returned with `include_all_metadata`), paged with
 //!   `has_more` and cursors.
+//! * People and links (see [`people`]): `users.info` for the users a test added, and
+//!   `chat.getPermalink` on the fake workspace's own domain, with Slack's errors.
 //! * Crashes: [`FakeSlack::stall_next`] holds the answer to the next successful call of a
 //!   method after Slack has done it, so a test can kill the client in the window where the
 //!   effect happened but the client never learned of it.
@@ -42,6 +44,7 @@ use crate::wait_until;
 
 mod history;
 mod interactive;
+mod people;
 
 /// The bot token the fake accepts for every Web API method except `apps.connections.open`.
 pub const BOT_TOKEN: &str = "xoxb-fake-bot-token";
@@ -62,6 +65,8 @@ pub const CHANNEL: &str = "C0CHAN";
 const KNOWN_METHODS: &[&str] = &[
     "auth.test",
     "apps.connections.open",
+    "chat.getPermalink",
+    "users.info",
     "chat.postMessage",
     "chat.update",
     "conversations.replies",
@@ -237,6 +242,8 @@ struct SlackState {
     rate_limits: HashMap<String, (u32, u64)>,
     /// Every message of every conversation as the history methods show it, by (channel, ts).
     history: BTreeMap<(String, String), Value>,
+    /// The users `users.info` knows, by id.
+    users: HashMap<String, people::User>,
     /// At most this many messages per history page, whatever `limit` asks.
     history_page_cap: Option<usize>,
     /// Armed by [`FakeSlack::stall_next`], by method.
@@ -1142,6 +1149,8 @@ fn dispatch(
             }))
         }
         "conversations.replies" => history::replies(st, params),
+        "users.info" => people::users_info(st, params),
+        "chat.getPermalink" => people::permalink(st, params),
         "reactions.add" => {
             let reaction = Reaction {
                 channel: need("channel")?,

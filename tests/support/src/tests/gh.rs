@@ -88,3 +88,143 @@ fn gh_log_is_empty_before_any_call() {
     install_fake_gh(dir.path());
     assert!(gh_log(dir.path()).is_empty());
 }
+
+/// Runs the fake `gh` with `args` and `stdin`; (exit code, stdout, stderr).
+fn gh(dir: &std::path::Path, args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new(dir.join("gh"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn view(dir: &std::path::Path) -> serde_json::Value {
+    let (code, out, err) = gh(
+        dir,
+        &[
+            "pr",
+            "view",
+            "7",
+            "--json",
+            "state,mergeable,mergedAt,closedAt,statusCheckRollup,url",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+#[test]
+fn fake_gh_views_edits_and_merges_like_gh() {
+    use crate::gh::{FakePr, gh_edited_body, gh_merges};
+    let dir = tempfile::tempdir().unwrap();
+    install_fake_gh(dir.path());
+    let v = view(dir.path());
+    assert_eq!(
+        (
+            &v["state"],
+            &v["mergeable"],
+            &v["mergedAt"],
+            &v["statusCheckRollup"]
+        ),
+        (
+            &"OPEN".into(),
+            &"MERGEABLE".into(),
+            &serde_json::Value::Null,
+            &serde_json::json!([])
+        )
+    );
+    let (code, _, err) = gh(dir.path(), &["pr", "view", "7", "--json", "nope"], "");
+    assert_eq!((code, err.trim()), (1, "Unknown JSON field: \"nope\""));
+
+    // Edit keeps the body.
+    let (code, _, _) = gh(
+        dir.path(),
+        &["pr", "edit", "7", "--body-file", "-"],
+        "new body\n",
+    );
+    assert_eq!(code, 0);
+    assert_eq!(gh_edited_body(dir.path()).as_deref(), Some("new body\n"));
+    let (code, _, _) = gh(dir.path(), &["pr", "edit", "7", "--title", "x"], "");
+    assert_eq!(code, 1);
+
+    // Failing checks refuse a merge without --admin; no strategy or an unknown flag too.
+    FakePr {
+        checks: "failing",
+        ..FakePr::default()
+    }
+    .set(dir.path());
+    let v = view(dir.path());
+    assert_eq!(v["statusCheckRollup"][1]["conclusion"], "FAILURE");
+    let (code, _, err) = gh(dir.path(), &["pr", "merge", "7", "--squash"], "");
+    assert_eq!(code, 1);
+    assert!(err.contains("is not mergeable"), "{err}");
+    let (code, _, err) = gh(dir.path(), &["pr", "merge", "7"], "");
+    assert_eq!(code, 1);
+    assert!(err.contains("--squash required"), "{err}");
+    let (code, _, err) = gh(dir.path(), &["pr", "merge", "7", "--squash", "--bogus"], "");
+    assert_eq!(code, 1);
+    assert!(err.contains("unknown flag: --bogus"), "{err}");
+    assert_eq!(FakePr::state(dir.path()), "OPEN");
+
+    // Passing checks merge once; a second merge fails like gh.
+    FakePr {
+        checks: "passing",
+        ..FakePr::default()
+    }
+    .set(dir.path());
+    let (code, out, _) = gh(dir.path(), &["pr", "merge", "7", "--squash"], "");
+    assert_eq!(
+        (code, out.trim()),
+        (0, "✓ Squashed and merged pull request #7")
+    );
+    let v = view(dir.path());
+    assert_eq!(
+        (&v["state"], &v["mergedAt"]),
+        (&"MERGED".into(), &"2026-11-24T12:00:00Z".into())
+    );
+    let (code, _, err) = gh(dir.path(), &["pr", "merge", "7", "--rebase"], "");
+    assert_eq!(
+        (code, err.trim()),
+        (1, "X Pull request #7 was already merged")
+    );
+    // Every call that named a strategy is logged: refused, merged, refused again.
+    assert_eq!(gh_merges(dir.path()), ["squash", "squash", "rebase"]);
+}
+
+#[test]
+fn a_blocked_merge_waits_until_released() {
+    use crate::gh::{FakePr, block_merge, merge_waiting, release_merge};
+    let dir = tempfile::tempdir().unwrap();
+    install_fake_gh(dir.path());
+    block_merge(dir.path());
+    let child = Command::new(dir.path().join("gh"))
+        .args(["pr", "merge", "7", "--merge"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !merge_waiting(dir.path()) {
+        assert!(std::time::Instant::now() < deadline, "never waited");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(FakePr::state(dir.path()), "OPEN");
+    release_merge(dir.path());
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(FakePr::state(dir.path()), "MERGED");
+}

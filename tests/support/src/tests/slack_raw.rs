@@ -141,7 +141,7 @@ async fn web_api_auth_and_errors() {
         .unwrap();
     assert_eq!(resp["ok"], true);
     assert_eq!(
-        post_json(&fake, "users.info", BOT_TOKEN, json!({"channel": CHANNEL})).await["error"],
+        post_json(&fake, "users.list", BOT_TOKEN, json!({"channel": CHANNEL})).await["error"],
         "unknown_method"
     );
     assert_eq!(
@@ -171,7 +171,7 @@ async fn web_api_auth_and_errors() {
     assert_eq!(calls[0].http_method, "GET");
     assert_eq!(calls[0].error, None);
     assert_eq!(calls[1].error.as_deref(), Some("invalid_auth"));
-    let unknown = fake.calls_of("users.info");
+    let unknown = fake.calls_of("users.list");
     assert_eq!(unknown.len(), 1);
     assert_eq!(unknown[0].params, json!({"channel": CHANNEL}));
     assert!(fake.posts().is_empty());
@@ -703,4 +703,49 @@ async fn upload_flow_raw_and_multipart() {
         .await
         .unwrap();
     assert_eq!(fake.violations().len(), 1);
+}
+
+#[tokio::test]
+async fn users_info_and_permalinks_answer_like_slack() {
+    let fake = FakeSlack::start().await;
+    fake.add_user("U0ALICE", "alice", "Alice Liddell");
+    let info = get(&fake, "users.info", BOT_TOKEN, &[("user", "U0ALICE")]).await;
+    assert_eq!(info["ok"], true, "{info}");
+    assert_eq!(info["user"]["profile"]["display_name"], "alice");
+    assert_eq!(info["user"]["profile"]["real_name"], "Alice Liddell");
+    let unknown = get(&fake, "users.info", BOT_TOKEN, &[("user", "U0NOBODY")]).await;
+    assert_eq!(unknown, json!({"ok": false, "error": "user_not_found"}));
+
+    let sent = fake.user_message(CHANNEL, "U0ALICE", "hi bot", None);
+    let link = get(
+        &fake,
+        "chat.getPermalink",
+        BOT_TOKEN,
+        &[("channel", CHANNEL), ("message_ts", &sent.ts)],
+    )
+    .await;
+    assert_eq!(
+        link,
+        json!({
+            "ok": true,
+            "channel": CHANNEL,
+            "permalink": format!("https://fake.slack.com/archives/{CHANNEL}/p{}", sent.ts.replace('.', "")),
+        })
+    );
+    let missing = get(
+        &fake,
+        "chat.getPermalink",
+        BOT_TOKEN,
+        &[("channel", CHANNEL), ("message_ts", "1.000001")],
+    )
+    .await;
+    assert_eq!(missing["error"], "message_not_found");
+    let other = get(
+        &fake,
+        "chat.getPermalink",
+        BOT_TOKEN,
+        &[("channel", "C0OTHER"), ("message_ts", &sent.ts)],
+    )
+    .await;
+    assert_eq!(other["error"], "channel_not_found");
 }
