@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
 use crate::pm::Pm;
+use crate::postflight::AfterPr;
 use crate::runners;
 use crate::slack::api::{Sender, auth_test, build_client};
 use crate::slack::intake::IntakeFilter;
@@ -75,6 +76,9 @@ pub async fn run(
     let supervisor = handler.coder.supervisor.clone();
     // Before anything can start a run: what the last stop cut off.
     crate::reconcile::after_stop(&handler.coder).await;
+    // The steps after a pull request opened that the last stop cut off.
+    let after_pr = handler.coder.after_pr.clone();
+    tokio::spawn(async move { after_pr.resume_all().await });
     let admin_stop = CancellationToken::new();
     let admin = tokio::spawn(crate::admin::server::serve(
         crate::admin::server::AdminService {
@@ -159,6 +163,10 @@ async fn thread_handler(
         outbox: outbox.clone(),
         store: store.clone(),
         pm: pm.clone(),
+        after_pr: AfterPr {
+            store: store.clone(),
+            outbox: outbox.clone(),
+        },
     };
     Ok(ThreadHandler {
         pm,

@@ -9,6 +9,7 @@
 //!   (approvals, routing, budget, the PM's turn, the Coder's commands);
 //! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
 //! - [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
+//! - [`postflight`] — the steps once a thread's pull request opened (TODO scan, …);
 //! - [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches, resume);
 //! - [`workspace`] — the worktrees runs work in (per-thread repositories and disks, platform
 //!   preparation, checkpoints, commits, pushes and pull requests);
@@ -31,6 +32,7 @@ pub mod gateway;
 pub mod layout;
 pub mod logging;
 pub mod pm;
+pub mod postflight;
 pub mod prompts;
 pub mod reconcile;
 pub mod runners;

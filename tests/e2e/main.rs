@@ -16,6 +16,7 @@ mod lifecycle;
 mod output;
 mod payloads;
 mod pm;
+mod postflight;
 mod postgres;
 mod questions;
 mod resilience;

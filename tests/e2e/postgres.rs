@@ -173,6 +173,7 @@ async fn migrations_run_on_postgresql() {
             "run_events",
             "runs",
             "thread_budgets",
+            "thread_steps",
             "threads",
             "usage"
         ]

@@ -33,6 +33,7 @@ use crate::domain::{IncomingMessage, RunRecord};
 use crate::layout::Layout;
 use crate::pm::Pm;
 use crate::pm::questions::QuestionDesk;
+use crate::postflight::AfterPr;
 use crate::runners::supervisor::{
     Reporting, Resume, RunEvent, RunRequest, Supervisor, SupervisorError, Workspace,
 };
@@ -95,6 +96,9 @@ pub struct SlackCoder {
     pub prepare: worktree::Preparer,
     /// Answers the Coder's questions first (see [`crate::pm::questions`]).
     pub pm: Pm,
+    /// The steps once the thread's pull request opened, started when a run's end is
+    /// reported.
+    pub after_pr: AfterPr,
 }
 
 impl SlackCoder {

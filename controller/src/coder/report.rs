@@ -58,7 +58,10 @@ impl SlackCoder {
             .await
         {
             Ok(true) => {
-                tracing::info!(tag = "CLD", "thread {} → run {run_id} reported", run.thread)
+                tracing::info!(tag = "CLD", "thread {} → run {run_id} reported", run.thread);
+                // The steps once a pull request opened, if this run's thread has one.
+                let after_pr = self.after_pr.clone();
+                tokio::spawn(async move { after_pr.run(&run.thread).await });
             }
             Ok(false) => tracing::debug!(run = run_id, "run end reported already"),
             Err(e) => tracing::error!(run = run_id, "record the run's end: {e}"),

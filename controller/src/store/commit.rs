@@ -43,6 +43,12 @@ pub enum Change<'a> {
     /// The run's end is reported. Only once: if it was reported already, [`Store::commit`]
     /// records nothing and returns false.
     RunReported(&'a str),
+    /// The thread's `step` is done. Only once: if it was done already, [`Store::commit`]
+    /// records nothing and returns false, so what the step says is never said twice.
+    StepDone {
+        thread: &'a ThreadKey,
+        step: &'a str,
+    },
 }
 
 impl Store {
@@ -171,6 +177,20 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
                     .await?
                     .rows_affected();
             return Ok(reported == 1);
+        }
+        Change::StepDone { thread, step } => {
+            let marked = sqlx::query(
+                "INSERT INTO thread_steps (channel_id, thread_ts, step, done_at) VALUES (?, ?, ?, ?) \
+                 ON CONFLICT (channel_id, thread_ts, step) DO NOTHING",
+            )
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .bind(step)
+            .bind(&now)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            return Ok(marked == 1);
         }
     }
     Ok(true)

@@ -22,13 +22,16 @@ use crate::domain::{IncomingMessage, Stage, ThreadKey, ThreadSummary, UsageRecor
 mod budget;
 mod checkpoints;
 mod commit;
+mod history;
 mod outbox;
 mod questions;
 mod runs;
 mod starts;
+mod steps;
 mod thread_state;
 pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
+pub use history::{StoredEffect, StoredMessage};
 pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::{QuestionRecord, QuestionState};
 pub use runs::NewRun;

@@ -178,6 +178,19 @@ impl Store {
         records(rows)
     }
 
+    /// The thread's Coder runs, oldest first.
+    pub async fn thread_runs(&self, thread: &ThreadKey) -> Result<Vec<RunRecord>, StoreError> {
+        let rows = sqlx::query_as::<_, RunRow>(&format!(
+            "SELECT {} FROM runs WHERE channel_id = ? AND thread_ts = ? ORDER BY created_at, id",
+            COLUMNS
+        ))
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_all(&self.pool)
+        .await?;
+        records(rows)
+    }
+
     /// Marks a run running in the process `pid`.
     pub async fn run_started(&self, id: &str, pid: i64) -> Result<(), StoreError> {
         sqlx::query(

@@ -2,7 +2,7 @@
 //! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
 //! (`coder_commands`, `plan_commands`, `pm_turn`). The words it understands are in
-//! [`approval`], [`budget`] and [`routing`].
+//! [`approval`], [`budget`] and [`routing`]; [`history`] reads a thread's past back.
 
 pub mod approval;
 pub mod budget;
@@ -10,6 +10,7 @@ mod coder_commands;
 pub mod command;
 pub mod dispatch;
 pub mod handler;
+pub mod history;
 pub mod intake;
 mod plan_commands;
 mod pm_turn;

@@ -4,6 +4,7 @@
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
 //! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]).
 
+pub mod branch_diff;
 pub mod branch_files;
 pub mod checkpoint;
 pub mod disk;
