@@ -31,6 +31,7 @@ pub mod fuzzing;
 pub mod gateway;
 pub mod layout;
 pub mod logging;
+pub mod memory;
 pub mod pm;
 pub mod postflight;
 pub mod prompts;

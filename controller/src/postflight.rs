@@ -9,15 +9,18 @@
 //! logged and left not done, for the next start.
 
 use crate::domain::{RunRecord, Stage, ThreadKey};
+use crate::memory::{Memory, MemoryTarget};
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store};
 use crate::workspace::branch_diff::{self, AddedLine};
 
 /// The steps after a pull request opened, in the order they run.
-pub const STEPS: [&str; 1] = [TODO_SCAN];
+pub const STEPS: [&str; 2] = [TODO_SCAN, MEMORY_PROPOSAL];
 /// The step that tells the thread what TODOs the Coder left.
 const TODO_SCAN: &str = "todo_scan";
+/// The step that proposes what to remember from the thread ([`crate::memory`]).
+const MEMORY_PROPOSAL: &str = "memory_proposal";
 /// Most TODOs listed by file and line.
 const MAX_LISTED_TODOS: usize = 5;
 /// Longest a TODO's text is shown.
@@ -28,6 +31,8 @@ const MAX_TODO_TEXT: usize = 80;
 pub struct AfterPr {
     pub store: Store,
     pub outbox: Outbox,
+    /// Memory proposals.
+    pub memory: Memory,
 }
 
 impl AfterPr {
@@ -37,6 +42,7 @@ impl AfterPr {
             return;
         };
         self.todo_scan(thread, &run).await;
+        self.memory_proposal(thread).await;
     }
 
     /// Runs the steps a stop cut off, for every thread whose pull request is open.
@@ -131,6 +137,23 @@ impl AfterPr {
             ),
             Err(e) => tracing::error!(thread = %thread, "record the TODO scan: {e}"),
         }
+    }
+}
+
+impl AfterPr {
+    /// Proposes what to remember from the thread, for its pull request branch.
+    async fn memory_proposal(&self, thread: &ThreadKey) {
+        match self.store.step_done(thread, MEMORY_PROPOSAL).await {
+            Ok(false) => {}
+            Ok(true) => return,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the thread's steps: {e}");
+                return;
+            }
+        }
+        self.memory
+            .propose_as_step(thread, MemoryTarget::PrBranch, Some(MEMORY_PROPOSAL))
+            .await;
     }
 }
 

@@ -108,7 +108,10 @@ fn acme() -> (tempfile::TempDir, Layout) {
 #[test]
 fn the_pm_system_prompt() {
     let (_dir, layout) = acme();
-    insta::assert_snapshot!(pm_system_prompt(&layout));
+    insta::assert_snapshot!(pm_system_prompt(
+        &layout,
+        codebutler_controller::memory::seed::PM_DEFAULT
+    ));
 }
 
 #[test]
@@ -136,6 +139,7 @@ async fn the_pm_tools() {
         store,
         model: "pm-model".into(),
         gh: "gh".into(),
+        memory: codebutler_controller::memory::source::MemorySource::new(&layout.repo),
         layout,
     };
     let specs: Vec<serde_json::Value> = pm

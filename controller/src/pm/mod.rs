@@ -1,7 +1,8 @@
 //! The PM: a cheap model with read-only tools that answers questions about the repository
 //! and proposes plans. Its conversation per thread lives in the store, so it resumes after
-//! a restart; its system prompt is assembled from the repository's prompt and memory files
-//! on every message, so edits take effect at once.
+//! a restart; its system prompt is assembled from the repository's prompt files and its memory
+//! (the default branch's, [`crate::memory::source`]) on every message, so edits take effect
+//! at once.
 
 pub mod questions;
 pub mod tools;
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::{IncomingMessage, Plan, ThreadKey};
 use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
 use crate::layout::Layout;
+use crate::memory::source::MemorySource;
 use crate::store::{Store, StoreError};
 
 /// Model calls that may use tools before the PM must answer.
@@ -68,6 +70,8 @@ pub struct Pm {
     pub gateway: Arc<Gateway>,
     pub model: String,
     pub gh: PathBuf,
+    /// The PM's memory, from the default branch's latest commit.
+    pub memory: MemorySource,
 }
 
 impl Pm {
@@ -80,9 +84,7 @@ impl Pm {
             registry.register(tool);
         }
         registry
-            .register(Arc::new(tools::ReadMemory::new(
-                self.layout.memory().join("pm.md"),
-            )))
+            .register(Arc::new(tools::ReadMemory::new(self.memory.clone())))
             .register(Arc::new(tools::ListThreads::new(self.store.clone())))
             .register(Arc::new(tools::GhStatus::new(
                 self.gh.clone(),
@@ -106,13 +108,16 @@ impl Pm {
     ) -> Result<PmTurn, PmError> {
         let thread = msg.thread();
         let mut history = self.store.conversation(&thread, ROLE).await?;
+        // A thread's first message fetches the default branch: a new thread sees everything
+        // merged before it started.
+        let memory = self.memory.pm(history.is_empty()).await;
         let user_message = ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text));
         history.push(user_message.clone());
 
         let proposed = Arc::new(Mutex::new(None));
         let registry = self.tools(&thread, proposed.clone());
 
-        let system = crate::prompts::pm_system_prompt(&self.layout);
+        let system = crate::prompts::pm_system_prompt(&self.layout, &memory);
         let model = RoleModel {
             gateway: &self.gateway,
             ctx: CallContext {

@@ -49,6 +49,8 @@ pub enum Change<'a> {
         thread: &'a ThreadKey,
         step: &'a str,
     },
+    /// A memory proposal made, edited or settled; guarded like [`Change::RunReported`].
+    Memory(super::MemoryChange<'a>),
 }
 
 impl Store {
@@ -192,6 +194,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             .rows_affected();
             return Ok(marked == 1);
         }
+        Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
     }
     Ok(true)
 }
