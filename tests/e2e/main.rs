@@ -13,6 +13,7 @@ mod config_errors;
 mod followups;
 mod intake;
 mod lifecycle;
+mod memory;
 mod output;
 mod payloads;
 mod pm;

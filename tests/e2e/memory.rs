@@ -1,0 +1,303 @@
+//! Memory approved in the thread, through the real daemon, runner and git: after the Coder's
+//! pull request opens the extraction proposes lines, the thread edits them, and "yes" commits
+//! them to the pull request branch and pushes it (read back from the bare origin); "no" saves
+//! nothing; an unreadable extraction proposes nothing; a message that is not about the
+//! proposal goes to the PM; and the PM of the next thread reads memory merged on origin's
+//! default branch without anyone pulling.
+
+use std::path::Path;
+use std::time::Duration;
+
+use codebutler_controller::memory::seed::{PM_DEFAULT, PM_PATH};
+use codebutler_test_support::git;
+use codebutler_test_support::model::Reply;
+use serde_json::json;
+
+use crate::harness::{
+    Env, WAIT, runner_env, say_and_wait_post, say_and_wait_run, thread_with_plan, write,
+};
+
+/// Occurs in every memory extraction request (its prompt's first words) and is longer than
+/// any other script's matcher, so it picks the extraction's script.
+const EXTRACTION: &str = "You read a finished Slack thread of a small AI development team";
+const PROPOSAL: &str = "*PM:* 📝";
+const SAVED: &str = "*PM:* 💾";
+
+/// An env whose Coder opens a pull request for plans with `token`; origin is a bare
+/// repository; returns it with origin's path.
+async fn pr_env() -> (Env, std::path::PathBuf) {
+    let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
+    let origin = env.outside.path().join("origin.git");
+    git::push_to_new_origin(env.repo_path(), &origin);
+    (env, origin)
+}
+
+/// Scripts a Coder run for `token` that commits a file and opens a pull request.
+fn script_pr(env: &Env, token: &str) {
+    env.model.script(
+        token,
+        vec![
+            write("src/parse.rs", "pub fn parse() {}\n"),
+            Reply::tool_call("GitCommit", r#"{"message": "Add parse"}"#),
+            Reply::tool_call("OpenPR", r#"{"title": "Parse", "body": "Adds parse."}"#),
+            Reply::text("The PR is open."),
+        ],
+    );
+}
+
+/// Waits for a post starting with `prefix` in the thread; returns it.
+async fn wait_post(env: &Env, thread: &str, prefix: &str) -> String {
+    let mut found = String::new();
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            if let Some(text) = env
+                .post_texts(thread)
+                .into_iter()
+                .find(|t| t.starts_with(prefix))
+            {
+                found = text;
+            }
+            !found.is_empty()
+        })
+        .await;
+    assert!(ok, "no {prefix:?} post: {:?}", env.post_texts(thread));
+    found
+}
+
+/// The `codebutler/` branch origin has (the thread's), and its memory file if it has one.
+fn pushed_memory(origin: &Path) -> (String, Option<String>) {
+    let refs = git::git(
+        origin,
+        &[
+            "for-each-ref",
+            "--format=%(refname:short)",
+            "refs/heads/codebutler/",
+        ],
+    );
+    let branch = refs.lines().next().expect("a pushed branch").to_owned();
+    let out = std::process::Command::new("git")
+        .args(["show", &format!("{branch}:{PM_PATH}")])
+        .current_dir(origin)
+        .output()
+        .unwrap();
+    let text = out
+        .status
+        .success()
+        .then(|| String::from_utf8(out.stdout).unwrap());
+    (branch, text)
+}
+
+#[tokio::test]
+async fn a_proposal_edited_in_the_thread_is_committed_to_the_pushed_pr_branch() {
+    let (env, origin) = pr_env().await;
+    script_pr(&env, "MEMORY-PR-TOKEN");
+    env.model.script(
+        EXTRACTION,
+        vec![Reply::text(
+            "```json\n[\n\
+             {\"op\": \"append\", \"line\": \"- Parsers live in src/parse.rs\", \"category\": \"project\"},\n\
+             {\"op\": \"append\", \"line\": \"- Trivia nobody needs\", \"category\": \"project\"},\n\
+             {\"op\": \"append\", \"line\": \"- Ask which input formats before planning a parser\", \"category\": \"planning\"}\n\
+             ]\n```",
+        )],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "add a parser", "MEMORY-PR-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    let proposal = wait_post(&env, &thread, PROPOSAL).await;
+    insta::assert_snapshot!("memory_proposal_post", proposal);
+
+    // The extraction was given the thread and the memory as it is on the branch.
+    let asked = env.model.requests_for(EXTRACTION);
+    assert_eq!(asked.len(), 1);
+    let prompt = asked[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(prompt.contains("add a parser"), "{prompt}");
+    assert!(prompt.contains("## Planning Notes"), "{prompt}");
+
+    let edited = say_and_wait_post(&env, &thread, "remove 2", PROPOSAL).await;
+    assert!(!edited.contains("Trivia"), "{edited}");
+    assert!(edited.contains("2. ➕ Ask which input formats"), "{edited}");
+    let edited =
+        say_and_wait_post(&env, &thread, "add: Deploys need a release tag", PROPOSAL).await;
+    assert!(
+        edited.contains("3. ➕ Deploys need a release tag"),
+        "{edited}"
+    );
+    let saved = say_and_wait_post(&env, &thread, "yes", SAVED).await;
+
+    // The pushed branch holds exactly the approved lines, each under its section, in the
+    // seeded file.
+    let (branch, memory) = pushed_memory(&origin);
+    let memory = memory.expect("the memory file on the pushed branch");
+    let approved = [
+        "- Parsers live in src/parse.rs",
+        "- Deploys need a release tag",
+        "- Ask which input formats before planning a parser",
+    ];
+    for line in approved {
+        assert_eq!(memory.matches(&format!("{line}\n")).count(), 1, "{memory}");
+    }
+    assert!(!memory.contains("Trivia"), "{memory}");
+    let without: String = memory
+        .lines()
+        .filter(|l| !approved.contains(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let seeded_with_blanks = PM_DEFAULT
+        .replace("## Project Knowledge\n\n", "## Project Knowledge\n\n\n")
+        .replace("## Planning Notes\n\n", "## Planning Notes\n\n\n");
+    assert_eq!(without, seeded_with_blanks, "{memory}");
+    let section = |title: &str| {
+        let start = memory.find(&format!("## {title}\n")).unwrap();
+        let end = memory[start + 3..]
+            .find("\n## ")
+            .map_or(memory.len(), |i| start + 3 + i);
+        memory[start..end].to_owned()
+    };
+    assert!(
+        section("Project Knowledge")
+            .contains("- Parsers live in src/parse.rs\n- Deploys need a release tag\n")
+    );
+    assert!(section("Planning Notes").contains("- Ask which input formats"));
+
+    // The thread shows the diff and the commit, which is the pushed branch's head.
+    let head = git::git(&origin, &["rev-parse", &branch]);
+    assert!(saved.contains(&format!("`{}`", &head[..7])), "{saved}");
+    for line in approved {
+        assert!(saved.contains(&format!("+ {line}")), "{saved}");
+    }
+    let log = git::git(&origin, &["log", "-1", "--format=%an <%ae>", &branch]);
+    assert_eq!(log, "CodeButler <codebutler@localhost>");
+
+    // The proposal is settled: "yes" again goes the usual way (the plan was carried out).
+    env.reply(&thread, "yes");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        env.post_texts(&thread)
+            .iter()
+            .filter(|t| t.starts_with(SAVED))
+            .count(),
+        1
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn no_saves_nothing_other_words_reach_the_pm_and_unreadable_suggestions_propose_nothing() {
+    let (env, origin) = pr_env().await;
+    script_pr(&env, "MEMORY-NO-TOKEN");
+    script_pr(&env, "MEMORY-BAD-TOKEN");
+    env.model.script(
+        EXTRACTION,
+        vec![
+            Reply::text(
+                r#"[{"op": "append", "line": "- Keep parsers pure", "category": "project"}]"#,
+            ),
+            Reply::text(
+                r#"[{"op": "append", "line": "- fine", "category": "project"}, {"op": "forget"}]"#,
+            ),
+        ],
+    );
+    let _daemon = env.start().await;
+
+    // "no": nothing saved; a question meanwhile goes to the PM and the proposal stays open.
+    let thread = thread_with_plan(&env, "add a parser please", "MEMORY-NO-TOKEN").await;
+    env.model.script(
+        "add a parser please",
+        vec![Reply::text("Deploy with make deploy.")],
+    );
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    wait_post(&env, &thread, PROPOSAL).await;
+    let answer = say_and_wait_post(
+        &env,
+        &thread,
+        "@codebutler.pm how do we deploy?",
+        "*PM:* Deploy",
+    )
+    .await;
+    assert_eq!(answer, "*PM:* Deploy with make deploy.");
+    let discarded = say_and_wait_post(&env, &thread, "No", "*PM:* OK").await;
+    assert_eq!(discarded, "*PM:* OK, I saved nothing.");
+    let (_, memory) = pushed_memory(&origin);
+    assert_eq!(memory, None, "nothing was committed");
+
+    // Unreadable suggestions (an unknown operation): nothing proposed, and the thread is told.
+    let thread = thread_with_plan(&env, "add another parser", "MEMORY-BAD-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    let told = wait_post(&env, &thread, "*PM:* I could not read").await;
+    assert_eq!(
+        told,
+        "*PM:* I could not read the memory suggestions; nothing was proposed."
+    );
+    assert!(
+        !env.post_texts(&thread)
+            .iter()
+            .any(|t| t.starts_with(PROPOSAL)),
+        "{:?}",
+        env.post_texts(&thread)
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn the_next_threads_pm_reads_memory_merged_on_origin_without_a_pull() {
+    let env = Env::new().await;
+    let origin = env.outside.path().join("origin.git");
+    git::push_to_new_origin(env.repo_path(), &origin);
+    env.model
+        .script("first question MEMQ1", vec![Reply::text("First answer.")]);
+    env.model
+        .script("second question MEMQ2", vec![Reply::text("Second answer.")]);
+    let _daemon = env.start().await;
+    let first = env.say("first question MEMQ1");
+    env.wait_thread_posts(&first, 1).await;
+
+    // Memory merged on GitHub: a commit on origin's default branch, never pulled here.
+    let other = env.outside.path().join("other");
+    git::git(
+        env.outside.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git::commit_files(
+        &other,
+        &[(PM_PATH, "## Project Knowledge\n\n- MERGED-MEMORY-LINE\n")],
+        "Memory from a merged PR",
+    );
+    git::git(&other, &["push", "-q", "origin", "HEAD"]);
+
+    let second = env.say("second question MEMQ2");
+    env.wait_thread_posts(&second, 1).await;
+    let system = |matcher: &str| {
+        env.model.requests_for(matcher)[0].body["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(!system("first question MEMQ1").contains("MERGED-MEMORY-LINE"));
+    assert!(
+        system("first question MEMQ1").contains("## Workflows"),
+        "the seeded memory"
+    );
+    let prompt = system("second question MEMQ2");
+    assert!(prompt.contains("- MERGED-MEMORY-LINE"), "{prompt}");
+    assert!(
+        !env.repo_path().join(PM_PATH).exists(),
+        "the checkout was never pulled"
+    );
+    env.assert_clean();
+}
