@@ -301,3 +301,84 @@ async fn the_next_threads_pm_reads_memory_merged_on_origin_without_a_pull() {
     );
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_correction_in_a_thread_without_a_pr_becomes_a_memory_pr_of_its_own() {
+    let (env, origin) = pr_env().await;
+    let question = "Delete or archive expired sessions (QMEM)?";
+    env.model.script(
+        "MEMORY-Q-TOKEN",
+        vec![
+            Reply::tool_call("AskUser", json!({"question": question}).to_string()),
+            Reply::text("Archived them; no pull request needed."),
+        ],
+    );
+    env.model
+        .script(question, vec![Reply::text("ESCALATE: people must decide.")]);
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "tidy the sessions", "MEMORY-Q-TOKEN").await;
+    let approval = env.reply(&thread, "yes");
+    wait_post(&env, &thread, &format!("*Coder:* {question}")).await;
+    env.reply(&thread, "archive them");
+    assert!(
+        env.wait_reaction_for(&approval.ts, "white_check_mark", WAIT * 2)
+            .await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+
+    // Question 1 was answered wrongly: the correction is proposed as a planning note.
+    let proposal = say_and_wait_post(
+        &env,
+        &thread,
+        "correct 1: delete them, never archive",
+        PROPOSAL,
+    )
+    .await;
+    let note = format!("Q: {question} — A: delete them, never archive");
+    assert!(
+        proposal.contains(&format!("1. ➕ {note} _(Planning Notes)_")),
+        "{proposal}"
+    );
+    let missing = say_and_wait_post(&env, &thread, "correct 4: x", "*PM:* There is no").await;
+    assert_eq!(missing, "*PM:* There is no question 4: the Coder asked 1.");
+
+    // Saved in a pull request of its own: a new codebutler/memory-… branch from origin's
+    // default branch, whose tip does not move.
+    let main_before = git::git(&origin, &["rev-parse", "HEAD"]);
+    let saved = say_and_wait_post(&env, &thread, "yes", SAVED).await;
+    assert!(
+        saved.contains("in a pull request of its own, https://github.com/acme/app/pull/7"),
+        "{saved}"
+    );
+    assert!(saved.contains(&format!("+ - {note}")), "{saved}");
+    let (branch, memory) = pushed_memory(&origin);
+    assert!(
+        branch.starts_with("codebutler/memory-tidy-the-sessions-"),
+        "{branch}"
+    );
+    let memory = memory.expect("the memory file on the memory branch");
+    assert!(
+        memory.contains(&format!("## Planning Notes\n\n- {note}\n")),
+        "{memory}"
+    );
+    assert_eq!(git::git(&origin, &["rev-parse", "HEAD"]), main_before);
+    assert_eq!(
+        git::git(&origin, &["rev-parse", &format!("{branch}~1")]),
+        main_before,
+        "the branch starts at the default branch's tip"
+    );
+    let body = codebutler_test_support::gh::gh_pr_body(env.outside.path()).unwrap();
+    assert!(
+        body.starts_with("The memory approved in the Slack thread https://slack.com/archives/"),
+        "{body}"
+    );
+    assert!(
+        codebutler_test_support::gh::gh_log(env.outside.path())
+            .iter()
+            .any(|l| l.contains(&format!("pr create --head {branch}"))),
+        "{:?}",
+        codebutler_test_support::gh::gh_log(env.outside.path())
+    );
+    env.assert_clean();
+}
