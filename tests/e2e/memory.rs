@@ -2,8 +2,9 @@
 //! pull request opens the extraction proposes lines, the thread edits them, and "yes" commits
 //! them to the pull request branch and pushes it (read back from the bare origin); "no" saves
 //! nothing; an unreadable extraction proposes nothing; a message that is not about the
-//! proposal goes to the PM; and the PM of the next thread reads memory merged on origin's
-//! default branch without anyone pulling.
+//! proposal goes to the PM; the PM of a later thread reads memory merged on origin's default
+//! branch once the daemon fetched it, without anyone pulling; and a correction in a thread
+//! without a pull request becomes a memory pull request of its own.
 
 use std::path::Path;
 use std::time::Duration;
@@ -251,13 +252,15 @@ async fn no_saves_nothing_other_words_reach_the_pm_and_unreadable_suggestions_pr
 
 #[tokio::test]
 async fn the_next_threads_pm_reads_memory_merged_on_origin_without_a_pull() {
-    let env = Env::new().await;
-    let origin = env.outside.path().join("origin.git");
-    git::push_to_new_origin(env.repo_path(), &origin);
+    let (env, origin) = pr_env().await;
     env.model
         .script("first question MEMQ1", vec![Reply::text("First answer.")]);
     env.model
-        .script("second question MEMQ2", vec![Reply::text("Second answer.")]);
+        .script("third question MEMQ3", vec![Reply::text("Third answer.")]);
+    env.model.script(
+        "MEMORY-FETCH-TOKEN",
+        vec![Reply::text("Nothing to change.")],
+    );
     let _daemon = env.start().await;
     let first = env.say("first question MEMQ1");
     env.wait_thread_posts(&first, 1).await;
@@ -280,21 +283,29 @@ async fn the_next_threads_pm_reads_memory_merged_on_origin_without_a_pull() {
     );
     git::git(&other, &["push", "-q", "origin", "HEAD"]);
 
-    let second = env.say("second question MEMQ2");
-    env.wait_thread_posts(&second, 1).await;
+    // Another thread's approval fetches origin's default branch (to branch its worktree).
+    let second = thread_with_plan(&env, "second job", "MEMORY-FETCH-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &second, "yes").await,
+        "white_check_mark"
+    );
+
+    let third = env.say("third question MEMQ3");
+    env.wait_thread_posts(&third, 1).await;
     let system = |matcher: &str| {
         env.model.requests_for(matcher)[0].body["messages"][0]["content"]
             .as_str()
             .unwrap()
             .to_owned()
     };
-    assert!(!system("first question MEMQ1").contains("MERGED-MEMORY-LINE"));
+    let before = system("first question MEMQ1");
+    assert!(!before.contains("MERGED-MEMORY-LINE"), "{before}");
     assert!(
-        system("first question MEMQ1").contains("## Workflows"),
-        "the seeded memory"
+        before.contains("## Workflows"),
+        "the seeded memory: {before}"
     );
-    let prompt = system("second question MEMQ2");
-    assert!(prompt.contains("- MERGED-MEMORY-LINE"), "{prompt}");
+    let after = system("third question MEMQ3");
+    assert!(after.contains("- MERGED-MEMORY-LINE"), "{after}");
     assert!(
         !env.repo_path().join(PM_PATH).exists(),
         "the checkout was never pulled"

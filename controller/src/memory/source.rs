@@ -1,18 +1,16 @@
 //! Where the PM's memory is read from: the default branch's latest commit, never the main
-//! checkout's files. A learning merged on GitHub reaches the next thread even if nobody
-//! pulled, and a file someone edits in the checkout without committing is not memory.
+//! checkout's files. A learning merged on GitHub reaches the PM without anyone pulling, and
+//! a file someone edits in the checkout without committing is not memory.
 //!
-//! The default branch is `origin`'s (fetched by [`choose_base`], the fetch worktrees use:
-//! hooks off, only that branch) when the repository has an `origin`, else the local HEAD.
-//! Fetching costs a round trip, so the PM does not fetch on every message: it fetches at a
-//! thread's first message (a new thread sees everything merged before it started) and when the
-//! last fetch is older than [`REFRESH_INTERVAL`]; other reads use what the last fetch left.
-//! A failed fetch falls back to the last fetched commit (logged). While the branch has no
-//! memory file the PM reads the seeded default ([`super::seed`]).
+//! The default branch is `origin`'s when the repository has an `origin`, else the local
+//! HEAD. The PM reads it as the last fetch left it (`refs/remotes/origin/<default>`): the
+//! PM's answers never wait on the network, and the daemon fetches that branch whenever it
+//! needs it fresh anyway — each approval, to branch the worktree from it, and each memory
+//! saved without a pull request ([`MemorySource::tip`] with `fresh`, the same fetch:
+//! [`choose_base`], hooks off, only that branch). While the branch has no memory file the PM
+//! reads the seeded default ([`super::seed`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use git2::{Oid, Repository};
 
@@ -20,15 +18,10 @@ use super::seed;
 use crate::workspace::branch_files::read_file_at;
 use crate::workspace::worktree::choose_base;
 
-/// How old the last fetch may be before a read fetches again.
-pub const REFRESH_INTERVAL: Duration = Duration::from_secs(60);
-
 /// The default branch's memory files; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct MemorySource {
     repo: PathBuf,
-    /// The default branch's tip as last fetched, and when.
-    tip: Arc<tokio::sync::Mutex<Option<(Instant, String)>>>,
 }
 
 impl MemorySource {
@@ -36,46 +29,30 @@ impl MemorySource {
     pub fn new(repo: &Path) -> Self {
         Self {
             repo: repo.to_owned(),
-            tip: Arc::new(tokio::sync::Mutex::new(None)),
         }
     }
 
-    /// The default branch's latest commit: fetched now when `fresh` is asked for, when
-    /// nothing was fetched yet, or when the last fetch is older than [`REFRESH_INTERVAL`];
-    /// else as last fetched. `None` when the repository has no commit at all.
+    /// The default branch's latest commit: fetched now when `fresh` (a failed fetch falls
+    /// back to the last fetched commit, logged), else as last fetched. `None` when the
+    /// repository has no commit at all.
     pub async fn tip(&self, fresh: bool) -> Option<String> {
-        let repo = self.repo.clone();
-        let has_origin = tokio::task::spawn_blocking(move || {
-            Repository::open(&repo).is_ok_and(|r| r.find_remote("origin").is_ok())
-        })
-        .await
-        .unwrap_or(false);
-        if !has_origin {
-            // The local default branch is always at hand: nothing to fetch.
-            let repo = self.repo.clone();
-            return tokio::task::spawn_blocking(move || local_head(&repo))
-                .await
-                .ok()
-                .flatten();
-        }
-        let mut tip = self.tip.lock().await;
-        if let Some((at, commit)) = tip.as_ref()
-            && !fresh
-            && at.elapsed() < REFRESH_INTERVAL
-        {
-            return Some(commit.clone());
-        }
-        match choose_base(&self.repo).await {
-            Ok(base) => {
-                if let Some(warning) = &base.warning {
-                    tracing::warn!("memory: {warning}");
+        if fresh {
+            match choose_base(&self.repo).await {
+                Ok(base) => {
+                    if let Some(warning) = &base.warning {
+                        tracing::warn!("memory: {warning}");
+                    }
+                    return Some(base.commit);
                 }
-                *tip = Some((Instant::now(), base.commit.clone()));
-                Some(base.commit)
+                Err(e) => tracing::warn!("memory: find the default branch: {e}"),
             }
+        }
+        let repo = self.repo.clone();
+        match tokio::task::spawn_blocking(move || last_fetched(&repo)).await {
+            Ok(tip) => tip,
             Err(e) => {
                 tracing::warn!("memory: find the default branch: {e}");
-                tip.as_ref().map(|(_, commit)| commit.clone())
+                None
             }
         }
     }
@@ -107,6 +84,30 @@ impl MemorySource {
             }
         }
     }
+}
+
+/// The default branch's tip as last fetched: with an `origin`, `origin/HEAD`'s branch, else
+/// `origin/main`, else `origin/master`; without one (or before any fetch), the local HEAD.
+fn last_fetched(repo: &Path) -> Option<String> {
+    let repository = Repository::open(repo).ok()?;
+    if repository.find_remote("origin").is_ok() {
+        let origin_head = repository
+            .find_reference("refs/remotes/origin/HEAD")
+            .ok()
+            .and_then(|r| r.symbolic_target().ok().flatten().map(str::to_owned));
+        let candidates = origin_head
+            .into_iter()
+            .chain(["refs/remotes/origin/main", "refs/remotes/origin/master"].map(str::to_owned));
+        for name in candidates {
+            if let Ok(commit) = repository
+                .find_reference(&name)
+                .and_then(|r| r.peel_to_commit())
+            {
+                return Some(commit.id().to_string());
+            }
+        }
+    }
+    local_head(repo)
 }
 
 /// The text of `path` at `commit` in the repository at `repo`, if it is a file there.
@@ -164,7 +165,7 @@ mod tests {
         git::commit_files(&other, &[(seed::PM_PATH, "- merged on origin\n")], "memory");
         git::git(&other, &["push", "-q", "origin", "HEAD"]);
 
-        // Within the interval, what the last fetch left; a fresh read fetches.
+        // What the last fetch left, until a fresh read fetches.
         assert_eq!(source.pm(false).await, seed::PM_DEFAULT);
         assert_eq!(source.pm(true).await, "- merged on origin\n");
         assert_eq!(source.pm(false).await, "- merged on origin\n");

@@ -108,9 +108,8 @@ impl Pm {
     ) -> Result<PmTurn, PmError> {
         let thread = msg.thread();
         let mut history = self.store.conversation(&thread, ROLE).await?;
-        // A thread's first message fetches the default branch: a new thread sees everything
-        // merged before it started.
-        let memory = self.memory.pm(history.is_empty()).await;
+        // As last fetched: an answer never waits on the network.
+        let memory = self.memory.pm(false).await;
         let user_message = ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text));
         history.push(user_message.clone());
 
