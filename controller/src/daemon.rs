@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
 use crate::memory::Memory;
-use crate::memory::source::MemorySource;
+use crate::memory::source::DefaultBranchMemory;
 use crate::pm::Pm;
 use crate::postflight::AfterPr;
 use crate::runners;
@@ -157,7 +157,7 @@ async fn thread_handler(
         gateway,
         model: config.product_manager.default_model().to_owned(),
         gh: PathBuf::from(&config.github.cli),
-        memory: MemorySource::new(&layout.repo),
+        memory: DefaultBranchMemory::new(&layout.repo),
     };
     let memory = Memory {
         store: store.clone(),

@@ -139,7 +139,7 @@ async fn the_pm_tools() {
         store,
         model: "pm-model".into(),
         gh: "gh".into(),
-        memory: codebutler_controller::memory::source::MemorySource::new(&layout.repo),
+        memory: codebutler_controller::memory::source::DefaultBranchMemory::new(&layout.repo),
         layout,
     };
     let specs: Vec<serde_json::Value> = pm

@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::{RunRecord, ThreadKey};
+use crate::domain::{RunRecord, Stage, ThreadKey};
 use crate::gateway::{Gateway, GatewayError};
 use crate::layout::Layout;
 use crate::slack::effects::Effects;
@@ -33,7 +33,7 @@ use crate::workspace::forge::{self, ForgeError};
 use crate::workspace::worktree::{self, Preparer};
 use crate::workspace::{branch_files, thread_repo};
 use ops::{Op, OpsError};
-use source::MemorySource;
+use source::DefaultBranchMemory;
 
 /// Where approved memory is committed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +112,7 @@ pub struct Memory {
     pub model: String,
     pub layout: Layout,
     /// The default branch's memory.
-    pub source: MemorySource,
+    pub source: DefaultBranchMemory,
     /// Worktrees: their helper (to write the memory file into one) and their disks.
     pub prepare: Preparer,
     /// The GitHub CLI.
@@ -198,10 +198,11 @@ impl Memory {
         changes: &[Change<'_>],
     ) -> Result<bool, MemoryError> {
         let open = self.store.open_memory_proposal(thread).await?;
-        let all = match &open {
+        let all: Vec<Op> = match &open {
             Some(open) => open.items.iter().cloned().chain(items).collect(),
             None => items,
         };
+        ops::check_independent(&all)?;
         let effects = Effects::new(thread).reply(&proposal::message(&all), "*PM:* ");
         let post_id = effects.id(0);
         let change = match &open {
@@ -252,13 +253,27 @@ impl Memory {
     /// Commits the open proposal `open` of `thread` where its target says and pushes it. No
     /// process of the thread's run may be alive (the thread's handler makes sure). Done
     /// again after a crash, it finds its lines already there and commits nothing new.
+    ///
+    /// A proposal for the pull request branch whose thread has closed since (its pull request
+    /// merged or abandoned, its worktree gone) goes into a pull request of its own instead.
     pub async fn save(
         &self,
         thread: &ThreadKey,
         open: &OpenProposal,
     ) -> Result<Saved, MemoryError> {
+        let pr_open = matches!(
+            self.store.thread_record(thread).await?,
+            Some(record) if record.stage == Stage::PrOpened
+        );
         match open.target {
-            MemoryTarget::PrBranch => self.save_to_branch(thread, &open.items).await,
+            MemoryTarget::PrBranch if pr_open => self.save_to_branch(thread, &open.items).await,
+            MemoryTarget::PrBranch => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → its pull request is closed: memory goes in a pull request of its own"
+                );
+                self.save_to_new_pr(thread, &open.items).await
+            }
             MemoryTarget::NewPullRequest => self.save_to_new_pr(thread, &open.items).await,
         }
     }

@@ -80,6 +80,8 @@ pub enum OpsError {
     NoSuchLine(String),
     #[error("{count} operations are more than the {MAX_OPS} a proposal may hold")]
     TooMany { count: usize },
+    #[error("the line {0:?} is replaced twice, or replaced and also written by the proposal")]
+    Conflict(String),
 }
 
 /// Why a line cannot go into the memory file.
@@ -173,7 +175,31 @@ pub fn parse(answer: &str, memory: &str) -> Result<Vec<Op>, OpsError> {
     if ops.len() > MAX_OPS {
         return Err(OpsError::TooMany { count: ops.len() });
     }
+    check_independent(&ops)?;
     Ok(ops)
+}
+
+/// Refuses operations that depend on each other: a line replaced twice, or replaced while
+/// another operation writes it. Independent operations apply in any order to the same
+/// result, and applying them again changes nothing (see [`apply`]).
+pub fn check_independent(ops: &[Op]) -> Result<(), OpsError> {
+    let written: Vec<&str> = ops
+        .iter()
+        .map(|op| match op {
+            Op::Append { line, .. } => line.as_str(),
+            Op::Replace { new, .. } => new.as_str(),
+        })
+        .collect();
+    let mut replaced: Vec<&str> = Vec::new();
+    for op in ops {
+        if let Op::Replace { old, .. } = op {
+            if replaced.contains(&old.as_str()) || written.contains(&old.as_str()) {
+                return Err(OpsError::Conflict(old.clone()));
+            }
+            replaced.push(old);
+        }
+    }
+    Ok(())
 }
 
 /// The JSON inside a ```` ```json ```` (or bare ```` ``` ````) fence, else the whole text.
@@ -195,20 +221,20 @@ fn unfence(answer: &str) -> &str {
 
 /// `memory` with `ops` applied in order: appends go at the end of their section (a missing
 /// section is created where the order Project Knowledge, Planning Notes, Working with Other
-/// Roles puts it), replaces swap one exact line. Applying again what was applied already
-/// changes nothing (an appended line that is there, a replaced line gone and its replacement
-/// there), so a save retried after a crash never doubles a line. Fails, changing nothing,
-/// when a line to replace is not there and neither is its replacement (the memory changed
-/// since the proposal).
+/// Roles puts it), replaces swap one exact line. A line already there is not written again
+/// (an append of it, or a replace by it, does nothing), so applying [`check_independent`]
+/// operations again changes nothing and a save retried after a crash never doubles a line.
+/// Fails, changing nothing, when a line to replace is not there and neither is its
+/// replacement (the memory changed since the proposal).
 pub fn apply(memory: &str, ops: &[Op]) -> Result<String, OpsError> {
     let mut lines: Vec<String> = memory.lines().map(str::to_owned).collect();
     for op in ops {
         match op {
             Op::Append { line, .. } if lines.contains(line) => {}
             Op::Append { line, category } => append(&mut lines, *category, line),
+            Op::Replace { new, .. } if lines.contains(new) => {}
             Op::Replace { old, new } => match lines.iter().position(|l| l == old) {
                 Some(at) => lines[at] = new.clone(),
-                None if lines.contains(new) => {}
                 None => return Err(OpsError::NoSuchLine(old.clone())),
             },
         }
@@ -383,6 +409,16 @@ mod tests {
         ];
         for (answer, expected) in cases {
             assert_eq!(parse(&answer, MEMORY), Err(expected), "{answer}");
+        }
+        for dependent in [
+            r#"[{"op": "replace", "old": "- Tests use nextest", "new": "- a"}, {"op": "replace", "old": "- Tests use nextest", "new": "- b"}]"#,
+            r#"[{"op": "replace", "old": "- Tests use nextest", "new": "- Check the config first"}, {"op": "replace", "old": "- Check the config first", "new": "- c"}]"#,
+            r#"[{"op": "append", "line": "- Tests use nextest", "category": "planning"}, {"op": "replace", "old": "- Tests use nextest", "new": "- c"}]"#,
+        ] {
+            assert!(
+                matches!(parse(dependent, MEMORY), Err(OpsError::Conflict(_))),
+                "{dependent}"
+            );
         }
         let many = format!("[{}]", vec![good; MAX_OPS + 1].join(","));
         assert_eq!(

@@ -5,7 +5,7 @@
 //! Coder got, `correct 2: <answer>` ([`parse_correction`]), becomes a planning note
 //! ([`correction_note`]). Pure: the message is snapshot-tested and the grammar is a table.
 
-use super::ops::{Category, LineError, Op, check_line};
+use super::ops::{Category, LineError, Op, OpsError, check_independent, check_line};
 
 /// A reply to an open proposal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +29,8 @@ pub enum EditError {
     OutOfRange { number: usize, count: usize },
     #[error("{0}")]
     Line(#[from] LineError),
+    #[error("{0}")]
+    Ops(#[from] OpsError),
 }
 
 /// The reply `text` makes to an open proposal, if it is one.
@@ -116,7 +118,8 @@ fn parse_numbers(text: &str) -> Option<Vec<usize>> {
 }
 
 /// `items` after the edit `reply` (not `Yes` or `No`, which settle the proposal and leave
-/// the items as they are). A number out of range or a bad line changes nothing.
+/// the items as they are). A number out of range, a bad line, or a line that makes two items
+/// depend on each other ([`check_independent`]) changes nothing.
 pub fn edit(items: &[Op], reply: &Reply) -> Result<Vec<Op>, EditError> {
     let check = |number: usize| {
         if number == 0 || number > items.len() {
@@ -155,6 +158,7 @@ pub fn edit(items: &[Op], reply: &Reply) -> Result<Vec<Op>, EditError> {
             }
         }
     }
+    check_independent(&items)?;
     Ok(items)
 }
 

@@ -6,7 +6,7 @@
 //! HEAD. The PM reads it as the last fetch left it (`refs/remotes/origin/<default>`): the
 //! PM's answers never wait on the network, and the daemon fetches that branch whenever it
 //! needs it fresh anyway — each approval, to branch the worktree from it, and each memory
-//! saved without a pull request ([`MemorySource::tip`] with `fresh`, the same fetch:
+//! saved without a pull request ([`DefaultBranchMemory::tip`] with `fresh`, the same fetch:
 //! [`choose_base`], hooks off, only that branch). While the branch has no memory file the PM
 //! reads the seeded default ([`super::seed`]).
 
@@ -20,11 +20,11 @@ use crate::workspace::worktree::choose_base;
 
 /// The default branch's memory files; cheap to clone.
 #[derive(Clone, Debug)]
-pub struct MemorySource {
+pub struct DefaultBranchMemory {
     repo: PathBuf,
 }
 
-impl MemorySource {
+impl DefaultBranchMemory {
     /// The memory of the repository at `repo`.
     pub fn new(repo: &Path) -> Self {
         Self {
@@ -58,7 +58,7 @@ impl MemorySource {
     }
 
     /// The PM's memory (`.codebutler/memory/pm.md`) as the default branch holds it (see
-    /// [`MemorySource::tip`] for `fresh`), or the seeded default while it holds none.
+    /// [`DefaultBranchMemory::tip`] for `fresh`), or the seeded default while it holds none.
     pub async fn pm(&self, fresh: bool) -> String {
         self.file(seed::PM_PATH, fresh).await
     }
@@ -137,7 +137,7 @@ mod tests {
         std::fs::create_dir_all(&repo).unwrap();
         git::init(&repo);
         git::commit_files(&repo, &[("a.txt", "a\n")], "first");
-        let source = MemorySource::new(&repo);
+        let source = DefaultBranchMemory::new(&repo);
         // No memory committed: the seeded default, whatever the checkout holds.
         git::write_files(&repo, &[(seed::PM_PATH, "- uncommitted\n")]);
         assert_eq!(source.pm(false).await, seed::PM_DEFAULT);
@@ -156,7 +156,7 @@ mod tests {
         let origin = dir.path().join("origin.git");
         git::push_to_new_origin(&repo, &origin);
         let url = origin.to_str().unwrap();
-        let source = MemorySource::new(&repo);
+        let source = DefaultBranchMemory::new(&repo);
         assert_eq!(source.pm(true).await, seed::PM_DEFAULT);
 
         // Someone merges memory on origin; the checkout is never pulled.

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::{IncomingMessage, Plan, ThreadKey};
 use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
 use crate::layout::Layout;
-use crate::memory::source::MemorySource;
+use crate::memory::source::DefaultBranchMemory;
 use crate::store::{Store, StoreError};
 
 /// Model calls that may use tools before the PM must answer.
@@ -71,7 +71,7 @@ pub struct Pm {
     pub model: String,
     pub gh: PathBuf,
     /// The PM's memory, from the default branch's latest commit.
-    pub memory: MemorySource,
+    pub memory: DefaultBranchMemory,
 }
 
 impl Pm {

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde::de::{Deserializer, Error as _, IntoDeserializer};
 
 use crate::domain::{Plan, Stage, ThreadKey};
-use crate::memory::source::MemorySource;
+use crate::memory::source::DefaultBranchMemory;
 use crate::store::Store;
 
 /// How long a `gh` call may take.
@@ -29,13 +29,13 @@ const GH_TIMEOUT: Duration = Duration::from_secs(30);
 /// `ReadMemory{section?}`: the PM's memory, whole or one section.
 #[derive(Debug)]
 pub struct ReadMemory {
-    source: MemorySource,
+    source: DefaultBranchMemory,
 }
 
 impl ReadMemory {
     /// Reads `.codebutler/memory/pm.md` of the default branch's latest commit, as `source`
     /// last fetched it.
-    pub fn new(source: MemorySource) -> Self {
+    pub fn new(source: DefaultBranchMemory) -> Self {
         Self { source }
     }
 }
@@ -390,7 +390,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         git::init(dir.path());
         git::commit_files(dir.path(), &[("a.txt", "a\n")], "first");
-        let tool = ReadMemory::new(MemorySource::new(dir.path()));
+        let tool = ReadMemory::new(DefaultBranchMemory::new(dir.path()));
         assert_eq!(
             tool.call(json!({})).await.unwrap(),
             crate::memory::seed::PM_DEFAULT
