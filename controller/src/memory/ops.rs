@@ -155,7 +155,7 @@ pub fn parse(answer: &str, memory: &str) -> Result<Vec<Op>, OpsError> {
             }
             "replace" => {
                 let old = field("old")?;
-                if !memory.lines().any(|l| l == old) || old.trim().is_empty() {
+                if !file_lines(memory).any(|l| l == old) || old.trim().is_empty() {
                     return Err(OpsError::NoSuchLine(old.to_owned()));
                 }
                 let new = check_line(field("new")?)?;
@@ -227,7 +227,11 @@ fn unfence(answer: &str) -> &str {
 /// Fails, changing nothing, when a line to replace is not there and neither is its
 /// replacement (the memory changed since the proposal).
 pub fn apply(memory: &str, ops: &[Op]) -> Result<String, OpsError> {
-    let mut lines: Vec<String> = memory.lines().map(str::to_owned).collect();
+    let mut lines: Vec<String> = if memory.is_empty() {
+        Vec::new()
+    } else {
+        file_lines(memory).map(str::to_owned).collect()
+    };
     for op in ops {
         match op {
             Op::Append { line, .. } if lines.contains(line) => {}
@@ -242,6 +246,12 @@ pub fn apply(memory: &str, ops: &[Op]) -> Result<String, OpsError> {
     let mut text = lines.join("\n");
     text.push('\n');
     Ok(text)
+}
+
+/// The lines of a file as [`apply`] rewrites it: split at `\n` only (a `\r` stays part of
+/// its line, so applying twice never eats one), the final newline optional.
+fn file_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.strip_suffix('\n').unwrap_or(text).split('\n')
 }
 
 /// The heading level and title of `line`, if it is a Markdown heading.
@@ -489,6 +499,23 @@ mod tests {
         let once = apply(MEMORY, &ops).unwrap();
         assert_eq!(apply(&once, &ops).unwrap(), once);
         assert_eq!(once.matches("- Tests use nextest\n").count(), 1, "{once}");
+    }
+
+    #[test]
+    fn carriage_returns_stay_as_they_are() {
+        // Found by the `phrases` fuzz target: `str::lines` dropped a `\r` on each apply.
+        let memory = "[]\r\r\r";
+        let once = apply(memory, &[]).unwrap();
+        assert_eq!(once, "[]\r\r\r\n");
+        assert_eq!(apply(&once, &[]).unwrap(), once);
+        let crlf = "## Project Knowledge\r\n- a\r\n";
+        let ops = parse(
+            r#"[{"op": "append", "line": "- b", "category": "planning"}]"#,
+            crlf,
+        )
+        .unwrap();
+        let once = apply(crlf, &ops).unwrap();
+        assert_eq!(apply(&once, &ops).unwrap(), once);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use crate::domain::{IncomingMessage, Role};
 use crate::memory::ops::{Category, Op, check_line};
 use crate::memory::proposal::{self, Reply, correction_note};
-use crate::memory::{MemoryTarget, Saved};
+use crate::memory::{MemoryError, MemoryTarget, Saved};
 use crate::slack::effects::Effects;
 use crate::store::{Change, MemoryChange};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
@@ -151,6 +151,10 @@ impl ThreadHandler {
         {
             Ok(true) => Settle::Settled,
             Ok(false) => self.answer(msg, Role::Pm, MOVED_ON).await,
+            Err(MemoryError::Ops(e)) => {
+                self.answer(msg, Role::Pm, &format!("{e}; nothing changed."))
+                    .await
+            }
             Err(e) => {
                 tracing::error!(thread = %thread, "propose the correction: {e}");
                 Settle::Failed

@@ -172,7 +172,7 @@ impl Workbench {
         names.sort();
         assert_eq!(
             names,
-            ["outside.txt", "pm.md", "worktree"],
+            ["outside.txt", "worktree"],
             "{call} created a file outside the worktree"
         );
         let head = std::fs::read_to_string(self.root.join(".git/HEAD")).unwrap_or_default();
