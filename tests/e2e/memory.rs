@@ -4,7 +4,8 @@
 //! nothing; an unreadable extraction proposes nothing; a message that is not about the
 //! proposal goes to the PM; the PM of a later thread reads memory merged on origin's default
 //! branch once the daemon fetched it, without anyone pulling; and a correction in a thread
-//! without a pull request becomes a memory pull request of its own.
+//! without a pull request becomes a memory pull request of its own; a killed daemon neither
+//! repeats nor loses a proposal or an edit.
 
 use std::path::Path;
 use std::time::Duration;
@@ -391,5 +392,72 @@ async fn a_correction_in_a_thread_without_a_pr_becomes_a_memory_pr_of_its_own() 
         "{:?}",
         codebutler_test_support::gh::gh_log(env.outside.path())
     );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_killed_daemon_neither_repeats_nor_loses_a_proposal_or_an_edit() {
+    let (env, origin) = pr_env().await;
+    script_pr(&env, "MEMORY-KILL-TOKEN");
+    env.model.script(
+        EXTRACTION,
+        vec![Reply::text(
+            r#"[{"op": "append", "line": "- Keep parsers pure", "category": "project"},
+                {"op": "append", "line": "- Trivia nobody needs", "category": "project"}]"#,
+        )],
+    );
+    let mut daemon = env.start().await;
+    let thread = thread_with_plan(&env, "add a pure parser", "MEMORY-KILL-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    wait_post(&env, &thread, PROPOSAL).await;
+
+    // Killed once the edit is stored (Slack has its ack), whether or not it was handled:
+    // after the restart it is applied and re-posted exactly once, and the proposal made after
+    // the PR is not made again.
+    let edit = env.reply(&thread, "remove 2");
+    assert!(env.slack.wait_acked(&edit.envelope_id, WAIT).await);
+    daemon.kill9().await;
+    let restarted = env.start().await;
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.post_texts(&thread)
+                .iter()
+                .any(|t| t.starts_with(PROPOSAL) && !t.contains("Trivia"))
+        })
+        .await;
+    assert!(
+        ok,
+        "{:?}\nfirst daemon:\n{}\nrestarted:\n{}",
+        env.post_texts(&thread),
+        daemon.log(),
+        restarted.log()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let proposals: Vec<String> = env
+        .post_texts(&thread)
+        .into_iter()
+        .filter(|t| t.starts_with(PROPOSAL))
+        .collect();
+    assert_eq!(proposals.len(), 2, "{proposals:?}");
+    assert!(
+        proposals[0].contains("2. ➕ Trivia nobody needs"),
+        "{proposals:?}"
+    );
+    assert!(!proposals[1].contains("Trivia"), "{proposals:?}");
+    assert_eq!(env.model.requests_for(EXTRACTION).len(), 1);
+
+    say_and_wait_post(&env, &thread, "yes", SAVED).await;
+    let (_, memory) = pushed_memory(&origin);
+    let memory = memory.unwrap();
+    assert_eq!(
+        memory.matches("- Keep parsers pure\n").count(),
+        1,
+        "{memory}"
+    );
+    assert!(!memory.contains("Trivia"), "{memory}");
     env.assert_clean();
 }
