@@ -3,9 +3,9 @@
 //! them to the pull request branch and pushes it (read back from the bare origin); "no" saves
 //! nothing; an unreadable extraction proposes nothing; a message that is not about the
 //! proposal goes to the PM; the PM of a later thread reads memory merged on origin's default
-//! branch once the daemon fetched it, without anyone pulling; and a correction in a thread
-//! without a pull request becomes a memory pull request of its own; a killed daemon neither
-//! repeats nor loses a proposal or an edit.
+//! branch once the daemon fetched it, without anyone pulling; a correction in a thread
+//! without a pull request becomes a memory pull request of its own; and a killed daemon
+//! neither repeats nor loses a proposal or an edit.
 
 use std::path::Path;
 use std::time::Duration;
