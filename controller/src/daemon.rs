@@ -25,6 +25,8 @@ use crate::config::Config;
 use crate::gateway::{Gateway, GatewayError};
 use crate::journal::description::Describer;
 use crate::layout::Layout;
+use crate::memory::Memory;
+use crate::memory::source::DefaultBranchMemory;
 use crate::pm::Pm;
 use crate::postflight::AfterPr;
 use crate::runners;
@@ -194,6 +196,17 @@ async fn thread_handler(
         gateway,
         model: config.product_manager.default_model().to_owned(),
         gh: PathBuf::from(&config.github.cli),
+        memory: DefaultBranchMemory::new(&layout.repo),
+    };
+    let memory = Memory {
+        store: store.clone(),
+        outbox: outbox.clone(),
+        gateway: pm.gateway.clone(),
+        model: memory_extraction_model(config),
+        layout: layout.clone(),
+        source: pm.memory.clone(),
+        prepare: supervisor.worktrees().clone(),
+        gh: PathBuf::from(&config.github.cli),
     };
     let describer = Describer {
         pm: pm.clone(),
@@ -211,6 +224,7 @@ async fn thread_handler(
             store: store.clone(),
             outbox: outbox.clone(),
             describer,
+            memory: memory.clone(),
         },
     };
     Ok(ThreadHandler {
@@ -221,5 +235,15 @@ async fn thread_handler(
         allowed_users: config.access.allowed_users.clone(),
         max_cost_per_thread: config.coder.max_cost_per_thread,
         merge_strategy: config.github.merge_strategy,
+        memory,
     })
+}
+
+/// The OpenRouter model id of `productManager.memoryExtraction` (the default PM model when it
+/// is not set; the loader checked it is in the pool).
+fn memory_extraction_model(config: &Config) -> String {
+    let pm = &config.product_manager;
+    pm.models
+        .get(&pm.memory_extraction)
+        .map_or_else(|| pm.default_model().to_owned(), |m| m.model.clone())
 }

@@ -5,11 +5,15 @@ use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
 /// The shipped default prompts, seeded into `.codebutler/prompts/` on first run.
-pub const DEFAULT_PROMPTS: [(&str, &str); 4] = [
+pub const DEFAULT_PROMPTS: [(&str, &str); 5] = [
     ("pm.md", include_str!("../../prompts/pm.md")),
     ("coder.md", include_str!("../../prompts/coder.md")),
     ("artist.md", include_str!("../../prompts/artist.md")),
     ("shared.md", include_str!("../../prompts/shared.md")),
+    (
+        "memory-extraction.md",
+        include_str!("../../prompts/memory-extraction.md"),
+    ),
 ];
 
 /// Keeps everything in `.codebutler/` out of git except the prompts and memory, which are

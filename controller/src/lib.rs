@@ -36,6 +36,7 @@ pub mod gateway;
 pub mod journal;
 pub mod layout;
 pub mod logging;
+pub mod memory;
 pub mod pm;
 pub mod postflight;
 pub mod prompts;

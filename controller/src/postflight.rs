@@ -11,8 +11,9 @@
 
 use std::path::PathBuf;
 
-use crate::domain::{RunRecord, Stage, ThreadKey};
+use crate::domain::{Closure, RunRecord, Stage, ThreadKey};
 use crate::journal::description::Describer;
+use crate::memory::{Memory, MemoryTarget};
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store};
@@ -20,11 +21,14 @@ use crate::workspace::branch_diff::{self, AddedLine};
 use crate::workspace::worktree::Worktree;
 
 /// The steps after a pull request opened, in the order they run.
-pub const STEPS: [&str; 2] = [TODO_SCAN, PR_DESCRIPTION];
+pub const STEPS: [&str; 3] = [TODO_SCAN, PR_DESCRIPTION, MEMORY_PROPOSAL];
 /// The step that tells the thread what TODOs the Coder left.
 const TODO_SCAN: &str = "todo_scan";
 /// The step that writes the pull request's description from the thread.
 const PR_DESCRIPTION: &str = "pr_description";
+/// The step that proposes what to remember from the thread ([`crate::memory`]); a thread
+/// done without a pull request has it too, after its close.
+pub const MEMORY_PROPOSAL: &str = "memory_proposal";
 /// Most TODOs listed by file and line.
 const MAX_LISTED_TODOS: usize = 5;
 /// Longest a TODO's text is shown.
@@ -37,6 +41,8 @@ pub struct AfterPr {
     pub outbox: Outbox,
     /// Writes the pull request's description (`pr_description`).
     pub describer: Describer,
+    /// Memory proposals.
+    pub memory: Memory,
 }
 
 impl AfterPr {
@@ -47,6 +53,7 @@ impl AfterPr {
         };
         self.todo_scan(thread, &run).await;
         self.pr_description(thread, &run).await;
+        self.memory_proposal(thread).await;
     }
 
     /// Runs the steps a stop cut off, for every thread whose pull request is open.
@@ -64,6 +71,38 @@ impl AfterPr {
         };
         for thread in threads {
             self.run(&thread.key).await;
+        }
+        self.resume_done_threads().await;
+    }
+
+    /// The memory proposals of threads done without a pull request that a stop cut off
+    /// between their close and the proposal.
+    async fn resume_done_threads(&self) {
+        let done = match self
+            .store
+            .list_threads(|stage| stage == Stage::Closed(Closure::Done), usize::MAX)
+            .await
+        {
+            Ok(threads) => threads,
+            Err(e) => {
+                tracing::error!("read the threads closed as done: {e}");
+                return;
+            }
+        };
+        for thread in done {
+            match self.store.step_done(&thread.key, MEMORY_PROPOSAL).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.memory
+                        .propose_as_step(
+                            &thread.key,
+                            MemoryTarget::NewPullRequest,
+                            Some(MEMORY_PROPOSAL),
+                        )
+                        .await
+                }
+                Err(e) => tracing::error!(thread = %thread.key, "read the thread's steps: {e}"),
+            }
         }
     }
 
@@ -185,6 +224,21 @@ impl AfterPr {
             ),
             Err(e) => tracing::error!(thread = %thread, "record the PR description: {e}"),
         }
+    }
+
+    /// Proposes what to remember from the thread, for its pull request branch.
+    async fn memory_proposal(&self, thread: &ThreadKey) {
+        match self.store.step_done(thread, MEMORY_PROPOSAL).await {
+            Ok(false) => {}
+            Ok(true) => return,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the thread's steps: {e}");
+                return;
+            }
+        }
+        self.memory
+            .propose_as_step(thread, MemoryTarget::PrBranch, Some(MEMORY_PROPOSAL))
+            .await;
     }
 }
 

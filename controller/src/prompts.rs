@@ -1,20 +1,20 @@
 //! Role system prompts, assembled from the repository's files on every use so edits take
-//! effect at once: the PM's is `.codebutler/prompts/pm.md` + `shared.md` + `memory/pm.md` (if
-//! present); the Coder's is `coder.md` + `shared.md` (its plan comes as the first user
-//! message). A missing prompt file falls back to the shipped default.
+//! effect at once: the PM's is `.codebutler/prompts/pm.md` + `shared.md` + the PM's memory (as
+//! the default branch's latest commit holds it, read by [`crate::memory::source`] and passed
+//! in); the Coder's is `coder.md` + `shared.md` (its plan comes as the first user message); the
+//! memory extraction's is `memory-extraction.md`. A missing prompt file falls back to the
+//! shipped default.
 
 use std::path::Path;
 
 use crate::layout::{DEFAULT_PROMPTS, Layout};
 
-/// Assembles the PM's system prompt for the repository.
-pub fn pm_system_prompt(layout: &Layout) -> String {
+/// Assembles the PM's system prompt for the repository, with its `memory`.
+pub fn pm_system_prompt(layout: &Layout, memory: &str) -> String {
     let mut prompt = read_prompt(&layout.prompts(), "pm.md");
     prompt.push_str("\n\n");
     prompt.push_str(&read_prompt(&layout.prompts(), "shared.md"));
-    if let Some(memory) = read_optional(&layout.memory().join("pm.md"))
-        && !memory.trim().is_empty()
-    {
+    if !memory.trim().is_empty() {
         prompt.push_str("\n\n# Memory (learned in earlier threads)\n\n");
         prompt.push_str(memory.trim());
     }
@@ -28,6 +28,12 @@ pub fn pm_system_prompt(layout: &Layout) -> String {
         "\n\nRepository: {name}. Paths you pass to tools are relative to its root."
     ));
     prompt
+}
+
+/// The memory extraction's prompt template (`memory-extraction.md`, with `{memory}` and
+/// `{history}` to fill in).
+pub fn memory_extraction_template(layout: &Layout) -> String {
+    read_prompt(&layout.prompts(), "memory-extraction.md")
 }
 
 /// Assembles the Coder's system prompt for the repository.
@@ -82,15 +88,10 @@ mod tests {
         layout.init().unwrap();
         std::fs::write(layout.prompts().join("pm.md"), "ROLE PROMPT").unwrap();
         std::fs::write(layout.prompts().join("shared.md"), "SHARED").unwrap();
-        let without = pm_system_prompt(&layout);
+        let without = pm_system_prompt(&layout, "  \n");
         assert!(without.starts_with("ROLE PROMPT\n\nSHARED"), "{without}");
         assert!(!without.contains("# Memory"));
-        std::fs::write(
-            layout.memory().join("pm.md"),
-            "deploys go through make ship\n",
-        )
-        .unwrap();
-        let with = pm_system_prompt(&layout);
+        let with = pm_system_prompt(&layout, "deploys go through make ship\n");
         assert!(
             with.contains("# Memory (learned in earlier threads)\n\ndeploys go through make ship")
         );
@@ -98,7 +99,7 @@ mod tests {
 
     #[test]
     fn every_prompt_read_has_a_default() {
-        for name in ["pm.md", "shared.md", "coder.md"] {
+        for name in ["pm.md", "shared.md", "coder.md", "memory-extraction.md"] {
             assert!(!default_prompt(name).trim().is_empty(), "{name}");
         }
     }
@@ -109,7 +110,7 @@ mod tests {
         let layout = Layout::new(dir.path());
         layout.init().unwrap();
         std::fs::write(layout.prompts().join("pm.md"), [0xff, 0xfe, b'x']).unwrap();
-        let prompt = pm_system_prompt(&layout);
+        let prompt = pm_system_prompt(&layout, "");
         assert!(prompt.starts_with("You are the PM"), "{prompt}");
     }
 
@@ -117,7 +118,7 @@ mod tests {
     fn missing_prompt_falls_back_to_the_default() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
-        let prompt = pm_system_prompt(&layout);
+        let prompt = pm_system_prompt(&layout, "");
         assert!(prompt.starts_with("You are the PM"), "{prompt}");
         let coder = coder_system_prompt(&layout);
         assert!(coder.starts_with("You are the Coder"), "{coder}");

@@ -109,7 +109,10 @@ fn acme() -> (tempfile::TempDir, Layout) {
 #[test]
 fn the_pm_system_prompt() {
     let (_dir, layout) = acme();
-    insta::assert_snapshot!(pm_system_prompt(&layout));
+    insta::assert_snapshot!(pm_system_prompt(
+        &layout,
+        codebutler_controller::memory::seed::PM_DEFAULT
+    ));
 }
 
 #[test]
@@ -133,6 +136,7 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
         store,
         model: "pm-model".into(),
         gh: "gh".into(),
+        memory: codebutler_controller::memory::source::DefaultBranchMemory::new(&layout.repo),
         layout,
     }
 }
@@ -177,5 +181,8 @@ async fn the_pm_tools_in_a_closed_thread() {
 #[test]
 fn the_pm_system_prompt_in_a_closed_thread() {
     let (_dir, layout) = acme();
-    insta::assert_snapshot!(closed_thread_prompt(&pm_system_prompt(&layout)));
+    insta::assert_snapshot!(closed_thread_prompt(&pm_system_prompt(
+        &layout,
+        codebutler_controller::memory::seed::PM_DEFAULT
+    )));
 }

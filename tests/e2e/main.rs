@@ -14,6 +14,7 @@ mod config_errors;
 mod followups;
 mod intake;
 mod lifecycle;
+mod memory;
 mod orphans;
 mod output;
 mod payloads;

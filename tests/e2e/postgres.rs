@@ -167,6 +167,7 @@ async fn migrations_run_on_postgresql() {
             "_sqlx_migrations",
             "coder_questions",
             "conversation_messages",
+            "memory_proposals",
             "messages",
             "outbox",
             "run_checkpoints",

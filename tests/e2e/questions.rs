@@ -23,10 +23,14 @@ async fn coder_env(fetch: Value) -> Env {
     .await
 }
 
+/// Commits `text` as the PM's memory on the repository's default branch (the PM reads
+/// memory from there, not from the checkout's files).
 fn write_memory(env: &Env, text: &str) {
-    let dir = env.repo_path().join(".codebutler/memory");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("pm.md"), text).unwrap();
+    codebutler_test_support::git::commit_files(
+        env.repo_path(),
+        &[(".codebutler/memory/pm.md", text)],
+        "Memory",
+    );
 }
 
 /// Runs a plan with `runnerctl run` to its end; returns its output.

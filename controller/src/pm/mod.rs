@@ -1,9 +1,10 @@
 //! The PM: a cheap model with read-only tools that answers questions about the repository
 //! and proposes plans. Its conversation per thread lives in the store, so it resumes after
-//! a restart; its system prompt is assembled from the repository's prompt and memory files
-//! on every message, so edits take effect at once. In a closed thread it answers questions
-//! about the closed work read-only ([`Pm::answer_read_only`]): without ProposePlan it cannot
-//! start work, and its prompt says the thread is closed.
+//! a restart; its system prompt is assembled from the repository's prompt files and its memory
+//! (the default branch's, [`crate::memory::source`]) on every message, so edits take effect
+//! at once. In a closed thread it answers questions about the closed work read-only
+//! ([`Pm::answer_read_only`]): without ProposePlan it cannot start work, and its prompt says
+//! the thread is closed.
 
 pub mod questions;
 pub mod tools;
@@ -21,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::{IncomingMessage, Plan, ThreadKey};
 use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
 use crate::layout::Layout;
+use crate::memory::source::DefaultBranchMemory;
 use crate::store::{Store, StoreError};
 
 /// Model calls that may use tools before the PM must answer.
@@ -70,6 +72,8 @@ pub struct Pm {
     pub gateway: Arc<Gateway>,
     pub model: String,
     pub gh: PathBuf,
+    /// The PM's memory, from the default branch's latest commit.
+    pub memory: DefaultBranchMemory,
 }
 
 impl Pm {
@@ -93,9 +97,7 @@ impl Pm {
             registry.register(tool);
         }
         registry
-            .register(Arc::new(tools::ReadMemory::new(
-                self.layout.memory().join("pm.md"),
-            )))
+            .register(Arc::new(tools::ReadMemory::new(self.memory.clone())))
             .register(Arc::new(tools::ListThreads::new(self.store.clone())))
             .register(Arc::new(tools::GhStatus::new(
                 self.gh.clone(),
@@ -114,7 +116,9 @@ impl Pm {
     ) -> Result<PmTurn, PmError> {
         let proposed = Arc::new(Mutex::new(None));
         let registry = self.tools(&msg.thread(), proposed.clone());
-        let system = crate::prompts::pm_system_prompt(&self.layout);
+        // As last fetched: an answer never waits on the network.
+        let memory = self.memory.pm(false).await;
+        let system = crate::prompts::pm_system_prompt(&self.layout, &memory);
         self.turn(msg, cancel, &registry, &system, &proposed).await
     }
 
@@ -127,7 +131,8 @@ impl Pm {
         cancel: &CancellationToken,
     ) -> Result<PmTurn, PmError> {
         let registry = self.read_only_tools();
-        let system = closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout));
+        let memory = self.memory.pm(false).await;
+        let system = closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout, &memory));
         let nothing = Arc::new(Mutex::new(None));
         self.turn(msg, cancel, &registry, &system, &nothing).await
     }

@@ -139,20 +139,14 @@ pub async fn ask_pm(
     question: &str,
     cancel: &CancellationToken,
 ) -> Result<Verdict, PmError> {
-    let memory_path = pm.layout.memory().join("pm.md");
-    let memory = match tokio::fs::read_to_string(&memory_path).await {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            tracing::warn!(thread = %thread, "read {}: {e}", memory_path.display());
-            String::new()
-        }
-    };
+    let memory = pm.memory.pm(false).await;
     let mut registry = ToolRegistry::new(DEFAULT_MAX_TOOL_OUTPUT);
     for tool in repository_tools(pm.root.clone()) {
         registry.register(tool);
     }
-    registry.register(Arc::new(crate::pm::tools::ReadMemory::new(memory_path)));
+    registry.register(Arc::new(crate::pm::tools::ReadMemory::new(
+        pm.memory.clone(),
+    )));
     let model = RoleModel {
         gateway: &pm.gateway,
         ctx: CallContext {

@@ -1,4 +1,5 @@
-//! The PM's tools that need the controller's state: ReadMemory (the PM's memory file),
+//! The PM's tools that need the controller's state: ReadMemory (the PM's memory, as the
+//! default branch's latest commit holds it),
 //! ListThreads (the store), GHStatus (the `gh` CLI, fixed arguments, no shell) and
 //! ProposePlan (records the thread's structured plan).
 //!
@@ -19,21 +20,23 @@ use serde::Deserialize;
 use serde::de::{Deserializer, Error as _, IntoDeserializer};
 
 use crate::domain::{Plan, Stage, ThreadKey};
+use crate::memory::source::DefaultBranchMemory;
 use crate::store::Store;
 
 /// How long a `gh` call may take.
 const GH_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// `ReadMemory{section?}`: the PM's memory file, whole or one section.
+/// `ReadMemory{section?}`: the PM's memory, whole or one section.
 #[derive(Debug)]
 pub struct ReadMemory {
-    path: PathBuf,
+    source: DefaultBranchMemory,
 }
 
 impl ReadMemory {
-    /// Reads the memory file at `path` (`.codebutler/memory/pm.md`).
-    pub fn new(path: PathBuf) -> Self {
-        Self { path }
+    /// Reads `.codebutler/memory/pm.md` of the default branch's latest commit, as `source`
+    /// last fetched it.
+    pub fn new(source: DefaultBranchMemory) -> Self {
+        Self { source }
     }
 }
 
@@ -60,13 +63,7 @@ impl Tool for ReadMemory {
 
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: ReadMemoryArgs = parse_args("ReadMemory", args)?;
-        let text = match tokio::fs::read_to_string(&self.path).await {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok("no memory yet".to_owned());
-            }
-            Err(e) => return Err(ToolError::Failed(format!("read memory: {e}"))),
-        };
+        let text = self.source.pm(false).await;
         match args.section {
             None => Ok(if text.trim().is_empty() {
                 "no memory yet".to_owned()
@@ -388,11 +385,22 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn read_memory_without_a_file_says_so() {
+    async fn read_memory_reads_the_default_branch_or_the_seed() {
+        use codebutler_test_support::git;
         let dir = tempfile::tempdir().unwrap();
-        let tool = ReadMemory::new(dir.path().join("pm.md"));
-        assert_eq!(tool.call(json!({})).await.unwrap(), "no memory yet");
-        std::fs::write(dir.path().join("pm.md"), MEMORY).unwrap();
+        git::init(dir.path());
+        git::commit_files(dir.path(), &[("a.txt", "a\n")], "first");
+        let tool = ReadMemory::new(DefaultBranchMemory::new(dir.path()));
+        assert_eq!(
+            tool.call(json!({})).await.unwrap(),
+            crate::memory::seed::PM_DEFAULT
+        );
+        git::commit_files(
+            dir.path(),
+            &[(crate::memory::seed::PM_PATH, MEMORY)],
+            "memory",
+        );
+        assert_eq!(tool.call(json!({})).await.unwrap(), MEMORY);
         let err = tool
             .call(json!({"section": "x"}))
             .await

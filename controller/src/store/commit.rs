@@ -55,6 +55,8 @@ pub enum Change<'a> {
         thread: &'a ThreadKey,
         closure: Closure,
     },
+    /// A memory proposal made, edited or settled; guarded like [`Change::RunReported`].
+    Memory(super::MemoryChange<'a>),
 }
 
 impl Store {
@@ -214,6 +216,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             .rows_affected();
             return Ok(closed == 1);
         }
+        Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
     }
     Ok(true)
 }

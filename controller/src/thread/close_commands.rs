@@ -24,6 +24,8 @@ use crate::domain::{Closure, IncomingMessage, PullRequestRef, Role, RunRecord, T
 use crate::journal::description::Describer;
 use crate::journal::thread_journal::{self, JournalHead};
 use crate::journal::{notes, report, usage};
+use crate::memory::MemoryTarget;
+use crate::postflight::MEMORY_PROPOSAL;
 use crate::slack::effects::Effects;
 use crate::store::{Change, StoreError};
 use crate::thread::approval::normalize;
@@ -521,7 +523,24 @@ impl ThreadHandler {
             .reply(&last, speaker(Role::Pm));
         tracing::info!(tag = "INF", "thread {} → closed ({closure:?})", c.thread);
         match self.outbox.commit(&changes, &effects).await {
-            Ok(true) => Settle::Settled,
+            Ok(true) => {
+                if closure == Closure::Done {
+                    // A thread done without a pull request: what it taught goes in a memory
+                    // PR of its own, once people approve it.
+                    let memory = self.memory.clone();
+                    let thread = c.thread.clone();
+                    tokio::spawn(async move {
+                        memory
+                            .propose_as_step(
+                                &thread,
+                                MemoryTarget::NewPullRequest,
+                                Some(MEMORY_PROPOSAL),
+                            )
+                            .await
+                    });
+                }
+                Settle::Settled
+            }
             // Closed already (or its report recorded): nothing more to say; the message is
             // handled.
             Ok(false) => Settle::Processed,

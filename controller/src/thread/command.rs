@@ -4,8 +4,9 @@
 //!
 //! The order of the rules is the policy: a button click is judged by its button, and what the
 //! PR watcher saw on GitHub by the thread's state; someone not on the allow-list gets only a
-//! refusal; a closed thread takes no more work (a question about it reaches the PM
-//! read-only, see [`is_question`]; anything else gets a short reply); "undo" and
+//! refusal; replies to an open memory proposal and corrections come next
+//! ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
+//! PM read-only, see [`is_question`]; anything else gets a short reply); "undo" and
 //! "budget $N" work in any other state; a running Coder takes everything else first (a close
 //! word only gets "stop the Coder first"); then an approval of a pending plan, a close word
 //! ("merge", "abandon", "done"), a follow-up on an ended run, a message for another role,
@@ -15,6 +16,7 @@ use crate::closing::event::PrEvent;
 use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, PullRequestRef, Role, RunRecord, ThreadState,
 };
+use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_stop, is_undo};
 use crate::thread::budget::parse_budget_command;
 use crate::thread::close_commands::{CloseWord, close_word};
@@ -77,6 +79,10 @@ pub enum Command {
     OtherRoles(Vec<Mention>),
     /// Everything else: the PM answers.
     AskPm,
+    /// A reply to the thread's open memory proposal (`yes`, `no`, an edit).
+    MemoryReply(Reply),
+    /// "correct N: <answer>": a memory proposal from a correction of the Coder's question N.
+    CorrectAnswer { number: usize, answer: String },
 }
 
 /// The command `msg` gives its thread in `state`; `allowed` says whether its author is on
@@ -117,6 +123,24 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
         };
     }
     classify_past_coder(msg, state)
+}
+
+/// The memory rules, which come after the allow-list and before every other rule (a
+/// proposal can outlive the thread's close): while a proposal is open (`proposal_open`) its
+/// grammar words answer it; "correct N: …" corrects an answer the Coder got. `None`: the
+/// other rules ([`classify`]) decide.
+pub fn classify_memory(
+    msg: &IncomingMessage,
+    allowed: bool,
+    proposal_open: bool,
+) -> Option<Command> {
+    if !allowed || Click::parse(&msg.text).is_some() {
+        return None;
+    }
+    if proposal_open && let Some(reply) = parse_reply(&msg.text) {
+        return Some(Command::MemoryReply(reply));
+    }
+    parse_correction(&msg.text).map(|(number, answer)| Command::CorrectAnswer { number, answer })
 }
 
 /// The command of a message no running Coder took (none runs, or its run ended as the
@@ -557,6 +581,65 @@ mod tests {
                 "{text:?} allowed={allowed} in {state:?}"
             );
         }
+    }
+
+    #[test]
+    fn memory_replies_come_after_the_allow_list_and_before_the_rest() {
+        use Command::*;
+        let cases: Vec<(&str, bool, bool, Option<Command>)> = vec![
+            ("yes", true, true, Some(MemoryReply(Reply::Yes))),
+            ("No", true, true, Some(MemoryReply(Reply::No))),
+            (
+                "remove 2",
+                true,
+                true,
+                Some(MemoryReply(Reply::Remove(vec![2]))),
+            ),
+            (
+                "add: use bcrypt",
+                true,
+                true,
+                Some(MemoryReply(Reply::Add("use bcrypt".into()))),
+            ),
+            (
+                "change 1 to: x",
+                true,
+                true,
+                Some(MemoryReply(Reply::Change(1, "x".into()))),
+            ),
+            ("yes", false, true, None),
+            ("yes", true, false, None),
+            ("remove 2", true, false, None),
+            ("how do we deploy?", true, true, None),
+            (
+                "correct 2: JWT",
+                true,
+                false,
+                Some(CorrectAnswer {
+                    number: 2,
+                    answer: "JWT".into(),
+                }),
+            ),
+            (
+                "correct 1: tabs",
+                true,
+                true,
+                Some(CorrectAnswer {
+                    number: 1,
+                    answer: "tabs".into(),
+                }),
+            ),
+            ("correct 2: JWT", false, false, None),
+        ];
+        for (text, allowed, open, expected) in cases {
+            assert_eq!(
+                classify_memory(&msg(text), allowed, open),
+                expected,
+                "{text:?} allowed={allowed} open={open}"
+            );
+        }
+        let click = click(ButtonAction::Approve, "d1");
+        assert_eq!(classify_memory(&msg(&click), true, true), None);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The handler of a thread's messages: load the thread's state once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
-//! `plan_commands`, `pm_turn`).
+//! `plan_commands`, `pm_turn`, `memory_commands`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
@@ -17,7 +17,7 @@ use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store, ThreadStateError};
 use crate::thread::close_commands::CloseKind;
-use crate::thread::command::{Command, classify, classify_past_coder};
+use crate::thread::command::{Command, classify, classify_memory, classify_past_coder};
 use crate::thread::dispatch::MessageHandler;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
@@ -37,6 +37,8 @@ pub struct ThreadHandler {
     pub max_cost_per_thread: f64,
     /// `github.mergeStrategy`: how "merge" merges the thread's pull request.
     pub merge_strategy: MergeStrategy,
+    /// Memory proposals and their commits.
+    pub memory: crate::memory::Memory,
 }
 
 /// What is left to record of a message once its command was applied.
@@ -65,8 +67,18 @@ enum LoadError {
 impl MessageHandler for ThreadHandler {
     async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
         let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
+        let proposal_open = match self.store.open_memory_proposal(&msg.thread()).await {
+            Ok(open) => open.is_some(),
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "read the memory proposal: {e}");
+                false
+            }
+        };
         let mut settle = self
-            .step(&msg, &cancel, |state| classify(&msg, allowed, state))
+            .step(&msg, &cancel, |state| {
+                classify_memory(&msg, allowed, proposal_open)
+                    .unwrap_or_else(|| classify(&msg, allowed, state))
+            })
             .await;
         if settle == Settle::NotTaken {
             settle = self
@@ -175,6 +187,10 @@ impl ThreadHandler {
                 self.answer(msg, Role::Pm, &other_roles_reply(&named)).await
             }
             Command::AskPm => self.ask_pm(msg, cancel).await,
+            Command::MemoryReply(reply) => self.memory_reply(msg, reply).await,
+            Command::CorrectAnswer { number, answer } => {
+                self.correct_answer(msg, number, &answer).await
+            }
         }
     }
 

@@ -1,9 +1,10 @@
 //! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
 //! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
-//! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`]). The words it
-//! understands are in [`approval`], [`budget`], [`routing`] and [`close_commands`];
-//! [`history`] reads a thread's past back.
+//! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`). The
+//! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_commands`]
+//! (a memory proposal's in [`crate::memory::proposal`]); [`history`] reads a thread's past
+//! back.
 
 pub mod approval;
 pub mod budget;
@@ -14,6 +15,7 @@ pub mod dispatch;
 pub mod handler;
 pub mod history;
 pub mod intake;
+mod memory_commands;
 mod plan_commands;
 mod pm_turn;
 pub mod routing;

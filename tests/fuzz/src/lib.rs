@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use codebutler_controller::memory::source::DefaultBranchMemory;
 use codebutler_controller::pm::tools::{GhStatus, ListThreads, ProposePlan, ReadMemory};
 use codebutler_controller::store::Store;
 use codebutler_controller::domain::{IncomingMessage, ThreadKey};
@@ -53,7 +54,8 @@ const SENTINEL_TEXT: &str = "not yours\n";
 /// Every tool with its fakes, over a scratch worktree, in a confined process.
 pub struct Workbench {
     pub runtime: tokio::runtime::Runtime,
-    /// Holds the scratch directory: the worktree, the sentinel, the store, the memory.
+    /// Holds the scratch directory: the worktree (whose commit the PM's memory is read
+    /// from), the sentinel, the store.
     _scratch: tempfile::TempDir,
     pub parent: PathBuf,
     pub root: PathBuf,
@@ -82,8 +84,6 @@ impl Workbench {
         std::os::unix::fs::symlink(parent.join(SENTINEL), root.join("escape-link")).unwrap();
         reset(&root);
         commit(&root);
-        let memory = parent.join("pm.md");
-        std::fs::write(&memory, "# Memory\n## Deploy\nmake ship\n").unwrap();
         let store = runtime
             .block_on(Store::open(&parent.join("store.db")))
             .unwrap();
@@ -126,7 +126,7 @@ impl Workbench {
             .register(Arc::new(ReadMemoryTool::new(Arc::new(FixedMemory))))
             .register(Arc::new(AskUserTool::new(questions, events.clone())))
             .register(Arc::new(NotifyTool::new(events)))
-            .register(Arc::new(ReadMemory::new(memory)))
+            .register(Arc::new(ReadMemory::new(DefaultBranchMemory::new(&root))))
             .register(Arc::new(ListThreads::new(store.clone())))
             .register(Arc::new(GhStatus::new(
                 PathBuf::from("/nonexistent/gh"),
@@ -172,7 +172,7 @@ impl Workbench {
         names.sort();
         assert_eq!(
             names,
-            ["outside.txt", "pm.md", "worktree"],
+            ["outside.txt", "worktree"],
             "{call} created a file outside the worktree"
         );
         let head = std::fs::read_to_string(self.root.join(".git/HEAD")).unwrap_or_default();

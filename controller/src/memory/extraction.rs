@@ -1,0 +1,93 @@
+//! The memory extraction: one model call (`productManager.memoryExtraction`, through the
+//! gateway, its usage recorded as [`ROLE`]) that reads the thread's whole history and the
+//! memory as it is where the lines will be committed, and answers with the operations of
+//! [`super::ops`]. The prompt is `prompts/memory-extraction.md` (seeded into
+//! `.codebutler/prompts/`, yours to edit) with `{memory}` and `{history}` filled in.
+
+use codebutler_agent::conversation::ChatMessage;
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::ThreadKey;
+use crate::gateway::{CallContext, Gateway, GatewayError};
+
+/// The role the extraction's usage is recorded as (the usage report's "Memory extraction").
+pub const ROLE: &str = "memory-extraction";
+
+/// The prompt sent: `template` with `{memory}` and `{history}` replaced in one pass, so text
+/// in the memory or the thread that looks like a placeholder stays as written.
+pub fn prompt(template: &str, memory: &str, history: &str) -> String {
+    let mut out = String::with_capacity(template.len() + memory.len() + history.len());
+    let mut rest = template;
+    loop {
+        let next = [("{memory}", memory), ("{history}", history)]
+            .into_iter()
+            .filter_map(|(name, value)| rest.find(name).map(|at| (at, name, value)))
+            .min_by_key(|(at, _, _)| *at);
+        let Some((at, name, value)) = next else {
+            out.push_str(rest);
+            return out;
+        };
+        out.push_str(&rest[..at]);
+        out.push_str(value.trim_end());
+        rest = &rest[at + name.len()..];
+    }
+}
+
+/// The messages of the call: the prompt as the one user message.
+pub fn messages(prompt: &str) -> Vec<ChatMessage> {
+    vec![ChatMessage::user(prompt.to_owned())]
+}
+
+/// Asks `model` for the operations; returns its answer's text (parse it with
+/// [`super::ops::parse`]).
+pub async fn extract(
+    gateway: &Gateway,
+    thread: &ThreadKey,
+    model: &str,
+    prompt: &str,
+    cancel: &CancellationToken,
+) -> Result<String, GatewayError> {
+    let ctx = CallContext {
+        thread: thread.clone(),
+        role: ROLE,
+        model: model.to_owned(),
+    };
+    let completion = gateway
+        .complete(&ctx, &messages(prompt), &[], cancel)
+        .await?;
+    Ok(completion.reply.content.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::DEFAULT_PROMPTS;
+
+    fn template() -> &'static str {
+        DEFAULT_PROMPTS
+            .iter()
+            .find(|(name, _)| *name == "memory-extraction.md")
+            .map(|(_, text)| *text)
+            .unwrap()
+    }
+
+    #[test]
+    fn placeholders_are_filled_once() {
+        assert_eq!(
+            prompt("M={memory} H={history} M", "{history}", "{memory}\n"),
+            "M={history} H={memory} M"
+        );
+    }
+
+    #[test]
+    fn the_prompt_as_sent() {
+        let history = "[10:00] <@U0ALICE>: registration should return a JWT\n\
+                       [10:01] PM: 📋 Plan: add POST /register\n\
+                       [10:05] Coder question 1: auth/login.go uses JWT but auth/session.go uses cookies. Which one?\n    \
+                       answered by <@U0ALICE>: JWT, always JWT\n";
+        let memory = crate::memory::seed::PM_DEFAULT;
+        let sent = prompt(template(), memory, history);
+        assert_eq!(messages(&sent), vec![ChatMessage::user(sent.clone())]);
+        insta::assert_snapshot!(sent);
+    }
+}
