@@ -511,3 +511,92 @@ async fn done_in_a_thread_without_a_pr_proposes_memory_saved_in_a_memory_pr() {
     assert_eq!(git::git(&origin, &["rev-parse", "HEAD"]), main_before);
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_merge_from_the_thread_brings_the_merged_memory_to_the_next_threads_pm() {
+    let (env, origin) = pr_env().await;
+    script_pr(&env, "MEMORY-MERGE-TOKEN");
+    env.model
+        .script(EXTRACTION, vec![Reply::text(r#"[{"op": "none"}]"#)]);
+    env.model
+        .script("next question MEMQ9", vec![Reply::text("Next answer.")]);
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "add a parser", "MEMORY-MERGE-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    // The extraction found nothing to remember: the step is done, nothing is proposed.
+    let pool = crate::harness::open_store(&env).await;
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            let pool = pool.clone();
+            let thread = thread.clone();
+            std::thread::spawn(move || {
+                tokio::runtime::Runtime::new().unwrap().block_on(async move {
+                    sqlx::query_scalar::<_, i64>(
+                        "SELECT COUNT(*) FROM thread_steps WHERE thread_ts = ? AND step = 'memory_proposal'",
+                    )
+                    .bind(thread)
+                    .fetch_one(&pool)
+                    .await
+                    .unwrap()
+                })
+            })
+            .join()
+            .unwrap()
+                == 1
+        })
+        .await;
+    assert!(ok, "the memory step never ran");
+    pool.close().await;
+
+    // What GitHub's merge puts on origin's default branch (the fake gh merges nothing).
+    let other = env.outside.path().join("other");
+    git::git(
+        env.outside.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git::commit_files(
+        &other,
+        &[(
+            PM_PATH,
+            "## Project Knowledge\n\n- LEARNED-IN-THE-MERGED-PR\n",
+        )],
+        "Merge the parser",
+    );
+    git::git(&other, &["push", "-q", "origin", "HEAD"]);
+
+    say_and_wait_post(&env, &thread, "merge", "*PM:* PR #7 merged").await;
+    // No approval in between: the merge itself fetched the default branch.
+    let default = git::git(&other, &["rev-parse", "--abbrev-ref", "HEAD"]);
+    let merged = git::git(&other, &["rev-parse", "HEAD"]);
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            git::git(
+                env.repo_path(),
+                &[
+                    "for-each-ref",
+                    "--format=%(objectname)",
+                    &format!("refs/remotes/origin/{}", default.trim()),
+                ],
+            ) == merged
+        })
+        .await;
+    assert!(ok, "origin/main was not fetched after the merge");
+    let next = env.say("next question MEMQ9");
+    env.wait_thread_posts(&next, 1).await;
+    let system = env.model.requests_for("next question MEMQ9")[0].body["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(system.contains("- LEARNED-IN-THE-MERGED-PR"), "{system}");
+    env.assert_clean();
+}

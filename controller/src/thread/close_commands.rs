@@ -524,6 +524,12 @@ impl ThreadHandler {
         tracing::info!(tag = "INF", "thread {} → closed ({closure:?})", c.thread);
         match self.outbox.commit(&changes, &effects).await {
             Ok(true) => {
+                if closure == Closure::Merged {
+                    // What the merge brought (its approved memory among it) reaches the next
+                    // thread's PM without waiting for the next approval's fetch.
+                    let source = self.memory.source.clone();
+                    tokio::spawn(async move { source.tip(true).await });
+                }
                 if closure == Closure::Done {
                     // A thread done without a pull request: what it taught goes in a memory
                     // PR of its own, once people approve it.
