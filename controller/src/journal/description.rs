@@ -15,7 +15,6 @@ use std::collections::HashMap;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::closing::event::WATCHER_USER;
 use crate::domain::{PullRequestRef, ThreadKey};
 use crate::pm::Pm;
 use crate::slack::outbox::Outbox;
@@ -177,7 +176,7 @@ impl Describer {
     async fn names(&self, thread: &ThreadKey, people: &[String]) -> Vec<String> {
         let mut known: HashMap<&str, String> = HashMap::new();
         let mut names = Vec::new();
-        for user in people.iter().filter(|u| *u != WATCHER_USER) {
+        for user in people {
             if let Some(name) = known.get(user.as_str()) {
                 names.push(name.clone());
                 continue;

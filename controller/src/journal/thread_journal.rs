@@ -5,7 +5,7 @@
 //! runs with turns and cost, its questions with who answered — then what the thread said
 //! about memory, then the usage table. Plain data from plain data, snapshot-tested.
 
-use crate::closing::event::{PrEvent, WATCHER_USER};
+use crate::closing::event::PrEvent;
 use crate::domain::{ButtonAction, PullRequestRef, Role, duration_text};
 use crate::thread::history::{Event, History};
 
@@ -103,17 +103,14 @@ pub fn render(head: &JournalHead<'_>, history: &History, usage: &ThreadUsage) ->
 /// An event's first line, and the text quoted under it.
 fn narrate(event: &Event) -> (String, String) {
     match event {
-        Event::Person { user, text } if user == WATCHER_USER => match PrEvent::parse(text) {
-            Some(PrEvent::Merged) => (
-                "The pull request was merged on GitHub.".into(),
-                String::new(),
-            ),
-            Some(PrEvent::Closed) => (
-                "The pull request was closed on GitHub without merging.".into(),
-                String::new(),
-            ),
-            None => ("The PR watcher wrote:".into(), text.clone()),
-        },
+        Event::GitHub(PrEvent::Merged) => (
+            "The pull request was merged on GitHub.".into(),
+            String::new(),
+        ),
+        Event::GitHub(PrEvent::Closed) => (
+            "The pull request was closed on GitHub without merging.".into(),
+            String::new(),
+        ),
         Event::Person { user, text } => (format!("<@{user}> wrote:"), text.clone()),
         Event::Clicked { user, action } => (
             format!(
@@ -276,13 +273,7 @@ mod tests {
                         answered_by: Some("pm".into()),
                     },
                 ),
-                entry(
-                    8,
-                    Event::Person {
-                        user: WATCHER_USER.into(),
-                        text: PrEvent::Merged.to_text(7),
-                    },
-                ),
+                entry(8, Event::GitHub(PrEvent::Merged)),
                 entry(
                     9,
                     Event::Said {

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::closing::event::{PrEvent, WATCHER_USER};
+use crate::closing::event::PrEvent;
 use crate::domain::{Closure, IncomingMessage, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::journal::description::Describer;
 use crate::journal::thread_journal::{self, JournalHead};
@@ -617,7 +617,7 @@ impl ThreadHandler {
         }
         let first = match History::load(&self.store, thread).await {
             Ok(history) => history.entries.into_iter().find_map(|e| match e.event {
-                Event::Person { user, text } if user != WATCHER_USER => Some(text),
+                Event::Person { text, .. } => Some(text),
                 _ => None,
             }),
             Err(e) => {

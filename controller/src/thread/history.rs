@@ -1,5 +1,5 @@
 //! A thread's history, in time order, from what the store keeps of it: the people's
-//! messages and clicks, what CodeButler said as each role, the PM's tool calls, the Coder's
+//! messages and clicks, what the PR watcher saw on GitHub, what CodeButler said as each role, the PM's tool calls, the Coder's
 //! questions with their answers, and the Coder's runs.
 //!
 //! Memory extraction, the PR description, the thread journal and the usage report's tips
@@ -8,6 +8,7 @@
 
 use codebutler_agent::conversation::ChatMessage;
 
+use crate::closing::event::{PrEvent, WATCHER_USER};
 use crate::domain::{ButtonAction, Click, Role, RunRecord, ThreadKey};
 use crate::slack::effects::Effect;
 use crate::store::{QuestionRecord, Store, StoreError};
@@ -40,6 +41,8 @@ pub enum Event {
     Person { user: String, text: String },
     /// A person clicked one of the thread's buttons.
     Clicked { user: String, action: ButtonAction },
+    /// The PR watcher saw the thread's pull request merged or closed on GitHub.
+    GitHub(PrEvent),
     /// CodeButler said something in the thread as `role`.
     Said { role: Role, text: String },
     /// The PM called a tool; `arguments` shortened.
@@ -61,12 +64,16 @@ impl History {
     pub async fn load(store: &Store, thread: &ThreadKey) -> Result<Self, StoreError> {
         let mut entries = Vec::new();
         for msg in store.thread_messages(thread).await? {
-            let event = match Click::parse(&msg.text) {
-                Some(click) => Event::Clicked {
+            let pr_event = (msg.user == WATCHER_USER)
+                .then(|| PrEvent::parse(&msg.text))
+                .flatten();
+            let event = match (pr_event, Click::parse(&msg.text)) {
+                (Some(event), _) => Event::GitHub(event),
+                (None, Some(click)) => Event::Clicked {
                     user: msg.user,
                     action: click.action,
                 },
-                None => Event::Person {
+                (None, None) => Event::Person {
                     user: msg.user,
                     text: msg.text,
                 },
@@ -210,6 +217,10 @@ fn render_event(event: &Event) -> String {
     match event {
         Event::Person { user, text } => format!("<@{user}>: {text}"),
         Event::Clicked { user, action } => format!("<@{user}> clicked {}", button(*action)),
+        Event::GitHub(PrEvent::Merged) => "GitHub: the pull request was merged".to_owned(),
+        Event::GitHub(PrEvent::Closed) => {
+            "GitHub: the pull request was closed without merging".to_owned()
+        }
         Event::Said { role, text } => format!("{}: {text}", role_label(*role)),
         Event::PmTool { name, arguments } => format!("PM used {name} {arguments}"),
         Event::CoderQuestion {
@@ -346,6 +357,15 @@ mod tests {
             .record_message(&message("1.5", "U2", "JWT, always"))
             .await
             .unwrap();
+        store
+            .record_message(&message("1.6", WATCHER_USER, &PrEvent::Merged.to_text(7)))
+            .await
+            .unwrap();
+        // A person cannot pass for the watcher by typing its marker.
+        store
+            .record_message(&message("1.7", "U3", &PrEvent::Closed.to_text(7)))
+            .await
+            .unwrap();
 
         let history = History::load(&store, &thread).await.unwrap();
         assert_eq!(
@@ -358,9 +378,11 @@ mod tests {
                 "Coder asked (question 1): JWT or cookies?",
                 "    answered by <@U2>: JWT, always",
                 "<@U2>: JWT, always",
+                "GitHub: the pull request was merged",
+                "<@U3>: <codebutler:pr-watch closed #7>",
             ]
         );
-        assert_eq!(history.participants(), vec!["U1", "U2"]);
+        assert_eq!(history.participants(), vec!["U1", "U2", "U3"]);
     }
 
     #[test]
