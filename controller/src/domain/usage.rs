@@ -13,6 +13,8 @@ pub struct UsageRecord {
     pub cached_tokens: i64,
     /// Cost in USD as the provider reported it, if it did.
     pub cost: Option<f64>,
+    /// How long the call took, retries included (ms).
+    pub duration_ms: i64,
 }
 
 /// Totals of a thread's usage.

@@ -174,6 +174,7 @@ impl Gateway {
         cancel: &CancellationToken,
     ) -> Result<Completion, GatewayError> {
         let body = request_body(&ctx.model, messages, tools);
+        let started = std::time::Instant::now();
         let mut attempt = 0;
         loop {
             let result = tokio::select! {
@@ -183,7 +184,7 @@ impl Gateway {
             };
             let err = match result {
                 Ok((reply, usage)) => {
-                    let usage = self.record(ctx, usage).await;
+                    let usage = self.record(ctx, usage, started.elapsed()).await;
                     return Ok(Completion { reply, usage });
                 }
                 Err(err) => err,
@@ -245,7 +246,7 @@ impl Gateway {
         parse_response(status, retry_after, &text)
     }
 
-    async fn record(&self, ctx: &CallContext, usage: Usage) -> UsageRecord {
+    async fn record(&self, ctx: &CallContext, usage: Usage, took: Duration) -> UsageRecord {
         let record = UsageRecord {
             thread: ctx.thread.clone(),
             role: ctx.role.to_owned(),
@@ -257,6 +258,7 @@ impl Gateway {
                 .and_then(|d| d.cached_tokens)
                 .unwrap_or(0),
             cost: usage.cost,
+            duration_ms: i64::try_from(took.as_millis()).unwrap_or(i64::MAX),
         };
         if let Err(e) = self.store.record_usage(&record).await {
             tracing::warn!(thread = %ctx.thread, "could not record usage: {e}");

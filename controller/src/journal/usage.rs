@@ -57,7 +57,7 @@ pub fn role_label(role: &str) -> String {
     match role {
         "pm" => "PM".into(),
         "coder" => "Coder".into(),
-        "memory" | "memory_extraction" | "memory-extraction" => "Memory extraction".into(),
+        crate::memory::extraction::ROLE => "Memory extraction".into(),
         "artist" => "Artist".into(),
         "whisper" => "Whisper".into(),
         other => other.into(),
@@ -69,7 +69,7 @@ fn role_rank(role: &str) -> u8 {
     match role {
         "pm" => 0,
         "coder" => 1,
-        "memory" | "memory_extraction" | "memory-extraction" => 2,
+        crate::memory::extraction::ROLE => 2,
         _ => 3,
     }
 }
@@ -92,7 +92,12 @@ pub async fn load(store: &Store, thread: &ThreadKey) -> Result<ThreadUsage, Stor
                 label: role_label(&r.role),
                 totals: r.totals,
                 turns: coder.then_some(turns),
-                wall: coder.then_some(wall),
+                // The Coder's is its runs' (tools included); the others' their calls'.
+                wall: if coder {
+                    Some(wall)
+                } else {
+                    (!r.model_time.is_zero()).then_some(r.model_time)
+                },
             }
         })
         .collect();
@@ -184,11 +189,12 @@ mod tests {
             channel: "C1".into(),
             thread_ts: "1.1".into(),
         };
-        for (role, tokens, cost) in [
-            ("coder", 1000, 0.5),
-            ("pm", 100, 0.001),
-            ("memory", 50, 0.0005),
-            ("coder", 2000, 0.25),
+        for (role, tokens, cost, ms) in [
+            ("coder", 1000, 0.5, 9000),
+            ("pm", 100, 0.001, 1200),
+            ("memory-extraction", 50, 0.0005, 800),
+            ("pm", 100, 0.001, 1300),
+            ("coder", 2000, 0.25, 9000),
         ] {
             store
                 .record_usage(&UsageRecord {
@@ -199,6 +205,7 @@ mod tests {
                     completion_tokens: tokens / 10,
                     cached_tokens: tokens / 2,
                     cost: Some(cost),
+                    duration_ms: ms,
                 })
                 .await
                 .unwrap();
@@ -216,8 +223,13 @@ mod tests {
             (2, 3000, 1500)
         );
         assert_eq!((coder.turns, coder.wall), (Some(0), Some(Duration::ZERO)));
-        assert_eq!((usage.roles[0].turns, usage.roles[0].wall), (None, None));
-        assert!((usage.total_cost() - 0.7515).abs() < 1e-9);
+        // The other roles' wall time is their model calls' (the Coder's is its runs').
+        assert_eq!(
+            (usage.roles[0].turns, usage.roles[0].wall),
+            (None, Some(Duration::from_millis(2500)))
+        );
+        assert_eq!(usage.roles[2].wall, Some(Duration::from_millis(800)));
+        assert!((usage.total_cost() - 0.7525).abs() < 1e-9);
         assert!(usage.pm_tools.is_empty() && usage.questions.is_empty());
     }
 

@@ -148,6 +148,7 @@ mod tests {
             completion_tokens: 1,
             cached_tokens: 0,
             cost,
+            duration_ms: 10,
         };
         assert_eq!(s.thread_coder_cost(&thread("1.1")).await.unwrap(), 0.0);
         for record in [

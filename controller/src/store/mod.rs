@@ -141,6 +141,7 @@ struct RoleTotalsRow {
     cached_tokens: i64,
     completion_tokens: i64,
     cost: f64,
+    duration_ms: i64,
 }
 
 /// One role's usage in a thread.
@@ -149,6 +150,8 @@ pub struct RoleTotals {
     /// The role the gateway recorded (`pm`, `coder`, …).
     pub role: String,
     pub totals: UsageTotals,
+    /// The time its model calls took, summed (calls recorded with no duration count none).
+    pub model_time: std::time::Duration,
 }
 
 /// A row of `threads` as [`Store::list_threads`] reads it.
@@ -335,7 +338,7 @@ impl Store {
     pub async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
-             cached_tokens, cost, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             cached_tokens, cost, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(format!("{:032x}", rand::random::<u128>()))
         .bind(&usage.thread.channel)
@@ -346,6 +349,7 @@ impl Store {
         .bind(usage.completion_tokens)
         .bind(usage.cached_tokens)
         .bind(usage.cost)
+        .bind(usage.duration_ms)
         .bind(now())
         .execute(&self.pool)
         .await?;
@@ -396,7 +400,8 @@ impl Store {
         let rows = sqlx::query_as::<_, RoleTotalsRow>(
             "SELECT role, COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, \
              COALESCE(SUM(cached_tokens), 0) AS cached_tokens, \
-             COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost), 0.0) AS cost \
+             COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost), 0.0) AS cost, \
+             COALESCE(SUM(duration_ms), 0) AS duration_ms \
              FROM usage WHERE channel_id = ? AND thread_ts = ? GROUP BY role ORDER BY MIN(created_at), role",
         )
         .bind(&thread.channel)
@@ -414,6 +419,9 @@ impl Store {
                     completion_tokens: r.completion_tokens,
                     cost: r.cost,
                 },
+                model_time: std::time::Duration::from_millis(
+                    u64::try_from(r.duration_ms).unwrap_or(0),
+                ),
             })
             .collect())
     }
@@ -665,6 +673,7 @@ mod tests {
                 completion_tokens: 5,
                 cached_tokens: 4,
                 cost: Some(0.5),
+                duration_ms: 700,
             })
             .await
             .unwrap();
