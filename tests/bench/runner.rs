@@ -372,7 +372,9 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         },
         branch: "codebutler/bench".into(),
         gh: "gh".into(),
-        memory_dir: "/nonexistent".into(),
+        memory: codebutler_controller::memory::source::DefaultBranchMemory::new(
+            std::path::Path::new("/nonexistent"),
+        ),
         thread_link: None,
     };
     tokio::spawn(hub.serve(

@@ -600,3 +600,45 @@ async fn a_merge_from_the_thread_brings_the_merged_memory_to_the_next_threads_pm
     assert!(system.contains("- LEARNED-IN-THE-MERGED-PR"), "{system}");
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn the_coders_read_memory_reads_the_default_branch_not_the_checkout() {
+    let (env, origin) = pr_env().await;
+    // Memory on origin's default branch, and an uncommitted edit in the checkout.
+    let other = env.outside.path().join("other");
+    git::git(
+        env.outside.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git::commit_files(
+        &other,
+        &[(PM_PATH, "## Project Knowledge\n\n- COMMITTED-MEMORY\n")],
+        "Memory",
+    );
+    git::git(&other, &["push", "-q", "origin", "HEAD"]);
+    std::fs::create_dir_all(env.repo_path().join(".codebutler/memory")).unwrap();
+    std::fs::write(env.repo_path().join(PM_PATH), "- UNCOMMITTED-EDIT\n").unwrap();
+    env.model.script(
+        "MEMORY-CODER-TOKEN",
+        vec![
+            Reply::tool_call("ReadMemory", "{}"),
+            Reply::text("Read it."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "read the memory", "MEMORY-CODER-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    let coder = env.model.requests_for("MEMORY-CODER-TOKEN");
+    let read = crate::harness::tool_results(&coder[1].body);
+    assert!(read.contains("- COMMITTED-MEMORY"), "{read}");
+    assert!(!read.contains("UNCOMMITTED-EDIT"), "{read}");
+    env.assert_clean();
+}

@@ -9,6 +9,8 @@
 //! pull request for the run's own worktree and branch (see [`crate::workspace::forge`]): the runner
 //! names neither, so it cannot reach another thread's branch.
 
+use crate::memory::seed;
+use crate::memory::source::DefaultBranchMemory;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -61,8 +63,8 @@ pub struct RunHub {
     pub gh: PathBuf,
     /// The Slack thread's web link for PR bodies; `None` for runs started by `runnerctl`.
     pub thread_link: Option<String>,
-    /// The project's memory files (`.codebutler/memory/`).
-    pub memory_dir: PathBuf,
+    /// The project's memory, as the default branch holds it (never the checkout's files).
+    pub memory: DefaultBranchMemory,
 }
 
 impl RunHub {
@@ -371,14 +373,13 @@ impl RunnerHub for RunHub {
                 MEMORY_ROLES.join(", ")
             )));
         }
-        let path = self.memory_dir.join(format!("{role}.md"));
-        let text = match tokio::fs::read_to_string(&path).await {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(e) => {
-                return Err(Status::unavailable(format!("read {role} memory: {e}")));
-            }
+        let path = if role == "artist" {
+            seed::ARTIST_PATH
+        } else {
+            seed::PM_PATH
         };
+        // As last fetched: a tool call never waits on the network.
+        let text = self.memory.file(path, false).await;
         Ok(Response::new(ReadMemoryResponse { role, text }))
     }
 }

@@ -75,7 +75,7 @@ pub async fn supervisor_for(
         },
         worktrees,
         log_dir: layout.dir.join("run"),
-        memory_dir: layout.memory(),
+        memory: crate::memory::source::DefaultBranchMemory::new(&layout.repo),
         gh: PathBuf::from(&config.github.cli),
     })
     .await

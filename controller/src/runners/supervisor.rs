@@ -2,6 +2,7 @@
 //! runner's session, record every event and the run's outcome in the store, enforce the time
 //! limit from outside, cancel on request, reap the process and clean up its hub.
 
+use crate::memory::source::DefaultBranchMemory;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -89,7 +90,7 @@ struct Inner {
     worktrees: Preparer,
     log_dir: PathBuf,
     gh: PathBuf,
-    memory_dir: PathBuf,
+    memory: DefaultBranchMemory,
     slots: Arc<Semaphore>,
     active: Mutex<HashMap<String, Active>>,
     events: broadcast::Sender<RunEvent>,
@@ -125,8 +126,8 @@ pub struct SupervisorParts {
     pub log_dir: PathBuf,
     /// The `gh` executable pull requests are opened with (`github.cli`).
     pub gh: PathBuf,
-    /// The project's memory files (`.codebutler/memory/`), served to runners by ReadMemory.
-    pub memory_dir: PathBuf,
+    /// The project's memory as the default branch holds it, served to runners by ReadMemory.
+    pub memory: DefaultBranchMemory,
 }
 
 impl Supervisor {
@@ -154,7 +155,7 @@ impl Supervisor {
                 worktrees: parts.worktrees,
                 log_dir: parts.log_dir,
                 gh: parts.gh,
-                memory_dir: parts.memory_dir,
+                memory: parts.memory,
                 active: Mutex::new(HashMap::new()),
                 events,
                 tracker: TaskTracker::new(),
@@ -577,7 +578,7 @@ impl Inner {
             branch: request.branch.clone(),
             gh: self.gh.clone(),
             thread_link: request.reporting.thread_link().map(str::to_owned),
-            memory_dir: self.memory_dir.clone(),
+            memory: self.memory.clone(),
         }
     }
 
