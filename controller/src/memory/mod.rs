@@ -357,7 +357,19 @@ impl Memory {
         })
         .await??;
         branch_files::push_new_branch(&self.layout.repo, &branch).await?;
-        let link = forge::thread_link(&thread.channel, &thread.thread_ts);
+        // The thread's permalink on the workspace's own domain, as the PR description has it.
+        let link = match self
+            .outbox
+            .sender()
+            .permalink(&thread.channel, &thread.thread_ts)
+            .await
+        {
+            Ok(link) => link,
+            Err(e) => {
+                tracing::warn!(thread = %thread, "the thread's permalink for the memory PR: {e}");
+                forge::thread_link(&thread.channel, &thread.thread_ts)
+            }
+        };
         let diff = diff_lines(&old, &new);
         let body = format!(
             "The memory approved in the Slack thread {link}.\n\n```diff\n{}\n```\n",
