@@ -9,7 +9,10 @@
 //!   (approvals, routing, budget, the PM's turn, the Coder's commands);
 //! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
 //! - [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
-//! - [`postflight`] — the steps once a thread's pull request opened (TODO scan, …);
+//! - [`postflight`] — the steps once a thread's pull request opened (TODO scan, PR
+//!   description, memory proposal);
+//! - [`memory`] — memory people approve in the thread: extraction, proposals and their
+//!   grammar, commits to the PR branch or a memory PR, the default branch's memory;
 //! - [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
 //!   the usage report posted at close;
 //! - [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub;

@@ -2,8 +2,10 @@
 //! each a repository of its own with only its thread's history ([`thread_repo`]) on a disk
 //! of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
-//! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]); what threads that
-//! are gone left behind is removed by [`orphans`].
+//! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]). The controller's
+//! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
+//! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
+//! by [`pull_request`]; what threads that are gone left behind is removed by [`orphans`].
 
 pub mod branch_diff;
 pub mod branch_files;
