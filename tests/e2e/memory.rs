@@ -382,7 +382,9 @@ async fn a_correction_in_a_thread_without_a_pr_becomes_a_memory_pr_of_its_own() 
     );
     let body = codebutler_test_support::gh::gh_pr_body(env.outside.path()).unwrap();
     assert!(
-        body.starts_with("The memory approved in the Slack thread https://fake.slack.com/archives/"),
+        body.starts_with(
+            "The memory approved in the Slack thread https://fake.slack.com/archives/"
+        ),
         "{body}"
     );
     assert!(
