@@ -4,6 +4,7 @@
 //! another's internals.
 
 mod click;
+mod memory;
 mod plan;
 mod role;
 mod run;
@@ -12,6 +13,7 @@ mod thread_state;
 mod usage;
 
 pub use click::{ButtonAction, Click};
+pub use memory::MemoryTarget;
 pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};

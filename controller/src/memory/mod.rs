@@ -17,7 +17,6 @@ pub mod seed;
 pub mod source;
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -35,37 +34,7 @@ use crate::workspace::{branch_files, thread_repo};
 use ops::{Op, OpsError};
 use source::DefaultBranchMemory;
 
-/// Where approved memory is committed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MemoryTarget {
-    /// The thread's pull request branch: the memory lands with the merge.
-    PrBranch,
-    /// A small pull request of its own on `codebutler/memory-<slug>`, for a thread without
-    /// one.
-    NewPullRequest,
-}
-
-impl MemoryTarget {
-    /// The name the store keeps.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::PrBranch => "pr_branch",
-            Self::NewPullRequest => "new_pr",
-        }
-    }
-}
-
-impl FromStr for MemoryTarget {
-    type Err = ();
-
-    fn from_str(name: &str) -> Result<Self, ()> {
-        match name {
-            "pr_branch" => Ok(Self::PrBranch),
-            "new_pr" => Ok(Self::NewPullRequest),
-            _ => Err(()),
-        }
-    }
-}
+pub use crate::domain::MemoryTarget;
 
 /// What the thread is told when the extraction's answer cannot be used.
 pub const UNREADABLE: &str = "I could not read the memory suggestions; nothing was proposed.";

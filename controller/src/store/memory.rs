@@ -11,7 +11,7 @@
 use sqlx::SqliteConnection;
 
 use super::{Store, StoreError, ThreadKey, now};
-use crate::memory::MemoryTarget;
+use crate::domain::MemoryTarget;
 use crate::memory::ops::Op;
 
 /// An open proposal.

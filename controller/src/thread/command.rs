@@ -19,7 +19,7 @@ use crate::domain::{
 use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_stop, is_undo};
 use crate::thread::budget::parse_budget_command;
-use crate::thread::close_commands::{CloseWord, close_word};
+use crate::thread::close_plan::{CloseWord, close_word};
 use crate::thread::routing::{Route, mentioned_roles, route};
 
 /// What a message asks of its thread.

@@ -16,7 +16,7 @@ use crate::pm::Pm;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store, ThreadStateError};
-use crate::thread::close_commands::CloseKind;
+use crate::thread::close_plan::CloseKind;
 use crate::thread::command::{Command, classify, classify_memory, classify_past_coder};
 use crate::thread::dispatch::MessageHandler;
 use crate::thread::routing::other_roles_reply;

@@ -2,13 +2,14 @@
 //! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
 //! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`). The
-//! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_commands`]
+//! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]); [`history`] reads a thread's past
 //! back.
 
 pub mod approval;
 pub mod budget;
 pub mod close_commands;
+pub mod close_plan;
 mod coder_commands;
 pub mod command;
 pub mod dispatch;
