@@ -268,7 +268,8 @@ pub async fn push_branch(main: &Path, worktree: &Path, branch: &str) -> Result<(
 
 /// Opens a pull request for `branch` with `gh pr create --head <branch> --title <title>
 /// --body-file -` (the body on stdin), run in the main repository `main` within
-/// [`GH_TIMEOUT`]; returns the address `gh` printed and the number at its end.
+/// [`GH_TIMEOUT`]; returns the address `gh` printed and the number at its end. When the
+/// branch has an open pull request already, `gh` refuses and names it: that one is returned.
 pub async fn open_pr(
     gh: &Path,
     main: &Path,
@@ -296,7 +297,17 @@ pub async fn open_pr(
         .current_dir(main)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GH_PROMPT_DISABLED", "1");
-    let output = run(command, Some(body.as_bytes()), "gh pr create", GH_TIMEOUT).await?;
+    let output = match run(command, Some(body.as_bytes()), "gh pr create", GH_TIMEOUT).await {
+        Ok(output) => output,
+        // Opened already (a retry after a crash or a lost answer): gh names the open one.
+        Err(CommandError::Failed { output, .. })
+            if output.contains("already exists") && parse_pr_url(&output).is_some() =>
+        {
+            tracing::info!("gh pr create: the pull request of {branch} exists already");
+            output
+        }
+        Err(e) => return Err(e.into()),
+    };
     parse_pr_url(&output).ok_or(ForgeError::NoUrl {
         output: quote(&output),
     })
@@ -415,6 +426,17 @@ mod tests {
 
     fn commit_in(f: &ThreadFixture, message: &str) -> Result<Commit, ForgeError> {
         commit_all(&f.helper(), f.main(), f.worktree(), message)
+    }
+
+    #[tokio::test]
+    async fn a_pull_request_opened_already_is_the_one_returned_on_a_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let gh = codebutler_test_support::gh::install_fake_gh(&dir.path().join("bin"));
+        let open = || open_pr(&gh, dir.path(), "codebutler/x", "T", "body");
+        let first = open().await.unwrap();
+        // gh refuses a second pull request for the branch and names the open one.
+        assert_eq!(open().await.unwrap(), first);
+        assert_eq!(first.number, 7);
     }
 
     #[test]

@@ -146,6 +146,19 @@ if [ "$1" = "pr" ] && [ "$2" = "merge" ]; then
 fi
 
 if [ "$1" = "pr" ] && [ "$2" = "create" ]; then
+  head=""
+  prev=""
+  for arg in "$@"; do
+    [ "$prev" = "--head" ] && head="$arg"
+    prev="$arg"
+  done
+  # Like GitHub: one open pull request per head branch.
+  if [ -n "$head" ] && grep -qxF "$head" "$here/pr-heads" 2>/dev/null; then
+    echo "a pull request for branch \"$head\" into branch \"main\" already exists:" >&2
+    echo "https://github.com/acme/app/pull/7" >&2
+    exit 1
+  fi
+  [ -n "$head" ] && echo "$head" >> "$here/pr-heads"
   # The body comes on stdin (`--body-file -`); keep it for the test.
   cat > "$here/pr-body.md"
   echo "Creating pull request for the branch"
@@ -173,7 +186,9 @@ exit 1
 ///   `dir/merge.waiting`), then fails like `gh` when the PR is merged, closed, conflicting,
 ///   or (without `--admin`) has failing or pending checks, and otherwise marks it merged;
 /// - `gh pr create …` saves its stdin (the body, given with `--body-file -`) to
-///   `dir/pr-body.md` and prints `https://github.com/acme/app/pull/7` as its last line;
+///   `dir/pr-body.md` and prints `https://github.com/acme/app/pull/7` as its last line; a
+///   second `--head` of the same branch fails like GitHub's one open PR per branch
+///   ("a pull request for branch … already exists:" and its address, on stderr);
 /// - `gh --version` prints a version line; anything else exits 1 with a message on stderr.
 pub fn install_fake_gh(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;

@@ -228,3 +228,36 @@ fn a_blocked_merge_waits_until_released() {
     assert!(out.status.success());
     assert_eq!(FakePr::state(dir.path()), "MERGED");
 }
+
+#[test]
+fn a_second_pull_request_for_a_branch_is_refused_like_github() {
+    let dir = tempfile::tempdir().unwrap();
+    let gh = install_fake_gh(dir.path());
+    let create = || {
+        let mut child = Command::new(&gh)
+            .args([
+                "pr",
+                "create",
+                "--head",
+                "codebutler/x",
+                "--title",
+                "T",
+                "--body-file",
+                "-",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(b"body").unwrap();
+        child.wait_with_output().unwrap()
+    };
+    assert!(create().status.success());
+    let again = create();
+    assert_eq!(again.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(again.stderr).unwrap(),
+        "a pull request for branch \"codebutler/x\" into branch \"main\" already exists:\nhttps://github.com/acme/app/pull/7\n"
+    );
+}
