@@ -67,6 +67,29 @@ async fn wait_post(env: &Env, thread: &str, prefix: &str) -> String {
     found
 }
 
+/// Commits `memory` as the PM's memory on origin's default branch from a clone of its own
+/// (what a merge on GitHub does), never touching the daemon's checkout; returns the clone.
+fn push_memory_to_origin(
+    env: &Env,
+    origin: &Path,
+    memory: &str,
+    message: &str,
+) -> std::path::PathBuf {
+    let other = env.outside.path().join("other");
+    git::git(
+        env.outside.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git::commit_files(&other, &[(PM_PATH, memory)], message);
+    git::git(&other, &["push", "-q", "origin", "HEAD"]);
+    other
+}
+
 /// The `codebutler/` branch origin has (the thread's), and its memory file if it has one.
 fn pushed_memory(origin: &Path) -> (String, Option<String>) {
     let refs = git::git(
@@ -267,22 +290,12 @@ async fn the_next_threads_pm_reads_memory_merged_on_origin_without_a_pull() {
     env.wait_thread_posts(&first, 1).await;
 
     // Memory merged on GitHub: a commit on origin's default branch, never pulled here.
-    let other = env.outside.path().join("other");
-    git::git(
-        env.outside.path(),
-        &[
-            "clone",
-            "-q",
-            origin.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
-    git::commit_files(
-        &other,
-        &[(PM_PATH, "## Project Knowledge\n\n- MERGED-MEMORY-LINE\n")],
+    push_memory_to_origin(
+        &env,
+        &origin,
+        "## Project Knowledge\n\n- MERGED-MEMORY-LINE\n",
         "Memory from a merged PR",
     );
-    git::git(&other, &["push", "-q", "origin", "HEAD"]);
 
     // Another thread's approval fetches origin's default branch (to branch its worktree).
     let second = thread_with_plan(&env, "second job", "MEMORY-FETCH-TOKEN").await;
@@ -555,25 +568,12 @@ async fn a_merge_from_the_thread_brings_the_merged_memory_to_the_next_threads_pm
     pool.close().await;
 
     // What GitHub's merge puts on origin's default branch (the fake gh merges nothing).
-    let other = env.outside.path().join("other");
-    git::git(
-        env.outside.path(),
-        &[
-            "clone",
-            "-q",
-            origin.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
-    git::commit_files(
-        &other,
-        &[(
-            PM_PATH,
-            "## Project Knowledge\n\n- LEARNED-IN-THE-MERGED-PR\n",
-        )],
+    let other = push_memory_to_origin(
+        &env,
+        &origin,
+        "## Project Knowledge\n\n- LEARNED-IN-THE-MERGED-PR\n",
         "Merge the parser",
     );
-    git::git(&other, &["push", "-q", "origin", "HEAD"]);
 
     say_and_wait_post(&env, &thread, "merge", "*PM:* PR #7 merged").await;
     // No approval in between: the merge itself fetched the default branch.
@@ -607,22 +607,12 @@ async fn a_merge_from_the_thread_brings_the_merged_memory_to_the_next_threads_pm
 async fn the_coders_read_memory_reads_the_default_branch_not_the_checkout() {
     let (env, origin) = pr_env().await;
     // Memory on origin's default branch, and an uncommitted edit in the checkout.
-    let other = env.outside.path().join("other");
-    git::git(
-        env.outside.path(),
-        &[
-            "clone",
-            "-q",
-            origin.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
-    git::commit_files(
-        &other,
-        &[(PM_PATH, "## Project Knowledge\n\n- COMMITTED-MEMORY\n")],
+    push_memory_to_origin(
+        &env,
+        &origin,
+        "## Project Knowledge\n\n- COMMITTED-MEMORY\n",
         "Memory",
     );
-    git::git(&other, &["push", "-q", "origin", "HEAD"]);
     std::fs::create_dir_all(env.repo_path().join(".codebutler/memory")).unwrap();
     std::fs::write(env.repo_path().join(PM_PATH), "- UNCOMMITTED-EDIT\n").unwrap();
     env.model.script(

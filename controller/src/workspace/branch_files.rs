@@ -137,23 +137,7 @@ pub fn commit_to_thread_branch(
 
     let files_changed = changed_paths(&repo, parent.tree_id(), tree)?;
     let tree = repo.find_tree(tree).map_err(git("read the new tree"))?;
-    let signature = git2::Signature::now(BOT_NAME, BOT_EMAIL).map_err(git("make the signature"))?;
-    let oid = repo
-        .commit(
-            Some("HEAD"),
-            &signature,
-            &signature,
-            message,
-            &tree,
-            &[&parent],
-        )
-        .map_err(git("commit"))?;
-    thread_repo::mirror(main, &repo, &branch)?;
-    Ok(Commit {
-        sha: oid.to_string(),
-        files_changed,
-        nothing_to_commit: false,
-    })
+    forge::commit_as_bot(main, &repo, &branch, &parent, &tree, message, files_changed)
 }
 
 /// Commits `files` in the main repository `main` on the new branch `branch` (a

@@ -216,6 +216,21 @@ pub fn commit_all(
         .collect();
     files_changed.sort();
     files_changed.dedup();
+    commit_as_bot(main, &repo, &branch, &parent, &tree, message, files_changed)
+}
+
+/// Commits `tree` on top of `parent` as the thread branch's new head (the thread
+/// repository's `HEAD` is on `branch`), as the bot ([`BOT_NAME`]), and mirrors the branch
+/// to the main repository `main`.
+pub(super) fn commit_as_bot(
+    main: &Path,
+    repo: &git2::Repository,
+    branch: &str,
+    parent: &git2::Commit<'_>,
+    tree: &git2::Tree<'_>,
+    message: &str,
+    files_changed: Vec<String>,
+) -> Result<Commit, ForgeError> {
     let signature = git2::Signature::now(BOT_NAME, BOT_EMAIL).map_err(git("make the signature"))?;
     let oid = repo
         .commit(
@@ -223,11 +238,11 @@ pub fn commit_all(
             &signature,
             &signature,
             message,
-            &tree,
-            &[&parent],
+            tree,
+            &[parent],
         )
         .map_err(git("commit"))?;
-    thread_repo::mirror(main, &repo, &branch)?;
+    thread_repo::mirror(main, repo, branch)?;
     Ok(Commit {
         sha: oid.to_string(),
         files_changed,
