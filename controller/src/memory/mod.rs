@@ -300,17 +300,10 @@ impl Memory {
         .unwrap_or_else(|| seed::PM_DEFAULT.to_owned());
         let new = ops::apply(&old, items)?;
         let history = History::load(&self.store, thread).await?;
-        let topic = history
-            .entries
-            .iter()
-            .find_map(|e| match &e.event {
-                crate::thread::history::Event::Person { text, .. } => Some(text.clone()),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let topic = history.first_request().unwrap_or_default();
         let branch = format!(
             "codebutler/memory-{}-{}",
-            worktree::slug(&topic),
+            worktree::slug(topic),
             thread.thread_ts.replace('.', "")
         );
         let main = self.layout.repo.clone();
@@ -325,7 +318,7 @@ impl Memory {
             )
         })
         .await??;
-        branch_files::push_new_branch(&self.layout.repo, &branch).await?;
+        forge::push_to_origin(&self.layout.repo, &branch).await?;
         // The thread's permalink on the workspace's own domain, as the PR description has it.
         let link = match self
             .outbox

@@ -30,7 +30,7 @@ use crate::slack::effects::Effects;
 use crate::store::{Change, StoreError};
 use crate::thread::close_plan::{CloseKind, Step};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
-use crate::thread::history::{Event, History};
+use crate::thread::history::History;
 use crate::workspace::disk::ThreadDisk;
 use crate::workspace::forge::ForgeError;
 use crate::workspace::pull_request::{
@@ -490,10 +490,7 @@ impl ThreadHandler {
             Err(e) => tracing::warn!(thread = %thread, "read the thread's plan: {e}"),
         }
         let first = match History::load(&self.store, thread).await {
-            Ok(history) => history.entries.into_iter().find_map(|e| match e.event {
-                Event::Person { text, .. } => Some(text),
-                _ => None,
-            }),
+            Ok(history) => history.first_request().map(str::to_owned),
             Err(e) => {
                 tracing::warn!(thread = %thread, "read the thread's history: {e}");
                 None

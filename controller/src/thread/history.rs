@@ -139,6 +139,14 @@ impl History {
         people
     }
 
+    /// What a person first wrote in the thread: what it is about.
+    pub fn first_request(&self) -> Option<&str> {
+        self.entries.iter().find_map(|e| match &e.event {
+            Event::Person { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+    }
+
     /// The history as plain text for a model: one entry per line (a message's own lines
     /// indented under it), `[HH:MM] who: what`.
     pub fn render(&self) -> String {

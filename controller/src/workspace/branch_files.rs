@@ -14,7 +14,7 @@
 //!   meanwhile (the caller makes sure: the same rule as a checkpoint's restore).
 //! - [`commit_on_new_branch`]: the thread has no branch (no pull request); the commit goes in
 //!   the main repository on a new `codebutler/` branch from the default branch's tip, without
-//!   touching the default branch, the checkout or its index. [`push_new_branch`] pushes it.
+//!   touching the default branch, the checkout or its index. [`forge::push_to_origin`] pushes it.
 //!
 //! Everything is git2 (no hooks, no filters, no repository config of the runner's); paths are
 //! checked as the worktree helper's wire format checks them (relative, no `..`, nothing under
@@ -26,7 +26,6 @@ use codebutler_sandbox::worktree_wire;
 use git2::{Oid, Repository};
 
 use super::forge::{self, BOT_EMAIL, BOT_NAME, Commit, ForgeError, MAX_COMMIT_FILE_BYTES};
-use super::git_command::{run, safe_git};
 use super::stage::{self, Helper};
 use super::thread_repo::{self, ThreadRepoError};
 
@@ -108,11 +107,7 @@ pub fn commit_to_thread_branch(
         .map_err(git("read the branch's last commit"))?;
     let tree = replace_in_tree(&repo, parent.tree_id(), files)?;
     if tree == parent.tree_id() {
-        return Ok(Commit {
-            sha: String::new(),
-            files_changed: Vec::new(),
-            nothing_to_commit: true,
-        });
+        return Ok(Commit::nothing());
     }
 
     // The worktree first: should this fail, the branch is untouched and nothing is half done.
@@ -189,11 +184,7 @@ pub fn commit_on_new_branch(
         ))));
     }
     if tree == base_commit.tree_id() {
-        return Ok(Commit {
-            sha: String::new(),
-            files_changed: Vec::new(),
-            nothing_to_commit: true,
-        });
+        return Ok(Commit::nothing());
     }
     let tree = repo.find_tree(tree).map_err(git("read the new tree"))?;
     let signature = git2::Signature::now(BOT_NAME, BOT_EMAIL).map_err(git("make the signature"))?;
@@ -218,22 +209,6 @@ pub fn commit_on_new_branch(
         files_changed,
         nothing_to_commit: false,
     })
-}
-
-/// Pushes `branch` (a `codebutler/` branch with no worktree, made by
-/// [`commit_on_new_branch`]) from the main repository `main` to `origin`, the same fixed,
-/// hook-free, never-forced `git push` as [`forge::push_branch`].
-pub async fn push_new_branch(main: &Path, branch: &str) -> Result<(), ForgeError> {
-    if !thread_repo::is_our_branch(branch) {
-        return Err(ForgeError::NotOurBranch {
-            branch: branch.to_owned(),
-        });
-    }
-    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
-    let mut command = safe_git(main);
-    command.args(["push", "origin", &refspec]);
-    run(command, None, "git push", forge::PUSH_TIMEOUT).await?;
-    Ok(())
 }
 
 /// The content of `path` in the tree of `commit` of `repo`, if it is a regular file there.
@@ -540,7 +515,7 @@ mod tests {
             "Memory",
         )
         .unwrap();
-        push_new_branch(f.main(), "codebutler/memory-x")
+        forge::push_to_origin(f.main(), "codebutler/memory-x")
             .await
             .unwrap();
         assert_eq!(
@@ -550,7 +525,7 @@ mod tests {
             commit.sha
         );
         assert!(bare.refname_to_id("refs/heads/main").is_err());
-        let err = push_new_branch(f.main(), "main").await.unwrap_err();
+        let err = forge::push_to_origin(f.main(), "main").await.unwrap_err();
         assert!(matches!(err, ForgeError::NotOurBranch { .. }), "{err}");
     }
 }

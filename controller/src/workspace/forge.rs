@@ -120,6 +120,17 @@ pub struct Commit {
     pub nothing_to_commit: bool,
 }
 
+impl Commit {
+    /// No commit: the files were as asked already.
+    pub fn nothing() -> Self {
+        Self {
+            sha: String::new(),
+            files_changed: Vec::new(),
+            nothing_to_commit: true,
+        }
+    }
+}
+
 /// A pull request opened by [`open_pr`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PullRequest {
@@ -198,11 +209,7 @@ pub fn commit_all(
     }
     let tree_id = stage::write_index(&repo, &files.files)?;
     if tree_id == parent.tree_id() {
-        return Ok(Commit {
-            sha: String::new(),
-            files_changed: Vec::new(),
-            nothing_to_commit: true,
-        });
+        return Ok(Commit::nothing());
     }
     let tree = repo.find_tree(tree_id).map_err(git("read the new tree"))?;
     let old_tree = parent.tree().map_err(git("read the parent tree"))?;
@@ -251,16 +258,10 @@ pub(super) fn commit_as_bot(
 }
 
 /// Pushes `branch` (a `codebutler/` branch, already copied there by [`commit_all`]) from the
-/// main repository `main` to `origin`: `git -c core.hooksPath=/dev/null -c
-/// protocol.ext.allow=never … push origin refs/heads/<branch>:refs/heads/<branch>`, without
-/// force, without a terminal prompt, within [`PUSH_TIMEOUT`]; then records the push in the
+/// main repository `main` to `origin` ([`push_to_origin`]), then records the push in the
 /// thread repository of `worktree`.
 pub async fn push_branch(main: &Path, worktree: &Path, branch: &str) -> Result<(), ForgeError> {
-    check_branch(branch)?;
-    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
-    let mut command = safe_git(main);
-    command.args(["push", "origin", &refspec]);
-    run(command, None, "git push", PUSH_TIMEOUT).await?;
+    push_to_origin(main, branch).await?;
     let (tree, name) = (worktree.to_owned(), branch.to_owned());
     tokio::task::spawn_blocking(move || {
         let repo = thread_repo::open(&tree)?;
@@ -278,6 +279,19 @@ pub async fn push_branch(main: &Path, worktree: &Path, branch: &str) -> Result<(
             output: e.to_string(),
         })
     })??;
+    Ok(())
+}
+
+/// Pushes the main repository `main`'s `branch` (a `codebutler/` one only) to `origin`: `git
+/// -c core.hooksPath=/dev/null -c protocol.ext.allow=never … push origin
+/// refs/heads/<branch>:refs/heads/<branch>`, without force, without a terminal prompt, within
+/// [`PUSH_TIMEOUT`].
+pub async fn push_to_origin(main: &Path, branch: &str) -> Result<(), ForgeError> {
+    check_branch(branch)?;
+    let refspec = format!("refs/heads/{branch}:refs/heads/{branch}");
+    let mut command = safe_git(main);
+    command.args(["push", "origin", &refspec]);
+    run(command, None, "git push", PUSH_TIMEOUT).await?;
     Ok(())
 }
 
