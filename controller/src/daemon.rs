@@ -1,15 +1,21 @@
-//! The daemon: wires configuration, store, Slack, the model gateway, the runners and the
-//! thread handler ([`crate::thread`]) together, runs until a shutdown signal, then stops in
-//! order — stop taking messages, let work in flight finish within a bound, close the store.
+//! One repository's part of the service: its lock, store, thread handler, dispatcher, PR
+//! watcher and admin socket. The Slack app — the client, the bot's identity, the rate-limited
+//! sender and the Socket Mode connection — is shared by every repository a process serves
+//! and lives in [`crate::service`], which hands each repository the events of its channel.
 //! It holds no policy: what a message does is [`crate::thread::handler`]'s.
 //!
-//! It holds the repository's lock ([`crate::repo_lock`]) while it runs, so it is the only
-//! daemon there. At start, before anything can start a run, it sorts out what the last stop
-//! cut off ([`crate::reconcile`]) and removes what closed or unknown threads left
-//! ([`crate::workspace::orphans`]); once connected it delivers what the outbox still holds and
-//! answers the messages still pending (a close a stop cut off among them), then starts the
-//! PR watcher ([`crate::closing::watcher`]). Everything it says in Slack goes through the outbox
-//! ([`crate::slack::outbox`]), recorded with the change it reports.
+//! A repository starts in three steps, so that the service can take every lock before it
+//! changes anything and connect to Slack only once every repository is ready:
+//! [`RepoService::lock`] takes the repository's lock ([`crate::repo_lock`]), so it is the only
+//! daemon there; [`LockedRepo::start`] opens the store and, before anything can start a run,
+//! sorts out what the last stop cut off ([`crate::reconcile`]) and removes what closed or
+//! unknown threads left ([`crate::workspace::orphans`]), then opens the admin socket; once
+//! connected, [`RepoService::connected`] delivers what the outbox still holds, answers the
+//! messages still pending (a close a stop cut off among them) and starts the PR watcher
+//! ([`crate::closing::watcher`]). [`RepoService::shutdown`] stops it in order: the watcher,
+//! work in flight within a bound, the runners, the admin socket, the store. Everything it
+//! says in Slack goes through the outbox ([`crate::slack::outbox`]), recorded with the change
+//! it reports.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -17,23 +23,25 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use codebutler_agent::tools::path::RepoRoot;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::closing::watcher::PrWatcher;
 use crate::coder::SlackCoder;
 use crate::config::Config;
-use crate::gateway::{Gateway, GatewayError};
+use crate::gateway::Gateway;
 use crate::journal::description::Describer;
 use crate::layout::Layout;
 use crate::memory::Memory;
 use crate::memory::source::DefaultBranchMemory;
 use crate::pm::Pm;
 use crate::postflight::AfterPr;
+use crate::repo_lock::RepoLock;
 use crate::runners;
-use crate::slack::api::{Sender, auth_test, build_client};
+use crate::runners::supervisor::Supervisor;
+use crate::service::{ServedRepo, SharedSlack};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
-use crate::slack::socket::SocketMode;
 use crate::store::Store;
 use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::thread::handler::ThreadHandler;
@@ -42,123 +50,183 @@ use crate::thread::intake::IntakeSink;
 /// How long shutdown waits for work in flight.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
-/// A failure that stops the daemon from starting.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    #[error(transparent)]
-    Slack(#[from] crate::slack::api::SlackError),
-    #[error("connect to Slack Socket Mode: {0}")]
-    Socket(#[source] slack_morphism::errors::SlackClientError),
-    #[error("set up the model gateway: {0}")]
-    Gateway(#[from] GatewayError),
-    #[error("set up runners: {0}")]
-    Runners(#[from] runners::SetupError),
-    #[error(transparent)]
-    Lock(#[from] crate::repo_lock::LockError),
-    #[error("open repository {path}: {source}")]
-    Repo {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-}
+pub use crate::service::StartError;
 
-/// Runs the daemon for the repository at `layout` (already set up with [`Layout::init`])
-/// until `shutdown` completes.
+/// Runs the daemon for the one repository at `layout` (already set up with
+/// [`Layout::init`]) until `shutdown` completes: `codebutler --repo DIR`. `home` is the
+/// global config directory (where the Slack app's lock lives).
 pub async fn run(
     layout: Layout,
     config: Config,
+    home: PathBuf,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
-    let _lock = crate::repo_lock::RepoLock::take(&layout.dir)?;
-    let store = Store::open(&layout.store()).await?;
-    let client = build_client(&config.slack.api_url)?;
-    let bot = auth_test(&client, &config.slack.bot_token).await?;
-    tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
-    let sender = Sender::new(
-        client.clone(),
-        &config.slack.bot_token,
-        config.slack.messages_per_second,
-    );
-    let outbox = Outbox::new(store.clone(), sender);
-    let handler = Arc::new(thread_handler(&layout, &config, &store, &outbox).await?);
-    let supervisor = handler.coder.supervisor.clone();
-    // Before anything can start a run: what the last stop cut off.
-    crate::reconcile::after_stop(&handler.coder).await;
-    log_cleanup(&crate::workspace::orphans::clean_up(&layout, &store).await);
-    // The steps after a pull request opened that the last stop cut off.
-    let after_pr = handler.coder.after_pr.clone();
-    tokio::spawn(async move { after_pr.resume_all().await });
-    let admin_stop = CancellationToken::new();
-    let admin = tokio::spawn(crate::admin::server::serve(
-        crate::admin::server::AdminService {
-            supervisor: supervisor.clone(),
-            layout: layout.clone(),
-        },
-        admin_stop.clone(),
-    ));
-    let dispatcher = Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT);
-    let sink = Arc::new(IntakeSink {
-        filter: IntakeFilter {
-            channel: config.slack.channel_id.clone(),
-            bot_user_id: bot.user_id,
-        },
-        store: store.clone(),
-        dispatcher: dispatcher.clone(),
-    });
-    let socket = SocketMode::start(client, &config.slack.app_token, sink)
-        .await
-        .map_err(StartError::Socket)?;
-    // Effects the last stop left undelivered, in the background: a thread whose outcome is
-    // unknown is read first, and Slack rate-limits that.
-    tokio::spawn(async move {
-        let threads = outbox.recover().await;
-        if threads > 0 {
-            tracing::info!("delivered what the outbox held for {threads} thread(s)");
-        }
-    });
-    // Closes a stop cut off are finished here too: their message is still pending.
-    let resumed = dispatcher.resume_pending().await?;
-    if resumed > 0 {
-        tracing::info!("resuming {resumed} thread(s) with unanswered messages");
+    let repo = ServedRepo {
+        name: None,
+        layout,
+        config,
+    };
+    crate::service::run(vec![repo], home, crate::service::NoPeers, shutdown).await
+}
+
+/// A repository whose lock this process holds, not started yet.
+#[derive(Debug)]
+pub struct LockedRepo {
+    repo: ServedRepo,
+    lock: RepoLock,
+}
+
+/// A started repository: what its shutdown stops.
+#[derive(Debug)]
+pub struct RepoService {
+    /// The repository's name (`None` when the process serves one repository with `--repo`).
+    pub name: Option<String>,
+    /// The channel it serves.
+    pub channel: String,
+    /// What stores its channel's events before they are acknowledged.
+    pub sink: Arc<IntakeSink>,
+    layout: Layout,
+    config: Config,
+    store: Store,
+    outbox: Outbox,
+    dispatcher: Dispatcher,
+    supervisor: Supervisor,
+    admin_stop: CancellationToken,
+    admin: JoinHandle<std::io::Result<()>>,
+    watcher_stop: CancellationToken,
+    watcher: Option<JoinHandle<()>>,
+    _lock: RepoLock,
+}
+
+impl RepoService {
+    /// Takes the repository's lock: [`crate::repo_lock::LockError::Held`] when a daemon
+    /// already serves it.
+    pub fn lock(repo: ServedRepo) -> Result<LockedRepo, StartError> {
+        let lock = RepoLock::take(&repo.layout.dir)?;
+        Ok(LockedRepo { repo, lock })
     }
-    let watcher_stop = CancellationToken::new();
-    let watcher = tokio::spawn(
-        PrWatcher {
+
+    /// After Socket Mode connected: delivers what the outbox still holds (in the
+    /// background: a thread whose outcome is unknown is read first, and Slack rate-limits
+    /// that), answers the messages still pending and starts the PR watcher.
+    pub async fn connected(&mut self) -> Result<(), StartError> {
+        let outbox = self.outbox.clone();
+        tokio::spawn(async move {
+            let threads = outbox.recover().await;
+            if threads > 0 {
+                tracing::info!("delivered what the outbox held for {threads} thread(s)");
+            }
+        });
+        // Closes a stop cut off are finished here too: their message is still pending.
+        let resumed = self.dispatcher.resume_pending().await?;
+        if resumed > 0 {
+            tracing::info!("resuming {resumed} thread(s) with unanswered messages");
+        }
+        self.watcher = Some(tokio::spawn(
+            PrWatcher {
+                store: self.store.clone(),
+                dispatcher: self.dispatcher.clone(),
+                supervisor: self.supervisor.clone(),
+                gh: PathBuf::from(&self.config.github.cli),
+                repo: self.layout.repo.clone(),
+                interval: self.config.github.pr_watch_interval,
+            }
+            .run(self.watcher_stop.clone()),
+        ));
+        tracing::info!(
+            "{}listening in channel {} (pm model {})",
+            self.name
+                .as_ref()
+                .map(|n| format!("{n}: "))
+                .unwrap_or_default(),
+            self.channel,
+            self.config.product_manager.default_model()
+        );
+        Ok(())
+    }
+
+    /// Stops the repository in order: the PR watcher, work in flight (within
+    /// [`SHUTDOWN_GRACE`]), the runners, the admin socket, the store; then lets go of the
+    /// lock.
+    pub async fn shutdown(self) {
+        self.watcher_stop.cancel();
+        if let Some(watcher) = self.watcher
+            && let Err(e) = watcher.await
+        {
+            tracing::warn!("pr watcher task: {e}");
+        }
+        self.dispatcher.shutdown(SHUTDOWN_GRACE).await;
+        self.supervisor.shutdown().await;
+        self.admin_stop.cancel();
+        match self.admin.await {
+            Ok(Err(e)) => tracing::warn!("admin socket: {e}"),
+            Err(e) => tracing::warn!("admin socket task: {e}"),
+            Ok(Ok(())) => {}
+        }
+        self.store.close().await;
+    }
+}
+
+impl LockedRepo {
+    /// The repository's name, when it has one.
+    pub fn name(&self) -> Option<&str> {
+        self.repo.name.as_deref()
+    }
+
+    /// Opens the store, builds the thread handler, sorts out what the last stop cut off and
+    /// opens the admin socket; events are not taken yet.
+    pub async fn start(self, slack: &SharedSlack) -> Result<RepoService, StartError> {
+        let LockedRepo { repo, lock } = self;
+        let ServedRepo {
+            name,
+            layout,
+            config,
+        } = repo;
+        let store = Store::open(&layout.store()).await?;
+        let outbox = Outbox::new(store.clone(), slack.sender.clone());
+        let handler = Arc::new(thread_handler(&layout, &config, &store, &outbox).await?);
+        let supervisor = handler.coder.supervisor.clone();
+        // Before anything can start a run: what the last stop cut off.
+        crate::reconcile::after_stop(&handler.coder).await;
+        log_cleanup(&crate::workspace::orphans::clean_up(&layout, &store).await);
+        // The steps after a pull request opened that the last stop cut off.
+        let after_pr = handler.coder.after_pr.clone();
+        tokio::spawn(async move { after_pr.resume_all().await });
+        let admin_stop = CancellationToken::new();
+        let admin = tokio::spawn(crate::admin::server::serve(
+            crate::admin::server::AdminService {
+                supervisor: supervisor.clone(),
+                layout: layout.clone(),
+            },
+            admin_stop.clone(),
+        ));
+        let dispatcher = Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT);
+        let channel = config.slack.channel_id.clone();
+        let sink = Arc::new(IntakeSink {
+            filter: IntakeFilter {
+                channel: channel.clone(),
+                bot_user_id: slack.bot_user_id.clone(),
+            },
             store: store.clone(),
             dispatcher: dispatcher.clone(),
-            supervisor: supervisor.clone(),
-            gh: PathBuf::from(&config.github.cli),
-            repo: layout.repo.clone(),
-            interval: config.github.pr_watch_interval,
-        }
-        .run(watcher_stop.clone()),
-    );
-    tracing::info!(
-        "listening in channel {} (pm model {})",
-        config.slack.channel_id,
-        config.product_manager.default_model()
-    );
-
-    shutdown.await;
-    tracing::info!("shutting down: no new messages; finishing work in flight");
-    socket.shutdown().await;
-    watcher_stop.cancel();
-    if let Err(e) = watcher.await {
-        tracing::warn!("pr watcher task: {e}");
+        });
+        Ok(RepoService {
+            name,
+            channel,
+            sink,
+            layout,
+            config,
+            store,
+            outbox,
+            dispatcher,
+            supervisor,
+            admin_stop,
+            admin,
+            watcher_stop: CancellationToken::new(),
+            watcher: None,
+            _lock: lock,
+        })
     }
-    dispatcher.shutdown(SHUTDOWN_GRACE).await;
-    supervisor.shutdown().await;
-    admin_stop.cancel();
-    match admin.await {
-        Ok(Err(e)) => tracing::warn!("admin socket: {e}"),
-        Err(e) => tracing::warn!("admin socket task: {e}"),
-        Ok(Ok(())) => {}
-    }
-    store.close().await;
-    tracing::info!("stopped");
-    Ok(())
 }
 
 /// Logs what the orphan cleanup did, one line each.

@@ -25,7 +25,10 @@
 //! - [`store`] — sqlx persistence; [`config`]: files and environment; [`layout`]:
 //!   `.codebutler/`; [`repo_lock`]: one daemon per repository; [`prompts`]: role prompts;
 //!   [`reconcile`]: what a crash left, sorted out at start; [`logging`], [`secret`], [`tls`];
-//! - [`daemon`] — wiring.
+//! - [`service`] — one process for many repositories on one Slack app: the shared Slack
+//!   client, sender and Socket Mode connection, events routed by channel, one service per
+//!   app, `--status`;
+//! - [`daemon`] — one repository's part of the service (wiring).
 
 pub mod admin;
 pub mod closing;
@@ -47,6 +50,7 @@ pub mod reconcile;
 pub mod repo_lock;
 pub mod runners;
 pub mod secret;
+pub mod service;
 pub mod slack;
 pub mod store;
 pub mod thread;

@@ -44,37 +44,91 @@ impl RepoLock {
     /// without waiting: [`LockError::Held`] when a daemon (or a cleanup) holds it. Blocking
     /// (a file open and a non-blocking `flock`).
     pub fn take(dir: &Path) -> Result<Self, LockError> {
-        let run = dir.join("run");
-        let io_err = |step, path: &Path| {
-            let path = path.to_owned();
-            move |source| LockError::Io { step, path, source }
-        };
-        std::fs::create_dir_all(&run).map_err(io_err("create", &run))?;
-        let path = run.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(io_err("open", &path))?;
-        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => lock,
-            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
-                let mut text = String::new();
-                let pid = file
-                    .read_to_string(&mut text)
-                    .ok()
-                    .and_then(|_| text.trim().parse().ok());
-                return Err(LockError::Held { path, pid });
-            }
-            Err((_, errno)) => return Err(io_err("lock", &path)(io::Error::from(errno))),
-        };
-        lock.set_len(0).map_err(io_err("write", &path))?;
-        lock.rewind().map_err(io_err("write", &path))?;
-        writeln!(lock, "{}", std::process::id()).map_err(io_err("write", &path))?;
-        Ok(Self { _lock: lock })
+        let path = dir.join("run").join(LOCK_FILE);
+        Ok(Self {
+            _lock: exclusive(&path)?,
+        })
     }
+}
+
+/// The path of the lock of the repository whose state directory is `dir`.
+pub fn lock_path(dir: &Path) -> PathBuf {
+    dir.join("run").join(LOCK_FILE)
+}
+
+/// Takes an exclusive `flock` on `path` (creating it and its directory), without waiting,
+/// and writes this process's pid into it. [`LockError::Held`] carries the pid the holder
+/// wrote. Shared by every one-process-only lock (a repository's, a Slack app's).
+pub fn exclusive(path: &Path) -> Result<Flock<File>, LockError> {
+    let io_err = |step, path: &Path| {
+        let path = path.to_owned();
+        move |source| LockError::Io { step, path, source }
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_err("open", path))?;
+    let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => lock,
+        Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+            let mut text = String::new();
+            let pid = file
+                .read_to_string(&mut text)
+                .ok()
+                .and_then(|_| text.trim().parse().ok());
+            return Err(LockError::Held {
+                path: path.to_owned(),
+                pid,
+            });
+        }
+        Err((_, errno)) => return Err(io_err("lock", path)(io::Error::from(errno))),
+    };
+    lock.set_len(0).map_err(io_err("write", path))?;
+    lock.rewind().map_err(io_err("write", path))?;
+    writeln!(lock, "{}", std::process::id()).map_err(io_err("write", path))?;
+    Ok(lock)
+}
+
+/// The pid of the process holding a `flock` on `path`, read from the kernel's lock table
+/// (`/proc/locks`) without touching the lock — so asking never makes a starting daemon
+/// fail. `None` when nobody holds it (or the file does not exist). Linux only; elsewhere an
+/// error.
+pub fn holder(path: &Path) -> io::Result<Option<u32>> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let locks = std::fs::read_to_string("/proc/locks")?;
+    Ok(holder_in(&locks, meta.dev(), meta.ino()))
+}
+
+/// The pid of the `FLOCK` entry of `/proc/locks` text `locks` on the file with device
+/// `dev` and inode `ino` (an entry reads `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`,
+/// device numbers in hex, the inode in decimal; waiters are marked `->` and skipped).
+fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let major = nix::sys::stat::major(dev);
+    let minor = nix::sys::stat::minor(dev);
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.get(1) != Some(&"FLOCK") {
+            return None;
+        }
+        let pid = fields.get(4)?.parse().ok()?;
+        let mut id = fields.get(5)?.split(':');
+        let (maj, min, inode) = (id.next()?, id.next()?, id.next()?);
+        let same = u64::from_str_radix(maj, 16).ok()? == major
+            && u64::from_str_radix(min, 16).ok()? == minor
+            && inode.parse::<u64>().ok()? == ino;
+        same.then_some(pid)
+    })
 }
 
 #[cfg(test)]
@@ -100,5 +154,31 @@ mod tests {
         let again = RepoLock::take(dir.path()).unwrap();
         drop(again);
         assert!(dir.path().join("run").join(LOCK_FILE).is_file());
+    }
+
+    #[test]
+    fn the_holder_is_read_from_the_kernel_without_taking_the_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = lock_path(dir.path());
+        assert_eq!(holder(&path).unwrap(), None, "no file, no holder");
+        let lock = RepoLock::take(dir.path()).unwrap();
+        assert_eq!(holder(&path).unwrap(), Some(std::process::id()));
+        // Asking did not take it: it is still ours, and free once dropped.
+        assert!(matches!(
+            RepoLock::take(dir.path()),
+            Err(LockError::Held { .. })
+        ));
+        drop(lock);
+        assert_eq!(holder(&path).unwrap(), None);
+    }
+
+    #[test]
+    fn proc_locks_lines_are_matched_by_device_and_inode() {
+        let dev = nix::sys::stat::makedev(0xfd, 0x01);
+        let locks = "1: POSIX  ADVISORY  WRITE 11 fd:01:77 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 22 fd:02:77 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 33 fd:01:77 0 EOF\n";
+        assert_eq!(holder_in(locks, dev, 77), Some(33));
+        assert_eq!(holder_in(locks, dev, 78), None);
     }
 }

@@ -1,15 +1,24 @@
-//! `codebutler`: runs the daemon for one repository in the foreground, logging to stderr;
-//! with `--cleanup-orphans`, removes what closed and unknown threads left and exits.
+//! `codebutler`: runs the service in the foreground, logging to stderr — for one repository
+//! (`--repo DIR`, or the one containing the current directory), or, when the global config
+//! lists `repositories` and no `--repo` is given, for all of them through one Slack app.
+//! With `--status`, prints the topology and exits; with `--cleanup-orphans`, removes what
+//! closed and unknown threads left and exits.
+//!
+//! Exit codes: 0 stopped cleanly; 1 a failure; 2 the configuration (or the repository to
+//! serve) is wrong; 3 `--cleanup-orphans` while a daemon holds the repository; 4 another
+//! process is connected to the same Slack app.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Parser;
-use codebutler_controller::config::{self, ConfigSources};
-use codebutler_controller::daemon;
+use codebutler_controller::config::{self, Config, ConfigSources};
+use codebutler_controller::daemon::{self, StartError};
 use codebutler_controller::layout::Layout;
 use codebutler_controller::logging::{self, LogFormat};
 use codebutler_controller::repo_lock::{LockError, RepoLock};
+use codebutler_controller::service::status::{self, RepoRef};
+use codebutler_controller::service::{self, NoPeers, ServedRepo};
 use codebutler_controller::store::{Store, StoreError};
 use codebutler_controller::workspace::orphans;
 
@@ -17,9 +26,14 @@ use codebutler_controller::workspace::orphans;
 #[derive(Debug, Parser)]
 #[command(version, about)]
 struct Args {
-    /// The repository to serve (default: the one containing the current directory).
+    /// The repository to serve (default: every repository listed under `repositories` in
+    /// the global config, else the one containing the current directory).
     #[arg(long, value_name = "DIR")]
     repo: Option<PathBuf>,
+    /// Print the repositories served, whether a service holds each, their active threads
+    /// and runs, and exit.
+    #[arg(long, conflicts_with = "cleanup_orphans")]
+    status: bool,
     /// Log line format.
     #[arg(long, value_enum, default_value = "plain")]
     log_format: LogFormat,
@@ -37,6 +51,13 @@ fn main() -> ExitCode {
     let args = Args::parse();
     logging::init(args.log_format, args.verbose);
 
+    if args.repo.is_none() && !args.cleanup_orphans {
+        match listed_repositories() {
+            Ok(Some((home, entries))) => return serve_listed(&home, &entries, args.status),
+            Ok(None) => {}
+            Err(e) => return fail(&format!("configuration: {e}"), 2),
+        }
+    }
     let repo = match find_repo(args.repo.as_deref()) {
         Ok(repo) => repo,
         Err(e) => return fail(&e.to_string(), 2),
@@ -48,18 +69,104 @@ fn main() -> ExitCode {
     if let Err(e) = layout.init() {
         return fail(&e.to_string(), 1);
     }
-    let config = match ConfigSources::for_repo(&repo)
-        .and_then(|sources| config::load(&sources, |k| std::env::var(k).ok()))
-    {
+    let sources = match ConfigSources::for_repo(&repo) {
+        Ok(sources) => sources,
+        Err(e) => return fail(&format!("configuration: {e}"), 2),
+    };
+    let config = match config::load(&sources, |k| std::env::var(k).ok()) {
         Ok(config) => config,
+        Err(e) => return fail(&format!("configuration: {e}"), 2),
+    };
+    let home = sources
+        .global
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_owned);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("start async runtime: {e}"), 1),
+    };
+    if args.status {
+        let repo = RepoRef {
+            name: None,
+            path: repo,
+            channel: config.slack.channel_id.clone(),
+        };
+        return print_status(&runtime, vec![repo], &home, &config);
+    }
+    exit(runtime.block_on(daemon::run(layout, config, home, shutdown_signal())))
+}
+
+/// The global config directory and its `repositories`, if it lists any.
+fn listed_repositories()
+-> Result<Option<(PathBuf, Vec<config::RepositoryEntry>)>, config::ConfigError> {
+    let home = config::global_dir()?;
+    Ok(config::entries(&home.join("config.json"))?.map(|entries| (home, entries)))
+}
+
+/// Serves (or, with `status`, describes) every repository the global config lists.
+fn serve_listed(home: &Path, entries: &[config::RepositoryEntry], status: bool) -> ExitCode {
+    if !status {
+        for entry in entries {
+            if let Err(e) = Layout::new(&entry.path).init() {
+                return fail(&format!("repository `{}`: {e}", entry.name), 1);
+            }
+        }
+    }
+    let repos = match config::load_repositories(home, entries, |k| std::env::var(k).ok()) {
+        Ok(repos) => repos,
         Err(e) => return fail(&format!("configuration: {e}"), 2),
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("start async runtime: {e}"), 1),
     };
-    match runtime.block_on(daemon::run(layout, config, shutdown_signal())) {
+    if status {
+        let Some(first) = repos.first() else {
+            return fail("configuration: no repository listed", 2);
+        };
+        let refs = repos
+            .iter()
+            .map(|r| RepoRef {
+                name: Some(r.entry.name.clone()),
+                path: r.entry.path.clone(),
+                channel: r.config.slack.channel_id.clone(),
+            })
+            .collect();
+        return print_status(&runtime, refs, home, &first.config);
+    }
+    let served = repos
+        .into_iter()
+        .map(|r| ServedRepo {
+            name: Some(r.entry.name),
+            layout: Layout::new(&r.entry.path),
+            config: r.config,
+        })
+        .collect();
+    exit(runtime.block_on(service::run(
+        served,
+        home.to_owned(),
+        NoPeers,
+        shutdown_signal(),
+    )))
+}
+
+/// `--status`: prints the topology of `repos` on stdout.
+fn print_status(
+    runtime: &tokio::runtime::Runtime,
+    repos: Vec<RepoRef>,
+    home: &Path,
+    config: &Config,
+) -> ExitCode {
+    let status = runtime.block_on(status::gather(repos, home, &config.slack.app_token));
+    print!("{}", status::render(&status));
+    ExitCode::SUCCESS
+}
+
+/// The exit code of the service's end.
+fn exit(result: Result<(), StartError>) -> ExitCode {
+    match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_app_in_use() => fail(&e.to_string(), 4),
         Err(e) => fail(&e.to_string(), 1),
     }
 }

@@ -38,4 +38,19 @@ pub enum ConfigError {
         "neither {global} nor {repo} exists: create one (see the README's configuration section)"
     )]
     NoFiles { global: PathBuf, repo: PathBuf },
+    #[error("{path}: repositories[{index}]{}: {message}", name.as_ref().map(|n| format!(" (`{n}`)")).unwrap_or_default())]
+    Entry {
+        path: PathBuf,
+        index: usize,
+        name: Option<String>,
+        message: String,
+    },
+    #[error("{path}: {message}")]
+    Repositories { path: PathBuf, message: String },
+    #[error("repository `{name}`: {source}")]
+    InRepository {
+        name: String,
+        #[source]
+        source: Box<ConfigError>,
+    },
 }

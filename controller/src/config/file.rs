@@ -58,11 +58,16 @@ where
     Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
-/// Both files read and each checked on its own; an absent file is an empty object.
+/// Both files read and each checked on its own; an absent file is an empty object. The
+/// global file's `repositories` list is not a setting of a repository: it is taken out here
+/// and read by [`super::repositories`].
 pub(super) struct Files {
     global: Value,
     repo: Value,
 }
+
+/// The global file's key that lists the repositories one service serves.
+pub(super) const REPOSITORIES: &str = "repositories";
 
 impl Files {
     /// Reads both files; an error if neither exists, or if either is not valid JSON, not an
@@ -76,10 +81,23 @@ impl Files {
                 repo: sources.repo.clone(),
             });
         }
-        let files = Self {
+        let mut files = Self {
             global: global.unwrap_or_else(|| Value::Object(Default::default())),
             repo: repo.unwrap_or_else(|| Value::Object(Default::default())),
         };
+        if files.repo.get(REPOSITORIES).is_some() {
+            return Err(ConfigError::Field {
+                path: sources.repo.clone(),
+                field: REPOSITORIES.into(),
+                message: format!(
+                    "the list of repositories belongs in the global config ({})",
+                    sources.global.display()
+                ),
+            });
+        }
+        if let Some(global) = files.global.as_object_mut() {
+            global.remove(REPOSITORIES);
+        }
         for (path, value) in [
             (&sources.global, &files.global),
             (&sources.repo, &files.repo),
@@ -93,11 +111,13 @@ impl Files {
         Ok(files)
     }
 
-    /// The two files merged, the repository winning field by field, parsed; and where
-    /// each field came from.
+    /// The two files merged, the repository winning field by field, then `channel` (the
+    /// channel a `repositories` entry names) over both, parsed; and where each field came
+    /// from.
     pub fn merged<'a>(
         &'a self,
         sources: &'a ConfigSources,
+        channel: Option<&str>,
     ) -> Result<(FileConfig, Origin<'a>), ConfigError> {
         let origin = Origin {
             sources,
@@ -105,6 +125,12 @@ impl Files {
         };
         let mut merged = self.global.clone();
         merge(&mut merged, self.repo.clone());
+        if let Some(channel) = channel {
+            merge(
+                &mut merged,
+                serde_json::json!({"slack": {"channelID": channel}}),
+            );
+        }
         let config =
             parse(&merged).map_err(|(field, message)| origin.field_error(&field, message))?;
         Ok((config, origin))

@@ -19,12 +19,14 @@
 //! | `roles` | `productManager`, `coder`, `artist` |
 //! | `access` | `access`, `github` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
+//! | `repositories` | the global file's `repositories` list (one service, many repositories) |
 
 mod access;
 mod error;
 mod file;
 mod origin;
 mod provider;
+mod repositories;
 mod roles;
 mod runs;
 mod secrets;
@@ -37,6 +39,7 @@ use std::path::{Path, PathBuf};
 pub use access::{AccessConfig, GithubConfig};
 pub use error::ConfigError;
 pub use provider::{OpenAiConfig, OpenRouterConfig};
+pub use repositories::{Repository, RepositoryEntry, entries, load_repositories, sanitized_name};
 pub use roles::{
     ArtistConfig, CoderConfig, DEFAULT_MAX_COST_PER_THREAD, ModelChoice, ProductManagerConfig,
 };
@@ -86,16 +89,25 @@ pub struct ConfigSources {
 impl ConfigSources {
     /// The standard locations for a repository, honouring `CODEBUTLER_HOME`.
     pub fn for_repo(repo_root: &Path) -> Result<Self, ConfigError> {
-        let home = match std::env::var_os(ENV_HOME) {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".codebutler"))
-                .ok_or(ConfigError::NoHome)?,
-        };
-        Ok(Self {
+        Ok(Self::in_home(&global_dir()?, repo_root))
+    }
+
+    /// The locations for a repository with the global config directory `home`.
+    pub fn in_home(home: &Path, repo_root: &Path) -> Self {
+        Self {
             global: home.join("config.json"),
             repo: repo_root.join(".codebutler").join("config.json"),
-        })
+        }
+    }
+}
+
+/// The global config directory: `$CODEBUTLER_HOME`, else `~/.codebutler`.
+pub fn global_dir() -> Result<PathBuf, ConfigError> {
+    match std::env::var_os(ENV_HOME) {
+        Some(dir) if !dir.is_empty() => Ok(PathBuf::from(dir)),
+        _ => std::env::var_os("HOME")
+            .map(|h| PathBuf::from(h).join(".codebutler"))
+            .ok_or(ConfigError::NoHome),
     }
 }
 
@@ -105,8 +117,17 @@ pub fn load(
     sources: &ConfigSources,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
+    load_in_channel(sources, None, env)
+}
+
+/// Like [`load`], with `channel` (a `repositories` entry's) over what the files say.
+fn load_in_channel(
+    sources: &ConfigSources,
+    channel: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
     let files = Files::read(sources)?;
-    let (merged, origin) = files.merged(sources)?;
+    let (merged, origin) = files.merged(sources, channel)?;
     let secrets = Secrets { env: &env, sources };
     resolve(merged, &origin, &secrets)
 }

@@ -1,5 +1,6 @@
 //! The `slack` section: the two tokens (checked to be of the right kind, since swapping
-//! them is the usual mistake), the one channel, the Web API base and the posting pace.
+//! them is the usual mistake), the one channel, the Web API base, the posting pace, and how
+//! long more Socket Mode connections than expected may last (another process on the app).
 
 use serde::Deserialize;
 
@@ -19,6 +20,10 @@ pub struct SlackConfig {
     pub api_url: String,
     /// Pace of `chat.postMessage` per channel (Slack allows about one per second).
     pub messages_per_second: f64,
+    /// How long Slack may report more Socket Mode connections of the app than this service
+    /// expects before it stops (`connectionGraceSeconds`, default 60): a reconnect or a
+    /// killed process's socket lingers that briefly, another process on the app does not.
+    pub connection_grace: std::time::Duration,
 }
 
 /// What a file may say in `slack`.
@@ -32,6 +37,7 @@ pub(super) struct SlackFile {
     channel_name: Option<String>,
     api_url: Option<String>,
     messages_per_second: Option<f64>,
+    connection_grace_seconds: Option<u64>,
 }
 
 impl SlackFile {
@@ -78,6 +84,16 @@ impl SlackFile {
             channel_name: self.channel_name,
             api_url: base_url(self.api_url, "https://slack.com/api/"),
             messages_per_second: self.messages_per_second.unwrap_or(1.0),
+            connection_grace: match self.connection_grace_seconds {
+                None => crate::service::connections::DEFAULT_GRACE,
+                Some(secs @ 1..=3600) => std::time::Duration::from_secs(secs),
+                Some(secs) => {
+                    return Err(origin.field_error(
+                        "slack.connectionGraceSeconds",
+                        format!("{secs} is not a number of seconds between 1 and 3600"),
+                    ));
+                }
+            },
         })
     }
 }

@@ -429,3 +429,203 @@ fn the_default_pm_model_is_resolved_from_the_pool() {
         "vendor/b"
     );
 }
+
+/// A global config directory and git repositories under one scratch directory, for the
+/// `repositories` list.
+struct Team {
+    dir: tempfile::TempDir,
+}
+
+impl Team {
+    fn new(global: serde_json::Value) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("home")).unwrap();
+        let team = Team { dir };
+        team.write_global(global);
+        team
+    }
+
+    fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+
+    fn write_global(&self, global: serde_json::Value) {
+        std::fs::write(self.home().join("config.json"), global.to_string()).unwrap();
+    }
+
+    /// A git repository `name` with `config` as its `.codebutler/config.json`.
+    fn repo(&self, name: &str, config: Option<&str>) -> PathBuf {
+        let path = self.dir.path().join(name);
+        git2::Repository::init(&path).unwrap();
+        if let Some(config) = config {
+            std::fs::create_dir_all(path.join(".codebutler")).unwrap();
+            std::fs::write(path.join(".codebutler/config.json"), config).unwrap();
+        }
+        path.canonicalize().unwrap()
+    }
+
+    fn load(&self) -> Result<Vec<Repository>, ConfigError> {
+        let entries = entries(&self.home().join("config.json"))?.expect("a repositories list");
+        load_repositories(&self.home(), &entries, no_env)
+    }
+}
+
+fn team_global(repositories: serde_json::Value) -> serde_json::Value {
+    let mut global: serde_json::Value = serde_json::from_str(GLOBAL).unwrap();
+    global["repositories"] = repositories;
+    global
+}
+
+#[test]
+fn repositories_take_their_channel_from_the_entry_else_their_own_config() {
+    let team = Team::new(serde_json::json!({}));
+    let api = team.repo("api", None);
+    let web = team.repo(
+        "web",
+        Some(r#"{"slack":{"channelID":"CWEB"},"coder":{"maxTurns":7}}"#),
+    );
+    team.write_global(team_global(serde_json::json!([
+        {"path": api, "channel": "CAPI"},
+        {"name": "frontend", "path": web.join("."), "channel": null},
+    ])));
+    let repos = team.load().unwrap();
+    let seen: Vec<_> = repos
+        .iter()
+        .map(|r| {
+            (
+                r.entry.name.as_str(),
+                r.entry.path.clone(),
+                r.config.slack.channel_id.as_str(),
+                r.config.coder.max_turns,
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("api", api, "CAPI", 25), ("frontend", web, "CWEB", 7)]
+    );
+    // One repository per process, as before, without the key.
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert!(entries(&f.sources.global).unwrap().is_none());
+}
+
+#[test]
+fn a_duplicate_name_or_channel_is_an_error_naming_both_entries() {
+    let team = Team::new(serde_json::json!({}));
+    let api = team.repo("api", None);
+    let web = team.repo("web", None);
+    let global = team.home().join("config.json");
+    team.write_global(team_global(serde_json::json!([
+        {"name": "app", "path": api, "channel": "C1"},
+        {"name": "App", "path": web, "channel": "C2"},
+    ])));
+    let e = team.load().unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: repositories[1] (`App`): the name is already used by the entry for {} (`app`); names must be unique (set `name`)",
+            global.display(),
+            api.display()
+        )
+    );
+    team.write_global(team_global(serde_json::json!([
+        {"path": api, "channel": "C1"},
+        {"path": web, "channel": "C1"},
+    ])));
+    assert_eq!(
+        team.load().unwrap_err().to_string(),
+        format!(
+            "{}: repositories `api` and `web` both use channel C1: each repository needs its own channel",
+            global.display()
+        )
+    );
+}
+
+#[test]
+fn a_repository_with_its_own_slack_tokens_is_refused_in_one_app() {
+    let team = Team::new(serde_json::json!({}));
+    let api = team.repo("api", None);
+    let web = team.repo("web", Some(r#"{"slack":{"appToken":"xapp-other"}}"#));
+    team.write_global(team_global(serde_json::json!([
+        {"path": api, "channel": "C1"},
+        {"path": web, "channel": "C2"},
+    ])));
+    assert_eq!(
+        team.load().unwrap_err().to_string(),
+        format!(
+            "{}: repository `web` ({}) sets slack.appToken differently from repository `api`: one service serves one Slack app, so set the Slack tokens and slack.apiUrl in the global config only",
+            team.home().join("config.json").display(),
+            web.join(".codebutler/config.json").display()
+        )
+    );
+}
+
+#[test]
+fn bad_entries_and_a_misplaced_list_name_their_file() {
+    let team = Team::new(serde_json::json!({}));
+    let api = team.repo("api", Some(r#"{"repositories": []}"#));
+    let global = team.home().join("config.json");
+    for (repositories, expected) in [
+        (
+            serde_json::json!([{"path": "relative/api"}]),
+            "repositories[0]: path relative/api is not absolute".to_owned(),
+        ),
+        (
+            serde_json::json!([{"path": team.dir.path().join("missing")}]),
+            format!(
+                "repositories[0]: {} is not a directory",
+                team.dir.path().join("missing").display()
+            ),
+        ),
+        (
+            serde_json::json!([{"path": api, "chanel": "C1"}]),
+            "repositories[0]: unknown field `chanel`, expected one of `name`, `path`, `channel`"
+                .to_owned(),
+        ),
+        (
+            serde_json::json!([{"name": "my api", "path": api}]),
+            "repositories[0] (`my api`): a name is letters, digits, `.`, `_` and `-`, starting with a letter or digit (set `name`)".to_owned(),
+        ),
+        (
+            serde_json::json!([]),
+            "`repositories` is empty: list at least one repository, or remove the key and run codebutler --repo DIR".to_owned(),
+        ),
+    ] {
+        team.write_global(team_global(repositories));
+        assert_eq!(
+            team.load().unwrap_err().to_string(),
+            format!("{}: {expected}", global.display())
+        );
+    }
+    team.write_global(team_global(
+        serde_json::json!([{"path": api, "channel": "C1"}]),
+    ));
+    assert_eq!(
+        team.load().unwrap_err().to_string(),
+        format!(
+            "repository `api`: {}: field `repositories`: the list of repositories belongs in the global config ({})",
+            api.join(".codebutler/config.json").display(),
+            global.display()
+        )
+    );
+}
+
+#[test]
+fn the_connection_grace_period_defaults_to_a_minute_and_is_checked() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().slack.connection_grace,
+        std::time::Duration::from_secs(60)
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1","connectionGraceSeconds":0}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env).unwrap_err().to_string(),
+        format!(
+            "{}: field `slack.connectionGraceSeconds`: 0 is not a number of seconds between 1 and 3600",
+            f.sources.repo.display()
+        )
+    );
+}

@@ -7,12 +7,19 @@
 //! unacknowledged for Slack to deliver again. Interactive envelopes (button clicks) take the
 //! same way through [`EventSink::accept_interaction`]; one whose payload slack-morphism cannot
 //! parse is acknowledged by it and reported to the error handler, so Slack does not resend it.
+//!
+//! Each `hello` (one per connection opened) carries `num_connections`, how many Socket Mode
+//! connections the app has open at that moment; it is handed to a [`Hellos`] channel, so
+//! the service can notice another process sharing the app (see
+//! [`crate::service::connections`]).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use serde::Serialize;
 use slack_morphism::errors::SlackClientError;
 use slack_morphism::prelude::*;
+use tokio::sync::mpsc;
 
 use crate::secret::Secret;
 use crate::slack::api::{Client, Connector};
@@ -60,6 +67,13 @@ impl NotStored {
 #[derive(Clone)]
 struct SinkState(Arc<dyn EventSink>);
 
+/// Where each `hello`'s `num_connections` goes.
+pub type Hellos = mpsc::UnboundedSender<u32>;
+
+/// The hello channel, as stored in slack-morphism's user state.
+#[derive(Clone)]
+struct HelloState(Hellos);
+
 /// A running Socket Mode connection.
 pub struct SocketMode {
     listener: SlackClientSocketModeListener<Connector>,
@@ -72,11 +86,13 @@ impl std::fmt::Debug for SocketMode {
 }
 
 impl SocketMode {
-    /// Opens Socket Mode with the app token, delivering events to `sink`.
+    /// Opens Socket Mode with the app token, delivering events to `sink` and each hello's
+    /// connection count to `hellos`.
     pub async fn start(
         client: Arc<Client>,
         app_token: &Secret,
         sink: Arc<dyn EventSink>,
+        hellos: Hellos,
     ) -> Result<Self, SlackClientError> {
         let callbacks = SlackSocketModeListenerCallbacks::new()
             .with_hello_events(on_hello)
@@ -85,10 +101,11 @@ impl SocketMode {
         let environment = Arc::new(
             SlackClientEventsListenerEnvironment::new(client)
                 .with_error_handler(on_error)
-                .with_user_state(SinkState(sink)),
+                .with_user_state(SinkState(sink))
+                .with_user_state(HelloState(hellos)),
         );
         // One connection: Slack delivers each event on one of an app's sockets, and a
-        // second socket buys nothing for one channel.
+        // second socket buys nothing: every channel's events arrive on this one.
         let config = SlackClientSocketModeConfig::new()
             .with_max_connections_count(1)
             .with_reconnect_timeout_in_seconds(5)
@@ -104,11 +121,77 @@ impl SocketMode {
     pub async fn shutdown(&self) {
         self.listener.shutdown().await;
     }
+
+    /// How many Socket Mode connections the app has open, as a fresh connection's hello
+    /// says (that connection included), waiting at most `timeout` for it. The connection
+    /// takes no events: one Slack hands it before it closes is left unacknowledged, for
+    /// Slack to deliver again.
+    pub async fn count_connections(
+        client: Arc<Client>,
+        app_token: &Secret,
+        timeout: std::time::Duration,
+    ) -> Result<u32, ProbeError> {
+        let (hellos, mut rx) = mpsc::unbounded_channel();
+        let probe = Self::start(client, app_token, Arc::new(TakesNothing), hellos)
+            .await
+            .map_err(ProbeError::Connect)?;
+        let hello = tokio::time::timeout(timeout, rx.recv()).await;
+        probe.shutdown().await;
+        match hello {
+            Ok(Some(connections)) => Ok(connections),
+            Ok(None) | Err(_) => Err(ProbeError::NoHello(timeout.as_secs())),
+        }
+    }
 }
 
-// Generic because slack-morphism does not export the hello event's type by name.
-async fn on_hello<E>(_event: E, _client: Arc<Client>, _state: SlackClientEventsUserState) {
-    tracing::info!("slack connected");
+/// A connection count could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("open a probe connection: {0}")]
+    Connect(#[source] SlackClientError),
+    #[error("no hello on the probe connection within {0} s")]
+    NoHello(u64),
+}
+
+/// The sink of a probe connection: it leaves every event to the service's connection.
+struct TakesNothing;
+
+/// Why a probe connection leaves an event unacknowledged.
+#[derive(Debug, thiserror::Error)]
+#[error("a probe connection takes no events; Slack delivers it again")]
+struct ProbeOnly;
+
+#[async_trait]
+impl EventSink for TakesNothing {
+    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+        Err(NotStored::new("event", &event.event_id.0, ProbeOnly))
+    }
+
+    async fn accept_interaction(&self, _event: SlackInteractionEvent) -> Result<(), NotStored> {
+        Err(NotStored::new("button click", "", ProbeOnly))
+    }
+}
+
+// Generic because slack-morphism does not export the hello event's type by name; its
+// `num_connections` is read through its serialized form.
+async fn on_hello<E: Serialize>(event: E, _client: Arc<Client>, state: SlackClientEventsUserState) {
+    let connections = serde_json::to_value(&event)
+        .ok()
+        .and_then(|v| v.get("num_connections").and_then(serde_json::Value::as_u64))
+        .and_then(|n| u32::try_from(n).ok());
+    tracing::info!(
+        "slack connected ({} connection(s) of this app open)",
+        connections.map_or_else(|| "?".to_owned(), |n| n.to_string())
+    );
+    let Some(connections) = connections else {
+        tracing::warn!("slack hello without num_connections");
+        return;
+    };
+    if let Some(HelloState(hellos)) = state.read().await.get_user_state::<HelloState>()
+        && hellos.send(connections).is_err()
+    {
+        tracing::debug!("hello after the connection watch stopped");
+    }
 }
 
 async fn on_push(

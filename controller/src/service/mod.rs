@@ -1,0 +1,249 @@
+//! The service: one process, one Slack app, any number of repositories. Slack delivers an
+//! app's events over its Socket Mode connections, each event to one of them, so one app must
+//! have one consumer that routes by channel — two processes on one app token would each
+//! acknowledge and drop about half of the other's events.
+//!
+//! This module owns what the repositories share: the Slack client, the bot's identity (one
+//! `auth.test`), one rate-limited [`Sender`] (Slack's limits are per app), one Socket Mode
+//! connection whose events a [`router::Router`] hands to the repository serving their
+//! channel, the app's lock on this host ([`app_lock`]) and the watch for another process on
+//! the app elsewhere ([`connections`]). Each repository's own part — lock, store, handler,
+//! dispatcher, PR watcher, admin socket — is [`crate::daemon`].
+//!
+//! Start: every repository's lock, then the app's lock (a second daemon for a repository is
+//! told about that repository first), then Slack, then each repository, then Socket Mode;
+//! once connected each repository resumes what it left. One repository that cannot start
+//! fails the whole start, naming it, after stopping those already started: serving the
+//! others would acknowledge and drop its channel's events, which is the loss this service
+//! exists to prevent. Stop: Socket Mode first (no new events), then every repository in
+//! order.
+
+pub mod app_lock;
+pub mod connections;
+pub mod router;
+pub mod status;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::daemon::{LockedRepo, RepoService};
+use crate::gateway::GatewayError;
+use crate::layout::Layout;
+use crate::runners;
+use crate::secret::Secret;
+use crate::slack::api::{Client, Sender, auth_test, build_client};
+use crate::slack::socket::{EventSink, SocketMode};
+
+pub use connections::{NoPeers, PeerConnections, SharedApp};
+
+/// How long a probe connection waits for its `hello`.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// A failure that stops the service from starting (or, for [`StartError::SharedApp`],
+/// running).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Slack(#[from] crate::slack::api::SlackError),
+    #[error("connect to Slack Socket Mode: {0}")]
+    Socket(#[source] slack_morphism::errors::SlackClientError),
+    #[error("set up the model gateway: {0}")]
+    Gateway(#[from] GatewayError),
+    #[error("set up runners: {0}")]
+    Runners(#[from] runners::SetupError),
+    #[error(transparent)]
+    Lock(#[from] crate::repo_lock::LockError),
+    #[error("open repository {path}: {source}")]
+    Repo {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    AppInUse(#[from] app_lock::AppLockError),
+    #[error(transparent)]
+    SharedApp(#[from] SharedApp),
+    #[error("no repository to serve")]
+    NoRepositories,
+    #[error("repository `{name}`: {source}")]
+    Repository {
+        name: String,
+        #[source]
+        source: Box<StartError>,
+    },
+}
+
+impl StartError {
+    /// Another process uses the Slack app (on this host or elsewhere).
+    pub fn is_app_in_use(&self) -> bool {
+        match self {
+            Self::AppInUse(app_lock::AppLockError::Held { .. }) | Self::SharedApp(_) => true,
+            Self::Repository { source, .. } => source.is_app_in_use(),
+            _ => false,
+        }
+    }
+}
+
+/// One repository to serve.
+#[derive(Clone, Debug)]
+pub struct ServedRepo {
+    /// Its name in the global config's `repositories`; `None` for `codebutler --repo DIR`.
+    pub name: Option<String>,
+    /// Its `.codebutler/` (already set up with [`Layout::init`]).
+    pub layout: Layout,
+    /// Its merged configuration; `slack.channel_id` is the channel it serves.
+    pub config: Config,
+}
+
+/// What every repository of the process shares of the Slack app.
+#[derive(Clone, Debug)]
+pub struct SharedSlack {
+    pub client: Arc<Client>,
+    /// The one paced, rate-limited sender of the app.
+    pub sender: Sender,
+    /// The bot's user id, learned with `auth.test`.
+    pub bot_user_id: String,
+}
+
+/// Serves `repos` (the Slack app is the first one's; the configuration checked they all
+/// name the same) until `shutdown` completes, or until another process turns out to share
+/// the app. `home` is the global config directory (the app's lock is under it); `peers`
+/// counts the Socket Mode connections other instances legitimately hold.
+pub async fn run(
+    repos: Vec<ServedRepo>,
+    home: PathBuf,
+    peers: impl PeerConnections + 'static,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartError> {
+    let Some(first) = repos.first() else {
+        return Err(StartError::NoRepositories);
+    };
+    let app = first.config.slack.clone();
+    let mut locked = Vec::with_capacity(repos.len());
+    for repo in repos {
+        let name = repo.name.clone();
+        locked.push(RepoService::lock(repo).map_err(|e| named(name.as_deref(), e))?);
+    }
+    let _app_lock = app_lock::AppLock::take(&home, &app.app_token)?;
+    let client = build_client(&app.api_url)?;
+    let bot = auth_test(&client, &app.bot_token).await?;
+    tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
+    let slack = SharedSlack {
+        client: client.clone(),
+        sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second),
+        bot_user_id: bot.user_id,
+    };
+    let mut started = start_all(locked, &slack).await?;
+    let router = router::Router::new(
+        started
+            .iter()
+            .map(|r| (r.channel.clone(), r.sink.clone() as Arc<dyn EventSink>)),
+    );
+    let (hellos, hello_rx) = mpsc::unbounded_channel();
+    let socket =
+        match SocketMode::start(client.clone(), &app.app_token, Arc::new(router), hellos).await {
+            Ok(socket) => socket,
+            Err(e) => {
+                stop_all(started).await;
+                return Err(StartError::Socket(e));
+            }
+        };
+    for repo in &mut started {
+        if let Err(e) = repo.connected().await {
+            let e = named(repo.name.as_deref(), e);
+            socket.shutdown().await;
+            stop_all(started).await;
+            return Err(e);
+        }
+    }
+    let watch_stop = CancellationToken::new();
+    let watch = connections::watch(
+        hello_rx,
+        Arc::new(peers),
+        Arc::new(SocketProbe {
+            client,
+            app_token: app.app_token.clone(),
+        }),
+        app.connection_grace,
+        watch_stop.clone(),
+    );
+    tokio::pin!(watch);
+    let outcome = tokio::select! {
+        () = shutdown => Ok(()),
+        Some(shared) = &mut watch => Err(StartError::SharedApp(shared)),
+    };
+    match &outcome {
+        Ok(()) => tracing::info!("shutting down: no new messages; finishing work in flight"),
+        Err(e) => tracing::error!("{e}"),
+    }
+    socket.shutdown().await;
+    watch_stop.cancel();
+    stop_all(started).await;
+    tracing::info!("stopped");
+    outcome
+}
+
+/// Starts every locked repository in order; when one fails, stops those already started
+/// and returns its error, naming it.
+async fn start_all(
+    locked: Vec<LockedRepo>,
+    slack: &SharedSlack,
+) -> Result<Vec<RepoService>, StartError> {
+    let mut started = Vec::with_capacity(locked.len());
+    let mut locked = locked.into_iter();
+    while let Some(repo) = locked.next() {
+        let name = repo.name().map(str::to_owned);
+        match repo.start(slack).await {
+            Ok(service) => started.push(service),
+            Err(e) => {
+                // Let go of the locks not started yet before the slow stops.
+                drop(locked);
+                stop_all(started).await;
+                return Err(named(name.as_deref(), e));
+            }
+        }
+    }
+    Ok(started)
+}
+
+/// Stops the repositories in order.
+async fn stop_all(repos: Vec<RepoService>) {
+    for repo in repos {
+        repo.shutdown().await;
+    }
+}
+
+/// `e`, naming the repository when the process serves repositories by name.
+fn named(name: Option<&str>, e: StartError) -> StartError {
+    match name {
+        Some(name) => StartError::Repository {
+            name: name.to_owned(),
+            source: Box::new(e),
+        },
+        None => e,
+    }
+}
+
+/// Counts the app's connections through a short-lived connection of its own. It takes no
+/// events: one Slack hands it in that moment is left unacknowledged, and Slack delivers it
+/// again on the service's connection.
+struct SocketProbe {
+    client: Arc<Client>,
+    app_token: Secret,
+}
+
+#[async_trait]
+impl connections::Probe for SocketProbe {
+    async fn connections(&self) -> Result<u32, String> {
+        SocketMode::count_connections(self.client.clone(), &self.app_token, PROBE_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}

@@ -1,0 +1,160 @@
+//! Routes what the one Socket Mode connection delivers to the repository serving its
+//! channel. Slack delivers an app's events for every channel the bot is in on the same
+//! connections, so one process reads them all and hands each to its repository's sink,
+//! which stores it before it is acknowledged. An event of a channel no repository serves
+//! (or with no channel) is acknowledged and ignored, as one repository always did.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use slack_morphism::prelude::*;
+
+use crate::slack::socket::{EventSink, NotStored};
+
+/// Channel id → the sink of the repository serving it.
+pub struct Router {
+    routes: HashMap<String, Arc<dyn EventSink>>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("channels", &self.routes.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Router {
+    /// A router over `(channel, sink)` pairs (channels are unique: the configuration
+    /// checked that).
+    pub fn new(routes: impl IntoIterator<Item = (String, Arc<dyn EventSink>)>) -> Self {
+        Self {
+            routes: routes.into_iter().collect(),
+        }
+    }
+
+    fn sink(&self, channel: Option<&str>) -> Option<&Arc<dyn EventSink>> {
+        self.routes.get(channel?)
+    }
+}
+
+#[async_trait]
+impl EventSink for Router {
+    async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+        match self.sink(push_channel(&event)) {
+            Some(sink) => sink.accept(event).await,
+            None => {
+                tracing::debug!(event = %event.event_id.0, "ignored event: other channel");
+                Ok(())
+            }
+        }
+    }
+
+    async fn accept_interaction(&self, event: SlackInteractionEvent) -> Result<(), NotStored> {
+        match self.sink(interaction_channel(&event)) {
+            Some(sink) => sink.accept_interaction(event).await,
+            None => {
+                tracing::debug!("ignored interaction: other channel");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The channel of a push event: a message's channel (other events carry none we serve).
+fn push_channel(event: &SlackPushEventCallback) -> Option<&str> {
+    match &event.event {
+        SlackEventCallbackBody::Message(message) => {
+            message.origin.channel.as_ref().map(|c| c.0.as_str())
+        }
+        _ => None,
+    }
+}
+
+/// The channel of an interaction: a block action's channel, or its message container's.
+fn interaction_channel(event: &SlackInteractionEvent) -> Option<&str> {
+    let SlackInteractionEvent::BlockActions(actions) = event else {
+        return None;
+    };
+    actions
+        .channel
+        .as_ref()
+        .map(|c| c.id.0.as_str())
+        .or(match &actions.container {
+            SlackInteractionActionContainer::Message(container) => {
+                container.channel_id.as_ref().map(|c| c.0.as_str())
+            }
+            _ => None,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+
+    /// Records the events it accepts.
+    #[derive(Default)]
+    struct Recording(Mutex<Vec<String>>);
+
+    #[async_trait]
+    impl EventSink for Recording {
+        async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+            self.0.lock().unwrap().push(event.event_id.0);
+            Ok(())
+        }
+
+        async fn accept_interaction(&self, event: SlackInteractionEvent) -> Result<(), NotStored> {
+            let channel = interaction_channel(&event).unwrap_or("none").to_owned();
+            self.0.lock().unwrap().push(format!("click in {channel}"));
+            Ok(())
+        }
+    }
+
+    fn message(event_id: &str, channel: &str) -> SlackPushEventCallback {
+        serde_json::from_value(json!({
+            "team_id": "T1", "api_app_id": "A1", "event_id": event_id, "event_time": 1700000000,
+            "type": "event_callback",
+            "event": {"type": "message", "channel": channel, "user": "U1", "text": "hi",
+                      "ts": "1700000000.000100", "channel_type": "channel"}
+        }))
+        .unwrap()
+    }
+
+    fn click(channel: &str) -> SlackInteractionEvent {
+        serde_json::from_value(json!({
+            "type": "block_actions",
+            "team": {"id": "T1"},
+            "user": {"id": "U1"},
+            "api_app_id": "A1",
+            "trigger_id": "123.456.abc",
+            "container": {"type": "message", "message_ts": "1.2", "channel_id": channel},
+            "channel": {"id": channel, "name": "dev"},
+            "actions": []
+        }))
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn each_channel_reaches_its_repository_and_others_are_acked_and_ignored() {
+        let (api, web) = (
+            Arc::new(Recording::default()),
+            Arc::new(Recording::default()),
+        );
+        let router = Router::new([
+            ("CAPI".to_owned(), api.clone() as Arc<dyn EventSink>),
+            ("CWEB".to_owned(), web.clone() as Arc<dyn EventSink>),
+        ]);
+        router.accept(message("Ev1", "CAPI")).await.unwrap();
+        router.accept(message("Ev2", "CWEB")).await.unwrap();
+        router.accept(message("Ev3", "COTHER")).await.unwrap();
+        router.accept_interaction(click("CWEB")).await.unwrap();
+        router.accept_interaction(click("COTHER")).await.unwrap();
+        assert_eq!(*api.0.lock().unwrap(), ["Ev1"]);
+        assert_eq!(*web.0.lock().unwrap(), ["Ev2", "click in CWEB"]);
+    }
+}
