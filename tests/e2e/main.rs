@@ -24,4 +24,5 @@ mod postgres;
 mod questions;
 mod resilience;
 mod runners;
+mod team;
 mod worktree;

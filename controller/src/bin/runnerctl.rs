@@ -1,10 +1,12 @@
 //! `runnerctl`: inspects and controls the sandboxed Coder runners of a running controller
-//! through its admin socket (`<repo>/.codebutler/run/admin.sock`).
+//! through a repository's admin socket (`<repo>/.codebutler/run/admin.sock`); `--repo` names
+//! the repository by directory or by its name in the global config's `repositories`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use codebutler_controller::admin::address::admin_socket;
 use codebutler_controller::admin::client::{self, Client, Format};
 
 /// Inspect and control CodeButler's sandboxed Coder runners.
@@ -14,9 +16,10 @@ struct Args {
     /// The admin socket (default: `.codebutler/run/admin.sock` of the repository).
     #[arg(long, global = true, value_name = "PATH")]
     socket: Option<PathBuf>,
-    /// The repository (default: the one containing the current directory).
-    #[arg(long, global = true, value_name = "DIR")]
-    repo: Option<PathBuf>,
+    /// The repository: a directory inside it, or its name under `repositories` in the
+    /// global config (default: the one containing the current directory).
+    #[arg(long, global = true, value_name = "DIR|NAME")]
+    repo: Option<String>,
     /// Print JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
@@ -66,7 +69,7 @@ fn main() -> ExitCode {
     let socket = match args
         .socket
         .clone()
-        .map_or_else(|| default_socket(args.repo.as_deref()), Ok)
+        .map_or_else(|| admin_socket(args.repo.as_deref()), Ok)
     {
         Ok(socket) => socket,
         Err(e) => return fail(&e.to_string()),
@@ -101,35 +104,6 @@ fn main() -> ExitCode {
             Err(e) => fail(&e.to_string()),
         }
     })
-}
-
-/// Why the admin socket could not be found.
-#[derive(Debug, thiserror::Error)]
-enum SocketError {
-    #[error("read current directory: {0}")]
-    CurrentDir(std::io::Error),
-    #[error(
-        "{} is not inside a git repository: run runnerctl in the repository or pass --socket",
-        start.display()
-    )]
-    NotARepository { start: PathBuf, source: git2::Error },
-    #[error("a bare repository has no CodeButler controller")]
-    Bare,
-}
-
-/// The admin socket of the repository `repo` (default: the one containing the current
-/// directory).
-fn default_socket(repo: Option<&Path>) -> Result<PathBuf, SocketError> {
-    let start = match repo {
-        Some(dir) => dir.to_owned(),
-        None => std::env::current_dir().map_err(SocketError::CurrentDir)?,
-    };
-    let repository = match git2::Repository::discover(&start) {
-        Ok(repository) => repository,
-        Err(source) => return Err(SocketError::NotARepository { start, source }),
-    };
-    let root = repository.workdir().ok_or(SocketError::Bare)?;
-    Ok(root.join(".codebutler").join("run").join("admin.sock"))
 }
 
 fn fail(message: &str) -> ExitCode {

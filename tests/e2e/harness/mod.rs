@@ -243,6 +243,13 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// Spawns `cmd` with its stderr in the file `log`.
+    pub fn spawn_logged(mut cmd: Command, log: PathBuf) -> Daemon {
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd.stdout(Stdio::null()).stderr(file).spawn().unwrap();
+        Daemon { child, log }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -10,7 +10,8 @@
 //! * The upload URL receives the file as a raw `POST` body (slack-morphism's
 //!   `files_upload_via_url`), with the bot token in `Authorization`; `multipart/form-data` is
 //!   parsed too (other clients send that). It answers `200 text/plain` `OK - <bytes>`.
-//! * Socket Mode: `hello` on connect; `events_api` envelopes; the client acks with
+//! * Socket Mode: `hello` on connect, whose `num_connections` counts the app token's open
+//!   connections (this one included), as Slack's does; `events_api` envelopes; the client acks with
 //!   `{"envelope_id":…}` after its callback returned; `disconnect` makes it drop that socket and
 //!   open a fresh one through `apps.connections.open`.
 //! * Interactivity (see [`interactive`]): a test "clicks" a button of a message the bot posted
@@ -25,7 +26,7 @@
 //!   method after Slack has done it, so a test can kill the client in the window where the
 //!   effect happened but the client never learned of it.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -197,6 +198,8 @@ enum ConnCmd {
 
 struct Conn {
     id: u64,
+    /// The app token whose `apps.connections.open` ticket opened it.
+    app_token: String,
     tx: mpsc::UnboundedSender<ConnCmd>,
 }
 
@@ -235,7 +238,8 @@ struct SlackState {
     connections_opened: usize,
     hellos: usize,
     disconnects_sent: usize,
-    tickets: HashSet<String>,
+    /// Unused websocket tickets, with the app token that asked for each.
+    tickets: HashMap<String, String>,
     messages: HashMap<(String, String), MessageInfo>,
     /// What a bot message shows now, by (channel, ts): after every post and update.
     shown: HashMap<(String, String), interactive::Shown>,
@@ -970,7 +974,8 @@ fn dispatch(
         })),
         "apps.connections.open" => {
             let ticket = format!("{}", st.next_id());
-            st.tickets.insert(ticket.clone());
+            // Only the one app token gets here (checked before dispatch).
+            st.tickets.insert(ticket.clone(), APP_TOKEN.to_owned());
             Ok(json!({
                 "ok": true,
                 "url": format!("ws://{}/ws?ticket={ticket}", inner.addr),
@@ -1438,25 +1443,34 @@ async fn ws_handler(
     ws: WebSocketUpgrade,
 ) -> Response {
     let ticket = query.get("ticket").cloned().unwrap_or_default();
-    let valid = inner.lock().tickets.remove(&ticket);
-    if !valid {
+    let app_token = inner.lock().tickets.remove(&ticket);
+    let Some(app_token) = app_token else {
         inner.lock().violations.push(format!(
             "websocket connect with unknown or reused ticket {ticket:?}"
         ));
         return (StatusCode::UNAUTHORIZED, "invalid ticket").into_response();
-    }
-    ws.on_upgrade(move |socket| run_connection(inner, socket))
+    };
+    ws.on_upgrade(move |socket| run_connection(inner, socket, app_token))
 }
 
-async fn run_connection(inner: Arc<Inner>, mut socket: WebSocket) {
+async fn run_connection(inner: Arc<Inner>, mut socket: WebSocket, app_token: String) {
     let mut shutdown = inner.shutdown.subscribe();
     if *shutdown.borrow() {
         return;
     }
-    inner.lock().connections_opened += 1;
+    // Like Slack, hello counts the app's open connections, this one included.
+    let num_connections = {
+        let mut st = inner.lock();
+        st.connections_opened += 1;
+        1 + st
+            .conns
+            .iter()
+            .filter(|c| c.app_token == app_token && !c.tx.is_closed())
+            .count()
+    };
     let hello = json!({
         "type": "hello",
-        "num_connections": 1,
+        "num_connections": num_connections,
         "debug_info": {
             "host": "fake-slack",
             "build_number": 1,
@@ -1476,7 +1490,7 @@ async fn run_connection(inner: Arc<Inner>, mut socket: WebSocket) {
         let mut st = inner.lock();
         st.hellos += 1;
         let id = st.next_id();
-        st.conns.push(Conn { id, tx });
+        st.conns.push(Conn { id, app_token, tx });
         let open = st.conns.len();
         tracing::debug!("FakeSlack: socket {id} connected ({open} open)");
         st.flush_queue();

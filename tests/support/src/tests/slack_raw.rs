@@ -82,17 +82,23 @@ async fn next_json(ws: &mut Ws) -> Value {
     }
 }
 
-async fn hello(ws: &mut Ws) {
+/// Reads the hello, which counts the app's open connections (`num_connections`).
+async fn hello_of(ws: &mut Ws, num_connections: usize) {
     let hello = next_json(ws).await;
     assert_eq!(
         hello,
         json!({
             "type": "hello",
-            "num_connections": 1,
+            "num_connections": num_connections,
             "debug_info": {"host": "fake-slack", "build_number": 1, "approximate_connection_time": 18060},
             "connection_info": {"app_id": APP_ID},
         })
     );
+}
+
+/// Reads the hello of the app's only connection.
+async fn hello(ws: &mut Ws) {
+    hello_of(ws, 1).await;
 }
 
 #[tokio::test]
@@ -287,7 +293,7 @@ async fn events_wait_for_a_connection_then_round_robin() {
     assert_eq!(next_json(&mut a).await["envelope_id"], second.envelope_id);
 
     let mut b = connect(&fake).await;
-    hello(&mut b).await;
+    hello_of(&mut b, 2).await;
     assert!(fake.wait_until(T, || fake.open_connections() == 2).await);
     let ids: Vec<String> = (0..4)
         .map(|i| {

@@ -1,0 +1,486 @@
+//! One CodeButler for a team: one `codebutler` serving two repositories in two channels of
+//! one Slack app (the global config's `repositories`), each answering from its own prompt,
+//! memory and store; an unserved channel acknowledged and ignored; one service per Slack
+//! app, on this host (a lock) and across hosts (Slack's connection count); `--status`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use codebutler_test_support::git;
+use codebutler_test_support::model::{FakeModel, Reply};
+use codebutler_test_support::slack::{self, FakeSlack};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::harness::{Daemon, USER, WAIT, content_text};
+
+const API: &str = "C0API";
+const WEB: &str = "C0WEB";
+const EXTRA: &str = "C0EXTRA";
+
+/// The fakes, a global config directory listing two repositories (`api`, with its channel
+/// in its entry, and `web`, with its channel in its own config), and a third repository
+/// (`extra`) no entry lists.
+struct Team {
+    slack: FakeSlack,
+    model: FakeModel,
+    home: TempDir,
+    outside: TempDir,
+    _repos: TempDir,
+    api: PathBuf,
+    web: PathBuf,
+    extra: PathBuf,
+}
+
+impl Team {
+    async fn new() -> Team {
+        let repos = tempfile::tempdir().unwrap();
+        let root = repos.path().canonicalize().unwrap();
+        let team = Team {
+            slack: FakeSlack::start().await,
+            model: FakeModel::start().await,
+            home: tempfile::tempdir().unwrap(),
+            outside: tempfile::tempdir().unwrap(),
+            api: root.join("api"),
+            web: root.join("web"),
+            extra: root.join("extra"),
+            _repos: repos,
+        };
+        for (dir, name) in [
+            (&team.api, "API"),
+            (&team.web, "WEB"),
+            (&team.extra, "EXTRA"),
+        ] {
+            make_repo(dir, name);
+        }
+        codebutler_test_support::gh::install_fake_gh(team.outside.path());
+        write_json(
+            &team.web.join(".codebutler/config.json"),
+            &json!({"slack": {"channelID": WEB}}),
+        );
+        write_json(
+            &team.extra.join(".codebutler/config.json"),
+            &json!({"slack": {"channelID": EXTRA}}),
+        );
+        let global = team.global(json!([
+            {"path": team.api, "channel": API},
+            {"path": team.web},
+        ]));
+        write_json(&team.home.path().join("config.json"), &global);
+        team
+    }
+
+    /// The global config: the one Slack app, the model, and `repositories`.
+    fn global(&self, repositories: Value) -> Value {
+        json!({
+            "slack": {
+                "botToken": slack::BOT_TOKEN,
+                "appToken": slack::APP_TOKEN,
+                "apiUrl": self.slack.api_url(),
+                "messagesPerSecond": 100.0
+            },
+            "openrouter": {"apiKey": "sk-or-test-key", "baseUrl": self.model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
+            "github": {"cli": self.outside.path().join("gh").display().to_string()},
+            "repositories": repositories
+        })
+    }
+
+    /// `codebutler` with the global config directory `home`, a clean environment apart from
+    /// PATH, and `args`.
+    fn command(&self, home: &Path, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebutler"));
+        cmd.args(args)
+            .current_dir(self.outside.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home)
+            .env("CODEBUTLER_HOME", home)
+            .env(
+                "RUST_LOG",
+                "warn,codebutler_controller=debug,codebutler=debug",
+            )
+            .stdin(Stdio::null());
+        cmd
+    }
+
+    fn spawn(&self, home: &Path, args: &[&str]) -> Daemon {
+        let log = self.outside.path().join(format!(
+            "codebutler-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        Daemon::spawn_logged(self.command(home, args), log)
+    }
+
+    /// Starts the service for the listed repositories and waits until it has connected.
+    async fn start(&self) -> Daemon {
+        let opened = self.slack.connections_opened();
+        let daemon = self.spawn(self.home.path(), &[]);
+        let connected = self
+            .slack
+            .wait_until(WAIT, || {
+                self.slack.connections_opened() > opened && self.slack.open_connections() > 0
+            })
+            .await;
+        assert!(connected, "service did not connect; log:\n{}", daemon.log());
+        daemon
+    }
+
+    /// Asks `question` in `channel` and returns the texts of the bot's answer.
+    async fn ask(&self, channel: &str, question: &str, answer: &str) -> (String, Vec<String>) {
+        self.model.script(question, vec![Reply::text(answer)]);
+        let thread = self.slack.user_message(channel, USER, question, None).ts;
+        let ok = self
+            .slack
+            .wait_until(WAIT, || !self.posts_in(channel, &thread).is_empty())
+            .await;
+        assert!(ok, "no answer to {question:?} in {channel}");
+        let posts = self.posts_in(channel, &thread);
+        (thread, posts)
+    }
+
+    fn posts_in(&self, channel: &str, thread: &str) -> Vec<String> {
+        self.slack
+            .posts()
+            .into_iter()
+            .filter(|p| p.channel == channel && p.thread_ts.as_deref() == Some(thread))
+            .map(|p| p.text)
+            .collect()
+    }
+
+    /// `codebutler --status` with the team's global config: exit code and stdout.
+    async fn status(&self) -> (Option<i32>, String) {
+        let out = tokio::process::Command::from(self.command(self.home.path(), &["--status"]))
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.stderr.is_empty() || out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    }
+}
+
+/// A repository whose committed README and PM memory and whose PM prompt carry `name`.
+fn make_repo(root: &Path, name: &str) {
+    git::write_files(
+        root,
+        &[
+            ("README.md", &format!("# {name}\n")),
+            (
+                ".codebutler/memory/pm.md",
+                &format!("# Memory\n\n- MEMORY-{name}: learned in the {name} repository.\n"),
+            ),
+        ],
+    );
+    let repo = git::init(root);
+    git::commit_paths(
+        &repo,
+        &["README.md", ".codebutler/memory"],
+        "Initial commit",
+    );
+    git::write_files(
+        root,
+        &[(
+            ".codebutler/prompts/pm.md",
+            &format!("You are the PM of the {name} repository. PROMPT-{name}.\n"),
+        )],
+    );
+}
+
+fn write_json(path: &Path, value: &Value) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, value.to_string()).unwrap();
+}
+
+/// The system prompt of the first model request for `question`.
+fn system_prompt(model: &FakeModel, question: &str) -> String {
+    let requests = model.requests_for(question);
+    assert!(!requests.is_empty(), "no model request for {question:?}");
+    content_text(&requests[0].body["messages"][0]["content"])
+}
+
+/// Every `(table, channel_id, thread_ts)` row of the threads and messages of a stopped
+/// repository's store.
+async fn stored_threads(repo: &Path) -> Vec<(String, String, String)> {
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(repo.join(".codebutler/store.db"))
+        .busy_timeout(Duration::from_secs(5));
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT 'threads', channel_id, thread_ts FROM threads \
+         UNION ALL SELECT 'messages', channel_id, thread_ts FROM messages ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    rows
+}
+
+#[tokio::test]
+async fn one_service_answers_each_channel_from_its_own_repository() {
+    let team = Team::new().await;
+    let mut service = team.start().await;
+    let (api_thread, api_posts) = team
+        .ask(API, "how do we deploy the api?", "With the API pipeline.")
+        .await;
+    let (web_thread, web_posts) = team
+        .ask(
+            WEB,
+            "how do we deploy the web app?",
+            "With the web pipeline.",
+        )
+        .await;
+    assert_eq!(api_posts, ["*PM:* With the API pipeline."]);
+    assert_eq!(web_posts, ["*PM:* With the web pipeline."]);
+
+    // Each question reached the model with its own repository's PM prompt and memory only.
+    let api = system_prompt(&team.model, "how do we deploy the api?");
+    let web = system_prompt(&team.model, "how do we deploy the web app?");
+    for (prompt, own, other) in [(&api, "API", "WEB"), (&web, "WEB", "API")] {
+        assert!(
+            prompt.starts_with(&format!(
+                "You are the PM of the {own} repository. PROMPT-{own}."
+            )),
+            "{prompt}"
+        );
+        assert!(prompt.contains(&format!("MEMORY-{own}")), "{prompt}");
+        assert!(!prompt.contains(other), "{own} saw {other}: {prompt}");
+    }
+    // One app, one Socket Mode connection for both repositories.
+    assert_eq!(team.slack.connections_opened(), 1);
+    let log = service.log();
+    assert!(log.contains("api: listening in channel C0API"), "{log}");
+    assert!(log.contains("web: listening in channel C0WEB"), "{log}");
+
+    service.signal("TERM");
+    assert_eq!(
+        service.wait_exit(WAIT).await.code(),
+        Some(0),
+        "{}",
+        service.log()
+    );
+    // Each repository's store holds its own thread, and nothing of the other's.
+    let t = |table: &str, channel: &str, ts: &str| (table.into(), channel.into(), ts.to_owned());
+    assert_eq!(
+        stored_threads(&team.api).await,
+        [
+            t("messages", API, &api_thread),
+            t("threads", API, &api_thread)
+        ]
+    );
+    assert_eq!(
+        stored_threads(&team.web).await,
+        [
+            t("messages", WEB, &web_thread),
+            t("threads", WEB, &web_thread)
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_event_in_a_channel_no_repository_serves_is_acked_and_ignored() {
+    let team = Team::new().await;
+    let mut service = team.start().await;
+    let sent = team
+        .slack
+        .user_message(EXTRA, USER, "is anyone serving this channel?", None);
+    assert!(team.slack.wait_acked(&sent.envelope_id, WAIT).await);
+    // A question after it is answered, so the ignored event was handled before it.
+    team.ask(API, "still there?", "Yes.").await;
+    assert!(team.posts_in(EXTRA, &sent.ts).is_empty());
+    assert!(
+        team.model
+            .requests_for("is anyone serving this channel?")
+            .is_empty()
+    );
+    service.signal("TERM");
+    assert_eq!(service.wait_exit(WAIT).await.code(), Some(0));
+    for repo in [&team.api, &team.web] {
+        let rows = stored_threads(repo).await;
+        assert!(
+            rows.iter().all(|(_, channel, _)| channel != EXTRA),
+            "{rows:?}"
+        );
+    }
+    assert!(
+        team.slack.violations().is_empty(),
+        "{:?}",
+        team.slack.violations()
+    );
+}
+
+#[tokio::test]
+async fn a_second_codebutler_on_the_same_slack_app_on_this_host_is_refused() {
+    let team = Team::new().await;
+    let first = team.start().await;
+    // Another repository, run on its own with --repo, but with the same app token.
+    let extra = team.extra.display().to_string();
+    let mut second = team.spawn(team.home.path(), &["--repo", &extra]);
+    assert_eq!(
+        second.wait_exit(WAIT).await.code(),
+        Some(4),
+        "{}",
+        second.log()
+    );
+    let log = second.log();
+    assert!(
+        log.contains(&format!(
+            "codebutler: error: another CodeButler (pid {}) is already connected to this Slack app",
+            first.pid()
+        )),
+        "{log}"
+    );
+    assert!(
+        log.contains("one service per Slack app, since Slack would split the app's events"),
+        "{log}"
+    );
+    // It never connected: the first one still has every event.
+    assert_eq!(team.slack.connections_opened(), 1);
+    team.ask(API, "are you still the only one?", "I am.").await;
+}
+
+#[tokio::test]
+async fn another_process_on_the_app_elsewhere_stops_the_newcomer() {
+    let team = Team::new().await;
+    let _first = team.start().await;
+    // Another host: its own global config directory and repository, the same Slack app.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut global = team.global(json!([{"path": team.extra, "channel": EXTRA}]));
+    global["slack"]["connectionGraceSeconds"] = json!(1);
+    write_json(&elsewhere.path().join("config.json"), &global);
+    let mut second = team.spawn(elsewhere.path(), &[]);
+    assert_eq!(
+        second.wait_exit(WAIT).await.code(),
+        Some(4),
+        "{}",
+        second.log()
+    );
+    let log = second.log();
+    assert!(
+        log.contains(
+            "codebutler: error: another process is connected to this Slack app: Slack reports 2 \
+             Socket Mode connections where this service expects 1, for longer than 1 s."
+        ),
+        "{log}"
+    );
+    // The service that was there first goes on answering.
+    assert_eq!(
+        team.ask(API, "did the newcomer leave?", "It did.").await.1,
+        ["*PM:* It did."]
+    );
+}
+
+#[tokio::test]
+async fn a_reconnect_is_not_taken_for_another_process() {
+    let team = Team::new().await;
+    let mut global = team.global(json!([
+        {"path": team.api, "channel": API},
+        {"path": team.web},
+    ]));
+    global["slack"]["connectionGraceSeconds"] = json!(1);
+    write_json(&team.home.path().join("config.json"), &global);
+    let service = team.start().await;
+    for round in 0..3 {
+        team.slack.disconnect_all();
+        let reconnected = team
+            .slack
+            .wait_until(WAIT, || {
+                team.slack.connections_opened() == round + 2 && team.slack.open_connections() == 1
+            })
+            .await;
+        assert!(reconnected, "{}", service.log());
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        team.ask(WEB, "still serving?", "Still here.").await.1,
+        ["*PM:* Still here."]
+    );
+    assert!(
+        !service.log().contains("another process"),
+        "{}",
+        service.log()
+    );
+}
+
+#[tokio::test]
+async fn status_shows_each_repository_its_service_and_its_active_threads() {
+    let team = Team::new().await;
+    let normalize = |text: &str, pid: Option<i32>| {
+        let mut text = text
+            .replace(&team.api.display().to_string(), "<api>")
+            .replace(&team.web.display().to_string(), "<web>");
+        if let Some(pid) = pid {
+            text = text.replace(&format!("(pid {pid})"), "(pid <pid>)");
+        }
+        text
+    };
+    let (code, stopped) = team.status().await;
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        normalize(&stopped, None),
+        "slack app: not running
+repositories: 2
+
+api
+  path     <api>
+  channel  C0API
+  store    sqlite <api>/.codebutler/store.db
+  service  not running
+  threads  none (no store yet)
+
+web
+  path     <web>
+  channel  C0WEB
+  store    sqlite <web>/.codebutler/store.db
+  service  not running
+  threads  none (no store yet)
+
+hosts: this one (each store is one host's)
+"
+    );
+
+    let service = team.start().await;
+    let (thread, _) = team.ask(API, "what is this repository?", "The API.").await;
+    let (code, running) = team.status().await;
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        normalize(&running, Some(service.pid())).replace(&thread, "<thread>"),
+        "slack app: running (pid <pid>)
+repositories: 2
+
+api
+  path     <api>
+  channel  C0API
+  store    sqlite <api>/.codebutler/store.db
+  service  running (pid <pid>)
+  threads  1 active
+    <thread>  conversing
+  runs     0 active
+
+web
+  path     <web>
+  channel  C0WEB
+  store    sqlite <web>/.codebutler/store.db
+  service  running (pid <pid>)
+  threads  0 active
+  runs     0 active
+
+hosts: this one (each store is one host's)
+"
+    );
+}
