@@ -5,6 +5,10 @@
 //! never removes anything under a running daemon. The file holds the holder's pid, for the
 //! refusal's message; it is never deleted (a stale one means nothing: only the `flock`
 //! counts).
+//!
+//! The same helpers serve every one-process-only lock ([`exclusive`]; the Slack app's is
+//! [`crate::service::app_lock`]) and `codebutler --status`, which asks the kernel who holds
+//! a lock ([`holder`]) without taking it.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
