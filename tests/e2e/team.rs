@@ -484,3 +484,80 @@ hosts: this one (each store is one host's)
 "
     );
 }
+
+#[tokio::test]
+async fn one_repository_that_cannot_start_stops_the_start_naming_it() {
+    let team = Team::new().await;
+    // `web` already has a daemon of its own (run with --repo, before the team's service).
+    let web = team.web.display().to_string();
+    let alone = team.spawn(team.home.path(), &["--repo", &web]);
+    assert!(
+        team.slack
+            .wait_until(WAIT, || team.slack.open_connections() == 1)
+            .await,
+        "{}",
+        alone.log()
+    );
+    let mut service = team.spawn(team.home.path(), &[]);
+    assert_eq!(
+        service.wait_exit(WAIT).await.code(),
+        Some(1),
+        "{}",
+        service.log()
+    );
+    let log = service.log();
+    assert!(
+        log.contains(&format!(
+            "codebutler: error: repository `web`: a CodeButler daemon (pid {}) is running for this repository",
+            alone.pid()
+        )),
+        "{log}"
+    );
+    // Nothing of `api` was started: no store, no second connection.
+    assert!(!team.api.join(".codebutler/store.db").exists());
+    assert_eq!(team.slack.connections_opened(), 1);
+    drop(alone);
+
+    // A broken repository config is a configuration error naming the repository.
+    std::fs::write(team.web.join(".codebutler/config.json"), "{\"slack\": ").unwrap();
+    let mut service = team.spawn(team.home.path(), &[]);
+    assert_eq!(
+        service.wait_exit(WAIT).await.code(),
+        Some(2),
+        "{}",
+        service.log()
+    );
+    let log = service.log();
+    assert!(
+        log.contains(&format!(
+            "codebutler: error: configuration: repository `web`: {}: not valid JSON",
+            team.web.join(".codebutler/config.json").display()
+        )),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn runnerctl_finds_a_repository_by_its_name() {
+    let team = Team::new().await;
+    let _service = team.start().await;
+    let runnerctl = |repo: &'static str| {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_runnerctl"))
+            .args(["--repo", repo, "ls"])
+            .current_dir(team.outside.path())
+            .env("CODEBUTLER_HOME", team.home.path())
+            .output()
+    };
+    let api = runnerctl("api").await.unwrap();
+    assert!(api.status.success(), "{api:?}");
+    assert_eq!(String::from_utf8_lossy(&api.stdout), "no runs\n");
+    let unknown = runnerctl("billing").await.unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&unknown.stderr),
+        format!(
+            "runnerctl: error: `billing` is neither a directory nor a repository listed in {} (it lists api, web)\n",
+            team.home.path().join("config.json").display()
+        )
+    );
+}

@@ -13,7 +13,8 @@ use crate::domain::IncomingMessage;
 /// What the intake knows about where it listens.
 #[derive(Clone, Debug)]
 pub struct IntakeFilter {
-    /// The one channel CodeButler serves.
+    /// The channel this repository serves (one process may serve several repositories,
+    /// each with its own filter; [`crate::service::router`] hands each its channel's events).
     pub channel: String,
     /// The bot's own user id, learned with `auth.test`.
     pub bot_user_id: String,
