@@ -6,6 +6,12 @@
 //! after a minute without messages and is started again by the next one. A panic while
 //! handling a message is caught, logged and reported in that thread; it never reaches the
 //! daemon or another thread.
+//!
+//! Where several instances share one store, a thread's messages are processed only by the
+//! instance that owns the thread ([`Ownership`]): a task claims its thread before each message
+//! and ends when another instance holds it; a message stored by an instance that does not own
+//! its thread is found by the owner's [`Dispatcher::watch_pending`]. With one instance,
+//! [`SoleInstance`] owns every thread.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -18,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::domain::{IncomingMessage, ThreadKey};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// How long an idle thread task lives.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -34,6 +40,46 @@ pub trait MessageHandler: Send + Sync + 'static {
 
     /// Called when `handle` panicked: report it in the thread and mark the message failed.
     async fn on_panic(&self, msg: IncomingMessage, panic: String);
+
+    /// Called once when this instance takes a thread over from an instance that stopped
+    /// renewing it, before its first message here: finish what the other left (undelivered
+    /// Slack posts, a run cut off).
+    async fn adopt(&self, _thread: &ThreadKey, _from: &str) {}
+}
+
+/// What claiming a thread found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This instance holds the thread (it was free, or already ours).
+    Mine,
+    /// This instance took the thread from `from`, which stopped renewing it.
+    TakenOver { from: String },
+    /// Another live instance holds the thread: it processes the thread's messages.
+    Elsewhere,
+}
+
+/// Which instance processes a thread's messages.
+#[async_trait]
+pub trait Ownership: Send + Sync + 'static {
+    /// Takes or keeps the thread for this instance.
+    async fn claim(&self, thread: &ThreadKey) -> Result<Claim, StoreError>;
+
+    /// Gives the thread up: its task ended idle. An implementation keeps a thread whose
+    /// run is still active on this instance.
+    async fn release(&self, thread: &ThreadKey);
+}
+
+/// The only instance on its store: it owns every thread.
+#[derive(Clone, Copy, Debug)]
+pub struct SoleInstance;
+
+#[async_trait]
+impl Ownership for SoleInstance {
+    async fn claim(&self, _thread: &ThreadKey) -> Result<Claim, StoreError> {
+        Ok(Claim::Mine)
+    }
+
+    async fn release(&self, _thread: &ThreadKey) {}
 }
 
 /// Routes messages to thread tasks; cheap to clone.
@@ -53,6 +99,7 @@ impl std::fmt::Debug for Dispatcher {
 struct Inner {
     workers: Mutex<HashMap<ThreadKey, mpsc::Sender<()>>>,
     handler: Arc<dyn MessageHandler>,
+    ownership: Arc<dyn Ownership>,
     store: Store,
     idle: Duration,
     tracker: TaskTracker,
@@ -63,12 +110,25 @@ struct Inner {
 }
 
 impl Dispatcher {
-    /// A dispatcher whose thread tasks handle messages with `handler`.
+    /// A dispatcher whose thread tasks handle messages with `handler`, on the only instance
+    /// of its store.
     pub fn new(store: Store, handler: Arc<dyn MessageHandler>, idle: Duration) -> Self {
+        Self::shared(store, handler, Arc::new(SoleInstance), idle)
+    }
+
+    /// A dispatcher on one of several instances sharing `store`: a thread's messages are
+    /// handled here only while `ownership` says this instance owns it.
+    pub fn shared(
+        store: Store,
+        handler: Arc<dyn MessageHandler>,
+        ownership: Arc<dyn Ownership>,
+        idle: Duration,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 workers: Mutex::new(HashMap::new()),
                 handler,
+                ownership,
                 store,
                 idle,
                 tracker: TaskTracker::new(),
@@ -115,6 +175,26 @@ impl Dispatcher {
         Ok(threads.len())
     }
 
+    /// Until `stop`, wakes every `every` the threads with pending messages, so a message
+    /// stored by another instance (or left by one that stopped) reaches its owner here.
+    pub async fn watch_pending(&self, every: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = self.inner.stopping.cancelled() => return,
+                () = tokio::time::sleep(every) => {}
+            }
+            match self.inner.store.threads_with_pending().await {
+                Ok(threads) => {
+                    for thread in &threads {
+                        self.notify(thread);
+                    }
+                }
+                Err(e) => tracing::warn!("look for pending messages: {e}"),
+            }
+        }
+    }
+
     /// Threads with a live task.
     pub fn active_threads(&self) -> usize {
         self.inner.workers.lock().map(|w| w.len()).unwrap_or(0)
@@ -145,16 +225,22 @@ impl Dispatcher {
 impl Inner {
     async fn run(self: Arc<Self>, thread: ThreadKey, mut rx: mpsc::Receiver<()>) {
         loop {
-            self.drain(&thread).await;
+            if !self.drain(&thread).await {
+                // Another instance owns the thread: it handles the messages. A wake-up
+                // queued meanwhile is left to the next `notify`, which starts a new task.
+                if let Ok(mut workers) = self.workers.lock() {
+                    workers.remove(&thread);
+                }
+                tracing::debug!(thread = %thread, "thread owned by another instance");
+                break;
+            }
             tokio::select! {
                 biased;
                 () = self.stopping.cancelled() => break,
                 woke = rx.recv() => if woke.is_none() { break },
                 () = tokio::time::sleep(self.idle) => {
-                    let Ok(mut workers) = self.workers.lock() else { break };
-                    // Under the lock no wake-up can slip in between the check and the removal.
-                    if rx.is_empty() {
-                        workers.remove(&thread);
+                    if self.end_if_idle(&thread, &rx) {
+                        self.ownership.release(&thread).await;
                         break;
                     }
                 }
@@ -163,15 +249,41 @@ impl Inner {
         tracing::debug!(thread = %thread, "thread task ended");
     }
 
-    /// Handles the thread's pending messages, oldest first.
-    async fn drain(&self, thread: &ThreadKey) {
+    /// Removes the thread's task from the registry unless a wake-up is queued; under the
+    /// registry's lock no wake-up can slip in between the check and the removal.
+    fn end_if_idle(&self, thread: &ThreadKey, rx: &mpsc::Receiver<()>) -> bool {
+        let Ok(mut workers) = self.workers.lock() else {
+            return true;
+        };
+        if !rx.is_empty() {
+            return false;
+        }
+        workers.remove(thread);
+        true
+    }
+
+    /// Handles the thread's pending messages, oldest first, while this instance owns it.
+    /// Returns false when another instance owns the thread.
+    async fn drain(&self, thread: &ThreadKey) -> bool {
         while !self.stopping.is_cancelled() {
+            match self.ownership.claim(thread).await {
+                Ok(Claim::Mine) => {}
+                Ok(Claim::TakenOver { from }) => {
+                    tracing::info!(thread = %thread, "took the thread over from {from}");
+                    self.handler.adopt(thread, &from).await;
+                }
+                Ok(Claim::Elsewhere) => return false,
+                Err(e) => {
+                    tracing::error!(thread = %thread, "claim the thread: {e}");
+                    return true;
+                }
+            }
             let msg = match self.store.next_pending(thread).await {
                 Ok(Some(msg)) => msg,
-                Ok(None) => return,
+                Ok(None) => return true,
                 Err(e) => {
                     tracing::error!(thread = %thread, "read pending messages: {e}");
-                    return;
+                    return true;
                 }
             };
             let ts = msg.ts.clone();
@@ -182,18 +294,19 @@ impl Inner {
                 self.handler.on_panic(msg, text).await;
             }
             if self.abort.is_cancelled() {
-                return;
+                return true;
             }
             // A handler must settle the message; if it could not (store down), stop here
             // rather than spin on it. The next message or restart tries again.
             match self.store.next_pending(thread).await {
                 Ok(Some(next)) if next.ts == ts => {
                     tracing::error!(thread = %thread, "message {ts} was left pending; pausing this thread");
-                    return;
+                    return true;
                 }
                 _ => {}
             }
         }
+        true
     }
 }
 
@@ -216,6 +329,7 @@ mod tests {
         store: Store,
         handled: Mutex<Vec<String>>,
         panics: Mutex<Vec<String>>,
+        adopted: Mutex<Vec<String>>,
         gate: Notify,
     }
 
@@ -235,6 +349,47 @@ mod tests {
         async fn on_panic(&self, msg: IncomingMessage, panic: String) {
             self.store.mark_failed(&msg).await.unwrap();
             self.panics.lock().unwrap().push(panic);
+        }
+
+        async fn adopt(&self, thread: &ThreadKey, from: &str) {
+            self.adopted
+                .lock()
+                .unwrap()
+                .push(format!("{} from {from}", thread.thread_ts));
+        }
+    }
+
+    /// Owns the threads listed in `mine`; takes over the ones in `stale` once (from
+    /// "host-b"); every other thread belongs to another instance. Counts releases.
+    #[derive(Default)]
+    struct Leases {
+        mine: Mutex<Vec<String>>,
+        stale: Mutex<Vec<String>>,
+        released: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Ownership for Leases {
+        async fn claim(&self, thread: &ThreadKey) -> Result<Claim, StoreError> {
+            let ts = thread.thread_ts.clone();
+            if self.mine.lock().unwrap().contains(&ts) {
+                return Ok(Claim::Mine);
+            }
+            let mut stale = self.stale.lock().unwrap();
+            if let Some(i) = stale.iter().position(|t| *t == ts) {
+                stale.remove(i);
+                self.mine.lock().unwrap().push(ts);
+                return Ok(Claim::TakenOver {
+                    from: "host-b".into(),
+                });
+            }
+            Ok(Claim::Elsewhere)
+        }
+
+        async fn release(&self, thread: &ThreadKey) {
+            let ts = thread.thread_ts.clone();
+            self.mine.lock().unwrap().retain(|t| *t != ts);
+            self.released.lock().unwrap().push(ts);
         }
     }
 
@@ -256,9 +411,19 @@ mod tests {
             store: store.clone(),
             handled: Mutex::new(vec![]),
             panics: Mutex::new(vec![]),
+            adopted: Mutex::new(vec![]),
             gate: Notify::new(),
         });
         let dispatcher = Dispatcher::new(store.clone(), recorder.clone(), idle);
+        (dir, store, recorder, dispatcher)
+    }
+
+    async fn setup_shared(
+        leases: Arc<Leases>,
+        idle: Duration,
+    ) -> (tempfile::TempDir, Store, Arc<Recorder>, Dispatcher) {
+        let (dir, store, recorder, _) = setup(idle).await;
+        let dispatcher = Dispatcher::shared(store.clone(), recorder.clone(), leases, idle);
         (dir, store, recorder, dispatcher)
     }
 
@@ -345,5 +510,55 @@ mod tests {
         disp.notify(&late.thread());
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(rec.handled.lock().unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_thread_owned_elsewhere_is_left_to_its_owner() {
+        let leases = Arc::new(Leases::default());
+        leases.mine.lock().unwrap().push("1.1".into());
+        let (_d, store, rec, disp) = setup_shared(leases.clone(), IDLE_TIMEOUT).await;
+        let ours = msg("1.1", "1.1", "ours");
+        let theirs = msg("2.1", "2.1", "theirs");
+        for m in [&ours, &theirs] {
+            store.record_message(m).await.unwrap();
+            disp.notify(&m.thread());
+        }
+        eventually(|| rec.handled.lock().unwrap().len() == 1).await;
+        eventually(|| disp.active_threads() == 1).await;
+        assert_eq!(*rec.handled.lock().unwrap(), vec!["ours"]);
+        // Still pending: the instance that owns it handles it.
+        let pending = store.next_pending(&theirs.thread()).await.unwrap();
+        assert_eq!(pending.map(|m| m.ts), Some("2.1".to_owned()));
+    }
+
+    #[tokio::test]
+    async fn a_taken_over_thread_is_adopted_once_then_released_when_idle() {
+        let leases = Arc::new(Leases::default());
+        leases.stale.lock().unwrap().push("1.1".into());
+        let (_d, store, rec, disp) = setup_shared(leases.clone(), Duration::from_millis(50)).await;
+        for (ts, text) in [("1.1", "a"), ("1.2", "b")] {
+            store.record_message(&msg(ts, "1.1", text)).await.unwrap();
+        }
+        disp.notify(&msg("1.1", "1.1", "a").thread());
+        eventually(|| rec.handled.lock().unwrap().len() == 2).await;
+        assert_eq!(*rec.adopted.lock().unwrap(), vec!["1.1 from host-b"]);
+        eventually(|| leases.released.lock().unwrap().len() == 1).await;
+        assert_eq!(disp.active_threads(), 0);
+    }
+
+    #[tokio::test]
+    async fn pending_messages_stored_elsewhere_are_found_by_the_watch() {
+        let (_d, store, rec, disp) = setup(IDLE_TIMEOUT).await;
+        let stop = CancellationToken::new();
+        let watch = tokio::spawn({
+            let disp = disp.clone();
+            let stop = stop.clone();
+            async move { disp.watch_pending(Duration::from_millis(20), stop).await }
+        });
+        // Stored as another instance's intake would: no notify here.
+        store.record_message(&msg("1.1", "1.1", "x")).await.unwrap();
+        eventually(|| rec.handled.lock().unwrap().len() == 1).await;
+        stop.cancel();
+        watch.await.unwrap();
     }
 }
