@@ -19,6 +19,7 @@
 //! | `roles` | `productManager`, `coder`, `artist` |
 //! | `access` | `access`, `github` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
+//! | `runner` | `runner` |
 
 mod access;
 mod error;
@@ -26,6 +27,7 @@ mod file;
 mod origin;
 mod provider;
 mod roles;
+mod runner;
 mod runs;
 mod secrets;
 mod slack;
@@ -40,6 +42,7 @@ pub use provider::{OpenAiConfig, OpenRouterConfig};
 pub use roles::{
     ArtistConfig, CoderConfig, DEFAULT_MAX_COST_PER_THREAD, ModelChoice, ProductManagerConfig,
 };
+pub use runner::{ContainerConfig, DEFAULT_RUNNER_IMAGE, RunnerLauncher};
 pub use runs::{
     BuildConfig, DEFAULT_DISK_MB, FetchConfig, ProjectType, SandboxConfig, SandboxMode,
     UnknownProjectType,
@@ -72,6 +75,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub fetch: FetchConfig,
     pub build: BuildConfig,
+    /// Where Coder runners run (`runner.launcher`).
+    pub runner: RunnerLauncher,
 }
 
 /// Where the configuration comes from.
@@ -132,6 +137,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         sandbox: file.sandbox.resolve(),
         fetch: file.fetch,
         build: file.build.resolve(origin)?,
+        runner: file.runner.resolve(origin)?,
     })
 }
 

@@ -11,6 +11,11 @@
 //! unified hierarchy at `/sys/fs/cgroup`) are both handled; the sandbox's cgroup is made a
 //! child of the runner's current cgroup. A hierarchy that is missing or not writable is
 //! skipped and the skip is reported, never silent; any other failure is an error.
+//!
+//! Where the runner cannot create a cgroup but already runs in one whose limit is at most
+//! the spec's (a container engine's `--pids-limit` and `--memory`, on a cgroup mounted
+//! read-only inside the container), that enclosing cgroup is reported as the limit
+//! ([`CgroupStatus::Enclosing`]): it bounds the whole sandbox and nothing inside can raise it.
 
 use std::fs;
 use std::io;
@@ -39,6 +44,15 @@ pub enum CgroupStatus {
     Applied {
         /// The cgroup directory on the host.
         path: PathBuf,
+    },
+    /// No cgroup of its own, but the runner's current cgroup (which it cannot write, so
+    /// neither can anything it starts) has a limit at most the spec's: the sandbox, and
+    /// everything else in that cgroup, stays under it.
+    Enclosing {
+        /// The enclosing cgroup directory, as the runner sees it.
+        path: PathBuf,
+        /// Its limit (`pids.max`, or the memory limit in bytes).
+        limit: u64,
     },
     /// Not used; the rlimits still apply.
     Skipped {
@@ -97,10 +111,15 @@ pub(crate) fn create(limits: &Limits, pid: u32) -> Result<Cgroups, SandboxError>
         .at(Step::CreateCgroup, || "read /proc/self/cgroup".into())?;
     let mut created = Vec::new();
     let mut statuses = Vec::new();
-    for (controller, files) in [
-        ("pids", vec![("pids.max", limits.max_processes.to_string())]),
+    for (controller, wanted, files) in [
+        (
+            "pids",
+            limits.max_processes,
+            vec![("pids.max", limits.max_processes.to_string())],
+        ),
         (
             "memory",
+            limits.memory_bytes,
             vec![
                 ("memory.limit_in_bytes", limits.memory_bytes.to_string()),
                 ("memory.max", limits.memory_bytes.to_string()),
@@ -119,7 +138,12 @@ pub(crate) fn create(limits: &Limits, pid: u32) -> Result<Cgroups, SandboxError>
                 });
                 created.push(cg);
             }
-            Ok(Made::Skipped(reason)) => statuses.push(CgroupStatus::Skipped { reason }),
+            Ok(Made::Skipped(reason)) => statuses.push(
+                match enclosing(hierarchy.as_ref(), controller, &own, &files, wanted) {
+                    Some((path, limit)) => CgroupStatus::Enclosing { path, limit },
+                    None => CgroupStatus::Skipped { reason },
+                },
+            ),
             Err(e) => {
                 cleanup(&created);
                 return Err(e);
@@ -147,6 +171,47 @@ enum Made {
 
 type Attempt = Result<Made, SandboxError>;
 
+/// The runner's current cgroup for `controller` and its limit, when one of the limit
+/// `files` there holds a number at most `wanted` ("max" or a larger limit does not count).
+fn enclosing(
+    hierarchy: Option<&Hierarchy>,
+    controller: &str,
+    own: &str,
+    files: &[(&str, String)],
+    wanted: u64,
+) -> Option<(PathBuf, u64)> {
+    let base = match hierarchy? {
+        Hierarchy::V1 => Path::new(CGROUP_ROOT)
+            .join(controller)
+            .join(v1_path(own, controller)?.trim_start_matches('/')),
+        Hierarchy::V2 => Path::new(CGROUP_ROOT).join(
+            own.lines()
+                .find_map(|l| l.strip_prefix("0::"))?
+                .trim_start_matches('/'),
+        ),
+    };
+    files.iter().find_map(|(file, _)| {
+        let limit = fs::read_to_string(base.join(file))
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+        (limit <= wanted).then(|| (base.clone(), limit))
+    })
+}
+
+/// The runner's cgroup path in the v1 hierarchy of `controller`, from `/proc/self/cgroup`.
+fn v1_path(own: &str, controller: &str) -> Option<String> {
+    own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_owned())
+    })
+}
+
 fn create_v1(controller: &str, own: &str, name: &str, files: &[(&str, String)]) -> Attempt {
     let mount = Path::new(CGROUP_ROOT).join(controller);
     match statfs(&mount) {
@@ -158,14 +223,7 @@ fn create_v1(controller: &str, own: &str, name: &str, files: &[(&str, String)]) 
             )));
         }
     }
-    let Some(current) = own.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == controller)
-            .then(|| path.to_owned())
-    }) else {
+    let Some(current) = v1_path(own, controller) else {
         return Ok(Made::Skipped(format!(
             "/proc/self/cgroup has no {controller} line"
         )));

@@ -245,6 +245,7 @@ pub fn enter(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         }
     }
     warnings.extend(connect::yama_warning());
+    // An enclosing cgroup with a limit at most the spec's holds too (a container's).
     if getuid().is_root() && matches!(cgroups.report.pids, CgroupStatus::Skipped { .. }) {
         cgroup::cleanup(&cgroups.created);
         return Err(SandboxError::new(
