@@ -87,6 +87,8 @@ printf 'root:x:0:0:root:/tmp/home:/bin/bash\nnobody:x:65534:65534:nobody:/nonexi
   >"$root/etc/passwd"
 printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
 printf 'codebutler\n' >"$root/etc/hostname"
+# What this image is, for an operator (and the tests) looking from inside a run.
+"$runner_bin" --version >"$root/etc/codebutler-runner-image"
 
 cp "$here/runner.Containerfile" "$context/Containerfile"
 "$engine" build --quiet --file "$context/Containerfile" --tag "$image" "$context" >/dev/null

@@ -54,6 +54,9 @@ pub const SECCOMP_PROFILE: &str = include_str!("../../../../deploy/runner-seccom
 /// Podman) may exceed the host's hard limit, and then no container starts.
 const MAX_OPEN_FILES: u64 = 4096;
 
+/// The runtime tried when the engine's default cannot start a container.
+const FALLBACK_RUNTIME: &str = "runc";
+
 /// Seconds the engine waits past the run's hard time limit before it stops the container.
 const ENGINE_TIMEOUT_GRACE: Duration = Duration::from_secs(60);
 
@@ -76,24 +79,83 @@ pub struct ContainerLauncher {
     config: ContainerConfig,
     /// The seccomp profile written out, passed to the engine.
     seccomp_profile: PathBuf,
+    /// The engine's working directory (the run directory): its monitor writes files
+    /// there (`oom` after a container's out-of-memory kill), never in the controller's.
+    dir: PathBuf,
 }
 
 impl ContainerLauncher {
     /// A launcher for `config`, its seccomp profile written into `dir`. Checks that the
-    /// engine runs and has the image, so a missing one is said at start, not at the first
-    /// run.
+    /// engine runs, has the image and can start it, so a problem is said at start, not at
+    /// the first run. Without a configured `runtime`, when the engine's default runtime
+    /// cannot start a container here but `runc` can (`crun` on a host whose cgroups are in
+    /// "hybrid" mode), `runc` is used, and said.
     pub async fn new(config: ContainerConfig, dir: &Path) -> Result<Self, LaunchError> {
         std::fs::create_dir_all(dir)
             .map_err(|e| LaunchError(format!("create {}: {e}", dir.display())))?;
         let seccomp_profile = dir.join("runner-seccomp.json");
         std::fs::write(&seccomp_profile, SECCOMP_PROFILE)
             .map_err(|e| LaunchError(format!("write {}: {e}", seccomp_profile.display())))?;
-        let launcher = Self {
+        let mut launcher = Self {
             config,
             seccomp_profile,
+            dir: dir.to_owned(),
         };
         launcher.check_image().await?;
-        Ok(launcher)
+        let Err(failed) = launcher.probe().await else {
+            return Ok(launcher);
+        };
+        if launcher.config.runtime.is_some() {
+            return Err(LaunchError(failed));
+        }
+        launcher.config.runtime = Some(FALLBACK_RUNTIME.to_owned());
+        match launcher.probe().await {
+            Ok(()) => {
+                tracing::warn!(
+                    "{failed}; runc can, so runners run with it (set \
+                     runner.container.runtime to \"{FALLBACK_RUNTIME}\" to say so)"
+                );
+                Ok(launcher)
+            }
+            Err(also) => Err(LaunchError(format!("{failed}; with runc: {also}"))),
+        }
+    }
+
+    /// Starts the image once (`codebutler-runner --version`) with the limits' flags every
+    /// run gets, and says why when it does not start.
+    async fn probe(&self) -> Result<(), String> {
+        let out = self
+            .engine()
+            .arg("run")
+            .args([
+                "--rm",
+                "--network=none",
+                "--read-only",
+                "--cap-drop=all",
+                "--http-proxy=false",
+                "--log-driver=none",
+            ])
+            .arg(format!("--ulimit=nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"))
+            .arg("--ulimit=nproc=64:64")
+            .arg(&self.config.image)
+            .arg("--version")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .await
+            .map_err(|e| format!("run the container engine {}: {e}", self.config.engine))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        Err(format!(
+            "{} cannot start the runner image {}{}: {}",
+            self.config.engine,
+            self.config.image,
+            match &self.config.runtime {
+                Some(runtime) => format!(" with the runtime {runtime}"),
+                None => String::new(),
+            },
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
     }
 
     /// The engine's command with its global options (`--runtime`).
@@ -102,7 +164,7 @@ impl ContainerLauncher {
         if let Some(runtime) = &self.config.runtime {
             cmd.arg("--runtime").arg(runtime);
         }
-        cmd.env_clear();
+        cmd.current_dir(&self.dir).env_clear();
         for name in ENGINE_ENV {
             if let Some(value) = std::env::var_os(name) {
                 cmd.env(name, value);
@@ -149,6 +211,7 @@ impl ContainerLauncher {
         let mut args: Vec<OsString> = [
             "--rm".to_owned(),
             format!("--name={}", container_name(&request.run_id)),
+            format!("--label=codebutler.worktree={}", spec.worktree.display()),
             "--network=none".to_owned(),
             "--read-only".to_owned(),
             "--no-hosts".to_owned(),
@@ -194,6 +257,7 @@ impl Launcher for ContainerLauncher {
         let (child, hub) = spawn_with_hub(cmd, request, ENGINE_ENV)?;
         let running = Running {
             engine: self.engine_prefix(),
+            dir: self.dir.clone(),
             name: container_name(&request.run_id),
             kill: None,
         };
@@ -223,6 +287,8 @@ impl ContainerLauncher {
 #[derive(Debug)]
 pub struct Running {
     engine: Vec<OsString>,
+    /// The engine's working directory.
+    dir: PathBuf,
     name: String,
     /// The `kill` asked for, while it runs.
     kill: Option<tokio::process::Child>,
@@ -235,6 +301,7 @@ impl Running {
         cmd.args(global)
             .args(args)
             .arg(&self.name)
+            .current_dir(&self.dir)
             .env_clear()
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -374,6 +441,7 @@ mod tests {
                 extra_args: vec!["--label=team=api".into()],
             },
             seccomp_profile: PathBuf::from("/srv/repo/.codebutler/run/runner-seccomp.json"),
+            dir: PathBuf::from("/srv/repo/.codebutler/run"),
         }
     }
 
@@ -397,16 +465,17 @@ mod tests {
             time_limit: Duration::from_secs(600),
             log: dir.path().join("run-42.log"),
         };
+        let w = worktree.display();
         let args: Vec<String> = launcher()
             .run_args(&request)
             .unwrap()
             .into_iter()
             .map(|a| a.into_string().unwrap())
             .collect();
-        let w = worktree.display();
         let expected = [
             "--rm",
             "--name=codebutler-run-42",
+            &format!("--label=codebutler.worktree={w}"),
             "--network=none",
             "--read-only",
             "--no-hosts",

@@ -139,7 +139,14 @@ pub(crate) fn create(limits: &Limits, pid: u32) -> Result<Cgroups, SandboxError>
                 created.push(cg);
             }
             Ok(Made::Skipped(reason)) => statuses.push(
-                match enclosing(hierarchy.as_ref(), controller, &own, &files, wanted) {
+                match enclosing(
+                    Path::new(CGROUP_ROOT),
+                    hierarchy.as_ref(),
+                    controller,
+                    &own,
+                    &files,
+                    wanted,
+                ) {
                     Some((path, limit)) => CgroupStatus::Enclosing { path, limit },
                     None => CgroupStatus::Skipped { reason },
                 },
@@ -171,9 +178,11 @@ enum Made {
 
 type Attempt = Result<Made, SandboxError>;
 
-/// The runner's current cgroup for `controller` and its limit, when one of the limit
-/// `files` there holds a number at most `wanted` ("max" or a larger limit does not count).
+/// The runner's current cgroup for `controller` under `root` and its limit, when one of the
+/// limit `files` there holds a number at most `wanted` ("max" or a larger limit does not
+/// count).
 fn enclosing(
+    root: &Path,
     hierarchy: Option<&Hierarchy>,
     controller: &str,
     own: &str,
@@ -181,10 +190,10 @@ fn enclosing(
     wanted: u64,
 ) -> Option<(PathBuf, u64)> {
     let base = match hierarchy? {
-        Hierarchy::V1 => Path::new(CGROUP_ROOT)
+        Hierarchy::V1 => root
             .join(controller)
             .join(v1_path(own, controller)?.trim_start_matches('/')),
-        Hierarchy::V2 => Path::new(CGROUP_ROOT).join(
+        Hierarchy::V2 => root.join(
             own.lines()
                 .find_map(|l| l.strip_prefix("0::"))?
                 .trim_start_matches('/'),
@@ -375,4 +384,53 @@ pub(crate) fn cleanup(created: &[Cgroup]) -> Vec<String> {
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pids(wanted: u64) -> Vec<(&'static str, String)> {
+        vec![("pids.max", wanted.to_string())]
+    }
+
+    #[test]
+    fn an_enclosing_limit_counts_only_when_at_most_the_specs() {
+        let root = tempfile::tempdir().unwrap();
+        // cgroup v1 in a private cgroup namespace: the runner's cgroup is the mount's root.
+        let v1 = root.path().join("pids");
+        fs::create_dir_all(&v1).unwrap();
+        let own_v1 = "8:pids:/\n4:memory:/\n";
+        let found = |own: &str, h: Hierarchy, wanted: u64| {
+            enclosing(root.path(), Some(&h), "pids", own, &pids(wanted), wanted)
+        };
+        fs::write(v1.join("pids.max"), "256\n").unwrap();
+        assert_eq!(found(own_v1, Hierarchy::V1, 256), Some((v1.clone(), 256)));
+        assert_eq!(found(own_v1, Hierarchy::V1, 512), Some((v1.clone(), 256)));
+        assert_eq!(
+            found(own_v1, Hierarchy::V1, 128),
+            None,
+            "looser than the spec"
+        );
+        fs::write(v1.join("pids.max"), "max\n").unwrap();
+        assert_eq!(found(own_v1, Hierarchy::V1, 256), None, "no limit at all");
+        // A cgroup path that is not under this root (another namespace's view) has no file.
+        fs::write(v1.join("pids.max"), "64\n").unwrap();
+        assert_eq!(found("8:pids:/libpod_parent/x\n", Hierarchy::V1, 256), None);
+        assert_eq!(
+            found("4:memory:/\n", Hierarchy::V1, 256),
+            None,
+            "no pids line"
+        );
+        // cgroup v2: the unified line.
+        let v2 = root.path().join("box");
+        fs::create_dir_all(&v2).unwrap();
+        fs::write(v2.join("pids.max"), "100\n").unwrap();
+        assert_eq!(found("0::/box\n", Hierarchy::V2, 256), Some((v2, 100)));
+        assert_eq!(
+            enclosing(root.path(), None, "pids", "0::/box\n", &pids(256), 256),
+            None,
+            "no cgroup filesystem"
+        );
+    }
 }
