@@ -394,7 +394,6 @@ async fn killing_a_runner_removes_its_container() {
     let request = LaunchRequest {
         run_id: format!("kill-{}", std::process::id()),
         spec: codebutler_sandbox::SandboxSpec::for_worktree(&worktree),
-        time_limit: Duration::from_secs(600),
         log: dir.path().join("run.log"),
     };
     // Nobody serves the hub: the runner waits for its session until it is killed.

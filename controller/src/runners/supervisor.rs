@@ -522,7 +522,6 @@ impl Inner {
             .launch(&LaunchRequest {
                 run_id: run_id.to_owned(),
                 spec: self.worktrees.run_spec(&request.worktree),
-                time_limit: self.limits.timeout + HARD_LIMIT_GRACE,
                 log: self.log_dir.join(format!("run-{run_id}.log")),
             })
             .await?;

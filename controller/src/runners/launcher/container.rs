@@ -19,10 +19,12 @@
 //!   `no-new-privileges`.
 //! - **Limits**: the container's cgroup gets the spec's process and memory limits
 //!   (`--pids-limit`, `--memory`, no swap), which the runner's sandbox takes as its own
-//!   when it cannot make a cgroup of its own in there (`CgroupStatus::Enclosing`); the
-//!   engine stops the container a minute after the run's hard time limit (`--timeout`)
-//!   in case the controller is gone; the disk is the worktree's own filesystem, as
-//!   locally. The `--ulimit`s are the sandbox's own `nofile` and `nproc`: an engine's
+//!   when it cannot make a cgroup of its own in there (`CgroupStatus::Enclosing`; the
+//!   runner itself counts in the container's, where locally it stays outside the
+//!   sandbox's); the time limit is the supervisor's, as locally, its kill reaching the
+//!   container ([`Running::start_kill`]), and a runner whose controller is gone stops
+//!   itself; the disk is the worktree's own filesystem, as locally. No engine timeout:
+//!   a runner may wait for its worktree's preparation before its time starts. The `--ulimit`s are the sandbox's own `nofile` and `nproc`: an engine's
 //!   defaults may exceed the host's hard limits, and then no container starts.
 //! - **The sandbox inside**: the runner's namespaces, Landlock and seccomp need three
 //!   things a default container refuses: its own `cgroupns` (so the enclosing limits are
@@ -38,7 +40,6 @@
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use codebutler_sandbox::SandboxSpec;
@@ -56,9 +57,6 @@ const MAX_OPEN_FILES: u64 = 4096;
 
 /// The runtime tried when the engine's default cannot start a container.
 const FALLBACK_RUNTIME: &str = "runc";
-
-/// Seconds the engine waits past the run's hard time limit before it stops the container.
-const ENGINE_TIMEOUT_GRACE: Duration = Duration::from_secs(60);
 
 /// The controller's variables the engine's client gets (where it finds its own state);
 /// none of them is a secret.
@@ -207,7 +205,6 @@ impl ContainerLauncher {
     pub fn run_args(&self, request: &LaunchRequest) -> Result<Vec<OsString>, LaunchError> {
         let spec = &request.spec;
         let limits = &spec.limits;
-        let timeout = (request.time_limit + ENGINE_TIMEOUT_GRACE).as_secs();
         let mut args: Vec<OsString> = [
             "--rm".to_owned(),
             format!("--name={}", container_name(&request.run_id)),
@@ -227,7 +224,6 @@ impl ContainerLauncher {
             format!("--memory-swap={}", limits.memory_bytes),
             format!("--ulimit=nofile={MAX_OPEN_FILES}:{MAX_OPEN_FILES}"),
             format!("--ulimit=nproc={0}:{0}", limits.max_processes),
-            format!("--timeout={timeout}"),
             "--preserve-fds=1".to_owned(),
             "--log-driver=none".to_owned(),
         ]
@@ -256,8 +252,7 @@ impl Launcher for ContainerLauncher {
             .arg(spec_json);
         let (child, hub) = spawn_with_hub(cmd, request, ENGINE_ENV)?;
         let running = Running {
-            engine: self.engine_prefix(),
-            dir: self.dir.clone(),
+            launcher: self.clone(),
             name: container_name(&request.run_id),
             kill: None,
         };
@@ -271,47 +266,26 @@ impl Launcher for ContainerLauncher {
     }
 }
 
-impl ContainerLauncher {
-    /// The engine and its global options, for the commands that stop a container.
-    fn engine_prefix(&self) -> Vec<OsString> {
-        let mut prefix = vec![OsString::from(&self.config.engine)];
-        if let Some(runtime) = &self.config.runtime {
-            prefix.push("--runtime".into());
-            prefix.push(runtime.into());
-        }
-        prefix
-    }
-}
-
 /// A running runner container: what it takes to stop and remove it.
 #[derive(Debug)]
 pub struct Running {
-    engine: Vec<OsString>,
-    /// The engine's working directory.
-    dir: PathBuf,
+    /// Its launcher: the engine, its runtime and working directory.
+    launcher: ContainerLauncher,
     name: String,
     /// The `kill` asked for, while it runs.
     kill: Option<tokio::process::Child>,
 }
 
 impl Running {
-    fn command(&self, args: &[&str]) -> Option<tokio::process::Command> {
-        let (program, global) = self.engine.split_first()?;
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.args(global)
-            .args(args)
+    /// The engine's command `args` for this container, its output kept for the log.
+    fn command(&self, args: &[&str]) -> tokio::process::Command {
+        let mut cmd = self.launcher.engine();
+        cmd.args(args)
             .arg(&self.name)
-            .current_dir(&self.dir)
-            .env_clear()
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped());
-        for name in ENGINE_ENV {
-            if let Some(value) = std::env::var_os(name) {
-                cmd.env(name, value);
-            }
-        }
-        Some(cmd)
+        cmd
     }
 
     /// Asks the engine to kill the container (its client's death alone would leave it).
@@ -319,28 +293,26 @@ impl Running {
         if self.kill.is_some() {
             return;
         }
-        match self
-            .command(&["kill", "--signal", "KILL"])
-            .map(|mut c| c.spawn())
-        {
-            Some(Ok(child)) => self.kill = Some(child),
-            Some(Err(e)) => tracing::warn!(container = self.name, "kill the container: {e}"),
-            None => tracing::warn!(container = self.name, "no container engine to kill it"),
+        match self.command(&["kill", "--signal", "KILL"]).spawn() {
+            Ok(child) => self.kill = Some(child),
+            Err(e) => tracing::warn!(container = self.name, "kill the container: {e}"),
         }
     }
 
     /// Waits for a kill asked for, then removes the container if it is still there
-    /// (`--rm` removes it when the client saw it end; a killed client did not).
+    /// (`--rm` removes it when the client saw it end; a killed client did not). A kill
+    /// that finds the container gone already is no failure: the removal says what is left.
     pub(super) async fn remove(&mut self) {
         if let Some(kill) = self.kill.take()
             && let Err(e) = kill.wait_with_output().await
         {
             tracing::warn!(container = self.name, "kill the container: {e}");
         }
-        let Some(mut cmd) = self.command(&["rm", "--force", "--ignore", "--time", "0"]) else {
-            return;
-        };
-        match cmd.output().await {
+        let removal = self
+            .command(&["rm", "--force", "--ignore", "--time", "0"])
+            .output()
+            .await;
+        match removal {
             Ok(out) if out.status.success() => {}
             Ok(out) => tracing::warn!(
                 container = self.name,
@@ -462,7 +434,6 @@ mod tests {
         let request = LaunchRequest {
             run_id: "42".into(),
             spec,
-            time_limit: Duration::from_secs(600),
             log: dir.path().join("run-42.log"),
         };
         let w = worktree.display();
@@ -491,7 +462,6 @@ mod tests {
             "--memory-swap=805306368",
             "--ulimit=nofile=4096:4096",
             "--ulimit=nproc=128:128",
-            "--timeout=660",
             "--preserve-fds=1",
             "--log-driver=none",
             &format!("--mount=type=bind,source={w},destination={w}"),

@@ -2,9 +2,10 @@
 //! launcher (a Kubernetes Pod per run, README: Deployment) is an addition that touches
 //! neither supervision nor the runner.
 //!
-//! A [`LaunchRequest`] carries everything a runner needs wherever it runs: the run's id,
-//! its sandbox spec (the worktree to mount read-write, the paths to expose read-only, the
-//! limits) and the hard time limit. The launcher hands back a [`RunnerProcess`] to watch
+//! A [`LaunchRequest`] carries everything a runner needs wherever it runs: the run's id
+//! and its sandbox spec (the worktree to mount read-write, the paths to expose read-only,
+//! the limits). The time limit stays the supervisor's, which kills the runner through
+//! [`RunnerProcess::start_kill`]. The launcher hands back a [`RunnerProcess`] to watch
 //! and stop, and the controller's end of the hub: the runner's only connection.
 //!
 //! - [`LocalLauncher`]: `codebutler-runner run` as a local process, with an empty
@@ -21,7 +22,6 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use codebutler_sandbox::SandboxSpec;
@@ -39,9 +39,6 @@ pub struct LaunchRequest {
     /// The sandbox spec (not secret: paths and limits): the worktree, the read-only paths,
     /// the limits. Passed to the runner as JSON.
     pub spec: SandboxSpec,
-    /// The run's hard time limit: the supervisor kills the runner then; a launcher may add
-    /// a limit of its own a little later, in case the controller is gone.
-    pub time_limit: Duration,
     /// Where the runner's stdout and stderr go.
     pub log: PathBuf,
 }
