@@ -17,7 +17,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 programs=(bash sh cat ls echo env head tail wc sort uniq cut tr tee mkdir rm rmdir mv cp ln
   touch chmod stat printf test true false sleep pwd dirname basename readlink realpath date
-  id uname grep sed find xargs diff cmp git)
+  id uname grep sed find xargs diff cmp git seq mktemp du df awk tar gzip od expr)
 # shellcheck disable=SC2206
 programs+=(${CODEBUTLER_IMAGE_PROGRAMS:-})
 

@@ -463,3 +463,97 @@ async fn a_controller_killed_mid_run_leaves_no_runner_container() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A counter of the host's cgroup files of a container (`pids.events` "max", the memory
+/// cgroup's "oom_kill"), cgroup v1 or v2; `None` while unreadable.
+async fn cgroup_counter(container: &str, v1: (&str, &str), v2: &str, key: &str) -> Option<u64> {
+    let out = tokio::process::Command::new("podman")
+        .args(["inspect", "--format", "{{.State.CgroupPath}}", container])
+        .output()
+        .await
+        .ok()?;
+    let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if !out.status.success() || path.is_empty() {
+        return None;
+    }
+    let root = Path::new("/sys/fs/cgroup");
+    let relative = path.trim_start_matches('/');
+    let text = std::fs::read_to_string(root.join(v1.0).join(relative).join(v1.1))
+        .or_else(|_| std::fs::read_to_string(root.join(relative).join(v2)))
+        .ok()?;
+    text.lines().find_map(|l| {
+        let (name, value) = l.split_once(' ')?;
+        (name == key).then(|| value.trim().parse().ok()).flatten()
+    })
+}
+
+#[tokio::test]
+async fn the_process_and_memory_limits_hold_on_the_container() {
+    let env = container_env(json!({
+        "coder": {"maxTurns": 5, "timeout": 2},
+        "sandbox": {"maxProcesses": 48, "memoryMB": 256}
+    }))
+    .await;
+    // Forks past the limit fail (the Bash tool's own time limit ends the storm).
+    let storm = Reply::tool_call(
+        "Bash",
+        json!({"command": "seq 200 | xargs -P 200 -n 1 sleep 4; echo storm over", "timeout": 8})
+            .to_string(),
+    );
+    let hog =
+        bash("head -c 1G /dev/zero | tail >/dev/null && echo ALLOCATED || echo contained; sleep 4");
+    env.model
+        .script("PLAN-LIMITS", vec![storm, hog, Reply::text("limited")]);
+    let daemon = env.start().await;
+    let path = env.outside.path().join("plan-limits.md");
+    std::fs::write(&path, "PLAN-LIMITS").unwrap();
+    let run = {
+        let path = path.clone();
+        let repo = env.repo_path().to_owned();
+        tokio::spawn(async move {
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_runnerctl"))
+                .arg("--repo")
+                .arg(repo)
+                .args(["run", "--plan", path.to_str().unwrap()])
+                .output()
+                .await
+                .unwrap()
+        })
+    };
+    // From the host, while the run goes on: the container's own cgroups refuse forks past
+    // the process limit and kill the memory hog.
+    let worktree = worktree_of(&env, "plan-limits");
+    let deadline = Instant::now() + WAIT;
+    let (mut refused_forks, mut oom_kills) = (0, 0);
+    while (refused_forks == 0 || oom_kills == 0) && Instant::now() < deadline {
+        if let Some(name) = containers_of(&worktree).await.first() {
+            let pids = cgroup_counter(name, ("pids", "pids.events"), "pids.events", "max");
+            let oom = cgroup_counter(
+                name,
+                ("memory", "memory.oom_control"),
+                "memory.events",
+                "oom_kill",
+            );
+            refused_forks = refused_forks.max(pids.await.unwrap_or(0));
+            oom_kills = oom_kills.max(oom.await.unwrap_or(0));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = stdout(&run.await.unwrap());
+    assert!(
+        out.contains("run finished: completed: limited"),
+        "{out}\nlog:\n{}",
+        daemon.log()
+    );
+    assert!(
+        refused_forks > 0,
+        "no fork was refused by the container's pids cgroup"
+    );
+    assert!(
+        oom_kills > 0,
+        "the container's memory cgroup killed nothing"
+    );
+    let results = tool_results(&env.model.requests_for("PLAN-LIMITS")[2].body);
+    assert!(results.contains("contained"), "{results}");
+    assert!(!results.contains("ALLOCATED"), "{results}");
+}
