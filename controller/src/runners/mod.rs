@@ -1,6 +1,7 @@
-//! Sandboxed Coder runners: starting them ([`launcher`]), the hub each one talks to
-//! ([`hub`], with web fetches under [`fetch`]'s policy), what a run is asked to do
-//! ([`request`]: where it reports, whether its worktree is still being prepared),
+//! Sandboxed Coder runners: starting them, locally or in containers ([`launcher`]), the
+//! hub each one talks to ([`hub`], with web fetches under [`fetch`]'s policy), what a run
+//! is asked to do ([`request`]: where it reports, whether its worktree is still being
+//! prepared),
 //! supervising runs ([`supervisor`]: the queue, waiting for the worktree, the events, the
 //! limits, the outcome) and the conversations runs leave and resume ([`resume`]). The
 //! worktrees runs work in are the [`crate::workspace`]'s; this module uses them, never the
@@ -39,8 +40,9 @@ pub enum SetupError {
 }
 
 /// The supervisor for a repository's configuration: the launcher `runner.launcher` names
-/// (local, or a container per run), sandbox spec from the `sandbox` section, fetch policy from `fetch`, limits from `coder` and `access`, and the
-/// worktrees runs work in ([`Supervisor::worktrees`]).
+/// (local, or a container per run), sandbox spec from the `sandbox` section, fetch policy
+/// from `fetch`, limits from `coder` and `access`, and the worktrees runs work in
+/// ([`Supervisor::worktrees`]).
 pub async fn supervisor_for(
     layout: &Layout,
     config: &Config,

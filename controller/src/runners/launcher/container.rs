@@ -20,12 +20,13 @@
 //! - **Limits**: the container's cgroup gets the spec's process and memory limits
 //!   (`--pids-limit`, `--memory`, no swap), which the runner's sandbox takes as its own
 //!   when it cannot make a cgroup of its own in there (`CgroupStatus::Enclosing`; the
-//!   runner itself counts in the container's, where locally it stays outside the
-//!   sandbox's); the time limit is the supervisor's, as locally, its kill reaching the
-//!   container ([`Running::start_kill`]), and a runner whose controller is gone stops
-//!   itself; the disk is the worktree's own filesystem, as locally. No engine timeout:
-//!   a runner may wait for its worktree's preparation before its time starts. The `--ulimit`s are the sandbox's own `nofile` and `nproc`: an engine's
-//!   defaults may exceed the host's hard limits, and then no container starts.
+//!   runner's supervising process counts there too, where locally it stays outside the
+//!   sandbox's cgroup). The time limit is the supervisor's, as locally, its kill reaching
+//!   the container ([`Running::start_kill`]); a runner whose controller is gone stops
+//!   itself. There is no engine timeout: a runner may wait for its worktree's preparation
+//!   before its time starts. The disk is the worktree's own filesystem, as locally. The
+//!   `--ulimit`s are the sandbox's own `nofile` and `nproc`: an engine's defaults may
+//!   exceed the host's hard limits, and then no container starts.
 //! - **The sandbox inside**: the runner's namespaces, Landlock and seccomp need three
 //!   things a default container refuses: its own `cgroupns` (so the enclosing limits are
 //!   visible), `/proc` unmasked (a fresh `/proc` cannot be mounted over a masked one) and
@@ -48,7 +49,7 @@ use super::{LaunchError, LaunchRequest, Launched, Launcher, RunnerProcess, spawn
 use crate::config::ContainerConfig;
 
 /// The seccomp profile the runner's containers run under (see the module's docs).
-pub const SECCOMP_PROFILE: &str = include_str!("../../../../deploy/runner-seccomp.json");
+const SECCOMP_PROFILE: &str = include_str!("../../../../deploy/runner-seccomp.json");
 
 /// The runner's own `RLIMIT_NOFILE` in its sandbox (the sandbox's `MAX_OPEN_FILES`): the
 /// container's, too. It is set explicitly because an engine's default (1048576 for
@@ -190,7 +191,7 @@ impl ContainerLauncher {
         let stderr = String::from_utf8_lossy(&out.stderr);
         Err(LaunchError(format!(
             "the runner image {} is not in {}'s storage{}: build it with \
-             deploy/build-runner-image.sh (README: Deployment)",
+             deploy/build-runner-image.sh (README: Runners in containers)",
             self.config.image,
             self.config.engine,
             if stderr.trim().is_empty() {
@@ -202,7 +203,7 @@ impl ContainerLauncher {
     }
 
     /// The engine's arguments after `run`, up to and including the image, for `request`.
-    pub fn run_args(&self, request: &LaunchRequest) -> Result<Vec<OsString>, LaunchError> {
+    fn run_args(&self, request: &LaunchRequest) -> Result<Vec<OsString>, LaunchError> {
         let spec = &request.spec;
         let limits = &spec.limits;
         let mut args: Vec<OsString> = [
@@ -268,7 +269,7 @@ impl Launcher for ContainerLauncher {
 
 /// A running runner container: what it takes to stop and remove it.
 #[derive(Debug)]
-pub struct Running {
+pub(super) struct Running {
     /// Its launcher: the engine, its runtime and working directory.
     launcher: ContainerLauncher,
     name: String,
