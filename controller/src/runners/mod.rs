@@ -1,11 +1,10 @@
 //! Sandboxed Coder runners: starting them, locally or in containers ([`launcher`]), the
 //! hub each one talks to ([`hub`], with web fetches under [`fetch`]'s policy), what a run
 //! is asked to do ([`request`]: where it reports, whether its worktree is still being
-//! prepared),
-//! supervising runs ([`supervisor`]: the queue, waiting for the worktree, the events, the
-//! limits, the outcome) and the conversations runs leave and resume ([`resume`]). The
-//! worktrees runs work in are the [`crate::workspace`]'s; this module uses them, never the
-//! other way round.
+//! prepared), supervising runs ([`supervisor`]: the queue, waiting for the worktree, the
+//! events, the limits, the outcome) and the conversations runs leave and resume
+//! ([`resume`]). The worktrees runs work in are the [`crate::workspace`]'s; this module
+//! uses them, never the other way round.
 
 mod ending;
 pub mod fetch;
