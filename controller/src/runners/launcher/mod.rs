@@ -1,6 +1,6 @@
 //! Starting runner processes. Everything goes through the [`Launcher`] trait, so another
-//! launcher (a Kubernetes Pod per run, README: Runners in containers) is an addition that touches
-//! neither supervision nor the runner.
+//! launcher (a Kubernetes Pod per run, README: Runners in containers) is an addition that
+//! touches neither supervision nor the hub.
 //!
 //! A [`LaunchRequest`] carries everything a runner needs wherever it runs: the run's id
 //! and its sandbox spec (the worktree to mount read-write, the paths to expose read-only,
