@@ -11,6 +11,7 @@ mod caching;
 mod chaos;
 mod close;
 mod config_errors;
+mod containers;
 mod followups;
 mod intake;
 mod lifecycle;

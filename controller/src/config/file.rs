@@ -16,6 +16,7 @@ use super::access::{AccessFile, GithubFile};
 use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
+use super::runner::RunnerFile;
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
 use super::slack::SlackFile;
 use super::{ConfigError, ConfigSources};
@@ -47,6 +48,8 @@ pub(super) struct FileConfig {
     pub fetch: FetchConfig,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub build: BuildFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub runner: RunnerFile,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

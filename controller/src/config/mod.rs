@@ -20,6 +20,7 @@
 //! | `access` | `access`, `github` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
+//! | `runner` | `runner` |
 
 mod access;
 mod error;
@@ -28,6 +29,7 @@ mod origin;
 mod provider;
 mod repositories;
 mod roles;
+mod runner;
 mod runs;
 mod secrets;
 mod slack;
@@ -43,6 +45,7 @@ pub use repositories::{Repository, RepositoryEntry, entries, load_repositories, 
 pub use roles::{
     ArtistConfig, CoderConfig, DEFAULT_MAX_COST_PER_THREAD, ModelChoice, ProductManagerConfig,
 };
+pub use runner::{ContainerConfig, DEFAULT_RUNNER_IMAGE, RunnerLauncher};
 pub use runs::{
     BuildConfig, DEFAULT_DISK_MB, FetchConfig, ProjectType, SandboxConfig, SandboxMode,
     UnknownProjectType,
@@ -75,6 +78,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub fetch: FetchConfig,
     pub build: BuildConfig,
+    /// Where Coder runners run (`runner.launcher`).
+    pub runner: RunnerLauncher,
 }
 
 /// Where the configuration comes from.
@@ -153,6 +158,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         sandbox: file.sandbox.resolve(),
         fetch: file.fetch,
         build: file.build.resolve(origin)?,
+        runner: file.runner.resolve(origin)?,
     })
 }
 

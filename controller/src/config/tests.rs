@@ -629,3 +629,79 @@ fn the_connection_grace_period_defaults_to_a_minute_and_is_checked() {
         )
     );
 }
+#[test]
+fn runner_launcher_defaults_to_local_and_a_container_gets_its_defaults() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().runner,
+        RunnerLauncher::Local
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"runner":{"launcher":"container"}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().runner,
+        RunnerLauncher::Container(ContainerConfig {
+            engine: "podman".into(),
+            image: DEFAULT_RUNNER_IMAGE.into(),
+            runtime: None,
+            extra_args: Vec::new(),
+        })
+    );
+    // The global file chooses containers; the repository names its image and runtime.
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},
+                "runner":{"launcher":"container","container":{"engine":"/usr/bin/podman"}}}"#,
+        ),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"runner":{"container":{"image":"registry.local/runner:7","runtime":"runc","extraArgs":["--label=team=api"]}}}"#,
+        ),
+    );
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().runner,
+        RunnerLauncher::Container(ContainerConfig {
+            engine: "/usr/bin/podman".into(),
+            image: "registry.local/runner:7".into(),
+            runtime: Some("runc".into()),
+            extra_args: vec!["--label=team=api".into()],
+        })
+    );
+}
+
+#[test]
+fn a_runner_launcher_that_cannot_work_is_refused_naming_its_field() {
+    let load_repo = |repo: &str| {
+        let f = files(Some(GLOBAL), Some(repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        let path = f.sources.repo.display().to_string();
+        (e, path)
+    };
+    let (e, path) = load_repo(
+        r#"{"slack":{"channelID":"C1"},"runner":{"launcher":"container","container":{"engine":"docker"}}}"#,
+    );
+    assert!(
+        e.starts_with(&format!(
+            "{path}: field `runner.container.engine`: `docker` cannot run runners"
+        )),
+        "{e}"
+    );
+    assert!(e.contains("use \"podman\""), "{e}");
+    let (e, _) = load_repo(
+        r#"{"slack":{"channelID":"C1"},"runner":{"launcher":"container","container":{"image":" "}}}"#,
+    );
+    assert!(
+        e.contains("field `runner.container.image`: the image name is empty"),
+        "{e}"
+    );
+    let (e, _) = load_repo(r#"{"slack":{"channelID":"C1"},"runner":{"launcher":"pod"}}"#);
+    assert!(
+        e.contains("field `runner.launcher`") && e.contains("expected `local` or `container`"),
+        "{e}"
+    );
+    let (e, _) = load_repo(
+        r#"{"slack":{"channelID":"C1"},"runner":{"launcher":"container","container":{"networks":"host"}}}"#,
+    );
+    assert!(e.contains("unknown field `networks`"), "{e}");
+}

@@ -1,10 +1,10 @@
-//! Sandboxed Coder runners: starting them ([`launcher`]), the hub each one talks to
-//! ([`hub`], with web fetches under [`fetch`]'s policy), what a run is asked to do
-//! ([`request`]: where it reports, whether its worktree is still being prepared),
-//! supervising runs ([`supervisor`]: the queue, waiting for the worktree, the events, the
-//! limits, the outcome) and the conversations runs leave and resume ([`resume`]). The
-//! worktrees runs work in are the [`crate::workspace`]'s; this module uses them, never the
-//! other way round.
+//! Sandboxed Coder runners: starting them, locally or in containers ([`launcher`]), the
+//! hub each one talks to ([`hub`], with web fetches under [`fetch`]'s policy), what a run
+//! is asked to do ([`request`]: where it reports, whether its worktree is still being
+//! prepared), supervising runs ([`supervisor`]: the queue, waiting for the worktree, the
+//! events, the limits, the outcome) and the conversations runs leave and resume
+//! ([`resume`]). The worktrees runs work in are the [`crate::workspace`]'s; this module
+//! uses them, never the other way round.
 
 mod ending;
 pub mod fetch;
@@ -18,11 +18,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, SandboxMode};
+use crate::config::{Config, RunnerLauncher, SandboxMode};
 use crate::gateway::Gateway;
 use crate::layout::Layout;
 use crate::store::Store;
-use launcher::LocalLauncher;
+use launcher::{ContainerLauncher, Launcher, LocalLauncher};
 use supervisor::{RunLimits, Supervisor, SupervisorParts};
 
 /// Why a repository's runners cannot be supervised.
@@ -38,31 +38,41 @@ pub enum SetupError {
     Store(#[from] crate::store::StoreError),
 }
 
-/// The supervisor for a repository's configuration: local launcher, sandbox spec from the
-/// `sandbox` section, fetch policy from `fetch`, limits from `coder` and `access`, and the
-/// worktrees runs work in ([`Supervisor::worktrees`]).
+/// The supervisor for a repository's configuration: the launcher `runner.launcher` names
+/// (local, or a container per run), sandbox spec from the `sandbox` section, fetch policy
+/// from `fetch`, limits from `coder` and `access`, and the worktrees runs work in
+/// ([`Supervisor::worktrees`]).
 pub async fn supervisor_for(
     layout: &Layout,
     config: &Config,
     store: Store,
     gateway: Arc<Gateway>,
 ) -> Result<Supervisor, SetupError> {
-    let launcher = match &config.sandbox.runner_path {
+    // The local runner binary also serves the controller's worktree helper and the
+    // worktree preparation, whichever launcher runs the Coder.
+    let local = match &config.sandbox.runner_path {
         Some(path) => LocalLauncher {
             runner_bin: PathBuf::from(path),
         },
         None => LocalLauncher::beside_current_exe()?,
+    };
+    let runner_bin = local.runner_bin.clone();
+    let launcher: Arc<dyn Launcher> = match &config.runner {
+        RunnerLauncher::Local => Arc::new(local),
+        RunnerLauncher::Container(container) => {
+            Arc::new(ContainerLauncher::new(container.clone(), &layout.dir.join("run")).await?)
+        }
     };
     if config.sandbox.mode == SandboxMode::None {
         tracing::warn!("sandbox.mode is \"none\": Coder runners run WITHOUT a sandbox");
     }
     let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
         .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone())?;
-    let worktrees = crate::workspace::preparer_for(layout, config, launcher.runner_bin.clone())?;
+    let worktrees = crate::workspace::preparer_for(layout, config, runner_bin)?;
     Supervisor::new(SupervisorParts {
         store,
         gateway,
-        launcher: Arc::new(launcher),
+        launcher,
         fetch: Arc::new(fetch),
         limits: RunLimits {
             model: config.coder.model.clone(),

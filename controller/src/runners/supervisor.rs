@@ -21,7 +21,7 @@ use tokio_util::task::TaskTracker;
 use super::ending::ending_of;
 use super::fetch::FetchPolicy;
 use super::hub::RunHub;
-use super::launcher::{LaunchError, LaunchRequest, Launcher};
+use super::launcher::{LaunchError, LaunchRequest, Launcher, RunnerProcess};
 pub use super::request::{Prepared, Reporting, Resume, RunRequest, UNATTENDED_ANSWER, Workspace};
 use crate::domain::{RunRecord, RunState};
 use crate::gateway::{CallContext, Gateway};
@@ -399,15 +399,13 @@ impl Supervisor {
 enum RunnerStartError {
     #[error(transparent)]
     Mount(#[from] WorktreeError),
-    #[error("write the sandbox spec: {0}")]
-    Spec(#[from] serde_json::Error),
     #[error(transparent)]
     Launch(#[from] LaunchError),
 }
 
 /// A launched runner: its process, the events its hub receives, and the hub.
 struct Runner {
-    child: tokio::process::Child,
+    child: RunnerProcess,
     events: mpsc::Receiver<RunnerEvent>,
     hub_stop: CancellationToken,
     hub_task: tokio::task::JoinHandle<()>,
@@ -519,15 +517,15 @@ impl Inner {
         command_rx: mpsc::Receiver<RunnerCommand>,
     ) -> Result<Runner, RunnerStartError> {
         self.worktrees.ensure_mounted(&request.worktree).await?;
-        let spec_json = serde_json::to_string(&self.worktrees.run_spec(&request.worktree))?;
         let launched = self
             .launcher
             .launch(&LaunchRequest {
-                spec_json,
+                run_id: run_id.to_owned(),
+                spec: self.worktrees.run_spec(&request.worktree),
                 log: self.log_dir.join(format!("run-{run_id}.log")),
             })
             .await?;
-        let pid = launched.child.id().map_or(0, i64::from);
+        let pid = launched.process.id().map_or(0, i64::from);
         if let Err(e) = self.store.run_started(run_id, pid).await {
             tracing::error!(run = run_id, "record run start: {e}");
         }
@@ -541,7 +539,7 @@ impl Inner {
         let hub = self.hub(run_id, request, event_tx, command_rx, &hub_stop);
         let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
         Ok(Runner {
-            child: launched.child,
+            child: launched.process,
             events,
             hub_stop,
             hub_task,

@@ -11,6 +11,11 @@
 //! unified hierarchy at `/sys/fs/cgroup`) are both handled; the sandbox's cgroup is made a
 //! child of the runner's current cgroup. A hierarchy that is missing or not writable is
 //! skipped and the skip is reported, never silent; any other failure is an error.
+//!
+//! Where the runner cannot create a cgroup but already runs in one whose limit is at most
+//! the spec's (a container engine's `--pids-limit` and `--memory`, on a cgroup mounted
+//! read-only inside the container), that enclosing cgroup is reported as the limit
+//! ([`CgroupStatus::Enclosing`]): it bounds the whole sandbox and nothing inside can raise it.
 
 use std::fs;
 use std::io;
@@ -39,6 +44,15 @@ pub enum CgroupStatus {
     Applied {
         /// The cgroup directory on the host.
         path: PathBuf,
+    },
+    /// No cgroup of its own, but the runner's current cgroup (which it cannot write, so
+    /// neither can anything it starts) has a limit at most the spec's: the sandbox, and
+    /// everything else in that cgroup, stays under it.
+    Enclosing {
+        /// The enclosing cgroup directory, as the runner sees it.
+        path: PathBuf,
+        /// Its limit (`pids.max`, or the memory limit in bytes).
+        limit: u64,
     },
     /// Not used; the rlimits still apply.
     Skipped {
@@ -97,10 +111,15 @@ pub(crate) fn create(limits: &Limits, pid: u32) -> Result<Cgroups, SandboxError>
         .at(Step::CreateCgroup, || "read /proc/self/cgroup".into())?;
     let mut created = Vec::new();
     let mut statuses = Vec::new();
-    for (controller, files) in [
-        ("pids", vec![("pids.max", limits.max_processes.to_string())]),
+    for (controller, wanted, files) in [
+        (
+            "pids",
+            limits.max_processes,
+            vec![("pids.max", limits.max_processes.to_string())],
+        ),
         (
             "memory",
+            limits.memory_bytes,
             vec![
                 ("memory.limit_in_bytes", limits.memory_bytes.to_string()),
                 ("memory.max", limits.memory_bytes.to_string()),
@@ -119,7 +138,19 @@ pub(crate) fn create(limits: &Limits, pid: u32) -> Result<Cgroups, SandboxError>
                 });
                 created.push(cg);
             }
-            Ok(Made::Skipped(reason)) => statuses.push(CgroupStatus::Skipped { reason }),
+            Ok(Made::Skipped(reason)) => statuses.push(
+                match enclosing(
+                    Path::new(CGROUP_ROOT),
+                    hierarchy.as_ref(),
+                    controller,
+                    &own,
+                    &files,
+                    wanted,
+                ) {
+                    Some((path, limit)) => CgroupStatus::Enclosing { path, limit },
+                    None => CgroupStatus::Skipped { reason },
+                },
+            ),
             Err(e) => {
                 cleanup(&created);
                 return Err(e);
@@ -147,6 +178,49 @@ enum Made {
 
 type Attempt = Result<Made, SandboxError>;
 
+/// The runner's current cgroup for `controller` under `root` and its limit, when one of the
+/// limit `files` there holds a number at most `wanted` ("max" or a larger limit does not
+/// count).
+fn enclosing(
+    root: &Path,
+    hierarchy: Option<&Hierarchy>,
+    controller: &str,
+    own: &str,
+    files: &[(&str, String)],
+    wanted: u64,
+) -> Option<(PathBuf, u64)> {
+    let base = match hierarchy? {
+        Hierarchy::V1 => root
+            .join(controller)
+            .join(v1_path(own, controller)?.trim_start_matches('/')),
+        Hierarchy::V2 => root.join(
+            own.lines()
+                .find_map(|l| l.strip_prefix("0::"))?
+                .trim_start_matches('/'),
+        ),
+    };
+    files.iter().find_map(|(file, _)| {
+        let limit = fs::read_to_string(base.join(file))
+            .ok()?
+            .trim()
+            .parse::<u64>()
+            .ok()?;
+        (limit <= wanted).then(|| (base.clone(), limit))
+    })
+}
+
+/// The runner's cgroup path in the v1 hierarchy of `controller`, from `/proc/self/cgroup`.
+fn v1_path(own: &str, controller: &str) -> Option<String> {
+    own.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then(|| path.to_owned())
+    })
+}
+
 fn create_v1(controller: &str, own: &str, name: &str, files: &[(&str, String)]) -> Attempt {
     let mount = Path::new(CGROUP_ROOT).join(controller);
     match statfs(&mount) {
@@ -158,14 +232,7 @@ fn create_v1(controller: &str, own: &str, name: &str, files: &[(&str, String)]) 
             )));
         }
     }
-    let Some(current) = own.lines().find_map(|l| {
-        let mut parts = l.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        controllers
-            .split(',')
-            .any(|c| c == controller)
-            .then(|| path.to_owned())
-    }) else {
+    let Some(current) = v1_path(own, controller) else {
         return Ok(Made::Skipped(format!(
             "/proc/self/cgroup has no {controller} line"
         )));
@@ -317,4 +384,53 @@ pub(crate) fn cleanup(created: &[Cgroup]) -> Vec<String> {
         }
     }
     problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pids(wanted: u64) -> Vec<(&'static str, String)> {
+        vec![("pids.max", wanted.to_string())]
+    }
+
+    #[test]
+    fn an_enclosing_limit_counts_only_when_at_most_the_specs() {
+        let root = tempfile::tempdir().unwrap();
+        // cgroup v1 in a private cgroup namespace: the runner's cgroup is the mount's root.
+        let v1 = root.path().join("pids");
+        fs::create_dir_all(&v1).unwrap();
+        let own_v1 = "8:pids:/\n4:memory:/\n";
+        let found = |own: &str, h: Hierarchy, wanted: u64| {
+            enclosing(root.path(), Some(&h), "pids", own, &pids(wanted), wanted)
+        };
+        fs::write(v1.join("pids.max"), "256\n").unwrap();
+        assert_eq!(found(own_v1, Hierarchy::V1, 256), Some((v1.clone(), 256)));
+        assert_eq!(found(own_v1, Hierarchy::V1, 512), Some((v1.clone(), 256)));
+        assert_eq!(
+            found(own_v1, Hierarchy::V1, 128),
+            None,
+            "looser than the spec"
+        );
+        fs::write(v1.join("pids.max"), "max\n").unwrap();
+        assert_eq!(found(own_v1, Hierarchy::V1, 256), None, "no limit at all");
+        // A cgroup path that is not under this root (another namespace's view) has no file.
+        fs::write(v1.join("pids.max"), "64\n").unwrap();
+        assert_eq!(found("8:pids:/libpod_parent/x\n", Hierarchy::V1, 256), None);
+        assert_eq!(
+            found("4:memory:/\n", Hierarchy::V1, 256),
+            None,
+            "no pids line"
+        );
+        // cgroup v2: the unified line.
+        let v2 = root.path().join("box");
+        fs::create_dir_all(&v2).unwrap();
+        fs::write(v2.join("pids.max"), "100\n").unwrap();
+        assert_eq!(found("0::/box\n", Hierarchy::V2, 256), Some((v2, 100)));
+        assert_eq!(
+            enclosing(root.path(), None, "pids", "0::/box\n", &pids(256), 256),
+            None,
+            "no cgroup filesystem"
+        );
+    }
 }

@@ -39,8 +39,9 @@
 //!    every bind source. Validate the spec against all of it; compute the plans; probe the
 //!    kernel's Landlock ABI (missing or older than 3 is an error). Create the `pids` and
 //!    `memory` cgroups (skipped, and reported, where the cgroup filesystem is missing or
-//!    not writable — except that a runner running as host root must have the pids cgroup,
-//!    because `RLIMIT_NPROC` does not apply to uid 0).
+//!    not writable — except that a runner running as host root must have a pids cgroup,
+//!    because `RLIMIT_NPROC` does not apply to uid 0; a cgroup it runs in already, which it
+//!    cannot write and whose limit is at most the spec's, counts: a container's).
 //! 2. Block the signals the supervisors wait for. **`unshare`** the user, mount, PID,
 //!    network, IPC and UTS namespaces; write `deny` to `setgroups` and map the current
 //!    uid/gid to themselves (`"<uid> <uid> 1"`). For a runner started as root this makes
@@ -65,7 +66,10 @@
 //!    still finds them); a minimal
 //!    `/dev`; a new `/proc` with its root-owned knobs re-bound read-only — detach the old
 //!    root, `pivot_root` into `/newroot`, remount it read-only, `chdir` to the mount point.
-//!    Binds are not recursive: submounts of an exposed path stay invisible.
+//!    Binds are not recursive: submounts of an exposed path stay invisible — except where
+//!    the kernel refuses to separate them (mounts that came locked with the namespace, as
+//!    a container engine's `/etc/hostname`): a read-only bind then takes them along, each
+//!    remounted read-only.
 //! 5. **Network**: bring `lo` up; there is no other interface. With the spec's
 //!    `network: true` (only the controller's worktree preparation asks for it) there is no
 //!    new network namespace: the host's network stays, and steps 8 and 9 allow TCP and
@@ -245,6 +249,8 @@ pub fn enter(spec: &SandboxSpec) -> Result<SandboxReport, SandboxError> {
         }
     }
     warnings.extend(connect::yama_warning());
+    // An enclosing cgroup with a limit at most the spec's holds too (a container's): its
+    // status is `Enclosing`, not `Skipped`.
     if getuid().is_root() && matches!(cgroups.report.pids, CgroupStatus::Skipped { .. }) {
         cgroup::cleanup(&cgroups.created);
         return Err(SandboxError::new(

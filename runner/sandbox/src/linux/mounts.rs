@@ -11,12 +11,14 @@ use std::fs::{self, OpenOptions};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
+use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sys::statvfs::statvfs;
 use nix::unistd::{chdir, pivot_root};
 
 use super::error::{AtStep, SandboxError, Step};
 use super::plan::{MountOp, Source};
-use super::resolve::NodeKind;
+use super::resolve::{NodeKind, locked_flags_from};
 
 const STAGING: &str = "/tmp";
 const STAGING_OPTIONS: &str = "mode=0755,size=4m";
@@ -121,6 +123,93 @@ fn create_target(target: &Path, kind: NodeKind) -> Result<(), SandboxError> {
     }
 }
 
+/// Binds `src` at `dst` with every mount beneath it, each made read-only with `flags`.
+///
+/// For a read-only bind the kernel refuses (`EINVAL`) because mounts beneath `src` came
+/// locked with this user namespace: it may not separate them from `src`. A container
+/// engine's `/etc/hostname` and `/etc/hosts` are such mounts. They come along read-only:
+/// every mount of the new tree is remounted with `flags` and the atime mode and
+/// restrictions it had (a remount in a user namespace must keep them), so nothing of it is
+/// writable inside. A read-write bind never gets here: it fails as before.
+fn bind_tree_read_only(src: &Path, dst: &Path, flags: MsFlags) -> Result<(), SandboxError> {
+    let step = Step::Mount;
+    mount(
+        Some(src),
+        dst,
+        NONE,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        NONE,
+    )
+    .at(step, || {
+        format!("mount --rbind {} {}", src.display(), dst.display())
+    })?;
+    let atime = MsFlags::MS_NOATIME
+        | MsFlags::MS_NODIRATIME
+        | MsFlags::MS_RELATIME
+        | MsFlags::MS_STRICTATIME;
+    for point in mounts_under(dst)? {
+        let own = statvfs(&point).at(step, || format!("statvfs {}", point.display()))?;
+        let remount = locked_flags_from(own.flags()) | (flags - atime);
+        mount(
+            NONE,
+            &point,
+            NONE,
+            MsFlags::MS_BIND | MsFlags::MS_REMOUNT | remount,
+            NONE,
+        )
+        .at(step, || {
+            format!("remount {} with {remount:?}", point.display())
+        })?;
+    }
+    Ok(())
+}
+
+/// The mount points at or beneath `dir` in this mount namespace, outermost first (from
+/// `/proc/self/mountinfo` of the old root, whose paths are this process's view).
+fn mounts_under(dir: &Path) -> Result<Vec<PathBuf>, SandboxError> {
+    let info = under(OLD_ROOT, Path::new("/proc/self/mountinfo"));
+    let text = fs::read_to_string(&info).at(Step::Mount, || format!("read {}", info.display()))?;
+    let mut points: Vec<PathBuf> = text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .map(|field| PathBuf::from(unescape_mountinfo(field)))
+        .filter(|point| point.starts_with(dir))
+        .collect();
+    points.sort_by_key(|p| p.components().count());
+    points.dedup();
+    if points.first().map(PathBuf::as_path) != Some(dir) {
+        return Err(SandboxError::new(
+            Step::Mount,
+            format!("{} is missing from {}", dir.display(), info.display()),
+        ));
+    }
+    Ok(points)
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space, `\011`, `\012`, `\134`).
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes
+            .get(i + 1..i + 4)
+            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .map(|d| d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0')));
+        match octal.and_then(|n| u8::try_from(n).ok()) {
+            Some(byte) => {
+                out.push(byte);
+                i += 4;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn apply(op: &MountOp) -> Result<(), SandboxError> {
     let step = Step::Mount;
     match op {
@@ -141,9 +230,17 @@ fn apply(op: &MountOp) -> Result<(), SandboxError> {
             }
             let dst = under(NEW_ROOT, target);
             create_target(&dst, *kind)?;
-            mount(Some(&src), &dst, NONE, MsFlags::MS_BIND, NONE).at(step, || {
-                format!("mount --bind {} {}", src.display(), dst.display())
-            })?;
+            match mount(Some(&src), &dst, NONE, MsFlags::MS_BIND, NONE) {
+                Ok(()) => {}
+                Err(Errno::EINVAL) if flags.contains(MsFlags::MS_RDONLY) => {
+                    return bind_tree_read_only(&src, &dst, *flags);
+                }
+                Err(e) => {
+                    return Err(e).at(step, || {
+                        format!("mount --bind {} {}", src.display(), dst.display())
+                    });
+                }
+            }
             mount(
                 NONE,
                 &dst,
@@ -211,5 +308,17 @@ fn apply(op: &MountOp) -> Result<(), SandboxError> {
             )
             .at(step, || format!("remount {} with {flags:?}", dst.display()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes_are_undone() {
+        assert_eq!(unescape_mountinfo("/a\\040b\\011c"), "/a b\tc");
+        assert_eq!(unescape_mountinfo("/back\\134slash"), "/back\\slash");
+        assert_eq!(unescape_mountinfo("/plain\\9x\\"), "/plain\\9x\\");
     }
 }
