@@ -34,7 +34,7 @@ use crate::slack::api::{Sender, auth_test, build_client};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::slack::socket::SocketMode;
-use crate::store::Store;
+use crate::store::{Store, repository_name};
 use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::IntakeSink;
@@ -72,7 +72,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
     let _lock = crate::repo_lock::RepoLock::take(&layout.dir)?;
-    let store = Store::open(&layout.store()).await?;
+    let store = Store::connect(&config.store, &repository_name(&layout), &layout).await?;
     let client = build_client(&config.slack.api_url)?;
     let bot = auth_test(&client, &config.slack.bot_token).await?;
     tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);

@@ -18,6 +18,7 @@ use super::provider::{OpenAiFile, OpenRouterFile};
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
 use super::slack::SlackFile;
+use super::store::StoreFile;
 use super::{ConfigError, ConfigSources};
 
 /// What one file (or the two merged) may say. The field order is the order an unknown
@@ -47,6 +48,8 @@ pub(super) struct FileConfig {
     pub fetch: FetchConfig,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub build: BuildFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub store: StoreFile,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

@@ -19,6 +19,7 @@
 //! | `roles` | `productManager`, `coder`, `artist` |
 //! | `access` | `access`, `github` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
+//! | `store` | `store` |
 
 mod access;
 mod error;
@@ -29,6 +30,7 @@ mod roles;
 mod runs;
 mod secrets;
 mod slack;
+mod store;
 #[cfg(test)]
 mod tests;
 
@@ -55,6 +57,8 @@ pub const ENV_SLACK_BOT_TOKEN: &str = "CODEBUTLER_SLACK_BOT_TOKEN";
 pub const ENV_SLACK_APP_TOKEN: &str = "CODEBUTLER_SLACK_APP_TOKEN";
 pub const ENV_OPENROUTER_API_KEY: &str = "OPENROUTER_API_KEY";
 pub const ENV_OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+/// The store's URL (`store.url`), which may hold a database password.
+pub const ENV_STORE_URL: &str = "CODEBUTLER_STORE_URL";
 /// Moves the global configuration directory (default `~/.codebutler`).
 pub const ENV_HOME: &str = "CODEBUTLER_HOME";
 
@@ -72,6 +76,8 @@ pub struct Config {
     pub sandbox: SandboxConfig,
     pub fetch: FetchConfig,
     pub build: BuildConfig,
+    /// Where the store lives: SQLite (the default) or a PostgreSQL server.
+    pub store: crate::store::StoreUrl,
 }
 
 /// Where the configuration comes from.
@@ -132,6 +138,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         sandbox: file.sandbox.resolve(),
         fetch: file.fetch,
         build: file.build.resolve(origin)?,
+        store: file.store.resolve(origin, secrets)?,
     })
 }
 

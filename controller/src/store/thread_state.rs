@@ -85,7 +85,7 @@ impl Store {
         thread: &ThreadKey,
     ) -> Result<StoredThread, ThreadStateError> {
         let row: Option<ThreadRow> = sqlx::query_as(
-            "SELECT state, plan, pr_number, pr_url FROM threads WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT state, plan, pr_number, pr_url FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -130,7 +130,7 @@ impl Store {
         thread: &ThreadKey,
     ) -> Result<Option<ThreadRecord>, StoreError> {
         let row: Option<LifecycleRow> = sqlx::query_as(
-            "SELECT state, pr_number, pr_url FROM threads WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT state, pr_number, pr_url FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -158,8 +158,8 @@ impl Store {
         let number = i64::try_from(pr.number)
             .map_err(|_| unknown_value("threads.pr_number", thread, pr.number.to_string()))?;
         let updated = sqlx::query(
-            "UPDATE threads SET state = 'pr_opened', pr_number = ?, pr_url = ?, updated_at = ? \
-             WHERE channel_id = ? AND thread_ts = ? AND state NOT LIKE 'closed%'",
+            "UPDATE threads SET state = 'pr_opened', pr_number = $1, pr_url = $2, updated_at = $3 \
+             WHERE channel_id = $4 AND thread_ts = $5 AND state NOT LIKE 'closed%'",
         )
         .bind(number)
         .bind(&pr.url)
@@ -243,7 +243,7 @@ mod tests {
         ] {
             sqlx::query(
                 "INSERT INTO threads (channel_id, thread_ts, phase, plan, created_at, updated_at) \
-                 VALUES ('C1', ?, ?, ?, 'then', 'then')",
+                 VALUES ('C1', $1, $2, $3, 'then', 'then')",
             )
             .bind(ts)
             .bind(phase)
@@ -273,10 +273,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn the_stage_follows_proposals_approvals_and_withdrawals() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn the_stage_follows_proposals_approvals_and_withdrawals(store: &Store) {
         let (m, t) = (msg("1.1"), key("1.1"));
         let stage = || async { store.stored_thread(&t).await.unwrap().stage };
         assert_eq!(stage().await, Stage::Conversing, "unknown thread");
@@ -317,7 +314,7 @@ mod tests {
         ] {
             sqlx::query(
                 "INSERT INTO threads (channel_id, thread_ts, phase, state, plan, created_at, updated_at) \
-                 VALUES ('C1', ?, 'pm', ?, ?, 'then', 'then')",
+                 VALUES ('C1', $1, 'pm', $2, $3, 'then', 'then')",
             )
             .bind(ts)
             .bind(state)
@@ -328,7 +325,7 @@ mod tests {
             if let Some(message) = message {
                 sqlx::query(
                     "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, received_at, state) \
-                     VALUES ('C1', ?, ?, 'U1', 'hi', 'then', ?)",
+                     VALUES ('C1', $1, $2, 'U1', 'hi', 'then', $3)",
                 )
                 .bind(ts)
                 .bind(ts)
@@ -368,10 +365,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn an_opened_pull_request_is_stored_and_the_thread_is_pr_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn an_opened_pull_request_is_stored_and_the_thread_is_pr_opened(store: &Store) {
         let (m, t) = (msg("1.1"), key("1.1"));
         let pr = |n: u64| PullRequestRef {
             number: n,
@@ -408,11 +402,8 @@ mod tests {
     }
 
     /// A thread is closed once: a second close records nothing, not even what it would say.
-    #[tokio::test]
-    async fn a_thread_is_closed_once() {
+    async fn a_thread_is_closed_once(store: &Store) {
         use crate::domain::Closure;
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
         let (m, t) = (msg("1.1"), key("1.1"));
         store.record_message(&m).await.unwrap();
         let close = |closure| Change::Closed {
@@ -441,10 +432,7 @@ mod tests {
         assert_eq!(store.thread_effects(&t).await.unwrap().len(), before);
     }
 
-    #[tokio::test]
-    async fn listing_filters_by_stage_after_reading_them_all() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn listing_filters_by_stage_after_reading_them_all(store: &Store) {
         for ts in ["1.1", "2.1", "3.1"] {
             store.record_message(&msg(ts)).await.unwrap();
         }
@@ -466,10 +454,7 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
-    async fn an_unreadable_state_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn an_unreadable_state_is_an_error(store: &Store) {
         let t = key("1.1");
         store.record_message(&msg("1.1")).await.unwrap();
         sqlx::query("UPDATE threads SET state = 'limbo'")
@@ -500,4 +485,12 @@ mod tests {
             })
         ));
     }
+
+    crate::store::testing::on_both_backends!(
+        the_stage_follows_proposals_approvals_and_withdrawals,
+        an_opened_pull_request_is_stored_and_the_thread_is_pr_opened,
+        a_thread_is_closed_once,
+        listing_filters_by_stage_after_reading_them_all,
+        an_unreadable_state_is_an_error,
+    );
 }

@@ -1,0 +1,68 @@
+//! Store tests on both databases: each test is an `async fn(&Store)`, run once on a fresh
+//! SQLite file and once in a fresh schema of this test process's throw-away PostgreSQL
+//! cluster (`codebutler_test_support::postgres`), by [`on_both_backends`].
+
+use tempfile::TempDir;
+
+use super::{Store, StoreUrl};
+use crate::layout::Layout;
+
+/// A store for one test, with what must live as long as it.
+pub(crate) struct TestStore {
+    pub store: Store,
+    _dir: TempDir,
+}
+
+/// A store in a new SQLite file.
+pub(crate) async fn sqlite() -> TestStore {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    TestStore { store, _dir: dir }
+}
+
+/// A store in a new schema of the test process's PostgreSQL cluster, as a repository of
+/// its own would have it.
+pub(crate) async fn postgres() -> TestStore {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::connect(
+        &postgres_url(),
+        &codebutler_test_support::postgres::unique_name("t"),
+        &Layout::new(dir.path()),
+    )
+    .await
+    .unwrap();
+    assert!(store.schema().is_some());
+    TestStore { store, _dir: dir }
+}
+
+/// The URL of the test process's PostgreSQL cluster (started on first use).
+pub(crate) fn postgres_url() -> StoreUrl {
+    let cluster = codebutler_test_support::postgres::shared();
+    StoreUrl::parse(&cluster.url("postgres")).unwrap()
+}
+
+/// Runs each named `async fn(&Store)` of the enclosing module as two tests,
+/// `sqlite::<name>` and `postgres::<name>`.
+macro_rules! on_both_backends {
+    ($($test:ident),+ $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let t = $crate::store::testing::sqlite().await;
+                    super::$test(&t.store).await;
+                }
+            )+
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    let t = $crate::store::testing::postgres().await;
+                    super::$test(&t.store).await;
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_both_backends;
