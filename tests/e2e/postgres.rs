@@ -67,6 +67,7 @@ async fn migrations_run_on_postgresql() {
             "_sqlx_migrations",
             "coder_questions",
             "conversation_messages",
+            "instances",
             "memory_proposals",
             "messages",
             "outbox",
@@ -74,6 +75,7 @@ async fn migrations_run_on_postgresql() {
             "run_events",
             "runs",
             "thread_budgets",
+            "thread_leases",
             "thread_steps",
             "threads",
             "usage"

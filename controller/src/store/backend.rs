@@ -14,7 +14,10 @@
 //!   outbox `seq`, the next conversation `seq`, a proposal's revision) never interleave. On
 //!   PostgreSQL the same sections take a transaction-scoped advisory lock keyed by the
 //!   schema, the exact counterpart: writers of one repository are serialised (across hosts,
-//!   too), readers and other repositories are not.
+//!   too), readers and other repositories are not;
+//! - **the database's clock** ([`Backend::now_ms`]): "now" in milliseconds since the epoch,
+//!   for the rows several hosts compare (instances and thread leases), so hosts with skewed
+//!   clocks agree.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -101,6 +104,18 @@ impl Backend {
                     .execute(&mut *tx)
                     .await?;
                 Ok(tx)
+            }
+        }
+    }
+
+    /// An SQL expression for the database's clock: milliseconds since the epoch, as a
+    /// BIGINT, the same everywhere in one statement.
+    pub(crate) fn now_ms(&self) -> &'static str {
+        match self {
+            // SQLite reads 'now' once per statement.
+            Self::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS BIGINT)",
+            Self::Postgres { .. } => {
+                "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000 AS BIGINT)"
             }
         }
     }

@@ -57,6 +57,13 @@ pub enum Change<'a> {
     },
     /// A memory proposal made, edited or settled; guarded like [`Change::RunReported`].
     Memory(super::MemoryChange<'a>),
+    /// A guard for instances sharing a store: `owner` holds `thread`'s lease, unexpired. If
+    /// not (another instance took the thread over), [`Store::commit`] records nothing and
+    /// returns false. Put it first.
+    LeaseHeld {
+        thread: &'a ThreadKey,
+        owner: &'a str,
+    },
 }
 
 impl Store {
@@ -69,7 +76,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;
         for change in changes {
-            if !apply(&mut tx, change).await? {
+            if !apply(&mut tx, change, self.backend.now_ms()).await? {
                 tx.rollback().await?;
                 return Ok(false);
             }
@@ -81,7 +88,11 @@ impl Store {
 }
 
 /// Applies one change; false when a guard says the whole commit must not happen.
-async fn apply(conn: &mut AnyConnection, change: &Change<'_>) -> Result<bool, StoreError> {
+async fn apply(
+    conn: &mut AnyConnection,
+    change: &Change<'_>,
+    db_now: &str,
+) -> Result<bool, StoreError> {
     let now = now();
     match *change {
         Change::Processed(msg) => {
@@ -218,6 +229,9 @@ async fn apply(conn: &mut AnyConnection, change: &Change<'_>) -> Result<bool, St
             return Ok(closed == 1);
         }
         Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
+        Change::LeaseHeld { thread, owner } => {
+            return super::leases::held(conn, db_now, thread, owner).await;
+        }
     }
     Ok(true)
 }

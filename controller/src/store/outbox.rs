@@ -301,7 +301,43 @@ mod tests {
         assert!(s.intent_group("a").await.is_err());
     }
 
+    /// Writers committing at once each read the outbox's last `seq` and append after it:
+    /// the write transaction keeps them from reading the same one (on PostgreSQL too, where
+    /// its advisory lock does what SQLite's `BEGIN IMMEDIATE` does).
+    async fn concurrent_commits_append_to_one_outbox_order(s: &Store) {
+        let tasks: Vec<_> = (0..30)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let ts = format!("{i}.1");
+                    s.commit(
+                        &[],
+                        &[
+                            intent(&format!("g{i}/0"), &ts),
+                            intent(&format!("g{i}/1"), &ts),
+                        ],
+                    )
+                    .await
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.unwrap().unwrap());
+        }
+        let seqs: Vec<i64> = sqlx::query_scalar("SELECT seq FROM outbox ORDER BY seq")
+            .fetch_all(&s.pool)
+            .await
+            .unwrap();
+        assert_eq!(seqs, (1..=60).collect::<Vec<i64>>());
+        for i in 0..30 {
+            let group = s.intent_group(&format!("g{i}")).await.unwrap();
+            assert_eq!(group.len(), 2);
+            assert!(group[0].id.ends_with("/0"), "a group keeps its order");
+        }
+    }
+
     crate::store::testing::on_both_backends!(
+        concurrent_commits_append_to_one_outbox_order,
         effects_come_back_in_order_per_thread_until_settled,
         an_unknown_stored_state_is_an_error_not_a_guess,
     );

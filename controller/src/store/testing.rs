@@ -35,6 +35,38 @@ pub(crate) async fn postgres() -> TestStore {
     TestStore { store, _dir: dir }
 }
 
+/// A store in a new SQLite file, and a second handle on the same file with a pool of its
+/// own: two instances sharing one store.
+pub(crate) async fn sqlite_pair() -> (TestStore, Store) {
+    let first = sqlite().await;
+    let second = Store::open(&first._dir.path().join("store.db"))
+        .await
+        .unwrap();
+    (first, second)
+}
+
+/// A store in a new PostgreSQL schema, and a second handle on the same schema with a pool
+/// of its own: two instances (two hosts) sharing one store.
+pub(crate) async fn postgres_pair() -> (TestStore, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let name = codebutler_test_support::postgres::unique_name("t");
+    let layout = Layout::new(dir.path());
+    let first = Store::connect(&postgres_url(), &name, &layout)
+        .await
+        .unwrap();
+    let second = Store::connect(&postgres_url(), &name, &layout)
+        .await
+        .unwrap();
+    assert_eq!(first.schema(), second.schema());
+    (
+        TestStore {
+            store: first,
+            _dir: dir,
+        },
+        second,
+    )
+}
+
 /// The URL of the test process's PostgreSQL cluster (started on first use).
 pub(crate) fn postgres_url() -> StoreUrl {
     let cluster = codebutler_test_support::postgres::shared();
