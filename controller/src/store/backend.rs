@@ -315,4 +315,54 @@ mod tests {
             "postgres://cb@db.internal:5432/codebutler"
         );
     }
+
+    /// Two repositories on one server each see only their own rows; a name that sanitizes
+    /// like another's is refused instead of sharing its schema.
+    #[tokio::test]
+    async fn repositories_on_one_server_keep_to_their_own_schemas() {
+        use crate::domain::IncomingMessage;
+        use crate::store::Store;
+
+        let url = crate::store::testing::postgres_url();
+        let dir = tempfile::tempdir().unwrap();
+        let layout = crate::layout::Layout::new(dir.path());
+        let base = codebutler_test_support::postgres::unique_name("iso");
+        let api = Store::connect(&url, &format!("{base}-api"), &layout)
+            .await
+            .unwrap();
+        let web = Store::connect(&url, &format!("{base}-web"), &layout)
+            .await
+            .unwrap();
+        assert_eq!(
+            api.schema(),
+            Some(format!("codebutler_{base}_api").as_str())
+        );
+        let msg = IncomingMessage {
+            channel: "C1".into(),
+            ts: "1.1".into(),
+            thread_ts: "1.1".into(),
+            user: "U1".into(),
+            text: "hi".into(),
+            event_id: None,
+        };
+        assert!(api.record_message(&msg).await.unwrap());
+        assert_eq!(api.threads_with_pending().await.unwrap().len(), 1);
+        assert!(web.threads_with_pending().await.unwrap().is_empty());
+        assert!(web.record_message(&msg).await.unwrap(), "web's own copy");
+
+        let err = Store::connect(&url, &format!("{base}.api"), &layout)
+            .await
+            .expect_err("the same schema as another repository");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "schema codebutler_{base}_api for repository \"{base}.api\" already holds another repository (codebutler repository {base}-api); rename one of them"
+            )
+        );
+        // The repository itself comes back to its schema.
+        let again = Store::connect(&url, &format!("{base}-api"), &layout)
+            .await
+            .unwrap();
+        assert_eq!(again.threads_with_pending().await.unwrap().len(), 1);
+    }
 }

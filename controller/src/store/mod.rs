@@ -738,19 +738,18 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn data_survives_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
+    async fn data_survives_reopening(place: &testing::Place) {
         let a = msg("1.1", "1.1");
         {
-            let s = Store::open(&path).await.unwrap();
+            let s = place.open().await;
             s.record_message(&a).await.unwrap();
             s.close().await;
         }
-        let s = Store::open(&path).await.unwrap();
+        let s = place.open().await;
         assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a));
     }
+
+    testing::on_both_places!(data_survives_reopening);
 
     crate::store::testing::on_both_backends!(
         a_message_is_stored_once,

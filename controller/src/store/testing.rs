@@ -1,10 +1,13 @@
 //! Store tests on both databases: each test is an `async fn(&Store)`, run once on a fresh
 //! SQLite file and once in a fresh schema of this test process's throw-away PostgreSQL
-//! cluster (`codebutler_test_support::postgres`), by [`on_both_backends`].
+//! cluster (`codebutler_test_support::postgres`), by [`on_both_backends`]; tests that
+//! open a store more than once, or prepare it with an older schema first, take a [`Place`]
+//! instead ([`on_both_places`]).
 
+use sqlx::AnyPool;
 use tempfile::TempDir;
 
-use super::{Store, StoreUrl};
+use super::{Store, StoreUrl, backend};
 use crate::layout::Layout;
 
 /// A store for one test, with what must live as long as it.
@@ -98,3 +101,82 @@ macro_rules! on_both_backends {
     };
 }
 pub(crate) use on_both_backends;
+
+/// Where a test's store lives, not opened yet: a SQLite file, or a repository's schema on
+/// the test process's PostgreSQL cluster.
+pub(crate) enum Place {
+    Sqlite(TempDir),
+    Postgres { repository: String, dir: TempDir },
+}
+
+impl Place {
+    pub(crate) fn sqlite() -> Self {
+        Self::Sqlite(tempfile::tempdir().unwrap())
+    }
+
+    pub(crate) fn postgres() -> Self {
+        Self::Postgres {
+            repository: codebutler_test_support::postgres::unique_name("t"),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A scratch directory beside the store.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        match self {
+            Self::Sqlite(dir) | Self::Postgres { dir, .. } => dir.path(),
+        }
+    }
+
+    /// Opens the store here, as the daemon does (migrations applied).
+    pub(crate) async fn open(&self) -> Store {
+        match self {
+            Self::Sqlite(dir) => Store::open(&dir.path().join("store.db")).await.unwrap(),
+            Self::Postgres { repository, dir } => {
+                Store::connect(&postgres_url(), repository, &Layout::new(dir.path()))
+                    .await
+                    .unwrap()
+            }
+        }
+    }
+
+    /// A pool on the database here with no migration applied (the SQLite file, or the
+    /// repository's schema as its `search_path`), to lay down an older schema.
+    pub(crate) async fn bare_pool(&self) -> AnyPool {
+        match self {
+            Self::Sqlite(dir) => backend::open_sqlite(&dir.path().join("store.db"))
+                .await
+                .unwrap(),
+            Self::Postgres { repository, .. } => {
+                let StoreUrl::Postgres(url) = postgres_url() else {
+                    unreachable!("the cluster's URL is a PostgreSQL URL")
+                };
+                backend::open_postgres(&url, repository).await.unwrap().0
+            }
+        }
+    }
+}
+
+/// Runs each named `async fn(&Place)` of the enclosing module as two tests,
+/// `sqlite::<name>` and `postgres::<name>`.
+macro_rules! on_both_places {
+    ($($test:ident),+ $(,)?) => {
+        mod sqlite_place {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(&$crate::store::testing::Place::sqlite()).await;
+                }
+            )+
+        }
+        mod postgres_place {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(&$crate::store::testing::Place::postgres()).await;
+                }
+            )+
+        }
+    };
+}
+pub(crate) use on_both_places;

@@ -176,13 +176,11 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::str::FromStr;
-
-    use sqlx::sqlite::SqliteConnectOptions;
 
     use super::*;
     use crate::domain::IncomingMessage;
     use crate::store::Change;
+    use crate::store::testing::Place;
 
     const PLAN: &str = r#"{"summary":"Fix expiry","steps":["Edit it"],"files":["src/a.rs"]}"#;
 
@@ -204,11 +202,11 @@ mod tests {
         }
     }
 
-    /// Applies the migrations before `cutoff` to a new database at `path`, as the daemon
+    /// Applies the migrations before `cutoff` to a new store at `place`, as the daemon
     /// released before that migration would have left it.
-    async fn old_schema(path: &Path, dir: &Path, cutoff: &str) -> sqlx::SqlitePool {
+    async fn old_schema(place: &Place, cutoff: &str) -> sqlx::AnyPool {
         let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-        let old = dir.join("old-migrations");
+        let old = place.dir().join("old-migrations");
         std::fs::create_dir(&old).unwrap();
         for entry in std::fs::read_dir(&migrations).unwrap() {
             let entry = entry.unwrap();
@@ -217,11 +215,7 @@ mod tests {
                 std::fs::copy(entry.path(), old.join(&name)).unwrap();
             }
         }
-        let options = SqliteConnectOptions::from_str("sqlite:")
-            .unwrap()
-            .filename(path)
-            .create_if_missing(true);
-        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        let pool = place.bare_pool().await;
         sqlx::migrate::Migrator::new(old.as_path())
             .await
             .unwrap()
@@ -231,11 +225,8 @@ mod tests {
         pool
     }
 
-    #[tokio::test]
-    async fn threads_stored_by_the_old_schema_get_their_stage() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
-        let pool = old_schema(&path, dir.path(), "20261124180000").await;
+    async fn threads_stored_by_the_old_schema_get_their_stage(place: &Place) {
+        let pool = old_schema(place, "20261124180000").await;
         for (ts, phase, plan) in [
             ("1.1", "pm", None),
             ("2.1", "pm", Some(PLAN)),
@@ -254,7 +245,7 @@ mod tests {
         }
         pool.close().await;
 
-        let store = Store::open(&path).await.unwrap();
+        let store = place.open().await;
         let plan = Plan::from_json(PLAN).unwrap();
         let stage = |s: &StoredThread| (s.stage, s.plan.clone());
         assert_eq!(
@@ -299,11 +290,8 @@ mod tests {
 
     /// Threads stored by the schema before the lifecycle get theirs: a thread none of whose
     /// messages was handled is `created`; the others keep their stage, with no pull request.
-    #[tokio::test]
-    async fn threads_stored_before_the_lifecycle_are_backfilled() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
-        let pool = old_schema(&path, dir.path(), "20261124200000").await;
+    async fn threads_stored_before_the_lifecycle_are_backfilled(place: &Place) {
+        let pool = old_schema(place, "20261124200000").await;
         for (ts, state, plan, message) in [
             ("1.1", "conversing", None, Some("pending")),
             ("2.1", "conversing", None, Some("failed")),
@@ -345,7 +333,7 @@ mod tests {
         .unwrap();
         pool.close().await;
 
-        let store = Store::open(&path).await.unwrap();
+        let store = place.open().await;
         let mut found = Vec::new();
         for ts in ["1.1", "2.1", "3.1", "4.1", "5.1", "6.1"] {
             let record = store.thread_record(&key(ts)).await.unwrap().unwrap();
@@ -492,5 +480,10 @@ mod tests {
         a_thread_is_closed_once,
         listing_filters_by_stage_after_reading_them_all,
         an_unreadable_state_is_an_error,
+    );
+
+    crate::store::testing::on_both_places!(
+        threads_stored_by_the_old_schema_get_their_stage,
+        threads_stored_before_the_lifecycle_are_backfilled,
     );
 }
