@@ -32,7 +32,8 @@ use crate::secret::Secret;
 /// Connections per repository's pool.
 const MAX_CONNECTIONS: u32 = 4;
 
-/// The advisory lock key (its first half) that serialises creating schemas.
+/// The advisory lock key that serialises creating schemas (far above any schema oid, the
+/// keys of the write locks).
 const SCHEMA_LOCK: i64 = 0x436f_6465_4275_746c; // "CodeButl"
 
 /// Where the store lives: `store.url` in the global configuration.
