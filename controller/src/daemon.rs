@@ -42,7 +42,7 @@ use crate::runners::supervisor::Supervisor;
 use crate::service::{ServedRepo, SharedSlack};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
-use crate::store::Store;
+use crate::store::{Store, repository_name};
 use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::IntakeSink;
@@ -182,7 +182,9 @@ impl LockedRepo {
             layout,
             config,
         } = repo;
-        let store = Store::open(&layout.store()).await?;
+        // A repository served on its own goes by its directory's name (its PostgreSQL schema).
+        let store_name = name.clone().unwrap_or_else(|| repository_name(&layout));
+        let store = Store::connect(&config.store, &store_name, &layout).await?;
         let outbox = Outbox::new(store.clone(), slack.sender.clone());
         let handler = Arc::new(thread_handler(&layout, &config, &store, &outbox).await?);
         let supervisor = handler.coder.supervisor.clone();

@@ -1,127 +1,27 @@
-//! The store's migrations on a real PostgreSQL server (a throw-away cluster started here),
-//! so installations that outgrow SQLite can use them unchanged.
+//! The store on a real PostgreSQL server (the test process's throw-away cluster from
+//! `codebutler_test_support::postgres`): the migrations run there unchanged, and the real
+//! daemon with `store.url` on it answers a question and carries a thread from plan to
+//! approval to pull request, keeping every row in its repository's own schema.
 
-use std::path::PathBuf;
-use std::process::Command;
-
-use codebutler_controller::store::MIGRATOR;
+use codebutler_controller::store::{MIGRATOR, repository_name, schema_name};
+use codebutler_test_support::git;
+use codebutler_test_support::model::Reply;
+use codebutler_test_support::postgres;
+use serde_json::{Value, json};
 use sqlx::Row;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::PgPoolOptions;
 
-/// A PostgreSQL server binary from Debian's layout or PATH.
-fn pg_bin(name: &str) -> PathBuf {
-    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|v| v.path().join("bin").join(name))
-        .filter(|p| p.is_file())
-        .collect();
-    found.sort();
-    found.pop().unwrap_or_else(|| PathBuf::from(name))
-}
-
-fn output(cmd: &mut Command) -> String {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// PostgreSQL refuses to run as root: run its tools as the `postgres` user then.
-fn pg_command(name: &str) -> Command {
-    if output(Command::new("id").arg("-u")) == "0" {
-        let mut cmd = Command::new("runuser");
-        cmd.args(["-u", "postgres", "--"]).arg(pg_bin(name));
-        cmd
-    } else {
-        Command::new(pg_bin(name))
-    }
-}
-
-struct Cluster {
-    _dir: tempfile::TempDir,
-    data: PathBuf,
-    socket_dir: PathBuf,
-    port: u16,
-}
-
-impl Cluster {
-    fn start() -> Cluster {
-        let dir = tempfile::tempdir().unwrap();
-        if output(Command::new("id").arg("-u")) == "0" {
-            let uid: u32 = output(Command::new("id").args(["-u", "postgres"]))
-                .parse()
-                .unwrap();
-            let gid: u32 = output(Command::new("id").args(["-g", "postgres"]))
-                .parse()
-                .unwrap();
-            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid)).unwrap();
-        }
-        let data = dir.path().join("data");
-        output(pg_command("initdb").arg("-D").arg(&data).args([
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        ]));
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let socket_dir = dir.path().to_owned();
-        let options = format!(
-            "-p {port} -k {} -c listen_addresses='' -c fsync=off",
-            socket_dir.display()
-        );
-        output(
-            pg_command("pg_ctl")
-                .arg("-D")
-                .arg(&data)
-                .args(["-o", &options, "-w", "-l"])
-                .arg(dir.path().join("server.log"))
-                .arg("start"),
-        );
-        Cluster {
-            _dir: dir,
-            data,
-            socket_dir,
-            port,
-        }
-    }
-
-    fn options(&self) -> PgConnectOptions {
-        PgConnectOptions::new()
-            .host(&self.socket_dir.display().to_string())
-            .port(self.port)
-            .username("postgres")
-            .database("postgres")
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = pg_command("pg_ctl")
-            .arg("-D")
-            .arg(&self.data)
-            .args(["-m", "immediate", "stop"])
-            .output();
-    }
-}
+use crate::harness::{
+    Env, assert_each_effect_posted_once, runner_env, say_and_wait_run, thread_with_plan, write,
+};
 
 #[tokio::test]
 async fn migrations_run_on_postgresql() {
-    let cluster = Cluster::start();
+    let cluster = postgres::shared();
+    let database = cluster.create_database("migrations");
     let pool = PgPoolOptions::new()
         .max_connections(2)
-        .connect_with(cluster.options())
+        .connect(&cluster.url(&database))
         .await
         .unwrap();
     MIGRATOR.run(&pool).await.unwrap();
@@ -167,6 +67,7 @@ async fn migrations_run_on_postgresql() {
             "_sqlx_migrations",
             "coder_questions",
             "conversation_messages",
+            "instances",
             "memory_proposals",
             "messages",
             "outbox",
@@ -174,10 +75,128 @@ async fn migrations_run_on_postgresql() {
             "run_events",
             "runs",
             "thread_budgets",
+            "thread_leases",
             "thread_steps",
             "threads",
             "usage"
         ]
     );
     pool.close().await;
+}
+
+/// Points the env's global config at `url` for the store.
+fn use_store(env: &Env, url: &str) {
+    let path = env.home.path().join("config.json");
+    let mut global: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    global["store"] = json!({ "url": url });
+    env.write_global(global);
+}
+
+#[tokio::test]
+async fn the_daemon_on_postgresql_answers_plans_and_opens_a_pull_request_in_its_own_schema() {
+    let cluster = postgres::shared();
+    let database = cluster.create_database("daemon");
+    let url = cluster.url(&database);
+    let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
+    use_store(&env, &url);
+    git::push_to_new_origin(env.repo_path(), &env.outside.path().join("origin.git"));
+    let question = "how do we deploy? PG-QUESTION";
+    env.model
+        .script(question, vec![Reply::text("Run `make deploy`.")]);
+    env.model.script(
+        "PG-TOKEN",
+        vec![
+            write("notes.txt", "one\n"),
+            Reply::tool_call("GitCommit", r#"{"message": "Add the notes"}"#),
+            Reply::tool_call("OpenPR", r#"{"title": "Add notes", "body": "Adds notes."}"#),
+            Reply::text("The PR is open."),
+        ],
+    );
+    let daemon = env.start().await;
+
+    let asked = env.say(question);
+    let posts = env.wait_thread_posts(&asked, 1).await;
+    assert_eq!(posts[0].text, "*PM:* Run `make deploy`.");
+
+    let thread = thread_with_plan(&env, "start the notes", "PG-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark",
+        "{}",
+        daemon.log()
+    );
+    assert!(
+        env.slack
+            .wait_until(crate::harness::WAIT, || env
+                .post_texts(&thread)
+                .iter()
+                .any(|t| t.contains("https://github.com/acme/app/pull/7")))
+            .await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+    assert_each_effect_posted_once(&env);
+
+    // Everything is in the repository's schema, nothing in `public` or a SQLite file.
+    let schema = schema_name(&repository_name(
+        &codebutler_controller::layout::Layout::new(env.repo_path()),
+    ))
+    .unwrap();
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let row = sqlx::query(&format!(
+        "SELECT state, pr_number, pr_url FROM \"{schema}\".threads WHERE thread_ts = $1"
+    ))
+    .bind(&thread)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (
+            row.get::<String, _>("state"),
+            row.get::<Option<i64>, _>("pr_number"),
+        ),
+        ("pr_opened".to_owned(), Some(7))
+    );
+    let answered: i64 = sqlx::query_scalar(&format!(
+        "SELECT COUNT(*) FROM \"{schema}\".messages WHERE state = 'processed' AND thread_ts IN ($1, $2)"
+    ))
+    .bind(&asked)
+    .bind(&thread)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(answered, 3, "the question, the request and the approval");
+    let runs: Vec<(String, String)> = sqlx::query_as(&format!(
+        "SELECT state, branch FROM \"{schema}\".runs WHERE thread_ts = $1"
+    ))
+    .bind(&thread)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].0, "finished");
+    let usage: i64 = sqlx::query_scalar(&format!(
+        "SELECT COUNT(*) FROM \"{schema}\".usage WHERE role = 'coder' AND thread_ts = $1"
+    ))
+    .bind(&thread)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(usage, 4, "one coder call per scripted reply");
+    let public: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(public, 0, "nothing outside the repository's schema");
+    pool.close().await;
+    assert!(
+        !env.repo_path().join(".codebutler/store.db").exists(),
+        "no SQLite store beside the server"
+    );
 }

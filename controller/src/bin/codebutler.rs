@@ -19,7 +19,7 @@ use codebutler_controller::logging::{self, LogFormat};
 use codebutler_controller::repo_lock::{LockError, RepoLock};
 use codebutler_controller::service::status::{self, RepoRef};
 use codebutler_controller::service::{self, NoPeers, ServedRepo};
-use codebutler_controller::store::{Store, StoreError};
+use codebutler_controller::store::{self, Store, StoreError};
 use codebutler_controller::workspace::orphans;
 
 /// CodeButler: an AI development team in a Slack channel.
@@ -188,8 +188,16 @@ fn cleanup_orphans(layout: &Layout) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("start async runtime: {e}"), 1),
     };
+    // The store the daemon uses: with `store.url` on a server, the SQLite file is not it.
+    let config = match ConfigSources::for_repo(&layout.repo)
+        .and_then(|sources| config::load(&sources, |k| std::env::var(k).ok()))
+    {
+        Ok(config) => config,
+        Err(e) => return fail(&format!("configuration: {e}"), 2),
+    };
     let cleanup = runtime.block_on(async {
-        let store = Store::open(&layout.store()).await?;
+        let name = store::repository_name(layout);
+        let store = Store::connect(&config.store, &name, layout).await?;
         let cleanup = orphans::clean_up(layout, &store).await;
         store.close().await;
         Ok::<_, StoreError>(cleanup)

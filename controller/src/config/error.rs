@@ -32,6 +32,9 @@ pub enum ConfigError {
         field: String,
         message: String,
     },
+    /// An environment variable holding a setting that is not valid (its value never shown).
+    #[error("environment variable {var}: {message}")]
+    Env { var: String, message: String },
     #[error("missing `{field}`: {hint}")]
     Missing { field: String, hint: String },
     #[error(

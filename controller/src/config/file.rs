@@ -19,6 +19,7 @@ use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
 use super::runner::RunnerFile;
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
 use super::slack::SlackFile;
+use super::store::StoreFile;
 use super::{ConfigError, ConfigSources};
 
 /// What one file (or the two merged) may say. The field order is the order an unknown
@@ -50,6 +51,7 @@ pub(super) struct FileConfig {
     pub build: BuildFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub runner: RunnerFile,
+    pub store: StoreFile,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

@@ -21,6 +21,7 @@
 //! | `runs` | `sandbox`, `build`, `fetch` |
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
 //! | `runner` | `runner` |
+//! | `store` | `store` |
 
 mod access;
 mod error;
@@ -33,6 +34,7 @@ mod runner;
 mod runs;
 mod secrets;
 mod slack;
+mod store;
 #[cfg(test)]
 mod tests;
 
@@ -61,6 +63,8 @@ pub const ENV_SLACK_BOT_TOKEN: &str = "CODEBUTLER_SLACK_BOT_TOKEN";
 pub const ENV_SLACK_APP_TOKEN: &str = "CODEBUTLER_SLACK_APP_TOKEN";
 pub const ENV_OPENROUTER_API_KEY: &str = "OPENROUTER_API_KEY";
 pub const ENV_OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+/// The store's URL (`store.url`), which may hold a database password.
+pub const ENV_STORE_URL: &str = "CODEBUTLER_STORE_URL";
 /// Moves the global configuration directory (default `~/.codebutler`).
 pub const ENV_HOME: &str = "CODEBUTLER_HOME";
 
@@ -80,6 +84,8 @@ pub struct Config {
     pub build: BuildConfig,
     /// Where Coder runners run (`runner.launcher`).
     pub runner: RunnerLauncher,
+    /// Where the store lives: SQLite (the default) or a PostgreSQL server.
+    pub store: crate::store::StoreUrl,
 }
 
 /// Where the configuration comes from.
@@ -159,6 +165,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         fetch: file.fetch,
         build: file.build.resolve(origin)?,
         runner: file.runner.resolve(origin)?,
+        store: file.store.resolve(origin, secrets)?,
     })
 }
 

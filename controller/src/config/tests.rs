@@ -705,3 +705,66 @@ fn a_runner_launcher_that_cannot_work_is_refused_naming_its_field() {
     );
     assert!(e.contains("unknown field `networks`"), "{e}");
 }
+
+#[test]
+fn the_store_is_sqlite_unless_the_global_config_or_the_environment_names_a_server() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().store,
+        crate::store::StoreUrl::Sqlite
+    );
+    let url = "postgres://cb:hunter2@db.internal/codebutler";
+    let global = format!(
+        r#"{{"slack":{{"botToken":"xoxb-1","appToken":"xapp-1"}},"openrouter":{{"apiKey":"k"}},"store":{{"url":"{url}"}}}}"#
+    );
+    let f = files(Some(&global), Some(REPO));
+    let config = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        config.store,
+        crate::store::StoreUrl::Postgres(crate::secret::Secret::new(url))
+    );
+    assert!(!format!("{config:?}").contains("hunter2"), "a secret");
+    // The environment wins over the file.
+    let other = "postgres://cb:other@db2/codebutler";
+    let env = |k: &str| (k == ENV_STORE_URL).then(|| other.to_owned());
+    assert_eq!(
+        load(&f.sources, env).unwrap().store,
+        crate::store::StoreUrl::Postgres(crate::secret::Secret::new(other))
+    );
+}
+
+#[test]
+fn a_bad_store_url_is_refused_without_showing_it() {
+    let global = r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},"store":{"url":"mysql://root:hunter2@db/x"}}"#;
+    let f = files(Some(global), Some(REPO));
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: field `store.url`: must be \"sqlite\" or a postgres:// URL",
+            f.sources.global.display()
+        )
+    );
+    let f = files(Some(GLOBAL), Some(REPO));
+    let env = |k: &str| (k == ENV_STORE_URL).then(|| "postgres://cb:hunter2@db:port/x".to_owned());
+    let e = load(&f.sources, env).unwrap_err().to_string();
+    assert!(
+        e.starts_with("environment variable CODEBUTLER_STORE_URL: is not a valid PostgreSQL URL"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "{e}");
+}
+
+#[test]
+fn the_store_url_belongs_in_the_global_config() {
+    let repo = r#"{"slack":{"channelID":"C1"},"store":{"url":"sqlite"}}"#;
+    let f = files(Some(GLOBAL), Some(repo));
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "{}: field `store.url`: belongs in the global config",
+            f.sources.repo.display()
+        )),
+        "{e}"
+    );
+}

@@ -11,7 +11,7 @@ impl Store {
     /// The thread's budget cap in USD (0: no cap), if one was set or approved.
     pub async fn thread_budget(&self, thread: &ThreadKey) -> Result<Option<f64>, StoreError> {
         let cap = sqlx::query_scalar::<_, f64>(
-            "SELECT cap_usd FROM thread_budgets WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT cap_usd FROM thread_budgets WHERE channel_id = $1 AND thread_ts = $2",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -30,7 +30,7 @@ impl Store {
     ) -> Result<f64, StoreError> {
         sqlx::query(
             "INSERT INTO thread_budgets (channel_id, thread_ts, cap_usd, set_by, updated_at) \
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, thread_ts) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (channel_id, thread_ts) DO NOTHING",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -47,7 +47,7 @@ impl Store {
     pub async fn thread_coder_cost(&self, thread: &ThreadKey) -> Result<f64, StoreError> {
         let spent = sqlx::query_scalar::<_, f64>(
             "SELECT COALESCE(SUM(cost), 0.0) AS spent FROM usage \
-             WHERE channel_id = ? AND thread_ts = ? AND role = 'coder'",
+             WHERE channel_id = $1 AND thread_ts = $2 AND role = 'coder'",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -60,7 +60,7 @@ impl Store {
     pub async fn completed_run_costs(&self) -> Result<Vec<f64>, StoreError> {
         let costs = sqlx::query_scalar::<_, f64>(
             "SELECT cost FROM runs WHERE state = 'finished' AND ending LIKE 'completed%' \
-             ORDER BY created_at DESC LIMIT ?",
+             ORDER BY created_at DESC LIMIT $1",
         )
         .bind(ESTIMATE_RUNS)
         .fetch_all(&self.pool)
@@ -82,15 +82,7 @@ mod tests {
         }
     }
 
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
-        (dir, store)
-    }
-
-    #[tokio::test]
-    async fn a_typed_budget_survives_approval_and_the_default_fills_in_otherwise() {
-        let (_dir, s) = store().await;
+    async fn a_typed_budget_survives_approval_and_the_default_fills_in_otherwise(s: &Store) {
         let typed = thread("1.1");
         assert_eq!(s.thread_budget(&typed).await.unwrap(), None);
         for (cap_usd, user) in [(5.0, "U1"), (7.5, "U2")] {
@@ -117,9 +109,7 @@ mod tests {
         assert_eq!(s.thread_budget(&plain).await.unwrap(), Some(10.0));
     }
 
-    #[tokio::test]
-    async fn a_withdrawn_plan_is_no_longer_pending() {
-        let (_dir, s) = store().await;
+    async fn a_withdrawn_plan_is_no_longer_pending(s: &Store) {
         let t = thread("1.1");
         let msg = crate::domain::IncomingMessage {
             channel: "C1".into(),
@@ -137,9 +127,7 @@ mod tests {
         assert_eq!(s.approve_plan(&t, &msg).await.unwrap(), None);
     }
 
-    #[tokio::test]
-    async fn coder_cost_counts_only_the_threads_coder_calls() {
-        let (_dir, s) = store().await;
+    async fn coder_cost_counts_only_the_threads_coder_calls(s: &Store) {
         let call = |ts: &str, role: &str, cost: Option<f64>| UsageRecord {
             thread: thread(ts),
             role: role.into(),
@@ -162,4 +150,10 @@ mod tests {
         }
         assert_eq!(s.thread_coder_cost(&thread("1.1")).await.unwrap(), 0.75);
     }
+
+    crate::store::testing::on_both_backends!(
+        a_typed_budget_survives_approval_and_the_default_fills_in_otherwise,
+        a_withdrawn_plan_is_no_longer_pending,
+        coder_cost_counts_only_the_threads_coder_calls,
+    );
 }

@@ -51,7 +51,7 @@ impl Store {
         run_id: &str,
         conversation: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET conversation = ? WHERE id = ?")
+        sqlx::query("UPDATE runs SET conversation = $1 WHERE id = $2")
             .bind(conversation)
             .bind(run_id)
             .execute(&self.pool)
@@ -66,7 +66,7 @@ impl Store {
         run_id: &str,
         conversation: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET conversation = ? WHERE id = ? AND conversation IS NULL")
+        sqlx::query("UPDATE runs SET conversation = $1 WHERE id = $2 AND conversation IS NULL")
             .bind(conversation)
             .bind(run_id)
             .execute(&self.pool)
@@ -77,7 +77,7 @@ impl Store {
     /// The run's latest conversation, if a model call was made (or one was seeded).
     pub async fn run_conversation(&self, run_id: &str) -> Result<Option<String>, StoreError> {
         let conversation =
-            sqlx::query_scalar::<_, Option<String>>("SELECT conversation FROM runs WHERE id = ?")
+            sqlx::query_scalar::<_, Option<String>>("SELECT conversation FROM runs WHERE id = $1")
                 .bind(run_id)
                 .fetch_optional(&self.pool)
                 .await?;
@@ -88,7 +88,7 @@ impl Store {
     pub async fn add_checkpoint(&self, checkpoint: &CheckpointRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO run_checkpoints (run_id, channel_id, thread_ts, worktree, tree_sha, head_sha, conversation, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&checkpoint.run_id)
         .bind(&checkpoint.thread.channel)
@@ -111,7 +111,7 @@ impl Store {
         let row = sqlx::query_as::<_, CheckpointRow>(
             "SELECT c.run_id, c.channel_id, c.thread_ts, c.worktree, c.tree_sha, c.head_sha, c.conversation \
              FROM run_checkpoints c JOIN runs r ON r.id = c.run_id \
-             WHERE c.channel_id = ? AND c.thread_ts = ? \
+             WHERE c.channel_id = $1 AND c.thread_ts = $2 \
              ORDER BY r.created_at DESC, c.created_at DESC LIMIT 1",
         )
         .bind(&thread.channel)
@@ -159,11 +159,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn conversations_follow_the_latest_model_call() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
-        run(&s, "r1").await;
+    async fn conversations_follow_the_latest_model_call(s: &Store) {
+        run(s, "r1").await;
         assert_eq!(s.run_conversation("r1").await.unwrap(), None);
         s.seed_run_conversation("r1", "[0]").await.unwrap();
         assert_eq!(
@@ -180,16 +177,13 @@ mod tests {
         assert_eq!(s.run("r1").await.unwrap().unwrap().branch, "codebutler/x");
     }
 
-    #[tokio::test]
-    async fn undo_walks_back_one_run_at_a_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn undo_walks_back_one_run_at_a_time(s: &Store) {
         assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
-        run(&s, "r1").await;
+        run(s, "r1").await;
         s.add_checkpoint(&checkpoint("r1", "t1")).await.unwrap();
         // Runs are ordered by creation time, which has millisecond resolution.
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        run(&s, "r2").await;
+        run(s, "r2").await;
         s.add_checkpoint(&checkpoint("r2", "t2")).await.unwrap();
         let latest = s.latest_checkpoint(&thread()).await.unwrap().unwrap();
         assert_eq!(latest.tree_sha, "t2");
@@ -209,4 +203,9 @@ mod tests {
         s.commit(&[undone("r1")], &[]).await.unwrap();
         assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
     }
+
+    crate::store::testing::on_both_backends!(
+        conversations_follow_the_latest_model_call,
+        undo_walks_back_one_run_at_a_time,
+    );
 }

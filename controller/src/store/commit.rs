@@ -5,7 +5,7 @@
 //! processed and its answer waits in the outbox).
 
 use codebutler_agent::conversation::ChatMessage;
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::outbox::{NewIntent, enqueue};
 use super::{IncomingMessage, Store, StoreError, ThreadKey, now};
@@ -57,6 +57,13 @@ pub enum Change<'a> {
     },
     /// A memory proposal made, edited or settled; guarded like [`Change::RunReported`].
     Memory(super::MemoryChange<'a>),
+    /// A guard for instances sharing a store: `owner` holds `thread`'s lease, unexpired. If
+    /// not (another instance took the thread over), [`Store::commit`] records nothing and
+    /// returns false. Put it first.
+    LeaseHeld {
+        thread: &'a ThreadKey,
+        owner: &'a str,
+    },
 }
 
 impl Store {
@@ -69,7 +76,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let mut tx = self.begin_write().await?;
         for change in changes {
-            if !apply(&mut tx, change).await? {
+            if !apply(&mut tx, change, self.backend.now_ms()).await? {
                 tx.rollback().await?;
                 return Ok(false);
             }
@@ -81,13 +88,17 @@ impl Store {
 }
 
 /// Applies one change; false when a guard says the whole commit must not happen.
-async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool, StoreError> {
+async fn apply(
+    conn: &mut AnyConnection,
+    change: &Change<'_>,
+    db_now: &str,
+) -> Result<bool, StoreError> {
     let now = now();
     match *change {
         Change::Processed(msg) => {
             sqlx::query(
-                "UPDATE messages SET state = 'processed', processed_at = ?, attempts = attempts + 1 \
-                 WHERE channel_id = ? AND ts = ?",
+                "UPDATE messages SET state = 'processed', processed_at = $1, attempts = attempts + 1 \
+                 WHERE channel_id = $2 AND ts = $3",
             )
             .bind(&now)
             .bind(&msg.channel)
@@ -96,8 +107,8 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             .await?;
             // A thread with a message handled is past `created`.
             sqlx::query(
-                "UPDATE threads SET state = 'conversing', updated_at = ? \
-                 WHERE channel_id = ? AND thread_ts = ? AND state = 'created'",
+                "UPDATE threads SET state = 'conversing', updated_at = $1 \
+                 WHERE channel_id = $2 AND thread_ts = $3 AND state = 'created'",
             )
             .bind(&now)
             .bind(&msg.channel)
@@ -108,7 +119,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         Change::Failed(msg) => {
             sqlx::query(
                 "UPDATE messages SET state = 'failed', attempts = attempts + 1 \
-                 WHERE channel_id = ? AND ts = ?",
+                 WHERE channel_id = $1 AND ts = $2",
             )
             .bind(&msg.channel)
             .bind(&msg.ts)
@@ -127,7 +138,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         } => {
             sqlx::query(
                 "INSERT INTO thread_budgets (channel_id, thread_ts, cap_usd, set_by, updated_at) \
-                 VALUES (?, ?, ?, ?, ?) ON CONFLICT (channel_id, thread_ts) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (channel_id, thread_ts) \
                  DO UPDATE SET cap_usd = excluded.cap_usd, set_by = excluded.set_by, updated_at = excluded.updated_at",
             )
             .bind(&thread.channel)
@@ -140,8 +151,8 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         }
         Change::WithdrawPlan(thread) => {
             sqlx::query(
-                "UPDATE threads SET plan = NULL, state = 'conversing', updated_at = ? \
-                 WHERE channel_id = ? AND thread_ts = ? AND state = 'plan_pending'",
+                "UPDATE threads SET plan = NULL, state = 'conversing', updated_at = $1 \
+                 WHERE channel_id = $2 AND thread_ts = $3 AND state = 'plan_pending'",
             )
             .bind(&now)
             .bind(&thread.channel)
@@ -151,7 +162,7 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
         }
         Change::PlanPending(thread) => {
             sqlx::query(
-                "UPDATE threads SET state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+                "UPDATE threads SET state = 'plan_pending', updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3",
             )
             .bind(&now)
             .bind(&thread.channel)
@@ -164,12 +175,12 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             latest_run,
             conversation,
         } => {
-            sqlx::query("DELETE FROM run_checkpoints WHERE run_id = ?")
+            sqlx::query("DELETE FROM run_checkpoints WHERE run_id = $1")
                 .bind(checkpoint_run)
                 .execute(&mut *conn)
                 .await?;
             if let Some(run) = latest_run {
-                sqlx::query("UPDATE runs SET conversation = ? WHERE id = ?")
+                sqlx::query("UPDATE runs SET conversation = $1 WHERE id = $2")
                     .bind(conversation)
                     .bind(run)
                     .execute(&mut *conn)
@@ -177,18 +188,19 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             }
         }
         Change::RunReported(run) => {
-            let reported =
-                sqlx::query("UPDATE runs SET reported_at = ? WHERE id = ? AND reported_at IS NULL")
-                    .bind(&now)
-                    .bind(run)
-                    .execute(&mut *conn)
-                    .await?
-                    .rows_affected();
+            let reported = sqlx::query(
+                "UPDATE runs SET reported_at = $1 WHERE id = $2 AND reported_at IS NULL",
+            )
+            .bind(&now)
+            .bind(run)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
             return Ok(reported == 1);
         }
         Change::StepDone { thread, step } => {
             let marked = sqlx::query(
-                "INSERT INTO thread_steps (channel_id, thread_ts, step, done_at) VALUES (?, ?, ?, ?) \
+                "INSERT INTO thread_steps (channel_id, thread_ts, step, done_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (channel_id, thread_ts, step) DO NOTHING",
             )
             .bind(&thread.channel)
@@ -204,8 +216,8 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             // Closed once: a thread closed already is not closed again (and what would
             // be said with it is not said).
             let closed = sqlx::query(
-                "UPDATE threads SET state = ?, updated_at = ? \
-                 WHERE channel_id = ? AND thread_ts = ? AND state NOT LIKE 'closed%'",
+                "UPDATE threads SET state = $1, updated_at = $2 \
+                 WHERE channel_id = $3 AND thread_ts = $4 AND state NOT LIKE 'closed%'",
             )
             .bind(Stage::Closed(closure).as_str())
             .bind(&now)
@@ -217,13 +229,16 @@ async fn apply(conn: &mut SqliteConnection, change: &Change<'_>) -> Result<bool,
             return Ok(closed == 1);
         }
         Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
+        Change::LeaseHeld { thread, owner } => {
+            return super::leases::held(conn, db_now, thread, owner).await;
+        }
     }
     Ok(true)
 }
 
 /// Appends a turn to a role's conversation and touches the thread.
 async fn append_turn(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     thread: &ThreadKey,
     role: &str,
     messages: &[ChatMessage],
@@ -231,7 +246,7 @@ async fn append_turn(
 ) -> Result<(), StoreError> {
     let next = sqlx::query_scalar::<_, i64>(
         "SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM conversation_messages \
-         WHERE channel_id = ? AND thread_ts = ? AND role = ?",
+         WHERE channel_id = $1 AND thread_ts = $2 AND role = $3",
     )
     .bind(&thread.channel)
     .bind(&thread.thread_ts)
@@ -245,7 +260,7 @@ async fn append_turn(
         })?;
         sqlx::query(
             "INSERT INTO conversation_messages (channel_id, thread_ts, role, seq, body, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -256,7 +271,7 @@ async fn append_turn(
         .execute(&mut *conn)
         .await?;
     }
-    sqlx::query("UPDATE threads SET updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
+    sqlx::query("UPDATE threads SET updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3")
         .bind(now)
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -289,15 +304,7 @@ mod tests {
         }
     }
 
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
-        (dir, store)
-    }
-
-    #[tokio::test]
-    async fn a_turn_its_answer_and_the_processed_mark_are_one_write() {
-        let (_d, s) = store().await;
+    async fn a_turn_its_answer_and_the_processed_mark_are_one_write(s: &Store) {
         let (a, b) = (msg("1.1"), msg("1.2"));
         s.record_message(&a).await.unwrap();
         s.record_message(&b).await.unwrap();
@@ -343,9 +350,7 @@ mod tests {
         assert_eq!(s.conversation(&t, "pm").await.unwrap().len(), 2);
     }
 
-    #[tokio::test]
-    async fn a_run_end_is_reported_once() {
-        let (_d, s) = store().await;
+    async fn a_run_end_is_reported_once(s: &Store) {
         let t = msg("1.1").thread();
         s.create_run(NewRun {
             id: "r1",
@@ -375,9 +380,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn budgets_plans_and_failures_are_recorded() {
-        let (_d, s) = store().await;
+    async fn budgets_plans_and_failures_are_recorded(s: &Store) {
         let a = msg("1.1");
         let t = a.thread();
         s.record_message(&a).await.unwrap();
@@ -406,4 +409,10 @@ mod tests {
             "failed, not pending"
         );
     }
+
+    crate::store::testing::on_both_backends!(
+        a_turn_its_answer_and_the_processed_mark_are_one_write,
+        a_run_end_is_reported_once,
+        budgets_plans_and_failures_are_recorded,
+    );
 }

@@ -33,7 +33,7 @@ impl Store {
     ) -> Result<Vec<StoredMessage>, StoreError> {
         Ok(sqlx::query_as::<_, StoredMessage>(
             "SELECT ts, user_id, text, received_at FROM messages \
-             WHERE channel_id = ? AND thread_ts = ? ORDER BY received_at, ts",
+             WHERE channel_id = $1 AND thread_ts = $2 ORDER BY received_at, ts",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -48,7 +48,7 @@ impl Store {
     ) -> Result<Vec<StoredEffect>, StoreError> {
         Ok(sqlx::query_as::<_, StoredEffect>(
             "SELECT id, body, created_at FROM outbox \
-             WHERE channel_id = ? AND thread_ts = ? ORDER BY seq",
+             WHERE channel_id = $1 AND thread_ts = $2 ORDER BY seq",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -64,7 +64,7 @@ impl Store {
     ) -> Result<Vec<(String, ChatMessage)>, StoreError> {
         let rows = sqlx::query_as::<_, (String, String)>(
             "SELECT created_at, body FROM conversation_messages \
-             WHERE channel_id = ? AND thread_ts = ? AND role = ? ORDER BY seq",
+             WHERE channel_id = $1 AND thread_ts = $2 AND role = $3 ORDER BY seq",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)

@@ -8,7 +8,7 @@
 //! proposal and its revision), so a change can never apply twice or to a proposal that moved
 //! on.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::{Store, StoreError, ThreadKey, now};
 use crate::domain::MemoryTarget;
@@ -78,7 +78,7 @@ impl Store {
     ) -> Result<Option<OpenProposal>, StoreError> {
         let row = sqlx::query_as::<_, ProposalRow>(
             "SELECT seq, target, items, revision FROM memory_proposals \
-             WHERE channel_id = ? AND thread_ts = ? AND state = 'open'",
+             WHERE channel_id = $1 AND thread_ts = $2 AND state = 'open'",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -104,7 +104,7 @@ impl Store {
 
 /// Applies one proposal change; false when its guard says the commit must not happen.
 pub(super) async fn apply(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     change: &MemoryChange<'_>,
 ) -> Result<bool, StoreError> {
     let now = now();
@@ -117,7 +117,7 @@ pub(super) async fn apply(
         } => {
             let open = sqlx::query_scalar::<_, i64>(
                 "SELECT COUNT(*) AS n FROM memory_proposals \
-                 WHERE channel_id = ? AND thread_ts = ? AND state = 'open'",
+                 WHERE channel_id = $1 AND thread_ts = $2 AND state = 'open'",
             )
             .bind(&thread.channel)
             .bind(&thread.thread_ts)
@@ -130,8 +130,8 @@ pub(super) async fn apply(
             sqlx::query(
                 "INSERT INTO memory_proposals (channel_id, thread_ts, seq, target, items, state, \
                  revision, post_id, created_at, updated_at) \
-                 SELECT ?, ?, COALESCE(MAX(seq), 0) + 1, ?, ?, 'open', 0, ?, ?, ? \
-                 FROM memory_proposals WHERE channel_id = ? AND thread_ts = ?",
+                 SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, 'open', 0, $5, $6, $7 \
+                 FROM memory_proposals WHERE channel_id = $8 AND thread_ts = $9",
             )
             .bind(&thread.channel)
             .bind(&thread.thread_ts)
@@ -155,9 +155,9 @@ pub(super) async fn apply(
         } => {
             let items = serde_json::to_string(items).map_err(corrupt(thread))?;
             sqlx::query(
-                "UPDATE memory_proposals SET items = ?, revision = revision + 1, post_id = ?, \
-                 updated_at = ? WHERE channel_id = ? AND thread_ts = ? AND seq = ? \
-                 AND revision = ? AND state = 'open'",
+                "UPDATE memory_proposals SET items = $1, revision = revision + 1, post_id = $2, \
+                 updated_at = $3 WHERE channel_id = $4 AND thread_ts = $5 AND seq = $6 \
+                 AND revision = $7 AND state = 'open'",
             )
             .bind(items)
             .bind(post_id)
@@ -175,8 +175,8 @@ pub(super) async fn apply(
             seq,
             commit_sha,
         } => sqlx::query(
-            "UPDATE memory_proposals SET state = ?, commit_sha = ?, updated_at = ? \
-             WHERE channel_id = ? AND thread_ts = ? AND seq = ? AND state = 'open'",
+            "UPDATE memory_proposals SET state = $1, commit_sha = $2, updated_at = $3 \
+             WHERE channel_id = $4 AND thread_ts = $5 AND seq = $6 AND state = 'open'",
         )
         .bind(if commit_sha.is_some() {
             "saved"
@@ -215,19 +215,11 @@ mod tests {
         }
     }
 
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
-        (dir, store)
-    }
-
     async fn commit(store: &Store, change: MemoryChange<'_>) -> bool {
         store.commit(&[Change::Memory(change)], &[]).await.unwrap()
     }
 
-    #[tokio::test]
-    async fn one_open_proposal_per_thread_edited_once_per_revision_then_settled() {
-        let (_dir, store) = store().await;
+    async fn one_open_proposal_per_thread_edited_once_per_revision_then_settled(store: &Store) {
         let t = thread();
         assert_eq!(store.open_memory_proposal(&t).await.unwrap(), None);
         let first = [item("- a"), item("- b")];
@@ -237,8 +229,8 @@ mod tests {
             items: &first,
             post_id: "m/0",
         };
-        assert!(commit(&store, proposed).await);
-        assert!(!commit(&store, proposed).await, "a second open proposal");
+        assert!(commit(store, proposed).await);
+        assert!(!commit(store, proposed).await, "a second open proposal");
         let open = store.open_memory_proposal(&t).await.unwrap().unwrap();
         assert_eq!(
             open,
@@ -258,8 +250,8 @@ mod tests {
             items: &edited,
             post_id: "m/1",
         };
-        assert!(commit(&store, edit).await);
-        assert!(!commit(&store, edit).await, "the same edit twice");
+        assert!(commit(store, edit).await);
+        assert!(!commit(store, edit).await, "the same edit twice");
         let open = store.open_memory_proposal(&t).await.unwrap().unwrap();
         assert_eq!((open.items, open.revision), (edited.to_vec(), 1));
 
@@ -268,14 +260,14 @@ mod tests {
             seq: 1,
             commit_sha: Some("abc"),
         };
-        assert!(commit(&store, settle).await);
-        assert!(!commit(&store, settle).await);
+        assert!(commit(store, settle).await);
+        assert!(!commit(store, settle).await);
         assert_eq!(store.open_memory_proposal(&t).await.unwrap(), None);
 
         // A later proposal is the thread's second.
         assert!(
             commit(
-                &store,
+                store,
                 MemoryChange::Proposed {
                     thread: &t,
                     target: MemoryTarget::NewPullRequest,
@@ -288,4 +280,8 @@ mod tests {
         let open = store.open_memory_proposal(&t).await.unwrap().unwrap();
         assert_eq!((open.seq, open.target), (2, MemoryTarget::NewPullRequest));
     }
+
+    crate::store::testing::on_both_backends!(
+        one_open_proposal_per_thread_edited_once_per_revision_then_settled,
+    );
 }

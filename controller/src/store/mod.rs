@@ -1,7 +1,17 @@
 //! The store: the source of truth for messages, threads, conversations and usage.
 //!
-//! SQLite through sqlx (WAL, a busy timeout), with the schema in `migrations/` — written in
-//! portable SQL so the same migrations also run on PostgreSQL. Schema changes are new
+//! It runs on SQLite (the embedded default: one file per repository, WAL, a busy timeout) or
+//! on PostgreSQL (`store.url = "postgres://…"`: one schema per repository, so several hosts
+//! can share one database). Every query is written once, in SQL both accept, through sqlx's
+//! `Any` driver; the few statements that differ (opening, the write transaction, the
+//! database's clock) are in [`backend`], the one place that knows which database it is.
+//! An enum over two typed pools would have needed every query twice, or a macro to hide
+//! it; `Any` keeps one text per query, decoded through one set of row structs, and the
+//! test suite runs every store test on both databases. Its cost is a narrower set of
+//! column types (integers, doubles, text), which is all the schema uses — sums of integer
+//! columns are cast back to BIGINT, since PostgreSQL widens them to NUMERIC.
+//!
+//! The schema is in `migrations/`, written in portable SQL. Schema changes are new
 //! migrations, never edits of old ones.
 //!
 //! Rows are read into `FromRow` structs (or single checked columns), and enum columns go
@@ -10,29 +20,33 @@
 //! free of database types: each row struct converts into its domain type here.
 
 use std::path::Path;
-use std::str::FromStr;
-use std::time::Duration;
 
 use codebutler_agent::conversation::ChatMessage;
-use sqlx::SqlitePool;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::AnyPool;
 
 use crate::domain::{IncomingMessage, Stage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals};
+use crate::layout::Layout;
 
+mod backend;
 mod budget;
 mod checkpoints;
 mod commit;
 mod history;
+mod leases;
 mod memory;
 mod outbox;
 mod questions;
 mod runs;
 mod starts;
 mod steps;
+#[cfg(test)]
+mod testing;
 mod thread_state;
+pub use backend::{StoreUrl, StoreUrlError, schema_name};
 pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use history::{StoredEffect, StoredMessage};
+pub use leases::{Instance, InstanceRecord, LeaseRecord};
 pub use memory::{MemoryChange, OpenProposal};
 pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::{QuestionRecord, QuestionState};
@@ -51,6 +65,20 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub enum StoreError {
     #[error("open store {path}: {source}")]
     Open { path: String, source: sqlx::Error },
+    /// A repository name that makes no PostgreSQL schema name (empty, or too long).
+    #[error(
+        "repository name {repository:?} cannot name a PostgreSQL schema (codebutler_<name>, at most 63 characters)"
+    )]
+    SchemaName { repository: String },
+    /// Two repository names that sanitize alike would share one schema.
+    #[error(
+        "schema {schema} for repository {repository:?} already holds another repository ({owner}); rename one of them"
+    )]
+    SchemaTaken {
+        schema: String,
+        repository: String,
+        owner: String,
+    },
     #[error("migrate store: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("store query: {0}")]
@@ -77,7 +105,8 @@ pub enum StoreError {
 /// The store handle; cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Store {
-    pub(crate) pool: SqlitePool,
+    pub(crate) pool: AnyPool,
+    backend: backend::Backend,
 }
 
 /// A message as its row stores it (`channel_id`, `ts`, `thread_ts`, `user_id`, `text`,
@@ -175,6 +204,16 @@ pub(crate) fn unknown_value(column: &'static str, row: impl ToString, value: Str
     }
 }
 
+/// The name a repository served on its own goes by: its directory's name (the schema of its
+/// store on PostgreSQL is named after it).
+pub fn repository_name(layout: &Layout) -> String {
+    layout
+        .repo
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 pub(crate) fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
@@ -182,34 +221,48 @@ pub(crate) fn now() -> String {
 impl Store {
     /// Opens (creating if needed) the SQLite database at `path` and applies migrations.
     pub async fn open(path: &Path) -> Result<Self, StoreError> {
-        let open_err = |source| StoreError::Open {
-            path: path.display().to_string(),
-            source,
-        };
-        let options = SqliteConnectOptions::from_str("sqlite:")
-            .map_err(open_err)?
-            .filename(path)
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(5))
-            .foreign_keys(true);
-        let pool = SqlitePoolOptions::new()
-            .max_connections(4)
-            .connect_with(options)
-            .await
-            .map_err(open_err)?;
+        let pool = backend::open_sqlite(path).await?;
         MIGRATOR.run(&pool).await?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            backend: backend::Backend::Sqlite,
+        })
     }
 
-    /// A write transaction that takes SQLite's write lock at once (`BEGIN IMMEDIATE`), so
-    /// concurrent writers wait for each other (busy timeout) instead of failing when a read
-    /// transaction cannot be upgraded.
+    /// Opens the store of the repository named `repository` at `layout` where `url` says:
+    /// its SQLite file (`.codebutler/store.db`), or its schema `codebutler_<name>` on the
+    /// PostgreSQL server (created if missing), with the migrations applied.
+    pub async fn connect(
+        url: &StoreUrl,
+        repository: &str,
+        layout: &Layout,
+    ) -> Result<Self, StoreError> {
+        match url {
+            StoreUrl::Sqlite => Self::open(&layout.store()).await,
+            StoreUrl::Postgres(url) => {
+                let (pool, backend) = backend::open_postgres(url, repository).await?;
+                MIGRATOR.run(&pool).await?;
+                Ok(Self { pool, backend })
+            }
+        }
+    }
+
+    /// The PostgreSQL schema this store works in; `None` on SQLite.
+    pub fn schema(&self) -> Option<&str> {
+        match &self.backend {
+            backend::Backend::Sqlite => None,
+            backend::Backend::Postgres { schema, .. } => Some(schema),
+        }
+    }
+
+    /// A write transaction that excludes the store's other writers from its start
+    /// (SQLite's `BEGIN IMMEDIATE`; on PostgreSQL an advisory lock: see [`backend`]), so a
+    /// read-then-write inside it cannot interleave with another, and concurrent writers
+    /// wait for each other instead of failing.
     pub(crate) async fn begin_write(
         &self,
-    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, StoreError> {
-        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    ) -> Result<sqlx::Transaction<'static, sqlx::Any>, StoreError> {
+        self.backend.begin_write(&self.pool).await
     }
 
     /// Stores a user message unless it is already stored (Slack retries an event until it is
@@ -219,7 +272,7 @@ impl Store {
         let now = now();
         let mut tx = self.begin_write().await?;
         sqlx::query(
-            "INSERT INTO threads (channel_id, thread_ts, state, created_at, updated_at) VALUES (?, ?, 'created', ?, ?) \
+            "INSERT INTO threads (channel_id, thread_ts, state, created_at, updated_at) VALUES ($1, $2, 'created', $3, $4) \
              ON CONFLICT (channel_id, thread_ts) DO NOTHING",
         )
         .bind(&msg.channel)
@@ -230,7 +283,7 @@ impl Store {
         .await?;
         let inserted = sqlx::query(
             "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel_id, ts) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (channel_id, ts) DO NOTHING",
         )
         .bind(&msg.channel)
         .bind(&msg.ts)
@@ -247,7 +300,7 @@ impl Store {
             // A new message also puts the thread's failed ones back in line, before it.
             sqlx::query(
                 "UPDATE messages SET state = 'pending' WHERE state = 'failed' \
-                 AND attempts < ? AND channel_id = ? AND thread_ts = ?",
+                 AND attempts < $1 AND channel_id = $2 AND thread_ts = $3",
             )
             .bind(MAX_ATTEMPTS)
             .bind(&msg.channel)
@@ -273,7 +326,7 @@ impl Store {
     /// Puts every failed message with attempts left back in line (at start).
     pub async fn requeue_failed(&self) -> Result<u64, StoreError> {
         let result = sqlx::query(
-            "UPDATE messages SET state = 'pending' WHERE state = 'failed' AND attempts < ?",
+            "UPDATE messages SET state = 'pending' WHERE state = 'failed' AND attempts < $1",
         )
         .bind(MAX_ATTEMPTS)
         .execute(&self.pool)
@@ -288,7 +341,7 @@ impl Store {
     ) -> Result<Option<IncomingMessage>, StoreError> {
         let row = sqlx::query_as::<_, MessageRow>(
             "SELECT channel_id, ts, thread_ts, user_id, text, event_id FROM messages \
-             WHERE state = 'pending' AND channel_id = ? AND thread_ts = ? ORDER BY ts LIMIT 1",
+             WHERE state = 'pending' AND channel_id = $1 AND thread_ts = $2 ORDER BY ts LIMIT 1",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -316,7 +369,7 @@ impl Store {
         role: &str,
     ) -> Result<Vec<ChatMessage>, StoreError> {
         let bodies = sqlx::query_scalar::<_, String>(
-            "SELECT body FROM conversation_messages WHERE channel_id = ? AND thread_ts = ? AND role = ? ORDER BY seq",
+            "SELECT body FROM conversation_messages WHERE channel_id = $1 AND thread_ts = $2 AND role = $3 ORDER BY seq",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -338,7 +391,7 @@ impl Store {
     pub async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
-             cached_tokens, cost, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             cached_tokens, cost, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
         .bind(format!("{:032x}", rand::random::<u128>()))
         .bind(&usage.thread.channel)
@@ -364,7 +417,7 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let since = since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
         let calls = sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) AS n FROM usage WHERE role = ? AND created_at > ?",
+            "SELECT COUNT(*) AS n FROM usage WHERE role = $1 AND created_at > $2",
         )
         .bind(role)
         .bind(since)
@@ -376,10 +429,11 @@ impl Store {
     /// A thread's usage so far.
     pub async fn usage_totals(&self, thread: &ThreadKey) -> Result<UsageTotals, StoreError> {
         let row = sqlx::query_as::<_, UsageTotalsRow>(
-            "SELECT COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, \
-             COALESCE(SUM(cached_tokens), 0) AS cached_tokens, \
-             COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost), 0.0) AS cost \
-             FROM usage WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT COUNT(*) AS calls, CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT) AS prompt_tokens, \
+             CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT) AS cached_tokens, \
+             CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT) AS completion_tokens, \
+             COALESCE(SUM(cost), 0.0) AS cost \
+             FROM usage WHERE channel_id = $1 AND thread_ts = $2",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -398,11 +452,11 @@ impl Store {
     /// first call.
     pub async fn usage_by_role(&self, thread: &ThreadKey) -> Result<Vec<RoleTotals>, StoreError> {
         let rows = sqlx::query_as::<_, RoleTotalsRow>(
-            "SELECT role, COUNT(*) AS calls, COALESCE(SUM(prompt_tokens), 0) AS prompt_tokens, \
-             COALESCE(SUM(cached_tokens), 0) AS cached_tokens, \
-             COALESCE(SUM(completion_tokens), 0) AS completion_tokens, COALESCE(SUM(cost), 0.0) AS cost, \
-             COALESCE(SUM(duration_ms), 0) AS duration_ms \
-             FROM usage WHERE channel_id = ? AND thread_ts = ? GROUP BY role ORDER BY MIN(created_at), role",
+            "SELECT role, COUNT(*) AS calls, CAST(COALESCE(SUM(prompt_tokens), 0) AS BIGINT) AS prompt_tokens, \
+             CAST(COALESCE(SUM(cached_tokens), 0) AS BIGINT) AS cached_tokens, \
+             CAST(COALESCE(SUM(completion_tokens), 0) AS BIGINT) AS completion_tokens, \
+             COALESCE(SUM(cost), 0.0) AS cost, CAST(COALESCE(SUM(duration_ms), 0) AS BIGINT) AS duration_ms \
+             FROM usage WHERE channel_id = $1 AND thread_ts = $2 GROUP BY role ORDER BY MIN(created_at), role",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -429,7 +483,7 @@ impl Store {
     /// Records the thread's structured plan (JSON).
     pub async fn set_plan(&self, thread: &ThreadKey, plan_json: &str) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE threads SET plan = ?, state = 'plan_pending', updated_at = ? WHERE channel_id = ? AND thread_ts = ?",
+            "UPDATE threads SET plan = $1, state = 'plan_pending', updated_at = $2 WHERE channel_id = $3 AND thread_ts = $4",
         )
         .bind(plan_json)
         .bind(now())
@@ -487,14 +541,14 @@ impl Store {
     ) -> Result<Option<String>, StoreError> {
         let mut tx = self.begin_write().await?;
         let plan = sqlx::query_scalar::<_, String>(
-            "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ? AND state = 'plan_pending'",
+            "SELECT plan FROM threads WHERE channel_id = $1 AND thread_ts = $2 AND state = 'plan_pending'",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_optional(&mut *tx)
         .await?;
         if plan.is_some() {
-            sqlx::query("UPDATE threads SET state = 'approved', updated_at = ? WHERE channel_id = ? AND thread_ts = ?")
+            sqlx::query("UPDATE threads SET state = 'approved', updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3")
                 .bind(now())
                 .bind(&thread.channel)
                 .bind(&thread.thread_ts)
@@ -509,7 +563,7 @@ impl Store {
     /// Whether the thread has a plan waiting for approval.
     pub async fn has_pending_plan(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
         let row = sqlx::query(
-            "SELECT 1 AS x FROM threads WHERE channel_id = ? AND thread_ts = ? AND state = 'plan_pending'",
+            "SELECT 1 AS x FROM threads WHERE channel_id = $1 AND thread_ts = $2 AND state = 'plan_pending'",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -521,7 +575,7 @@ impl Store {
     /// The thread's stored plan, if any.
     pub async fn plan(&self, thread: &ThreadKey) -> Result<Option<String>, StoreError> {
         let plan = sqlx::query_scalar::<_, Option<String>>(
-            "SELECT plan FROM threads WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT plan FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -551,12 +605,6 @@ mod tests {
         }
     }
 
-    async fn store() -> (tempfile::TempDir, Store) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
-        (dir, store)
-    }
-
     impl Store {
         /// A PM turn for `msg`, which is then processed.
         async fn complete_turn(&self, msg: &IncomingMessage, turn: &[ChatMessage]) {
@@ -572,17 +620,13 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_message_is_stored_once() {
-        let (_d, s) = store().await;
+    async fn a_message_is_stored_once(s: &Store) {
         assert!(s.record_message(&msg("1.1", "1.1")).await.unwrap());
         assert!(!s.record_message(&msg("1.1", "1.1")).await.unwrap());
         assert_eq!(s.threads_with_pending().await.unwrap().len(), 1);
     }
 
-    #[tokio::test]
-    async fn pending_messages_come_in_order_and_leave_when_processed() {
-        let (_d, s) = store().await;
+    async fn pending_messages_come_in_order_and_leave_when_processed(s: &Store) {
         let (a, b) = (msg("1.1", "1.1"), msg("1.2", "1.1"));
         s.record_message(&b).await.unwrap();
         s.record_message(&a).await.unwrap();
@@ -602,9 +646,7 @@ mod tests {
         assert!(s.conversation(&t, "coder").await.unwrap().is_empty());
     }
 
-    #[tokio::test]
-    async fn failed_messages_wait_until_requeued() {
-        let (_d, s) = store().await;
+    async fn failed_messages_wait_until_requeued(s: &Store) {
         let a = msg("1.1", "1.1");
         s.record_message(&a).await.unwrap();
         s.mark_failed(&a).await.unwrap();
@@ -626,9 +668,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn concurrent_writers_wait_instead_of_failing() {
-        let (_d, s) = store().await;
+    async fn concurrent_writers_wait_instead_of_failing(s: &Store) {
         let tasks: Vec<_> = (0..40)
             .map(|i| {
                 let s = s.clone();
@@ -659,9 +699,7 @@ mod tests {
         assert!(s.threads_with_pending().await.unwrap().is_empty());
     }
 
-    #[tokio::test]
-    async fn usage_and_plan_are_recorded() {
-        let (_d, s) = store().await;
+    async fn usage_and_plan_are_recorded(s: &Store) {
         let a = msg("1.1", "1.1");
         s.record_message(&a).await.unwrap();
         for _ in 0..2 {
@@ -700,17 +738,24 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn data_survives_reopening() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
+    async fn data_survives_reopening(place: &testing::Place) {
         let a = msg("1.1", "1.1");
         {
-            let s = Store::open(&path).await.unwrap();
+            let s = place.open().await;
             s.record_message(&a).await.unwrap();
             s.close().await;
         }
-        let s = Store::open(&path).await.unwrap();
+        let s = place.open().await;
         assert_eq!(s.next_pending(&a.thread()).await.unwrap(), Some(a));
     }
+
+    testing::on_both_places!(data_survives_reopening);
+
+    crate::store::testing::on_both_backends!(
+        a_message_is_stored_once,
+        pending_messages_come_in_order_and_leave_when_processed,
+        failed_messages_wait_until_requeued,
+        concurrent_writers_wait_instead_of_failing,
+        usage_and_plan_are_recorded,
+    );
 }

@@ -7,7 +7,7 @@
 //! Slack answers) → `sent`, or back to `pending` when Slack certainly did nothing, or to
 //! `failed` when Slack refused it for good.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::{Store, StoreError, ThreadKey, ThreadRow, now, unknown_value};
 
@@ -105,7 +105,7 @@ fn records(rows: Vec<IntentRow>) -> Result<Vec<IntentRecord>, StoreError> {
 
 /// Appends `intents` to the outbox, after everything already in it.
 pub(super) async fn enqueue(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     intents: &[NewIntent],
 ) -> Result<(), StoreError> {
     if intents.is_empty() {
@@ -118,7 +118,7 @@ pub(super) async fn enqueue(
     for (i, intent) in intents.iter().enumerate() {
         sqlx::query(
             "INSERT INTO outbox (id, seq, channel_id, thread_ts, body, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, $4, $5, $6)",
         )
         .bind(&intent.id)
         .bind(last + 1 + i as i64)
@@ -137,7 +137,7 @@ impl Store {
     pub async fn unsent(&self, thread: &ThreadKey) -> Result<Vec<IntentRecord>, StoreError> {
         let rows = sqlx::query_as::<_, IntentRow>(&format!(
             "SELECT {COLUMNS} FROM outbox WHERE state IN ('pending', 'sending') \
-             AND channel_id = ? AND thread_ts = ? ORDER BY seq"
+             AND channel_id = $1 AND thread_ts = $2 ORDER BY seq"
         ))
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -162,7 +162,7 @@ impl Store {
         // Ids of the group are `<group>/<n>`: the range from "<group>/" up to "<group>0"
         // ('0' follows '/') holds exactly them, without LIKE's wildcards.
         let rows = sqlx::query_as::<_, IntentRow>(&format!(
-            "SELECT {COLUMNS} FROM outbox WHERE id >= ? AND id < ? ORDER BY seq"
+            "SELECT {COLUMNS} FROM outbox WHERE id >= $1 AND id < $2 ORDER BY seq"
         ))
         .bind(format!("{group}/"))
         .bind(format!("{group}0"))
@@ -174,7 +174,7 @@ impl Store {
     /// One effect.
     pub async fn intent(&self, id: &str) -> Result<Option<IntentRecord>, StoreError> {
         let row =
-            sqlx::query_as::<_, IntentRow>(&format!("SELECT {COLUMNS} FROM outbox WHERE id = ?"))
+            sqlx::query_as::<_, IntentRow>(&format!("SELECT {COLUMNS} FROM outbox WHERE id = $1"))
                 .bind(id)
                 .fetch_optional(&self.pool)
                 .await?;
@@ -184,7 +184,7 @@ impl Store {
     /// Marks an effect attempted (its outcome unknown from now on); `file_id` is the file a
     /// snippet's upload made.
     pub async fn intent_sending(&self, id: &str, file_id: Option<&str>) -> Result<(), StoreError> {
-        sqlx::query("UPDATE outbox SET state = 'sending', file_id = ? WHERE id = ?")
+        sqlx::query("UPDATE outbox SET state = 'sending', file_id = $1 WHERE id = $2")
             .bind(file_id)
             .bind(id)
             .execute(&self.pool)
@@ -195,7 +195,7 @@ impl Store {
     /// Marks an effect done; `ts` is the posted message's.
     pub async fn intent_sent(&self, id: &str, ts: Option<&str>) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE outbox SET state = 'sent', ts = COALESCE(?, ts), sent_at = ? WHERE id = ?",
+            "UPDATE outbox SET state = 'sent', ts = COALESCE($1, ts), sent_at = $2 WHERE id = $3",
         )
         .bind(ts)
         .bind(now())
@@ -207,7 +207,7 @@ impl Store {
 
     /// Puts an effect back in line: Slack certainly did not do it.
     pub async fn intent_pending(&self, id: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE outbox SET state = 'pending' WHERE id = ?")
+        sqlx::query("UPDATE outbox SET state = 'pending' WHERE id = $1")
             .bind(id)
             .execute(&self.pool)
             .await?;
@@ -216,7 +216,7 @@ impl Store {
 
     /// Gives an effect up: Slack refused it for good (`error` says why).
     pub async fn intent_failed(&self, id: &str, error: &str) -> Result<(), StoreError> {
-        sqlx::query("UPDATE outbox SET state = 'failed', error = ? WHERE id = ?")
+        sqlx::query("UPDATE outbox SET state = 'failed', error = $1 WHERE id = $2")
             .bind(error)
             .bind(id)
             .execute(&self.pool)
@@ -244,10 +244,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn effects_come_back_in_order_per_thread_until_settled() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn effects_come_back_in_order_per_thread_until_settled(s: &Store) {
         s.commit(&[], &[intent("a/0", "1.1"), intent("a/1", "1.1")])
             .await
             .unwrap();
@@ -290,10 +287,7 @@ mod tests {
         assert!(s.commit(&[], &[intent("a/0", "1.1")]).await.is_err());
     }
 
-    #[tokio::test]
-    async fn an_unknown_stored_state_is_an_error_not_a_guess() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn an_unknown_stored_state_is_an_error_not_a_guess(s: &Store) {
         s.commit(&[], &[intent("a/0", "1.1")]).await.unwrap();
         sqlx::query("UPDATE outbox SET state = 'lost' WHERE id = 'a/0'")
             .execute(&s.pool)
@@ -306,4 +300,45 @@ mod tests {
         );
         assert!(s.intent_group("a").await.is_err());
     }
+
+    /// Writers committing at once each read the outbox's last `seq` and append after it:
+    /// the write transaction keeps them from reading the same one (on PostgreSQL too, where
+    /// its advisory lock does what SQLite's `BEGIN IMMEDIATE` does).
+    async fn concurrent_commits_append_to_one_outbox_order(s: &Store) {
+        let tasks: Vec<_> = (0..30)
+            .map(|i| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let ts = format!("{i}.1");
+                    s.commit(
+                        &[],
+                        &[
+                            intent(&format!("g{i}/0"), &ts),
+                            intent(&format!("g{i}/1"), &ts),
+                        ],
+                    )
+                    .await
+                })
+            })
+            .collect();
+        for t in tasks {
+            assert!(t.await.unwrap().unwrap());
+        }
+        let seqs: Vec<i64> = sqlx::query_scalar("SELECT seq FROM outbox ORDER BY seq")
+            .fetch_all(&s.pool)
+            .await
+            .unwrap();
+        assert_eq!(seqs, (1..=60).collect::<Vec<i64>>());
+        for i in 0..30 {
+            let group = s.intent_group(&format!("g{i}")).await.unwrap();
+            assert_eq!(group.len(), 2);
+            assert!(group[0].id.ends_with("/0"), "a group keeps its order");
+        }
+    }
+
+    crate::store::testing::on_both_backends!(
+        concurrent_commits_append_to_one_outbox_order,
+        effects_come_back_in_order_per_thread_until_settled,
+        an_unknown_stored_state_is_an_error_not_a_guess,
+    );
 }

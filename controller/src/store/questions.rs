@@ -107,7 +107,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO coder_questions (run_id, question_id, channel_id, thread_ts, question, state, asked_at) \
-             VALUES (?, ?, ?, ?, ?, 'asked', ?) ON CONFLICT (run_id, question_id) DO NOTHING",
+             VALUES ($1, $2, $3, $4, $5, 'asked', $6) ON CONFLICT (run_id, question_id) DO NOTHING",
         )
         .bind(run_id)
         .bind(question_id)
@@ -128,8 +128,8 @@ impl Store {
         pm_note: &str,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE coder_questions SET state = 'escalated', pm_note = ? \
-             WHERE run_id = ? AND question_id = ? AND state <> 'answered'",
+            "UPDATE coder_questions SET state = 'escalated', pm_note = $1 \
+             WHERE run_id = $2 AND question_id = $3 AND state <> 'answered'",
         )
         .bind(pm_note)
         .bind(run_id)
@@ -148,8 +148,8 @@ impl Store {
         answer: &str,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE coder_questions SET state = 'answered', answer = ?, answered_by = ?, answered_at = ? \
-             WHERE run_id = ? AND question_id = ?",
+            "UPDATE coder_questions SET state = 'answered', answer = $1, answered_by = $2, answered_at = $3 \
+             WHERE run_id = $4 AND question_id = $5",
         )
         .bind(answer)
         .bind(answered_by)
@@ -169,7 +169,7 @@ impl Store {
         let rows = sqlx::query_as::<_, QuestionRow>(
             "SELECT run_id, question_id, channel_id, thread_ts, question, state, pm_note, answer, \
              answered_by, asked_at, answered_at FROM coder_questions \
-             WHERE channel_id = ? AND thread_ts = ? ORDER BY asked_at, run_id, question_id",
+             WHERE channel_id = $1 AND thread_ts = $2 ORDER BY asked_at, run_id, question_id",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -190,10 +190,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn questions_go_from_asked_to_escalated_to_answered() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn questions_go_from_asked_to_escalated_to_answered(s: &Store) {
         s.record_question("r1", "q1", &thread(), "JWT or cookies?")
             .await
             .unwrap();
@@ -250,10 +247,7 @@ mod tests {
         assert!(s.thread_questions(&other).await.unwrap().is_empty());
     }
 
-    #[tokio::test]
-    async fn an_unknown_stored_state_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn an_unknown_stored_state_is_an_error(s: &Store) {
         s.record_question("r1", "q1", &thread(), "Tabs?")
             .await
             .unwrap();
@@ -270,4 +264,9 @@ mod tests {
             "stored coder_questions.state of r1/q1 is \"pondered\", which this controller does not know"
         );
     }
+
+    crate::store::testing::on_both_backends!(
+        questions_go_from_asked_to_escalated_to_answered,
+        an_unknown_stored_state_is_an_error,
+    );
 }

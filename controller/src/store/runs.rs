@@ -93,7 +93,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let now = now();
         sqlx::query(
-            "INSERT INTO threads (channel_id, thread_ts, created_at, updated_at) VALUES (?, ?, ?, ?) \
+            "INSERT INTO threads (channel_id, thread_ts, created_at, updated_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (channel_id, thread_ts) DO NOTHING",
         )
         .bind(&thread.channel)
@@ -104,7 +104,7 @@ impl Store {
         .await?;
         sqlx::query(
             "INSERT INTO runs (id, channel_id, thread_ts, state, plan, model, worktree, branch, max_turns, created_at) \
-             VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+             VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9)",
         )
         .bind(id)
         .bind(&thread.channel)
@@ -125,7 +125,7 @@ impl Store {
 
     /// One run.
     pub async fn run(&self, id: &str) -> Result<Option<RunRecord>, StoreError> {
-        let row = sqlx::query_as::<_, RunRow>(&format!("SELECT {COLUMNS} FROM runs WHERE id = ?"))
+        let row = sqlx::query_as::<_, RunRow>(&format!("SELECT {COLUMNS} FROM runs WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
@@ -135,7 +135,7 @@ impl Store {
     /// The thread's latest run.
     pub async fn latest_run(&self, thread_ts: &str) -> Result<Option<RunRecord>, StoreError> {
         let row = sqlx::query_as::<_, RunRow>(&format!(
-            "SELECT {COLUMNS} FROM runs WHERE thread_ts = ? ORDER BY created_at DESC, id DESC LIMIT 1"
+            "SELECT {COLUMNS} FROM runs WHERE thread_ts = $1 ORDER BY created_at DESC, id DESC LIMIT 1"
         ))
         .bind(thread_ts)
         .fetch_optional(&self.pool)
@@ -146,8 +146,8 @@ impl Store {
     /// The run of `run`'s thread created just before it, if any.
     pub async fn run_before(&self, run: &RunRecord) -> Result<Option<RunRecord>, StoreError> {
         let row = sqlx::query_as::<_, RunRow>(&format!(
-            "SELECT {COLUMNS} FROM runs WHERE channel_id = ? AND thread_ts = ? AND id <> ? \
-             AND created_at <= ? ORDER BY created_at DESC, id DESC LIMIT 1"
+            "SELECT {COLUMNS} FROM runs WHERE channel_id = $1 AND thread_ts = $2 AND id <> $3 \
+             AND created_at <= $4 ORDER BY created_at DESC, id DESC LIMIT 1"
         ))
         .bind(&run.thread.channel)
         .bind(&run.thread.thread_ts)
@@ -170,7 +170,7 @@ impl Store {
             ""
         };
         let rows = sqlx::query_as::<_, RunRow>(&format!(
-            "SELECT {COLUMNS} FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT ?"
+            "SELECT {COLUMNS} FROM runs {filter} ORDER BY created_at DESC, id DESC LIMIT $1"
         ))
         .bind(limit)
         .fetch_all(&self.pool)
@@ -181,7 +181,7 @@ impl Store {
     /// The thread's Coder runs, oldest first.
     pub async fn thread_runs(&self, thread: &ThreadKey) -> Result<Vec<RunRecord>, StoreError> {
         let rows = sqlx::query_as::<_, RunRow>(&format!(
-            "SELECT {} FROM runs WHERE channel_id = ? AND thread_ts = ? ORDER BY created_at, id",
+            "SELECT {} FROM runs WHERE channel_id = $1 AND thread_ts = $2 ORDER BY created_at, id",
             COLUMNS
         ))
         .bind(&thread.channel)
@@ -194,7 +194,7 @@ impl Store {
     /// Marks a run running in the process `pid`.
     pub async fn run_started(&self, id: &str, pid: i64) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE runs SET state = 'running', runner_pid = ?, started_at = ? WHERE id = ?",
+            "UPDATE runs SET state = 'running', runner_pid = $1, started_at = $2 WHERE id = $3",
         )
         .bind(pid)
         .bind(now())
@@ -213,15 +213,17 @@ impl Store {
         turn: Option<i64>,
     ) -> Result<(), StoreError> {
         let mut tx = self.begin_write().await?;
-        sqlx::query("INSERT INTO run_events (run_id, seq, body, created_at) VALUES (?, ?, ?, ?)")
-            .bind(id)
-            .bind(seq)
-            .bind(hex(encoded))
-            .bind(now())
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "INSERT INTO run_events (run_id, seq, body, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(id)
+        .bind(seq)
+        .bind(hex(encoded))
+        .bind(now())
+        .execute(&mut *tx)
+        .await?;
         if let Some(turn) = turn {
-            sqlx::query("UPDATE runs SET turns = ? WHERE id = ?")
+            sqlx::query("UPDATE runs SET turns = $1 WHERE id = $2")
                 .bind(turn)
                 .bind(id)
                 .execute(&mut *tx)
@@ -238,7 +240,7 @@ impl Store {
         from_seq: i64,
     ) -> Result<Vec<(i64, Vec<u8>)>, StoreError> {
         let rows = sqlx::query_as::<_, (i64, String)>(
-            "SELECT seq, body FROM run_events WHERE run_id = ? AND seq >= ? ORDER BY seq",
+            "SELECT seq, body FROM run_events WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
         )
         .bind(id)
         .bind(from_seq)
@@ -264,8 +266,8 @@ impl Store {
         cost: f64,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE runs SET prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, \
-             cost = cost + ? WHERE id = ?",
+            "UPDATE runs SET prompt_tokens = prompt_tokens + $1, completion_tokens = completion_tokens + $2, \
+             cost = cost + $3 WHERE id = $4",
         )
         .bind(prompt_tokens)
         .bind(completion_tokens)
@@ -285,7 +287,7 @@ impl Store {
         exit_code: Option<i64>,
     ) -> Result<(), StoreError> {
         sqlx::query(
-            "UPDATE runs SET state = ?, ending = ?, exit_code = ?, ended_at = ? WHERE id = ?",
+            "UPDATE runs SET state = $1, ending = $2, exit_code = $3, ended_at = $4 WHERE id = $5",
         )
         .bind(state.as_str())
         .bind(ending)
@@ -313,7 +315,7 @@ impl Store {
     ) -> Result<Vec<RunRecord>, StoreError> {
         let rows = sqlx::query_as::<_, RunRow>(&format!(
             "SELECT {COLUMNS} FROM runs WHERE reported_at IS NULL \
-             AND state NOT IN ('queued', 'running') AND channel_id <> ? ORDER BY created_at"
+             AND state NOT IN ('queued', 'running') AND channel_id <> $1 ORDER BY created_at"
         ))
         .bind(except_channel)
         .fetch_all(&self.pool)
@@ -335,7 +337,7 @@ impl Store {
         let runs = records(rows)?;
         sqlx::query(
             "UPDATE runs SET state = 'interrupted', ending = 'the controller stopped while it ran', \
-             ended_at = ? WHERE state IN ('queued', 'running')",
+             ended_at = $1 WHERE state IN ('queued', 'running')",
         )
         .bind(now())
         .execute(&mut *tx)
@@ -369,6 +371,7 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing::Place;
 
     fn new_run<'a>(id: &'a str, thread: &'a ThreadKey, max_turns: i64) -> NewRun<'a> {
         NewRun {
@@ -389,10 +392,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_run_goes_from_queued_to_finished_with_its_events() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn a_run_goes_from_queued_to_finished_with_its_events(s: &Store) {
         let run = s.create_run(new_run("r1", &thread(), 10)).await.unwrap();
         assert_eq!(run.state, RunState::Queued);
         s.run_started("r1", 42).await.unwrap();
@@ -423,10 +423,7 @@ mod tests {
         assert_eq!(s.run_before(&run).await.unwrap(), None);
     }
 
-    #[tokio::test]
-    async fn unfinished_runs_are_interrupted_at_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn unfinished_runs_are_interrupted_at_start(s: &Store) {
         s.create_run(new_run("r1", &thread(), 1)).await.unwrap();
         s.create_run(new_run("r2", &thread(), 1)).await.unwrap();
         s.finish_run("r2", RunState::Cancelled, "cancelled", None)
@@ -448,10 +445,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn ended_runs_wait_to_be_reported_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn ended_runs_wait_to_be_reported_once(s: &Store) {
         let cli = ThreadKey {
             channel: "runnerctl".into(),
             thread_ts: "cli-1".into(),
@@ -479,19 +473,38 @@ mod tests {
         assert_eq!(ids(s.unreported_runs("runnerctl").await.unwrap()), ["r2"]);
     }
 
-    #[tokio::test]
-    async fn a_stored_row_this_controller_cannot_read_is_an_error_not_a_panic() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn a_stored_row_this_controller_cannot_read_is_an_error_not_a_panic(place: &Place) {
+        let s = place.open().await;
         s.create_run(new_run("r1", &thread(), 10)).await.unwrap();
         // A column of the wrong type, as a schema written by another version could leave it.
-        sqlx::query("UPDATE runs SET turns = 'many' WHERE id = 'r1'")
-            .execute(&s.pool)
-            .await
-            .unwrap();
+        // SQLite stores any value in any column; PostgreSQL needs the column changed, and
+        // then a store opened afresh (a pool that prepared its queries against the old
+        // column type refuses to run them: also an error, but not this one).
+        let postgres = matches!(place, Place::Postgres { .. });
+        let wrong_type: &[&str] = if postgres {
+            &[
+                "ALTER TABLE runs ALTER COLUMN turns TYPE TEXT",
+                "UPDATE runs SET turns = 'many' WHERE id = 'r1'",
+            ]
+        } else {
+            &["UPDATE runs SET turns = 'many' WHERE id = 'r1'"]
+        };
+        for statement in wrong_type {
+            sqlx::query(statement).execute(&s.pool).await.unwrap();
+        }
+        s.close().await;
+        let s = place.open().await;
         let err = s.run("r1").await.expect_err("a text turn count");
         assert!(err.to_string().contains("\"turns\""), "{err}");
         assert!(s.list_runs(false, 10).await.is_err());
+        if postgres {
+            sqlx::query("ALTER TABLE runs ALTER COLUMN turns TYPE INTEGER USING 0")
+                .execute(&s.pool)
+                .await
+                .unwrap();
+        }
+        s.close().await;
+        let s = place.open().await;
         // A state this controller does not know is an error too, never a guess.
         sqlx::query("UPDATE runs SET turns = 0, state = 'exploded' WHERE id = 'r1'")
             .execute(&s.pool)
@@ -516,4 +529,14 @@ mod tests {
         let err = s.run_events("r1", 0).await.expect_err("a corrupt event");
         assert_eq!(err.to_string(), "stored event 0 of run r1 is not hex");
     }
+
+    crate::store::testing::on_both_backends!(
+        a_run_goes_from_queued_to_finished_with_its_events,
+        unfinished_runs_are_interrupted_at_start,
+        ended_runs_wait_to_be_reported_once,
+    );
+
+    crate::store::testing::on_both_places!(
+        a_stored_row_this_controller_cannot_read_is_an_error_not_a_panic
+    );
 }

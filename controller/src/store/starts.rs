@@ -3,7 +3,7 @@
 //! the start began tells, after a crash, that the message was cut off mid-start rather than
 //! never handled: re-handling it would find its plan already taken.
 
-use sqlx::SqliteConnection;
+use sqlx::AnyConnection;
 
 use super::{IncomingMessage, MessageRow, Store, StoreError, now, unknown_value};
 
@@ -66,12 +66,12 @@ pub struct CutOffStart {
 
 /// Marks `msg` as starting a run of `kind`, now.
 pub(super) async fn mark(
-    conn: &mut SqliteConnection,
+    conn: &mut AnyConnection,
     msg: &IncomingMessage,
     kind: RunStart,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "UPDATE messages SET run_start = ?, run_start_at = ? WHERE channel_id = ? AND ts = ?",
+        "UPDATE messages SET run_start = $1, run_start_at = $2 WHERE channel_id = $3 AND ts = $4",
     )
     .bind(kind.as_str())
     .bind(now())
@@ -126,10 +126,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_start_cut_off_is_found_with_the_run_it_got_to() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn a_start_cut_off_is_found_with_the_run_it_got_to(s: &Store) {
         let thread = ThreadKey {
             channel: "C1".into(),
             thread_ts: "1.1".into(),
@@ -180,10 +177,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn an_unknown_stored_start_is_an_error_not_an_approval() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("s.db")).await.unwrap();
+    async fn an_unknown_stored_start_is_an_error_not_an_approval(s: &Store) {
         let m = msg("1.2");
         s.record_message(&m).await.unwrap();
         s.mark_run_start(&m, RunStart::FollowUp).await.unwrap();
@@ -197,4 +191,9 @@ mod tests {
             "stored messages.run_start of 1.2 is \"rerun\", which this controller does not know"
         );
     }
+
+    crate::store::testing::on_both_backends!(
+        a_start_cut_off_is_found_with_the_run_it_got_to,
+        an_unknown_stored_start_is_an_error_not_an_approval,
+    );
 }

@@ -9,7 +9,7 @@ impl Store {
     /// Whether the thread's `step` is done.
     pub async fn step_done(&self, thread: &ThreadKey, step: &str) -> Result<bool, StoreError> {
         let done = sqlx::query_scalar::<_, i64>(
-            "SELECT COUNT(*) FROM thread_steps WHERE channel_id = ? AND thread_ts = ? AND step = ?",
+            "SELECT COUNT(*) FROM thread_steps WHERE channel_id = $1 AND thread_ts = $2 AND step = $3",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -28,8 +28,8 @@ impl Store {
     ) -> Result<Vec<ThreadKey>, StoreError> {
         let rows = sqlx::query_as::<_, (String, String)>(
             "SELECT s.channel_id, s.thread_ts FROM thread_steps s \
-             WHERE s.step = ? AND NOT EXISTS (SELECT 1 FROM thread_steps u \
-               WHERE u.channel_id = s.channel_id AND u.thread_ts = s.thread_ts AND u.step = ?) \
+             WHERE s.step = $1 AND NOT EXISTS (SELECT 1 FROM thread_steps u \
+               WHERE u.channel_id = s.channel_id AND u.thread_ts = s.thread_ts AND u.step = $2) \
              ORDER BY s.done_at",
         )
         .bind(step)
@@ -54,10 +54,7 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_step_is_done_once_with_what_it_says() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn a_step_is_done_once_with_what_it_says(store: &Store) {
         let t = thread();
         assert!(!store.step_done(&t, "todo_scan").await.unwrap());
         let step = Change::StepDone {
@@ -71,10 +68,7 @@ mod tests {
         assert!(!store.step_done(&t, "memory_proposal").await.unwrap());
     }
 
-    #[tokio::test]
-    async fn half_done_work_is_found() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn half_done_work_is_found(store: &Store) {
         let t = thread();
         let mark = |step| Change::StepDone { thread: &t, step };
         store.commit(&[mark("close_requested")], &[]).await.unwrap();
@@ -94,4 +88,9 @@ mod tests {
                 .is_empty()
         );
     }
+
+    crate::store::testing::on_both_backends!(
+        a_step_is_done_once_with_what_it_says,
+        half_done_work_is_found,
+    );
 }

@@ -85,7 +85,7 @@ impl Store {
         thread: &ThreadKey,
     ) -> Result<StoredThread, ThreadStateError> {
         let row: Option<ThreadRow> = sqlx::query_as(
-            "SELECT state, plan, pr_number, pr_url FROM threads WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT state, plan, pr_number, pr_url FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -130,7 +130,7 @@ impl Store {
         thread: &ThreadKey,
     ) -> Result<Option<ThreadRecord>, StoreError> {
         let row: Option<LifecycleRow> = sqlx::query_as(
-            "SELECT state, pr_number, pr_url FROM threads WHERE channel_id = ? AND thread_ts = ?",
+            "SELECT state, pr_number, pr_url FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
@@ -158,8 +158,8 @@ impl Store {
         let number = i64::try_from(pr.number)
             .map_err(|_| unknown_value("threads.pr_number", thread, pr.number.to_string()))?;
         let updated = sqlx::query(
-            "UPDATE threads SET state = 'pr_opened', pr_number = ?, pr_url = ?, updated_at = ? \
-             WHERE channel_id = ? AND thread_ts = ? AND state NOT LIKE 'closed%'",
+            "UPDATE threads SET state = 'pr_opened', pr_number = $1, pr_url = $2, updated_at = $3 \
+             WHERE channel_id = $4 AND thread_ts = $5 AND state NOT LIKE 'closed%'",
         )
         .bind(number)
         .bind(&pr.url)
@@ -176,13 +176,11 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use std::path::Path;
-    use std::str::FromStr;
-
-    use sqlx::sqlite::SqliteConnectOptions;
 
     use super::*;
     use crate::domain::IncomingMessage;
     use crate::store::Change;
+    use crate::store::testing::Place;
 
     const PLAN: &str = r#"{"summary":"Fix expiry","steps":["Edit it"],"files":["src/a.rs"]}"#;
 
@@ -204,11 +202,11 @@ mod tests {
         }
     }
 
-    /// Applies the migrations before `cutoff` to a new database at `path`, as the daemon
+    /// Applies the migrations before `cutoff` to a new store at `place`, as the daemon
     /// released before that migration would have left it.
-    async fn old_schema(path: &Path, dir: &Path, cutoff: &str) -> sqlx::SqlitePool {
+    async fn old_schema(place: &Place, cutoff: &str) -> sqlx::AnyPool {
         let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-        let old = dir.join("old-migrations");
+        let old = place.dir().join("old-migrations");
         std::fs::create_dir(&old).unwrap();
         for entry in std::fs::read_dir(&migrations).unwrap() {
             let entry = entry.unwrap();
@@ -217,11 +215,7 @@ mod tests {
                 std::fs::copy(entry.path(), old.join(&name)).unwrap();
             }
         }
-        let options = SqliteConnectOptions::from_str("sqlite:")
-            .unwrap()
-            .filename(path)
-            .create_if_missing(true);
-        let pool = sqlx::SqlitePool::connect_with(options).await.unwrap();
+        let pool = place.bare_pool().await;
         sqlx::migrate::Migrator::new(old.as_path())
             .await
             .unwrap()
@@ -231,11 +225,8 @@ mod tests {
         pool
     }
 
-    #[tokio::test]
-    async fn threads_stored_by_the_old_schema_get_their_stage() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
-        let pool = old_schema(&path, dir.path(), "20261124180000").await;
+    async fn threads_stored_by_the_old_schema_get_their_stage(place: &Place) {
+        let pool = old_schema(place, "20261124180000").await;
         for (ts, phase, plan) in [
             ("1.1", "pm", None),
             ("2.1", "pm", Some(PLAN)),
@@ -243,7 +234,7 @@ mod tests {
         ] {
             sqlx::query(
                 "INSERT INTO threads (channel_id, thread_ts, phase, plan, created_at, updated_at) \
-                 VALUES ('C1', ?, ?, ?, 'then', 'then')",
+                 VALUES ('C1', $1, $2, $3, 'then', 'then')",
             )
             .bind(ts)
             .bind(phase)
@@ -254,7 +245,7 @@ mod tests {
         }
         pool.close().await;
 
-        let store = Store::open(&path).await.unwrap();
+        let store = place.open().await;
         let plan = Plan::from_json(PLAN).unwrap();
         let stage = |s: &StoredThread| (s.stage, s.plan.clone());
         assert_eq!(
@@ -273,10 +264,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn the_stage_follows_proposals_approvals_and_withdrawals() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn the_stage_follows_proposals_approvals_and_withdrawals(store: &Store) {
         let (m, t) = (msg("1.1"), key("1.1"));
         let stage = || async { store.stored_thread(&t).await.unwrap().stage };
         assert_eq!(stage().await, Stage::Conversing, "unknown thread");
@@ -302,11 +290,8 @@ mod tests {
 
     /// Threads stored by the schema before the lifecycle get theirs: a thread none of whose
     /// messages was handled is `created`; the others keep their stage, with no pull request.
-    #[tokio::test]
-    async fn threads_stored_before_the_lifecycle_are_backfilled() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("store.db");
-        let pool = old_schema(&path, dir.path(), "20261124200000").await;
+    async fn threads_stored_before_the_lifecycle_are_backfilled(place: &Place) {
+        let pool = old_schema(place, "20261124200000").await;
         for (ts, state, plan, message) in [
             ("1.1", "conversing", None, Some("pending")),
             ("2.1", "conversing", None, Some("failed")),
@@ -317,7 +302,7 @@ mod tests {
         ] {
             sqlx::query(
                 "INSERT INTO threads (channel_id, thread_ts, phase, state, plan, created_at, updated_at) \
-                 VALUES ('C1', ?, 'pm', ?, ?, 'then', 'then')",
+                 VALUES ('C1', $1, 'pm', $2, $3, 'then', 'then')",
             )
             .bind(ts)
             .bind(state)
@@ -328,7 +313,7 @@ mod tests {
             if let Some(message) = message {
                 sqlx::query(
                     "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, received_at, state) \
-                     VALUES ('C1', ?, ?, 'U1', 'hi', 'then', ?)",
+                     VALUES ('C1', $1, $2, 'U1', 'hi', 'then', $3)",
                 )
                 .bind(ts)
                 .bind(ts)
@@ -348,7 +333,7 @@ mod tests {
         .unwrap();
         pool.close().await;
 
-        let store = Store::open(&path).await.unwrap();
+        let store = place.open().await;
         let mut found = Vec::new();
         for ts in ["1.1", "2.1", "3.1", "4.1", "5.1", "6.1"] {
             let record = store.thread_record(&key(ts)).await.unwrap().unwrap();
@@ -368,10 +353,7 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn an_opened_pull_request_is_stored_and_the_thread_is_pr_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn an_opened_pull_request_is_stored_and_the_thread_is_pr_opened(store: &Store) {
         let (m, t) = (msg("1.1"), key("1.1"));
         let pr = |n: u64| PullRequestRef {
             number: n,
@@ -408,11 +390,8 @@ mod tests {
     }
 
     /// A thread is closed once: a second close records nothing, not even what it would say.
-    #[tokio::test]
-    async fn a_thread_is_closed_once() {
+    async fn a_thread_is_closed_once(store: &Store) {
         use crate::domain::Closure;
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
         let (m, t) = (msg("1.1"), key("1.1"));
         store.record_message(&m).await.unwrap();
         let close = |closure| Change::Closed {
@@ -441,10 +420,7 @@ mod tests {
         assert_eq!(store.thread_effects(&t).await.unwrap().len(), before);
     }
 
-    #[tokio::test]
-    async fn listing_filters_by_stage_after_reading_them_all() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn listing_filters_by_stage_after_reading_them_all(store: &Store) {
         for ts in ["1.1", "2.1", "3.1"] {
             store.record_message(&msg(ts)).await.unwrap();
         }
@@ -466,10 +442,7 @@ mod tests {
         ));
     }
 
-    #[tokio::test]
-    async fn an_unreadable_state_is_an_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("store.db")).await.unwrap();
+    async fn an_unreadable_state_is_an_error(store: &Store) {
         let t = key("1.1");
         store.record_message(&msg("1.1")).await.unwrap();
         sqlx::query("UPDATE threads SET state = 'limbo'")
@@ -500,4 +473,17 @@ mod tests {
             })
         ));
     }
+
+    crate::store::testing::on_both_backends!(
+        the_stage_follows_proposals_approvals_and_withdrawals,
+        an_opened_pull_request_is_stored_and_the_thread_is_pr_opened,
+        a_thread_is_closed_once,
+        listing_filters_by_stage_after_reading_them_all,
+        an_unreadable_state_is_an_error,
+    );
+
+    crate::store::testing::on_both_places!(
+        threads_stored_by_the_old_schema_get_their_stage,
+        threads_stored_before_the_lifecycle_are_backfilled,
+    );
 }

@@ -6,8 +6,9 @@
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations.
 //!
 //! Plus [`git`], the fixture tests build repositories with, [`merge`] for layering JSON
-//! configs, [`wait_until`], a small polling helper, and [`mounts`], the clean-up of the disk
-//! mounts a daemon under test leaves.
+//! configs, [`wait_until`], a small polling helper, [`mounts`], the clean-up of the disk
+//! mounts a daemon under test leaves, and [`postgres`], a throw-away PostgreSQL cluster per
+//! test process.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,6 +16,7 @@ pub mod gh;
 pub mod git;
 pub mod model;
 pub mod mounts;
+pub mod postgres;
 pub mod slack;
 
 pub use gh::{FakePr, gh_edited_body, gh_log, gh_merges, gh_pr_body, install_fake_gh};

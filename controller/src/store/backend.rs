@@ -1,0 +1,369 @@
+//! The two databases the store runs on, and every statement that differs between them.
+//!
+//! Queries are written once, in SQL both SQLite and PostgreSQL accept, and run through sqlx's
+//! `Any` driver with `$1, $2, …` placeholders (sqlx-sqlite binds a `$N` parameter to the
+//! N-th argument, so a query reads the same on both). What cannot be written once lives
+//! here, and only here:
+//!
+//! - **opening**: SQLite's pragmas (WAL, `synchronous=NORMAL`, busy timeout, foreign keys) on
+//!   every new connection; on PostgreSQL the repository's own schema (`codebutler_<name>`,
+//!   created if missing) as the `search_path` of every connection, so the migrations and
+//!   every query of one repository stay inside its schema;
+//! - **the write transaction** ([`Backend::begin_write`]): SQLite's `BEGIN IMMEDIATE` takes
+//!   the database's write lock at once, so the store's read-then-write sections (the next
+//!   outbox `seq`, the next conversation `seq`, a proposal's revision) never interleave. On
+//!   PostgreSQL the same sections take a transaction-scoped advisory lock keyed by the
+//!   schema, the exact counterpart: writers of one repository are serialised (across hosts,
+//!   too), readers and other repositories are not;
+//! - **the database's clock** ([`Backend::now_ms`]): "now" in milliseconds since the epoch,
+//!   for the rows several hosts compare (instances and thread leases), so hosts with skewed
+//!   clocks agree.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::{Any, AnyPool, ConnectOptions, Connection, Executor};
+
+use super::StoreError;
+use crate::secret::Secret;
+
+/// Connections per repository's pool.
+const MAX_CONNECTIONS: u32 = 4;
+
+/// The advisory lock key that serialises creating schemas (far above any schema oid, the
+/// keys of the write locks).
+const SCHEMA_LOCK: i64 = 0x436f_6465_4275_746c; // "CodeButl"
+
+/// Where the store lives: `store.url` in the global configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// The embedded default: one SQLite file per repository (`.codebutler/store.db`).
+    Sqlite,
+    /// A PostgreSQL server (`postgres://…`): each repository in a schema of its own. The URL
+    /// can hold a password, so it is a [`Secret`].
+    Postgres(Secret),
+}
+
+/// A `store.url` that is neither `sqlite` nor a PostgreSQL URL. Never shows the value.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreUrlError {
+    #[error("must be \"sqlite\" or a postgres:// URL")]
+    Scheme,
+    #[error("is not a valid PostgreSQL URL: {0}")]
+    Invalid(String),
+}
+
+impl StoreUrl {
+    /// Reads `sqlite` or `postgres://…` (also `postgresql://…`).
+    pub fn parse(value: &str) -> Result<Self, StoreUrlError> {
+        let value = value.trim();
+        if value == "sqlite" {
+            return Ok(Self::Sqlite);
+        }
+        if !(value.starts_with("postgres://") || value.starts_with("postgresql://")) {
+            return Err(StoreUrlError::Scheme);
+        }
+        // Checked now, so a bad URL stops the start with a config error; the reason names
+        // what is wrong, never the URL itself.
+        sqlx::postgres::PgConnectOptions::from_str(value)
+            .map_err(|e| StoreUrlError::Invalid(redact_error(&e.to_string(), value)))?;
+        Ok(Self::Postgres(Secret::new(value)))
+    }
+}
+
+/// `message` with `secret` cut out, in case a parser quoted its input.
+fn redact_error(message: &str, secret: &str) -> String {
+    message.replace(secret, "<redacted>")
+}
+
+/// Which database a store runs on.
+#[derive(Clone, Debug)]
+pub(crate) enum Backend {
+    Sqlite,
+    /// `write_lock`: the advisory lock key of the repository's schema (its oid).
+    Postgres {
+        schema: String,
+        write_lock: i64,
+    },
+}
+
+impl Backend {
+    /// Starts a write transaction that excludes every other writer of this store until it
+    /// ends (see the module doc).
+    pub(crate) async fn begin_write(
+        &self,
+        pool: &AnyPool,
+    ) -> Result<sqlx::Transaction<'static, Any>, StoreError> {
+        match self {
+            Self::Sqlite => Ok(pool.begin_with("BEGIN IMMEDIATE").await?),
+            Self::Postgres { write_lock, .. } => {
+                let mut tx = pool.begin().await?;
+                sqlx::query("SELECT pg_advisory_xact_lock($1)")
+                    .bind(*write_lock)
+                    .execute(&mut *tx)
+                    .await?;
+                Ok(tx)
+            }
+        }
+    }
+
+    /// An SQL expression for the database's clock: milliseconds since the epoch, as a
+    /// BIGINT, the same everywhere in one statement.
+    pub(crate) fn now_ms(&self) -> &'static str {
+        match self {
+            // SQLite reads 'now' once per statement.
+            Self::Sqlite => "CAST((julianday('now') - 2440587.5) * 86400000 AS BIGINT)",
+            Self::Postgres { .. } => {
+                "CAST(EXTRACT(EPOCH FROM statement_timestamp()) * 1000 AS BIGINT)"
+            }
+        }
+    }
+}
+
+/// Opens (creating if needed) the SQLite file at `path`.
+pub(crate) async fn open_sqlite(path: &std::path::Path) -> Result<AnyPool, StoreError> {
+    sqlx::any::install_default_drivers();
+    let open_err = |source| StoreError::Open {
+        path: path.display().to_string(),
+        source,
+    };
+    let url = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .to_url_lossy();
+    let options = AnyConnectOptions::from_url(&url).map_err(open_err)?;
+    AnyPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .after_connect(|conn, _| {
+            Box::pin(async move {
+                for pragma in [
+                    "PRAGMA busy_timeout = 5000",
+                    "PRAGMA journal_mode = WAL",
+                    "PRAGMA synchronous = NORMAL",
+                    "PRAGMA foreign_keys = ON",
+                ] {
+                    conn.execute(pragma).await?;
+                }
+                Ok(())
+            })
+        })
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options)
+        .await
+        .map_err(open_err)
+}
+
+/// The schema of the repository named `repository`: `codebutler_` and the name with every
+/// character outside `[a-z0-9_]` (after lower-casing) made `_`.
+pub fn schema_name(repository: &str) -> Result<String, StoreError> {
+    let sanitized: String = repository
+        .chars()
+        .flat_map(char::to_lowercase)
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let schema = format!("codebutler_{sanitized}");
+    // PostgreSQL cuts identifiers at 63 bytes: refuse rather than let two long names meet.
+    if sanitized.is_empty() || schema.len() > 63 {
+        return Err(StoreError::SchemaName {
+            repository: repository.to_owned(),
+        });
+    }
+    Ok(schema)
+}
+
+/// Connects to the PostgreSQL server at `url`, creating `repository`'s schema if missing, and
+/// returns a pool whose connections work inside it, with its backend.
+pub(crate) async fn open_postgres(
+    url: &Secret,
+    repository: &str,
+) -> Result<(AnyPool, Backend), StoreError> {
+    sqlx::any::install_default_drivers();
+    let schema = schema_name(repository)?;
+    let target = redacted(url);
+    let open_err = |source| StoreError::Open {
+        path: target.clone(),
+        source,
+    };
+    let options = AnyConnectOptions::from_str(url.expose()).map_err(open_err)?;
+    let mut conn = sqlx::AnyConnection::connect_with(&options)
+        .await
+        .map_err(open_err)?;
+    let write_lock = claim_schema(&mut conn, &schema, repository).await?;
+    conn.close().await?;
+    let search_path = format!("SET search_path TO \"{schema}\"");
+    let pool = AnyPoolOptions::new()
+        .max_connections(MAX_CONNECTIONS)
+        .after_connect(move |conn, _| {
+            let search_path = search_path.clone();
+            Box::pin(async move {
+                conn.execute(search_path.as_str()).await?;
+                Ok(())
+            })
+        })
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(options)
+        .await
+        .map_err(open_err)?;
+    Ok((pool, Backend::Postgres { schema, write_lock }))
+}
+
+/// Creates `schema` if missing and marks it as `repository`'s (its comment), or checks that
+/// it is: two repository names that sanitize alike must not share one schema. Serialised by
+/// an advisory lock, so hosts starting together do not race. Returns the schema's oid.
+async fn claim_schema(
+    conn: &mut sqlx::AnyConnection,
+    schema: &str,
+    repository: &str,
+) -> Result<i64, StoreError> {
+    let owner = format!("codebutler repository {repository}");
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(SCHEMA_LOCK)
+        .execute(&mut *tx)
+        .await?;
+    tx.execute(format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"").as_str())
+        .await?;
+    let (oid, comment) = sqlx::query_as::<_, (i64, Option<String>)>(
+        "SELECT CAST(oid AS BIGINT), obj_description(oid, 'pg_namespace') FROM pg_namespace \
+         WHERE nspname = $1",
+    )
+    .bind(schema)
+    .fetch_one(&mut *tx)
+    .await?;
+    match comment {
+        None => {
+            // A literal, not a parameter: COMMENT takes no parameters. The name is quoted
+            // as SQL quotes a string.
+            let quoted = owner.replace('\'', "''");
+            tx.execute(format!("COMMENT ON SCHEMA \"{schema}\" IS '{quoted}'").as_str())
+                .await?;
+        }
+        Some(comment) if comment == owner => {}
+        Some(comment) => {
+            return Err(StoreError::SchemaTaken {
+                schema: schema.to_owned(),
+                repository: repository.to_owned(),
+                owner: comment,
+            });
+        }
+    }
+    tx.commit().await?;
+    Ok(oid)
+}
+
+/// The URL without its password or query (which may hold one), for errors: the user, host,
+/// port and database.
+fn redacted(url: &Secret) -> String {
+    match AnyConnectOptions::from_str(url.expose()) {
+        Ok(options) => {
+            let url = options.database_url;
+            let user = match url.username() {
+                "" => String::new(),
+                user => format!("{user}@"),
+            };
+            let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
+            format!(
+                "{}://{user}{}{port}{}",
+                url.scheme(),
+                url.host_str().unwrap_or_default(),
+                url.path()
+            )
+        }
+        Err(_) => "<the store URL>".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_sanitized_and_bounded() {
+        assert_eq!(schema_name("api").unwrap(), "codebutler_api");
+        assert_eq!(schema_name("Web-App.v2").unwrap(), "codebutler_web_app_v2");
+        assert_eq!(schema_name("naïve").unwrap(), "codebutler_na_ve");
+        assert!(schema_name("").is_err());
+        assert!(schema_name(&"x".repeat(53)).is_err());
+        assert_eq!(schema_name(&"x".repeat(52)).unwrap().len(), 63);
+    }
+
+    #[test]
+    fn store_urls_are_sqlite_or_postgres_and_never_shown() {
+        assert_eq!(StoreUrl::parse("sqlite").unwrap(), StoreUrl::Sqlite);
+        let url = "postgres://cb:hunter2@db.internal:5432/codebutler";
+        let parsed = StoreUrl::parse(url).unwrap();
+        assert_eq!(parsed, StoreUrl::Postgres(Secret::new(url)));
+        assert!(!format!("{parsed:?}").contains("hunter2"));
+        assert!(StoreUrl::parse("postgresql://localhost/x").is_ok());
+        for bad in ["mysql://root@localhost/x", "", "store.db"] {
+            assert!(
+                matches!(StoreUrl::parse(bad), Err(StoreUrlError::Scheme)),
+                "{bad}"
+            );
+        }
+        let err = StoreUrl::parse("postgres://cb:hunter2@db:notaport/x").unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        assert_eq!(
+            redacted(&Secret::new(url)),
+            "postgres://cb@db.internal:5432/codebutler"
+        );
+    }
+
+    /// Two repositories on one server each see only their own rows; a name that sanitizes
+    /// like another's is refused instead of sharing its schema.
+    #[tokio::test]
+    async fn repositories_on_one_server_keep_to_their_own_schemas() {
+        use crate::domain::IncomingMessage;
+        use crate::store::Store;
+
+        let url = crate::store::testing::postgres_url();
+        let dir = tempfile::tempdir().unwrap();
+        let layout = crate::layout::Layout::new(dir.path());
+        let base = codebutler_test_support::postgres::unique_name("iso");
+        let api = Store::connect(&url, &format!("{base}-api"), &layout)
+            .await
+            .unwrap();
+        let web = Store::connect(&url, &format!("{base}-web"), &layout)
+            .await
+            .unwrap();
+        assert_eq!(
+            api.schema(),
+            Some(format!("codebutler_{base}_api").as_str())
+        );
+        let msg = IncomingMessage {
+            channel: "C1".into(),
+            ts: "1.1".into(),
+            thread_ts: "1.1".into(),
+            user: "U1".into(),
+            text: "hi".into(),
+            event_id: None,
+        };
+        assert!(api.record_message(&msg).await.unwrap());
+        assert_eq!(api.threads_with_pending().await.unwrap().len(), 1);
+        assert!(web.threads_with_pending().await.unwrap().is_empty());
+        assert!(web.record_message(&msg).await.unwrap(), "web's own copy");
+
+        let err = Store::connect(&url, &format!("{base}.api"), &layout)
+            .await
+            .expect_err("the same schema as another repository");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "schema codebutler_{base}_api for repository \"{base}.api\" already holds another repository (codebutler repository {base}-api); rename one of them"
+            )
+        );
+        // The repository itself comes back to its schema.
+        let again = Store::connect(&url, &format!("{base}-api"), &layout)
+            .await
+            .unwrap();
+        assert_eq!(again.threads_with_pending().await.unwrap().len(), 1);
+    }
+}
