@@ -51,6 +51,7 @@ pub(super) struct FileConfig {
     pub build: BuildFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub runner: RunnerFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
     pub store: StoreFile,
 }
 
