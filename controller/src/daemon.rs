@@ -42,10 +42,11 @@ use crate::runners::supervisor::Supervisor;
 use crate::service::{ServedRepo, SharedSlack};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
-use crate::store::{Store, repository_name};
+use crate::store::{Instance, Store, repository_name};
 use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::IntakeSink;
+use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
 
 /// How long shutdown waits for work in flight.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -95,7 +96,18 @@ pub struct RepoService {
     admin: JoinHandle<std::io::Result<()>>,
     watcher_stop: CancellationToken,
     watcher: Option<JoinHandle<()>>,
+    /// With several instances on one store: this instance, and what stops its heartbeat
+    /// and its watch for waiting threads.
+    shared: Option<SharedStore>,
     _lock: RepoLock,
+}
+
+/// This instance's part in a store several instances share (PostgreSQL).
+#[derive(Debug)]
+struct SharedStore {
+    instance: Instance,
+    stop: CancellationToken,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl RepoService {
@@ -110,13 +122,17 @@ impl RepoService {
     /// background: a thread whose outcome is unknown is read first, and Slack rate-limits
     /// that), answers the messages still pending and starts the PR watcher.
     pub async fn connected(&mut self) -> Result<(), StartError> {
-        let outbox = self.outbox.clone();
-        tokio::spawn(async move {
-            let threads = outbox.recover().await;
-            if threads > 0 {
-                tracing::info!("delivered what the outbox held for {threads} thread(s)");
-            }
-        });
+        // On a shared store, what another instance left undelivered is delivered by the
+        // instance that takes its thread (`MessageHandler::adopt`), never by all at once.
+        if self.shared.is_none() {
+            let outbox = self.outbox.clone();
+            tokio::spawn(async move {
+                let threads = outbox.recover().await;
+                if threads > 0 {
+                    tracing::info!("delivered what the outbox held for {threads} thread(s)");
+                }
+            });
+        }
         // Closes a stop cut off are finished here too: their message is still pending.
         let resumed = self.dispatcher.resume_pending().await?;
         if resumed > 0 {
@@ -130,6 +146,7 @@ impl RepoService {
                 gh: PathBuf::from(&self.config.github.cli),
                 repo: self.layout.repo.clone(),
                 interval: self.config.github.pr_watch_interval,
+                shared_as: self.shared.as_ref().map(|s| s.instance.id.clone()),
             }
             .run(self.watcher_stop.clone()),
         ));
@@ -145,6 +162,11 @@ impl RepoService {
         Ok(())
     }
 
+    /// The store, when other instances may share it (PostgreSQL).
+    pub fn shared_store(&self) -> Option<Store> {
+        self.shared.as_ref().map(|_| self.store.clone())
+    }
+
     /// Stops the repository in order: the PR watcher, work in flight (within
     /// [`SHUTDOWN_GRACE`]), the runners, the admin socket, the store; then lets go of the
     /// lock.
@@ -157,6 +179,18 @@ impl RepoService {
         }
         self.dispatcher.shutdown(SHUTDOWN_GRACE).await;
         self.supervisor.shutdown().await;
+        if let Some(shared) = self.shared {
+            shared.stop.cancel();
+            for task in shared.tasks {
+                if let Err(e) = task.await {
+                    tracing::warn!("lease task: {e}");
+                }
+            }
+            // Its threads are taken over at once rather than when their leases expire.
+            if let Err(e) = self.store.deregister_instance(&shared.instance).await {
+                tracing::warn!("deregister this instance: {e}");
+            }
+        }
         self.admin_stop.cancel();
         match self.admin.await {
             Ok(Err(e)) => tracing::warn!("admin socket: {e}"),
@@ -175,7 +209,11 @@ impl LockedRepo {
 
     /// Opens the store, builds the thread handler, sorts out what the last stop cut off and
     /// opens the admin socket; events are not taken yet.
-    pub async fn start(self, slack: &SharedSlack) -> Result<RepoService, StartError> {
+    pub async fn start(
+        self,
+        slack: &SharedSlack,
+        instance: &Instance,
+    ) -> Result<RepoService, StartError> {
         let LockedRepo { repo, lock } = self;
         let ServedRepo {
             name,
@@ -185,15 +223,27 @@ impl LockedRepo {
         // A repository served on its own goes by its directory's name (its PostgreSQL schema).
         let store_name = name.clone().unwrap_or_else(|| repository_name(&layout));
         let store = Store::connect(&config.store, &store_name, &layout).await?;
-        let outbox = Outbox::new(store.clone(), slack.sender.clone());
+        // PostgreSQL: other instances may share this store, so threads go by lease.
+        let shared = store.schema().is_some();
+        let outbox = if shared {
+            store.register_instance(instance).await?;
+            Outbox::fenced_by(store.clone(), slack.sender.clone(), &instance.id)
+        } else {
+            Outbox::new(store.clone(), slack.sender.clone())
+        };
         let handler = Arc::new(thread_handler(&layout, &config, &store, &outbox).await?);
         let supervisor = handler.coder.supervisor.clone();
-        // Before anything can start a run: what the last stop cut off.
-        crate::reconcile::after_stop(&handler.coder).await;
+        if !shared {
+            // Before anything can start a run: what the last stop cut off. On a shared
+            // store this is done thread by thread as threads are taken (`adopt`).
+            crate::reconcile::after_stop(&handler.coder).await;
+        }
         log_cleanup(&crate::workspace::orphans::clean_up(&layout, &store).await);
-        // The steps after a pull request opened that the last stop cut off.
-        let after_pr = handler.coder.after_pr.clone();
-        tokio::spawn(async move { after_pr.resume_all().await });
+        if !shared {
+            // The steps after a pull request opened that the last stop cut off.
+            let after_pr = handler.coder.after_pr.clone();
+            tokio::spawn(async move { after_pr.resume_all().await });
+        }
         let admin_stop = CancellationToken::new();
         let admin = tokio::spawn(crate::admin::server::serve(
             crate::admin::server::AdminService {
@@ -202,7 +252,38 @@ impl LockedRepo {
             },
             admin_stop.clone(),
         ));
-        let dispatcher = Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT);
+        let (dispatcher, shared) = if shared {
+            let leases = Leases::new(
+                store.clone(),
+                instance.clone(),
+                supervisor.clone(),
+                LEASE_TTL,
+            );
+            let dispatcher =
+                Dispatcher::shared(store.clone(), handler, Arc::new(leases), IDLE_TIMEOUT);
+            let stop = CancellationToken::new();
+            let tasks = vec![
+                tokio::spawn(crate::thread::lease::heartbeat(
+                    store.clone(),
+                    instance.clone(),
+                    LEASE_TTL,
+                    stop.clone(),
+                )),
+                tokio::spawn({
+                    let dispatcher = dispatcher.clone();
+                    let stop = stop.clone();
+                    async move { dispatcher.watch_pending(WATCH_EVERY, stop).await }
+                }),
+            ];
+            let shared = SharedStore {
+                instance: instance.clone(),
+                stop,
+                tasks,
+            };
+            (dispatcher, Some(shared))
+        } else {
+            (Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT), None)
+        };
         let channel = config.slack.channel_id.clone();
         let sink = Arc::new(IntakeSink {
             filter: IntakeFilter {
@@ -226,6 +307,7 @@ impl LockedRepo {
             admin,
             watcher_stop: CancellationToken::new(),
             watcher: None,
+            shared,
             _lock: lock,
         })
     }

@@ -36,6 +36,21 @@ pub async fn after_stop(coder: &SlackCoder) {
     coder.report_unreported_runs().await;
 }
 
+/// Settles the cut-off run starts of one thread: what [`after_stop`] does for every thread,
+/// for a thread this instance takes from another instance of a shared store.
+pub async fn cut_off_starts_of(coder: &SlackCoder, thread: &crate::domain::ThreadKey) {
+    match coder.store.cut_off_starts().await {
+        Ok(starts) => {
+            for start in starts.iter().filter(|s| s.msg.thread() == *thread) {
+                cut_off(&coder.store, coder, start).await;
+            }
+        }
+        Err(e) => {
+            tracing::error!(thread = %thread, "read messages cut off while starting a run: {e}")
+        }
+    }
+}
+
 /// Settles one message whose run start a crash cut off.
 async fn cut_off(store: &Store, coder: &SlackCoder, start: &CutOffStart) {
     let msg = &start.msg;

@@ -13,6 +13,7 @@ mod close;
 mod config_errors;
 mod containers;
 mod followups;
+mod hosts;
 mod intake;
 mod lifecycle;
 mod memory;

@@ -157,7 +157,12 @@ fn print_status(
     home: &Path,
     config: &Config,
 ) -> ExitCode {
-    let status = runtime.block_on(status::gather(repos, home, &config.slack.app_token));
+    let status = runtime.block_on(status::gather(
+        repos,
+        home,
+        &config.slack.app_token,
+        &config.store,
+    ));
     print!("{}", status::render(&status));
     ExitCode::SUCCESS
 }

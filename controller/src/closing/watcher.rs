@@ -37,7 +37,14 @@ pub struct PrWatcher {
     /// The main repository, where `gh` runs.
     pub repo: PathBuf,
     pub interval: Duration,
+    /// With several instances on one store: this instance's id. Only the instance holding
+    /// the watcher's lease ([`WATCHER_LEASE`]) polls, so a merge is seen once.
+    pub shared_as: Option<String>,
 }
+
+/// The lease that makes one instance of a shared store the PR watcher: a thread key no
+/// Slack thread has.
+pub const WATCHER_LEASE: &str = "pr-watcher";
 
 impl std::fmt::Debug for PrWatcher {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,6 +64,29 @@ pub fn next_wait(interval: Duration, failures: u32) -> Duration {
 }
 
 impl PrWatcher {
+    /// Whether this instance polls now: always when it is the store's only instance,
+    /// otherwise while it holds the watcher's lease (renewed with its other leases).
+    async fn polls_here(&self) -> bool {
+        let Some(instance) = &self.shared_as else {
+            return true;
+        };
+        let key = ThreadKey {
+            channel: String::new(),
+            thread_ts: WATCHER_LEASE.to_owned(),
+        };
+        match self
+            .store
+            .claim_thread(&key, instance, crate::thread::lease::LEASE_TTL)
+            .await
+        {
+            Ok(held) => held,
+            Err(e) => {
+                tracing::warn!("pr watcher: claim the watcher's lease: {e}");
+                false
+            }
+        }
+    }
+
     /// Polls until `cancel`.
     pub async fn run(self, cancel: CancellationToken) {
         let mut failures = 0;
@@ -65,6 +95,9 @@ impl PrWatcher {
             tokio::select! {
                 () = cancel.cancelled() => return,
                 () = tokio::time::sleep(next_wait(self.interval, failures)) => {}
+            }
+            if !self.polls_here().await {
+                continue;
             }
             if self.poll(&mut stored, &cancel).await {
                 failures = 0;

@@ -30,6 +30,38 @@ pub trait PeerConnections: Send + Sync {
     async fn count(&self) -> u32;
 }
 
+/// Several instances on one PostgreSQL store: each other live instance holds one connection
+/// of the app.
+#[derive(Clone, Debug)]
+pub struct LiveInstances {
+    pub store: crate::store::Store,
+    /// This instance's id, not counted.
+    pub me: String,
+}
+
+#[async_trait]
+impl PeerConnections for LiveInstances {
+    async fn count(&self) -> u32 {
+        match self
+            .store
+            .live_instances(crate::thread::lease::LEASE_TTL)
+            .await
+        {
+            Ok(live) => {
+                let others = live.iter().filter(|i| i.id != self.me).count();
+                u32::try_from(others).unwrap_or(u32::MAX)
+            }
+            Err(e) => {
+                // A store that cannot be read is no proof of an intruder.
+                tracing::warn!(
+                    "count the live instances: {e}; not judging Slack's connection count"
+                );
+                u32::MAX / 2
+            }
+        }
+    }
+}
+
 /// One instance (SQLite, or one host): no peers.
 #[derive(Clone, Copy, Debug)]
 pub struct NoPeers;

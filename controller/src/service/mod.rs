@@ -39,8 +39,9 @@ use crate::runners;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, auth_test, build_client};
 use crate::slack::socket::{EventSink, SocketMode};
+use crate::store::Instance;
 
-pub use connections::{NoPeers, PeerConnections, SharedApp};
+pub use connections::{LiveInstances, NoPeers, PeerConnections, SharedApp};
 
 /// How long a probe connection waits for its `hello`.
 const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
@@ -72,6 +73,8 @@ pub enum StartError {
     SharedApp(#[from] SharedApp),
     #[error("no repository to serve")]
     NoRepositories,
+    #[error("name this instance (host name): {0}")]
+    Instance(#[source] std::io::Error),
     #[error("repository `{name}`: {source}")]
     Repository {
         name: String,
@@ -140,7 +143,16 @@ pub async fn run(
         sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second),
         bot_user_id: bot.user_id,
     };
-    let mut started = start_all(locked, &slack).await?;
+    let instance = Instance::this_process().map_err(StartError::Instance)?;
+    let mut started = start_all(locked, &slack, &instance).await?;
+    // On a shared store the other live instances' connections are expected.
+    let peers: Arc<dyn PeerConnections> = match started.iter().find_map(RepoService::shared_store) {
+        Some(store) => Arc::new(LiveInstances {
+            store,
+            me: instance.id.clone(),
+        }),
+        None => Arc::new(peers),
+    };
     let router = router::Router::new(
         started
             .iter()
@@ -166,7 +178,7 @@ pub async fn run(
     let watch_stop = CancellationToken::new();
     let watch = connections::watch(
         hello_rx,
-        Arc::new(peers),
+        peers,
         Arc::new(SocketProbe {
             client,
             app_token: app.app_token.clone(),
@@ -195,12 +207,13 @@ pub async fn run(
 async fn start_all(
     locked: Vec<LockedRepo>,
     slack: &SharedSlack,
+    instance: &Instance,
 ) -> Result<Vec<RepoService>, StartError> {
     let mut started = Vec::with_capacity(locked.len());
     let mut locked = locked.into_iter();
     while let Some(repo) = locked.next() {
         let name = repo.name().map(str::to_owned);
-        match repo.start(slack).await {
+        match repo.start(slack, instance).await {
             Ok(service) => started.push(service),
             Err(e) => {
                 // Let go of the locks not started yet before the slow stops.

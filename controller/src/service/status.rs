@@ -14,7 +14,7 @@ use crate::domain::{RunRecord, ThreadSummary};
 use crate::layout::Layout;
 use crate::repo_lock;
 use crate::secret::Secret;
-use crate::store::Store;
+use crate::store::{Store, StoreUrl};
 
 /// How many active threads and runs are listed per repository.
 const LIST_LIMIT: usize = 20;
@@ -82,17 +82,37 @@ pub struct Status {
     pub hosts: Vec<HostStatus>,
 }
 
-/// Reads the status of `repos` (the Slack app's lock under `home`, for `app_token`).
-pub async fn gather(repos: Vec<RepoRef>, home: &Path, app_token: &Secret) -> Status {
+/// Reads the status of `repos` (the Slack app's lock under `home`, for `app_token`), each
+/// from its store where `store_url` says; on a shared PostgreSQL store, the live instances
+/// and their leases too.
+pub async fn gather(
+    repos: Vec<RepoRef>,
+    home: &Path,
+    app_token: &Secret,
+    store_url: &StoreUrl,
+) -> Status {
     let app = holder(&super::app_lock::path(home, app_token));
     let mut repositories = Vec::with_capacity(repos.len());
+    let mut hosts: Vec<HostStatus> = Vec::new();
     for repo in repos {
         let layout = Layout::new(&repo.path);
         let service = holder(&repo_lock::lock_path(&layout.dir));
-        let store_path = layout.store();
-        let view = read_store(&store_path).await;
+        let (store, view) = match store_url {
+            StoreUrl::Sqlite => {
+                let store_path = layout.store();
+                let view = read_sqlite(&store_path).await;
+                (format!("sqlite {}", store_path.display()), view)
+            }
+            StoreUrl::Postgres(_) => {
+                let name = repo
+                    .name
+                    .clone()
+                    .unwrap_or_else(|| crate::store::repository_name(&layout));
+                read_postgres(store_url, &name, &layout, &mut hosts).await
+            }
+        };
         repositories.push(RepoStatus {
-            store: format!("sqlite {}", store_path.display()),
+            store,
             repo,
             service,
             view,
@@ -101,7 +121,7 @@ pub async fn gather(repos: Vec<RepoRef>, home: &Path, app_token: &Secret) -> Sta
     Status {
         app,
         repositories,
-        hosts: Vec::new(),
+        hosts,
     }
 }
 
@@ -113,17 +133,67 @@ fn holder(path: &Path) -> Holder {
     }
 }
 
-async fn read_store(path: &Path) -> StoreView {
+async fn read_sqlite(path: &Path) -> StoreView {
     if !path.exists() {
         return StoreView::Absent;
     }
-    let store = match Store::open(path).await {
+    match Store::open(path).await {
+        Ok(store) => read_store(&store).await,
+        Err(e) => StoreView::Failed(e.to_string()),
+    }
+}
+
+/// A repository's schema on the shared server: its view, and its instances' leases added to
+/// `hosts` (one entry per instance, leases named `<repository>/<thread ts>`).
+async fn read_postgres(
+    url: &StoreUrl,
+    name: &str,
+    layout: &Layout,
+    hosts: &mut Vec<HostStatus>,
+) -> (String, StoreView) {
+    let store = match Store::connect(url, name, layout).await {
         Ok(store) => store,
-        Err(e) => return StoreView::Failed(e.to_string()),
+        Err(e) => {
+            return (
+                format!("postgres ({name})"),
+                StoreView::Failed(e.to_string()),
+            );
+        }
     };
+    let label = format!("postgres schema {}", store.schema().unwrap_or(name));
+    let view = read_store(&store).await;
+    let live = store.live_instances(crate::thread::lease::LEASE_TTL).await;
+    let leases = store.leases().await;
+    match (live, leases) {
+        (Ok(live), Ok(leases)) => {
+            for instance in live {
+                let pos = match hosts.iter().position(|h| h.instance == instance.id) {
+                    Some(pos) => pos,
+                    None => {
+                        hosts.push(HostStatus {
+                            instance: instance.id.clone(),
+                            leases: Vec::new(),
+                        });
+                        hosts.len() - 1
+                    }
+                };
+                hosts[pos].leases.extend(
+                    leases
+                        .iter()
+                        .filter(|l| l.owner == instance.id && l.expires_in_ms > 0)
+                        .map(|l| format!("{name}/{}", l.thread.thread_ts)),
+                );
+            }
+        }
+        (Err(e), _) | (_, Err(e)) => tracing::warn!("read the instances of {name}: {e}"),
+    }
+    store.close().await;
+    (label, view)
+}
+
+async fn read_store(store: &Store) -> StoreView {
     let threads = store.list_threads(|s| !s.is_closed(), LIST_LIMIT).await;
     let runs = store.list_runs(true, LIST_LIMIT as i64).await;
-    store.close().await;
     match (threads, runs) {
         (Ok(threads), Ok(runs)) => StoreView::Read { threads, runs },
         (Err(e), _) | (_, Err(e)) => StoreView::Failed(e.to_string()),

@@ -57,6 +57,9 @@ struct Inner {
     /// Threads with a retry scheduled.
     retrying: Mutex<HashSet<ThreadKey>>,
     retry_interval: Duration,
+    /// The instance whose thread lease every commit requires (several instances on one
+    /// store); `None` for the only instance.
+    fence: Option<String>,
 }
 
 impl Outbox {
@@ -75,6 +78,23 @@ impl Outbox {
                 locks: Mutex::new(HashMap::new()),
                 retrying: Mutex::new(HashSet::new()),
                 retry_interval,
+                fence: None,
+            }),
+        }
+    }
+
+    /// An outbox whose commits record nothing unless `instance` holds the thread's lease
+    /// ([`Change::LeaseHeld`]): an instance that lost a thread to another neither records nor
+    /// says anything more about it. For instances sharing one store.
+    pub fn fenced_by(store: Store, sender: Sender, instance: &str) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                sender,
+                locks: Mutex::new(HashMap::new()),
+                retrying: Mutex::new(HashSet::new()),
+                retry_interval: RETRY_INTERVAL,
+                fence: Some(instance.to_owned()),
             }),
         }
     }
@@ -86,7 +106,8 @@ impl Outbox {
     }
 
     /// Records `changes` with `effects` in one transaction, then delivers the thread. Returns
-    /// false, recording nothing, when a [`Change::RunReported`] finds the run reported. An
+    /// false, recording nothing, when a [`Change::RunReported`] finds the run reported, or
+    /// when this instance no longer holds the thread's lease (see [`Outbox::fenced_by`]). An
     /// error means nothing was recorded; a delivery that fails is logged and retried later
     /// (the effects are safe in the store).
     pub async fn commit(
@@ -94,7 +115,21 @@ impl Outbox {
         changes: &[Change<'_>],
         effects: &Effects,
     ) -> Result<bool, OutboxError> {
+        let thread = effects.thread();
+        let fenced: Vec<Change<'_>>;
+        let changes = match &self.inner.fence {
+            Some(owner) => {
+                fenced = std::iter::once(Change::LeaseHeld { thread, owner })
+                    .chain(changes.iter().cloned())
+                    .collect();
+                &fenced[..]
+            }
+            None => changes,
+        };
         if !self.inner.store.commit(changes, &effects.intents()).await? {
+            if self.inner.fence.is_some() {
+                tracing::warn!(thread = %thread, "not recorded: this instance no longer holds the thread, or it was recorded already");
+            }
             return Ok(false);
         }
         self.deliver(effects.thread()).await;

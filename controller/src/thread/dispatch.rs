@@ -41,19 +41,19 @@ pub trait MessageHandler: Send + Sync + 'static {
     /// Called when `handle` panicked: report it in the thread and mark the message failed.
     async fn on_panic(&self, msg: IncomingMessage, panic: String);
 
-    /// Called once when this instance takes a thread over from an instance that stopped
-    /// renewing it, before its first message here: finish what the other left (undelivered
-    /// Slack posts, a run cut off).
-    async fn adopt(&self, _thread: &ThreadKey, _from: &str) {}
+    /// Called when this instance takes a thread it did not hold, before handling its next
+    /// message: finish what another instance may have left of it (Slack posts recorded but
+    /// not delivered, a run start cut off).
+    async fn adopt(&self, _thread: &ThreadKey) {}
 }
 
 /// What claiming a thread found.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
-    /// This instance holds the thread (it was free, or already ours).
+    /// This instance held the thread already.
     Mine,
-    /// This instance took the thread from `from`, which stopped renewing it.
-    TakenOver { from: String },
+    /// This instance took the thread: it was free, or another instance stopped renewing it.
+    Fresh,
     /// Another live instance holds the thread: it processes the thread's messages.
     Elsewhere,
 }
@@ -67,6 +67,12 @@ pub trait Ownership: Send + Sync + 'static {
     /// Gives the thread up: its task ended idle. An implementation keeps a thread whose
     /// run is still active on this instance.
     async fn release(&self, thread: &ThreadKey);
+
+    /// The threads [`Dispatcher::watch_pending`] wakes: those with messages waiting (an
+    /// implementation adds what it could take over).
+    async fn waiting(&self, store: &Store) -> Result<Vec<ThreadKey>, StoreError> {
+        store.threads_with_pending().await
+    }
 }
 
 /// The only instance on its store: it owns every thread.
@@ -184,7 +190,7 @@ impl Dispatcher {
                 () = self.inner.stopping.cancelled() => return,
                 () = tokio::time::sleep(every) => {}
             }
-            match self.inner.store.threads_with_pending().await {
+            match self.inner.ownership.waiting(&self.inner.store).await {
                 Ok(threads) => {
                     for thread in &threads {
                         self.notify(thread);
@@ -268,10 +274,7 @@ impl Inner {
         while !self.stopping.is_cancelled() {
             match self.ownership.claim(thread).await {
                 Ok(Claim::Mine) => {}
-                Ok(Claim::TakenOver { from }) => {
-                    tracing::info!(thread = %thread, "took the thread over from {from}");
-                    self.handler.adopt(thread, &from).await;
-                }
+                Ok(Claim::Fresh) => self.handler.adopt(thread).await,
                 Ok(Claim::Elsewhere) => return false,
                 Err(e) => {
                     tracing::error!(thread = %thread, "claim the thread: {e}");
@@ -351,16 +354,13 @@ mod tests {
             self.panics.lock().unwrap().push(panic);
         }
 
-        async fn adopt(&self, thread: &ThreadKey, from: &str) {
-            self.adopted
-                .lock()
-                .unwrap()
-                .push(format!("{} from {from}", thread.thread_ts));
+        async fn adopt(&self, thread: &ThreadKey) {
+            self.adopted.lock().unwrap().push(thread.thread_ts.clone());
         }
     }
 
-    /// Owns the threads listed in `mine`; takes over the ones in `stale` once (from
-    /// "host-b"); every other thread belongs to another instance. Counts releases.
+    /// Owns the threads listed in `mine`; takes the ones in `stale` once; every other thread
+    /// belongs to another instance. Counts releases.
     #[derive(Default)]
     struct Leases {
         mine: Mutex<Vec<String>>,
@@ -379,9 +379,7 @@ mod tests {
             if let Some(i) = stale.iter().position(|t| *t == ts) {
                 stale.remove(i);
                 self.mine.lock().unwrap().push(ts);
-                return Ok(Claim::TakenOver {
-                    from: "host-b".into(),
-                });
+                return Ok(Claim::Fresh);
             }
             Ok(Claim::Elsewhere)
         }
@@ -541,7 +539,7 @@ mod tests {
         }
         disp.notify(&msg("1.1", "1.1", "a").thread());
         eventually(|| rec.handled.lock().unwrap().len() == 2).await;
-        assert_eq!(*rec.adopted.lock().unwrap(), vec!["1.1 from host-b"]);
+        assert_eq!(*rec.adopted.lock().unwrap(), vec!["1.1"]);
         eventually(|| leases.released.lock().unwrap().len() == 1).await;
         assert_eq!(disp.active_threads(), 0);
     }

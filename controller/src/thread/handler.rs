@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::coder::SlackCoder;
-use crate::domain::{IncomingMessage, Role, ThreadState};
+use crate::domain::{IncomingMessage, Role, ThreadKey, ThreadState};
 use crate::pm::Pm;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
@@ -86,6 +86,14 @@ impl MessageHandler for ThreadHandler {
                 .await;
         }
         self.settle(&msg, settle).await;
+    }
+
+    /// A thread this instance takes from another instance of a shared store: a run start
+    /// the other was cut off in is settled, and what it recorded but did not say is said.
+    async fn adopt(&self, thread: &ThreadKey) {
+        tracing::info!(thread = %thread, "this instance takes the thread");
+        crate::reconcile::cut_off_starts_of(&self.coder, thread).await;
+        self.outbox.deliver(thread).await;
     }
 
     async fn on_panic(&self, msg: IncomingMessage, panic: String) {

@@ -16,6 +16,7 @@ pub mod dispatch;
 pub mod handler;
 pub mod history;
 pub mod intake;
+pub mod lease;
 mod memory_commands;
 mod plan_commands;
 mod pm_turn;

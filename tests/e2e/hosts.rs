@@ -1,0 +1,296 @@
+//! Several hosts on one PostgreSQL store: three `codebutler` processes, each with its own
+//! checkouts of two repositories (a "host" each: its own global config directory), on one
+//! Slack app and one database. Thirty questions in six threads across both repositories
+//! while the instance holding a thread is SIGKILLed and started again, at random (seeded):
+//! every question is answered exactly once, each thread's answers come in the order of its
+//! questions, and the killed instances' threads are taken over by the others.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use codebutler_test_support::git;
+use codebutler_test_support::model::{FakeModel, Reply};
+use codebutler_test_support::postgres;
+use codebutler_test_support::slack::{self, FakeSlack};
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::harness::{Daemon, USER, user_messages};
+
+const CHANNELS: [(&str, &str); 2] = [("api", "C0API"), ("web", "C0WEB")];
+const THREADS_PER_CHANNEL: usize = 3;
+const ROUNDS: usize = 5;
+/// Long enough for a few lease takeovers (15 s each) on a loaded machine.
+const DEADLINE: Duration = Duration::from_secs(240);
+
+/// SplitMix64: small and seeded, so a failing run replays with its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// One host: its global config directory and its own checkouts of both repositories.
+struct Host {
+    home: TempDir,
+    repos: TempDir,
+}
+
+impl Host {
+    fn new(slack: &FakeSlack, model: &FakeModel, gh: &Path, store_url: &str) -> Host {
+        let host = Host {
+            home: tempfile::tempdir().unwrap(),
+            repos: tempfile::tempdir().unwrap(),
+        };
+        let mut repositories = Vec::new();
+        for (name, channel) in CHANNELS {
+            let path = host.repos.path().canonicalize().unwrap().join(name);
+            make_repo(&path, name);
+            repositories.push(json!({"name": name, "path": path, "channel": channel}));
+        }
+        let global = json!({
+            "slack": {
+                "botToken": slack::BOT_TOKEN,
+                "appToken": slack::APP_TOKEN,
+                "apiUrl": slack.api_url(),
+                "messagesPerSecond": 100.0
+            },
+            "openrouter": {"apiKey": "sk-or-test-key", "baseUrl": model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
+            "github": {"cli": gh.display().to_string()},
+            "store": {"url": store_url},
+            "repositories": repositories
+        });
+        std::fs::write(host.home.path().join("config.json"), global.to_string()).unwrap();
+        host
+    }
+
+    fn spawn(&self, logs: &Path, n: usize) -> Daemon {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebutler"));
+        cmd.current_dir(self.repos.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("CODEBUTLER_HOME", self.home.path())
+            .env(
+                "RUST_LOG",
+                "warn,codebutler_controller=info,codebutler=info",
+            )
+            .stdin(Stdio::null());
+        Daemon::spawn_logged(cmd, logs.join(format!("instance-{n}.log")))
+    }
+}
+
+fn make_repo(root: &Path, name: &str) {
+    git::write_files(root, &[("README.md", &format!("# {name}\n"))]);
+    let repo = git::init(root);
+    git::commit_paths(&repo, &["README.md"], "Initial commit");
+}
+
+/// The question token (`Q7`) in a text.
+fn token(text: &str) -> Option<String> {
+    let start = text.find("QTOKEN-")?;
+    let rest = &text[start + "QTOKEN-".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (!digits.is_empty()).then(|| format!("QTOKEN-{digits}"))
+}
+
+/// The owners of the live thread leases, from every repository's schema.
+fn lease_owners(cluster: &postgres::PgCluster, database: &str) -> Vec<String> {
+    let mut owners = Vec::new();
+    for (name, _) in CHANNELS {
+        let out = cluster.psql(
+            database,
+            &format!(
+                "SELECT owner FROM codebutler_{name}.thread_leases \
+                 WHERE thread_ts <> 'pr-watcher' ORDER BY owner"
+            ),
+        );
+        owners.extend(
+            out.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .map(String::from),
+        );
+    }
+    owners
+}
+
+/// An instance id is `<host>:<pid>:<start ms>`.
+fn pid_of(owner: &str) -> Option<i32> {
+    owner.split(':').nth(1)?.parse().ok()
+}
+
+#[tokio::test]
+async fn three_instances_on_one_store_answer_every_question_once_in_order_through_kills() {
+    let seed = std::env::var("HOSTS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("hosts seed: {seed} (replay: HOSTS_SEED={seed})");
+    let mut rng = Rng(seed);
+
+    let cluster = postgres::shared();
+    let database = cluster.create_database("hosts");
+    let url = cluster.url(&database);
+    let slack = FakeSlack::start().await;
+    let model = FakeModel::start().await;
+    // Every PM question is answered by naming its token, however often it is asked.
+    model.respond("", |body| {
+        let asked = user_messages(body);
+        let last = asked.last().cloned().unwrap_or_default();
+        match token(&last) {
+            Some(t) => Reply::text(format!("Answer to {t}.")),
+            None => Reply::text("No token."),
+        }
+    });
+    let outside = tempfile::tempdir().unwrap();
+    codebutler_test_support::gh::install_fake_gh(outside.path());
+    let gh = outside.path().join("gh");
+    let hosts: Vec<Host> = (0..3)
+        .map(|_| Host::new(&slack, &model, &gh, &url))
+        .collect();
+    let logs = outside.path();
+    let mut spawned = 0;
+    let mut daemons: Vec<Daemon> = hosts
+        .iter()
+        .map(|h| {
+            spawned += 1;
+            h.spawn(logs, spawned)
+        })
+        .collect();
+    assert!(
+        slack
+            .wait_until(Duration::from_secs(60), || slack.open_connections() >= 3)
+            .await,
+        "three instances did not connect"
+    );
+
+    // Six threads, opened with their first question; then four more rounds.
+    let mut threads: Vec<(&str, String, Vec<String>)> = Vec::new();
+    let mut n = 0;
+    for (_, channel) in CHANNELS {
+        for _ in 0..THREADS_PER_CHANNEL {
+            n += 1;
+            let question = format!("What about QTOKEN-{n}?");
+            let ts = slack.user_message(channel, USER, &question, None).ts;
+            threads.push((channel, ts, vec![format!("QTOKEN-{n}")]));
+        }
+    }
+    let mut kills = 0;
+    let mut killed_owners = Vec::new();
+    for _round in 1..ROUNDS {
+        // Let the round's questions reach their owners, then kill the owner of a thread.
+        tokio::time::sleep(Duration::from_millis(300 + rng.below(700) as u64)).await;
+        let owners = lease_owners(cluster, &database);
+        if !owners.is_empty() {
+            let owner = owners[rng.below(owners.len())].clone();
+            if let Some(i) = daemons.iter().position(|d| Some(d.pid()) == pid_of(&owner)) {
+                daemons[i].kill9().await;
+                kills += 1;
+                killed_owners.push(owner);
+                spawned += 1;
+                daemons[i] = hosts[i].spawn(logs, spawned);
+            }
+        }
+        for (channel, ts, asked) in &mut threads {
+            n += 1;
+            let question = format!("And QTOKEN-{n}?");
+            slack.user_message(channel, USER, &question, Some(ts));
+            asked.push(format!("QTOKEN-{n}"));
+        }
+    }
+    assert_eq!(n, 30);
+    assert!(
+        kills >= 2,
+        "only {kills} kill(s): the leases table showed no owner"
+    );
+
+    let answers = |channel: &str, ts: &str| -> Vec<String> {
+        slack
+            .posts()
+            .into_iter()
+            .filter(|p| p.channel == channel && p.thread_ts.as_deref() == Some(ts))
+            .filter_map(|p| token(&p.text))
+            .collect()
+    };
+    let all_answered = slack
+        .wait_until(DEADLINE, || {
+            threads
+                .iter()
+                .all(|(channel, ts, asked)| answers(channel, ts).len() >= asked.len())
+        })
+        .await;
+    let logs_text = || {
+        daemons
+            .iter()
+            .map(|d| d.log())
+            .collect::<Vec<_>>()
+            .join("\n---\n")
+    };
+    assert!(
+        all_answered,
+        "not every question was answered; seed {seed}; logs:\n{}",
+        logs_text()
+    );
+    // Nothing late arrives twice.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    for (channel, ts, asked) in &threads {
+        assert_eq!(
+            &answers(channel, ts),
+            asked,
+            "thread {ts} in {channel}: each question answered once, in order (seed {seed})"
+        );
+    }
+    // Only a thread's owner asks the model: a question is asked again only when its owner
+    // was killed while asking (at most once per thread it held). Instances that ignored
+    // the leases asked about twice as often here, each answer fenced off but one.
+    let requests = model.requests().len();
+    println!("model requests: {requests} for {n} questions and {kills} kills");
+    assert!(
+        requests <= n + kills * threads.len(),
+        "{requests} model requests for {n} questions and {kills} kills"
+    );
+    // Each killed owner's threads went to another instance.
+    let owners = lease_owners(cluster, &database);
+    for killed in &killed_owners {
+        assert!(
+            !owners.contains(killed),
+            "a killed instance still holds a lease: {killed}; leases {owners:?}"
+        );
+    }
+    // Every thread was taken once at first, and again after each kill of its owner.
+    let took: usize = std::fs::read_dir(logs)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("instance-"))
+        .map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .matches("this instance takes the thread")
+                .count()
+        })
+        .sum();
+    assert!(
+        took >= threads.len() + kills,
+        "{took} takes for {} threads and {kills} kills; logs:\n{}",
+        threads.len(),
+        logs_text()
+    );
+}
