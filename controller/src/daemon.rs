@@ -231,7 +231,16 @@ impl LockedRepo {
         } else {
             Outbox::new(store.clone(), slack.sender.clone())
         };
-        let handler = Arc::new(thread_handler(&layout, &config, &store, &outbox).await?);
+        let handler = Arc::new(
+            thread_handler(
+                &layout,
+                &config,
+                &store,
+                &outbox,
+                shared.then_some(instance),
+            )
+            .await?,
+        );
         let supervisor = handler.coder.supervisor.clone();
         if !shared {
             // Before anything can start a run: what the last stop cut off. On a shared
@@ -333,10 +342,17 @@ async fn thread_handler(
     config: &Config,
     store: &Store,
     outbox: &Outbox,
+    shared_as: Option<&Instance>,
 ) -> Result<ThreadHandler, StartError> {
     let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
-    let supervisor =
-        runners::supervisor_for(layout, config, store.clone(), gateway.clone()).await?;
+    let supervisor = runners::supervisor_for(
+        layout,
+        config,
+        store.clone(),
+        gateway.clone(),
+        shared_as.map(|i| i.id.clone()),
+    )
+    .await?;
     let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
         path: layout.repo.clone(),
         source,

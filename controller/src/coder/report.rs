@@ -14,7 +14,7 @@ use super::{
     status_group,
 };
 use crate::admin::server::CLI_CHANNEL;
-use crate::domain::{RunRecord, RunState, duration_text};
+use crate::domain::{RunRecord, RunState, ThreadKey, duration_text};
 use crate::slack::effects::{Effect, Effects, MessageRef};
 use crate::slack::format::escape_text;
 use crate::store::Change;
@@ -33,6 +33,31 @@ impl SlackCoder {
                 }
             }
             Err(e) => tracing::error!("read runs whose end was not reported: {e}"),
+        }
+    }
+
+    /// For a thread this instance takes from one that stopped (several instances on one
+    /// store): its runs left queued or running are marked interrupted, and every run end of
+    /// the thread not yet reported is reported.
+    pub async fn report_runs_of_taken_thread(&self, thread: &ThreadKey) {
+        match self.store.interrupt_unfinished_runs_of(thread).await {
+            Ok(runs) if !runs.is_empty() => tracing::warn!(
+                thread = %thread,
+                "{} run(s) of the thread stopped with the instance running them",
+                runs.len()
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::error!(thread = %thread, "interrupt the thread's runs: {e}"),
+        }
+        match self.store.unreported_runs(CLI_CHANNEL).await {
+            Ok(runs) => {
+                for run in runs.iter().filter(|r| r.thread == *thread) {
+                    self.report_end(&run.id).await;
+                }
+            }
+            Err(e) => {
+                tracing::error!(thread = %thread, "read runs whose end was not reported: {e}")
+            }
         }
     }
 

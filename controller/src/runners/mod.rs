@@ -47,6 +47,7 @@ pub async fn supervisor_for(
     config: &Config,
     store: Store,
     gateway: Arc<Gateway>,
+    shared_as: Option<String>,
 ) -> Result<Supervisor, SetupError> {
     // The local runner binary also serves the controller's worktree helper and the
     // worktree preparation, whichever launcher runs the Coder.
@@ -87,6 +88,7 @@ pub async fn supervisor_for(
         log_dir: layout.dir.join("run"),
         memory: crate::memory::source::DefaultBranchMemory::new(&layout.repo),
         gh: PathBuf::from(&config.github.cli),
+        shared_as,
     })
     .await
     .map_err(SetupError::from)

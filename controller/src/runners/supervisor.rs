@@ -92,6 +92,7 @@ struct Inner {
     gh: PathBuf,
     memory: DefaultBranchMemory,
     slots: Arc<Semaphore>,
+    shared_as: Option<String>,
     active: Mutex<HashMap<String, Active>>,
     events: broadcast::Sender<RunEvent>,
     tracker: TaskTracker,
@@ -112,6 +113,19 @@ pub struct OpenQuestion {
     pub question_id: String,
 }
 
+/// How often a run queued on a shared store asks for a slot again.
+const ADMISSION_POLL: Duration = Duration::from_secs(1);
+
+/// A run's hold on a Coder slot, for as long as it runs: a local permit, or (shared store)
+/// the run's admitted row, which stops counting when the run ends.
+#[derive(Debug)]
+enum Admission {
+    Local {
+        _permit: tokio::sync::OwnedSemaphorePermit,
+    },
+    Shared,
+}
+
 /// Everything a supervisor needs.
 #[allow(missing_debug_implementations)] // holds a closure
 pub struct SupervisorParts {
@@ -128,6 +142,10 @@ pub struct SupervisorParts {
     pub gh: PathBuf,
     /// The project's memory as the default branch holds it, served to runners by ReadMemory.
     pub memory: DefaultBranchMemory,
+    /// With several instances on one store: this instance's id. Runs are then admitted to
+    /// the `max_concurrent` slots every live instance shares ([`Store::admit_run`]), and
+    /// runs left unfinished are settled by whoever takes their thread, not at start.
+    pub shared_as: Option<String>,
 }
 
 impl Supervisor {
@@ -135,7 +153,11 @@ impl Supervisor {
     /// threads are told by the start-up reconciliation, which reports every run end not yet
     /// reported).
     pub async fn new(parts: SupervisorParts) -> Result<Self, StoreError> {
-        let interrupted = parts.store.interrupt_unfinished_runs().await?;
+        let interrupted = match parts.shared_as {
+            // Other instances' runs go on; a stopped one's are its threads' new owners' to settle.
+            Some(_) => Vec::new(),
+            None => parts.store.interrupt_unfinished_runs().await?,
+        };
         if !interrupted.is_empty() {
             tracing::warn!(
                 tag = "CLD",
@@ -147,6 +169,7 @@ impl Supervisor {
         Ok(Self {
             inner: Arc::new(Inner {
                 slots: Arc::new(Semaphore::new(parts.limits.max_concurrent.max(1))),
+                shared_as: parts.shared_as,
                 store: parts.store,
                 gateway: parts.gateway,
                 launcher: parts.launcher,
@@ -445,6 +468,34 @@ fn exit_code(exit: Option<std::process::ExitStatus>) -> Option<i64> {
 }
 
 impl Inner {
+    /// Waits for one of the Coder slots: this instance's, or on a shared store one of those
+    /// every live instance shares (asked again every [`ADMISSION_POLL`]). `None` when the
+    /// slots are gone (shutting down).
+    async fn admit(&self, run_id: &str) -> Option<Admission> {
+        let Some(instance) = &self.shared_as else {
+            return self
+                .slots
+                .clone()
+                .acquire_owned()
+                .await
+                .ok()
+                .map(|permit| Admission::Local { _permit: permit });
+        };
+        let max = i64::try_from(self.limits.max_concurrent.max(1)).unwrap_or(i64::MAX);
+        loop {
+            match self
+                .store
+                .admit_run(run_id, instance, max, crate::thread::lease::LEASE_TTL)
+                .await
+            {
+                Ok(true) => return Some(Admission::Shared),
+                Ok(false) => {}
+                Err(e) => tracing::warn!(run = %run_id, "ask for a Coder slot: {e}"),
+            }
+            tokio::time::sleep(ADMISSION_POLL).await;
+        }
+    }
+
     /// Runs one run to its end and records it; returns its final state. `resume_messages`
     /// is the conversation it resumes (JSON), empty for a fresh run.
     async fn drive(
@@ -457,7 +508,7 @@ impl Inner {
         cancel: &CancellationToken,
     ) -> RunState {
         let permit = tokio::select! {
-            permit = self.slots.clone().acquire_owned() => permit.ok(),
+            permit = self.admit(run_id) => permit,
             () = cancel.cancelled() => None,
         };
         let Some(_permit) = permit else {

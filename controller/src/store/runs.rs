@@ -323,6 +323,35 @@ impl Store {
         records(rows)
     }
 
+    /// Marks the thread's queued or running runs interrupted: an instance of a shared store
+    /// taking the thread from one that stopped (whose runs stopped with it). Returns them.
+    pub async fn interrupt_unfinished_runs_of(
+        &self,
+        thread: &ThreadKey,
+    ) -> Result<Vec<RunRecord>, StoreError> {
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query_as::<_, RunRow>(&format!(
+            "SELECT {COLUMNS} FROM runs WHERE state IN ('queued', 'running') \
+             AND channel_id = $1 AND thread_ts = $2 ORDER BY created_at"
+        ))
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .fetch_all(&mut *tx)
+        .await?;
+        let runs = records(rows)?;
+        sqlx::query(
+            "UPDATE runs SET state = 'interrupted', ending = 'the instance running it stopped', \
+             ended_at = $1 WHERE state IN ('queued', 'running') AND channel_id = $2 AND thread_ts = $3",
+        )
+        .bind(now())
+        .bind(&thread.channel)
+        .bind(&thread.thread_ts)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(runs)
+    }
+
     /// At start: runs that were queued or running when the controller died are interrupted.
     /// Returns them, so their threads can be told.
     pub async fn interrupt_unfinished_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
@@ -530,9 +559,42 @@ mod tests {
         assert_eq!(err.to_string(), "stored event 0 of run r1 is not hex");
     }
 
+    async fn a_taken_threads_unfinished_runs_are_interrupted_and_no_others(s: &Store) {
+        let other = ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "2.1".into(),
+        };
+        s.create_run(new_run("mine", &thread(), 1)).await.unwrap();
+        s.create_run(new_run("other", &other, 1)).await.unwrap();
+        let interrupted = s.interrupt_unfinished_runs_of(&thread()).await.unwrap();
+        assert_eq!(
+            interrupted
+                .iter()
+                .map(|r| r.id.as_str())
+                .collect::<Vec<_>>(),
+            ["mine"]
+        );
+        assert_eq!(
+            s.run("mine").await.unwrap().unwrap().state,
+            RunState::Interrupted
+        );
+        // Another thread's run (another instance's, still running) is left alone.
+        assert_eq!(
+            s.run("other").await.unwrap().unwrap().state,
+            RunState::Queued
+        );
+        assert!(
+            s.interrupt_unfinished_runs_of(&thread())
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
+
     crate::store::testing::on_both_backends!(
         a_run_goes_from_queued_to_finished_with_its_events,
         unfinished_runs_are_interrupted_at_start,
+        a_taken_threads_unfinished_runs_are_interrupted_and_no_others,
         ended_runs_wait_to_be_reported_once,
     );
 

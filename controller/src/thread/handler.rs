@@ -89,10 +89,12 @@ impl MessageHandler for ThreadHandler {
     }
 
     /// A thread this instance takes from another instance of a shared store: a run start
-    /// the other was cut off in is settled, and what it recorded but did not say is said.
+    /// the other was cut off in is settled, its runs that stopped with it are reported, and
+    /// what it recorded but did not say is said.
     async fn adopt(&self, thread: &ThreadKey) {
         tracing::info!(thread = %thread, "this instance takes the thread");
         crate::reconcile::cut_off_starts_of(&self.coder, thread).await;
+        self.coder.report_runs_of_taken_thread(thread).await;
         self.outbox.deliver(thread).await;
     }
 

@@ -106,21 +106,15 @@ impl Ownership for Leases {
     }
 
     /// Threads with messages waiting whose lease this instance could take, and threads whose
-    /// owner stopped renewing them with posts still undelivered.
+    /// owner stopped renewing them (what it left — a post not delivered, a run cut off — is
+    /// finished by whoever takes them).
     async fn waiting(&self, store: &Store) -> Result<Vec<ThreadKey>, StoreError> {
         let mut threads = store.claimable_threads(&self.instance.id).await?;
-        let expired: HashSet<ThreadKey> = store
-            .leases()
-            .await?
-            .into_iter()
-            .filter(|l| l.expires_in_ms <= 0 && l.owner != self.instance.id)
-            .map(|l| l.thread)
-            .collect();
-        if !expired.is_empty() {
-            for thread in store.threads_with_unsent().await? {
-                if expired.contains(&thread) && !threads.contains(&thread) {
-                    threads.push(thread);
-                }
+        for lease in store.leases().await? {
+            let abandoned = lease.expires_in_ms <= 0 && lease.owner != self.instance.id;
+            // The PR watcher's lease names no channel: it is no thread.
+            if abandoned && !lease.thread.channel.is_empty() && !threads.contains(&lease.thread) {
+                threads.push(lease.thread);
             }
         }
         Ok(threads)
