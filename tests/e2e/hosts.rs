@@ -48,18 +48,36 @@ struct Host {
 }
 
 impl Host {
+    /// A host serving both repositories (`CHANNELS`), each a fresh repository of its own.
     fn new(slack: &FakeSlack, model: &FakeModel, gh: &Path, store_url: &str) -> Host {
+        Host::serving(slack, model, gh, store_url, &CHANNELS, None, json!({}))
+    }
+
+    /// A host serving `repositories` (name, channel): clones of `origins/<name>.git` when
+    /// `origins` is given, else fresh repositories; `extra` is merged into its global config.
+    fn serving(
+        slack: &FakeSlack,
+        model: &FakeModel,
+        gh: &Path,
+        store_url: &str,
+        repositories: &[(&str, &str)],
+        origins: Option<&Path>,
+        extra: serde_json::Value,
+    ) -> Host {
         let host = Host {
             home: tempfile::tempdir().unwrap(),
             repos: tempfile::tempdir().unwrap(),
         };
-        let mut repositories = Vec::new();
-        for (name, channel) in CHANNELS {
+        let mut entries = Vec::new();
+        for (name, channel) in repositories {
             let path = host.repos.path().canonicalize().unwrap().join(name);
-            make_repo(&path, name);
-            repositories.push(json!({"name": name, "path": path, "channel": channel}));
+            match origins {
+                Some(origins) => clone(&origins.join(format!("{name}.git")), &path),
+                None => make_repo(&path, name),
+            }
+            entries.push(json!({"name": name, "path": path, "channel": channel}));
         }
-        let global = json!({
+        let mut global = json!({
             "slack": {
                 "botToken": slack::BOT_TOKEN,
                 "appToken": slack::APP_TOKEN,
@@ -70,8 +88,9 @@ impl Host {
             "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
             "github": {"cli": gh.display().to_string()},
             "store": {"url": store_url},
-            "repositories": repositories
+            "repositories": entries
         });
+        codebutler_test_support::merge(&mut global, extra);
         std::fs::write(host.home.path().join("config.json"), global.to_string()).unwrap();
         host
     }
@@ -92,6 +111,22 @@ impl Host {
     }
 }
 
+/// `git clone` of `origin` into `path`.
+fn clone(origin: &Path, path: &Path) {
+    let out = Command::new("git")
+        .arg("clone")
+        .arg("-q")
+        .arg(origin)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn make_repo(root: &Path, name: &str) {
     git::write_files(root, &[("README.md", &format!("# {name}\n"))]);
     let repo = git::init(root);
@@ -106,25 +141,28 @@ fn token(text: &str) -> Option<String> {
     (!digits.is_empty()).then(|| format!("QTOKEN-{digits}"))
 }
 
-/// The owners of the live thread leases, from every repository's schema.
+/// The owners of the thread leases, from every repository's schema.
 fn lease_owners(cluster: &postgres::PgCluster, database: &str) -> Vec<String> {
-    let mut owners = Vec::new();
-    for (name, _) in CHANNELS {
-        let out = cluster.psql(
-            database,
-            &format!(
-                "SELECT owner FROM codebutler_{name}.thread_leases \
-                 WHERE thread_ts <> 'pr-watcher' ORDER BY owner"
-            ),
-        );
-        owners.extend(
-            out.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .map(String::from),
-        );
-    }
-    owners
+    CHANNELS
+        .iter()
+        .flat_map(|(name, _)| lease_owners_of(cluster, database, name))
+        .collect()
+}
+
+/// The owners of the thread leases in repository `name`'s schema.
+fn lease_owners_of(cluster: &postgres::PgCluster, database: &str, name: &str) -> Vec<String> {
+    let out = cluster.psql(
+        database,
+        &format!(
+            "SELECT owner FROM codebutler_{name}.thread_leases \
+             WHERE thread_ts <> 'pr-watcher' ORDER BY owner"
+        ),
+    );
+    out.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 /// An instance id is `<host>:<pid>:<start ms>`.
@@ -292,5 +330,135 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
         "{took} takes for {} threads and {kills} kills; logs:\n{}",
         threads.len(),
         logs_text()
+    );
+}
+
+/// A Coder run whose instance is SIGKILLed mid-run: once its lease expires, the other
+/// instance takes the thread, marks the run interrupted and says so in the thread, once.
+#[tokio::test]
+async fn a_run_whose_instance_dies_is_reported_by_the_instance_that_takes_its_thread() {
+    let cluster = postgres::shared();
+    let database = cluster.create_database("hostrun");
+    let url = cluster.url(&database);
+    let slack = FakeSlack::start().await;
+    let model = FakeModel::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    codebutler_test_support::gh::install_fake_gh(outside.path());
+    let gh = outside.path().join("gh");
+    let origins = outside.path().join("origins");
+    let seed = outside.path().join("seed");
+    make_repo(&seed, "api");
+    git::push_to_new_origin(&seed, &origins.join("api.git"));
+    let runs = json!({
+        "sandbox": {"runnerPath": crate::harness::runner_bin().display().to_string(), "memoryMB": 768},
+        "coder": {"maxTurns": 6, "timeout": 5}
+    });
+    let repos = [("api", "C0API")];
+    let hosts: Vec<Host> = (0..2)
+        .map(|_| {
+            Host::serving(
+                &slack,
+                &model,
+                &gh,
+                &url,
+                &repos,
+                Some(&origins),
+                runs.clone(),
+            )
+        })
+        .collect();
+    let ask = "please add the notes HOSTRUN-ASK";
+    let plan = json!({"summary": "Work on HOSTRUN-TOKEN", "steps": ["Do it"], "files": []});
+    model.script(
+        ask,
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready."),
+        ],
+    );
+    // The Coder's first call takes long: the run is in progress when its instance dies.
+    model.script(
+        "HOSTRUN-TOKEN",
+        vec![Reply::delayed(
+            Duration::from_secs(120),
+            Reply::text("Done."),
+        )],
+    );
+    let mut first = hosts[0].spawn(outside.path(), 1);
+    assert!(
+        slack
+            .wait_until(Duration::from_secs(60), || slack.open_connections() >= 1)
+            .await,
+        "the first instance did not connect"
+    );
+    let thread = slack.user_message("C0API", USER, ask, None).ts;
+    let posts_in = || {
+        slack
+            .posts()
+            .into_iter()
+            .filter(|p| p.thread_ts.as_deref() == Some(thread.as_str()))
+            .map(|p| p.text)
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        slack
+            .wait_until(crate::harness::WAIT, || !posts_in().is_empty())
+            .await,
+        "no plan; log:\n{}",
+        first.log()
+    );
+    let second = hosts[1].spawn(outside.path(), 2);
+    assert!(
+        slack
+            .wait_until(Duration::from_secs(60), || slack.open_connections() >= 2)
+            .await,
+        "the second instance did not connect"
+    );
+    slack.user_message("C0API", USER, "yes", Some(&thread));
+    let running = || {
+        cluster.psql(
+            &database,
+            "SELECT state || ' ' || instance FROM codebutler_api.runs",
+        )
+    };
+    assert!(
+        slack
+            .wait_until(crate::harness::WAIT, || running().contains("running"))
+            .await,
+        "the run did not start: {}; log:\n{}",
+        running(),
+        first.log()
+    );
+    let admitted_on = running();
+    assert!(
+        admitted_on.contains(&format!(":{}:", first.pid())),
+        "the run was admitted on the instance that owns its thread: {admitted_on}"
+    );
+    first.kill9().await;
+
+    let interrupted = "I was stopped while working on this";
+    let reported = slack
+        .wait_until(Duration::from_secs(60), || {
+            posts_in().iter().any(|p| p.contains(interrupted))
+        })
+        .await;
+    assert!(
+        reported,
+        "the run was not reported; posts {:?}; log:\n{}",
+        posts_in(),
+        second.log()
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reports = posts_in()
+        .iter()
+        .filter(|p| p.contains(interrupted))
+        .count();
+    assert_eq!(reports, 1, "{:?}", posts_in());
+    assert!(running().starts_with("interrupted"), "{}", running());
+    let owners = lease_owners_of(cluster, &database, "api");
+    assert_eq!(
+        owners.iter().map(|o| pid_of(o)).collect::<Vec<_>>(),
+        [Some(second.pid())],
+        "the thread's lease is the second instance's"
     );
 }
