@@ -313,6 +313,33 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
             "a killed instance still holds a lease: {killed}; leases {owners:?}"
         );
     }
+    // `--status` on any host shows the three live instances and who holds which thread.
+    let status = Command::new(env!("CARGO_BIN_EXE_codebutler"))
+        .arg("--status")
+        .current_dir(hosts[0].repos.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", hosts[0].home.path())
+        .env("CODEBUTLER_HOME", hosts[0].home.path())
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains("hosts: 3"), "{status}");
+    for daemon in &daemons {
+        assert!(status.contains(&format!(":{}:", daemon.pid())), "{status}");
+    }
+    assert!(
+        status.contains("postgres schema codebutler_api"),
+        "{status}"
+    );
+    // Every thread's lease, under its holder.
+    let hosts_part = &status[status.find("hosts: 3").unwrap_or(0)..];
+    assert_eq!(
+        hosts_part.matches("api/").count() + hosts_part.matches("web/").count(),
+        lease_owners(cluster, &database).len(),
+        "{status}"
+    );
+
     // Every thread was taken once at first, and again after each kill of its owner.
     let took: usize = std::fs::read_dir(logs)
         .unwrap()

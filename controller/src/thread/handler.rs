@@ -89,13 +89,18 @@ impl MessageHandler for ThreadHandler {
     }
 
     /// A thread this instance takes from another instance of a shared store: a run start
-    /// the other was cut off in is settled, its runs that stopped with it are reported, and
-    /// what it recorded but did not say is said.
+    /// the other was cut off in is settled, its runs that stopped with it are reported,
+    /// what it recorded but did not say is said, and the steps after its pull request that
+    /// are not done yet are resumed (in the background, as after a start; each is recorded
+    /// once, whoever finishes it).
     async fn adopt(&self, thread: &ThreadKey) {
         tracing::info!(thread = %thread, "this instance takes the thread");
         crate::reconcile::cut_off_starts_of(&self.coder, thread).await;
         self.coder.report_runs_of_taken_thread(thread).await;
         self.outbox.deliver(thread).await;
+        let after_pr = self.coder.after_pr.clone();
+        let thread = thread.clone();
+        tokio::spawn(async move { after_pr.run(&thread).await });
     }
 
     async fn on_panic(&self, msg: IncomingMessage, panic: String) {
