@@ -16,6 +16,13 @@
 //! work in flight within a bound, the runners, the admin socket, the store. Everything it
 //! says in Slack goes through the outbox ([`crate::slack::outbox`]), recorded with the change
 //! it reports.
+//!
+//! On a PostgreSQL store other instances (hosts) may share the repository. Then this
+//! instance registers itself and beats, handles a thread only while it holds the thread's
+//! lease ([`crate::thread::lease`]), fences its commits by that lease, and watches for threads
+//! waiting without an owner. What a stop left is not sorted out for the whole store at start
+//! (another instance may be working on it) but thread by thread, by whichever instance takes
+//! the thread ([`crate::thread::dispatch::MessageHandler::adopt`]).
 
 use std::future::Future;
 use std::path::PathBuf;
