@@ -24,7 +24,6 @@
 //! (another instance may be working on it) but thread by thread, by whichever instance takes
 //! the thread ([`crate::thread::dispatch::MessageHandler::adopt`]).
 
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,7 +45,7 @@ use crate::postflight::AfterPr;
 use crate::repo_lock::RepoLock;
 use crate::runners;
 use crate::runners::supervisor::Supervisor;
-use crate::service::{ServedRepo, SharedSlack};
+use crate::service::parts::{ServedRepo, SharedSlack, StartError};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::store::{Instance, Store, repository_name};
@@ -57,25 +56,6 @@ use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
 
 /// How long shutdown waits for work in flight.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
-
-pub use crate::service::StartError;
-
-/// Runs the daemon for the one repository at `layout` (already set up with
-/// [`Layout::init`]) until `shutdown` completes: `codebutler --repo DIR`. `home` is the
-/// global config directory (where the Slack app's lock lives).
-pub async fn run(
-    layout: Layout,
-    config: Config,
-    home: PathBuf,
-    shutdown: impl Future<Output = ()>,
-) -> Result<(), StartError> {
-    let repo = ServedRepo {
-        name: None,
-        layout,
-        config,
-    };
-    crate::service::run(vec![repo], home, crate::service::NoPeers, shutdown).await
-}
 
 /// A repository whose lock this process holds, not started yet.
 #[derive(Debug)]

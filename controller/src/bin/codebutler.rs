@@ -13,12 +13,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use codebutler_controller::config::{self, Config, ConfigSources};
-use codebutler_controller::daemon::{self, StartError};
 use codebutler_controller::layout::Layout;
 use codebutler_controller::logging::{self, LogFormat};
 use codebutler_controller::repo_lock::{LockError, RepoLock};
 use codebutler_controller::service::status::{self, RepoRef};
-use codebutler_controller::service::{self, NoPeers, ServedRepo};
+use codebutler_controller::service::{self, NoPeers, ServedRepo, StartError};
 use codebutler_controller::store::{self, Store, StoreError};
 use codebutler_controller::workspace::orphans;
 
@@ -93,7 +92,7 @@ fn main() -> ExitCode {
         };
         return print_status(&runtime, vec![repo], &home, &config);
     }
-    exit(runtime.block_on(daemon::run(layout, config, home, shutdown_signal())))
+    exit(runtime.block_on(service::run_one(layout, config, home, shutdown_signal())))
 }
 
 /// The global config directory and its `repositories`, if it lists any.

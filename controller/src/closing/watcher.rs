@@ -76,7 +76,7 @@ impl PrWatcher {
         };
         match self
             .store
-            .claim_thread(&key, instance, crate::thread::lease::LEASE_TTL)
+            .claim_thread(&key, instance, crate::store::LEASE_TTL)
             .await
         {
             Ok(held) => held,

@@ -52,7 +52,7 @@ pub use runs::{
     BuildConfig, DEFAULT_DISK_MB, FetchConfig, ProjectType, SandboxConfig, SandboxMode,
     UnknownProjectType,
 };
-pub use slack::SlackConfig;
+pub use slack::{DEFAULT_CONNECTION_GRACE, SlackConfig};
 
 use file::{FileConfig, Files};
 use origin::Origin;

@@ -9,6 +9,9 @@ use super::secrets::Secrets;
 use super::{ConfigError, ENV_SLACK_APP_TOKEN, ENV_SLACK_BOT_TOKEN, base_url};
 use crate::secret::Secret;
 
+/// How long more connections than expected may last before the service stops.
+pub const DEFAULT_CONNECTION_GRACE: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Slack connection and channel.
 #[derive(Clone, Debug)]
 pub struct SlackConfig {
@@ -85,7 +88,7 @@ impl SlackFile {
             api_url: base_url(self.api_url, "https://slack.com/api/"),
             messages_per_second: self.messages_per_second.unwrap_or(1.0),
             connection_grace: match self.connection_grace_seconds {
-                None => crate::service::connections::DEFAULT_GRACE,
+                None => DEFAULT_CONNECTION_GRACE,
                 Some(secs @ 1..=3600) => std::time::Duration::from_secs(secs),
                 Some(secs) => {
                     return Err(origin.field_error(

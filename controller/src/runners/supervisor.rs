@@ -485,7 +485,7 @@ impl Inner {
         loop {
             match self
                 .store
-                .admit_run(run_id, instance, max, crate::thread::lease::LEASE_TTL)
+                .admit_run(run_id, instance, max, crate::store::LEASE_TTL)
                 .await
             {
                 Ok(true) => return Some(Admission::Shared),

@@ -19,8 +19,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-/// How long more connections than expected may last before the service stops.
-pub const DEFAULT_GRACE: Duration = Duration::from_secs(60);
+pub use crate::config::DEFAULT_CONNECTION_GRACE as DEFAULT_GRACE;
 
 /// How many Socket Mode connections other live instances of this service hold on the
 /// same app: the seam where instances registered in a shared store are counted.
@@ -42,11 +41,7 @@ pub struct LiveInstances {
 #[async_trait]
 impl PeerConnections for LiveInstances {
     async fn count(&self) -> u32 {
-        match self
-            .store
-            .live_instances(crate::thread::lease::LEASE_TTL)
-            .await
-        {
+        match self.store.live_instances(crate::store::LEASE_TTL).await {
             Ok(live) => {
                 let others = live.iter().filter(|i| i.id != self.me).count();
                 u32::try_from(others).unwrap_or(u32::MAX)

@@ -20,6 +20,7 @@
 
 pub mod app_lock;
 pub mod connections;
+pub mod parts;
 pub mod router;
 pub mod status;
 
@@ -33,86 +34,33 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::daemon::{LockedRepo, RepoService};
-use crate::gateway::GatewayError;
 use crate::layout::Layout;
-use crate::runners;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, auth_test, build_client};
 use crate::slack::socket::{EventSink, SocketMode};
 use crate::store::Instance;
 
 pub use connections::{LiveInstances, NoPeers, PeerConnections, SharedApp};
+pub use parts::{ServedRepo, SharedSlack, StartError};
 
 /// How long a probe connection waits for its `hello`.
 const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// A failure that stops the service from starting (or, for [`StartError::SharedApp`],
-/// running).
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    #[error(transparent)]
-    Slack(#[from] crate::slack::api::SlackError),
-    #[error("connect to Slack Socket Mode: {0}")]
-    Socket(#[source] slack_morphism::errors::SlackClientError),
-    #[error("set up the model gateway: {0}")]
-    Gateway(#[from] GatewayError),
-    #[error("set up runners: {0}")]
-    Runners(#[from] runners::SetupError),
-    #[error(transparent)]
-    Lock(#[from] crate::repo_lock::LockError),
-    #[error("open repository {path}: {source}")]
-    Repo {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    AppInUse(#[from] app_lock::AppLockError),
-    #[error(transparent)]
-    SharedApp(#[from] SharedApp),
-    #[error("no repository to serve")]
-    NoRepositories,
-    #[error("name this instance (host name): {0}")]
-    Instance(#[source] std::io::Error),
-    #[error("repository `{name}`: {source}")]
-    Repository {
-        name: String,
-        #[source]
-        source: Box<StartError>,
-    },
-}
-
-impl StartError {
-    /// Another process uses the Slack app (on this host or elsewhere).
-    pub fn is_app_in_use(&self) -> bool {
-        match self {
-            Self::AppInUse(app_lock::AppLockError::Held { .. }) | Self::SharedApp(_) => true,
-            Self::Repository { source, .. } => source.is_app_in_use(),
-            _ => false,
-        }
-    }
-}
-
-/// One repository to serve.
-#[derive(Clone, Debug)]
-pub struct ServedRepo {
-    /// Its name in the global config's `repositories`; `None` for `codebutler --repo DIR`.
-    pub name: Option<String>,
-    /// Its `.codebutler/` (already set up with [`Layout::init`]).
-    pub layout: Layout,
-    /// Its merged configuration; `slack.channel_id` is the channel it serves.
-    pub config: Config,
-}
-
-/// What every repository of the process shares of the Slack app.
-#[derive(Clone, Debug)]
-pub struct SharedSlack {
-    pub client: Arc<Client>,
-    /// The one paced, rate-limited sender of the app.
-    pub sender: Sender,
-    /// The bot's user id, learned with `auth.test`.
-    pub bot_user_id: String,
+/// Serves the one repository at `layout` (already set up with [`Layout::init`]) until
+/// `shutdown` completes: `codebutler --repo DIR`. `home` is the global config directory (where
+/// the Slack app's lock lives).
+pub async fn run_one(
+    layout: Layout,
+    config: Config,
+    home: PathBuf,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), StartError> {
+    let repo = ServedRepo {
+        name: None,
+        layout,
+        config,
+    };
+    run(vec![repo], home, NoPeers, shutdown).await
 }
 
 /// Serves `repos` (the Slack app is the first one's; the configuration checked they all

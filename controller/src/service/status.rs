@@ -162,7 +162,7 @@ async fn read_postgres(
     };
     let label = format!("postgres schema {}", store.schema().unwrap_or(name));
     let view = read_store(&store).await;
-    let live = store.live_instances(crate::thread::lease::LEASE_TTL).await;
+    let live = store.live_instances(crate::store::LEASE_TTL).await;
     let leases = store.leases().await;
     match (live, leases) {
         (Ok(live), Ok(leases)) => {

@@ -22,6 +22,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::{Store, StoreError, ThreadKey, ThreadRow};
 
+/// How long a lease lasts without renewal: how long a stopped instance's threads wait
+/// before another takes them over, and how recent a heartbeat counts as live.
+pub const LEASE_TTL: Duration = Duration::from_secs(15);
+
 /// One process of the service, as it registers itself: `<host>:<pid>:<start ms>`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Instance {

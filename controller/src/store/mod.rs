@@ -46,7 +46,7 @@ pub use backend::{StoreUrl, StoreUrlError, schema_name};
 pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use history::{StoredEffect, StoredMessage};
-pub use leases::{Instance, InstanceRecord, LeaseRecord};
+pub use leases::{Instance, InstanceRecord, LEASE_TTL, LeaseRecord};
 pub use memory::{MemoryChange, OpenProposal};
 pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::{QuestionRecord, QuestionState};

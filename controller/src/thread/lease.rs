@@ -20,12 +20,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::ThreadKey;
 use crate::runners::supervisor::Supervisor;
+pub use crate::store::LEASE_TTL;
 use crate::store::{Instance, Store, StoreError};
 use crate::thread::dispatch::{Claim, Ownership};
 
-/// How long a lease lasts without renewal: how long a stopped instance's threads wait
-/// before another takes them over.
-pub const LEASE_TTL: Duration = Duration::from_secs(15);
 /// How often an instance renews its leases.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 /// How often an instance looks for threads waiting without an owner.
