@@ -107,18 +107,8 @@ pub(super) fn millis(d: Duration) -> i64 {
 impl Store {
     /// Registers `instance` (or renews it, if it is registered already).
     pub async fn register_instance(&self, instance: &Instance) -> Result<(), StoreError> {
-        let now = self.backend.now_ms();
-        sqlx::query(&format!(
-            "INSERT INTO instances (id, host, pid, started_at, heartbeat_at) \
-             VALUES ($1, $2, $3, {now}, {now}) \
-             ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
-        ))
-        .bind(&instance.id)
-        .bind(&instance.host)
-        .bind(i64::from(instance.pid))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        upsert_instance(&mut conn, self.backend.now_ms(), instance).await
     }
 
     /// Renews `instance` and every lease it holds for `lease_ttl` from now, in one
@@ -131,16 +121,7 @@ impl Store {
     ) -> Result<u64, StoreError> {
         let now = self.backend.now_ms();
         let mut tx = self.begin_write().await?;
-        sqlx::query(&format!(
-            "INSERT INTO instances (id, host, pid, started_at, heartbeat_at) \
-             VALUES ($1, $2, $3, {now}, {now}) \
-             ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
-        ))
-        .bind(&instance.id)
-        .bind(&instance.host)
-        .bind(i64::from(instance.pid))
-        .execute(&mut *tx)
-        .await?;
+        upsert_instance(&mut tx, now, instance).await?;
         let renewed = sqlx::query(&format!(
             "UPDATE thread_leases SET expires_at = {now} + $1 WHERE owner = $2"
         ))
@@ -312,6 +293,26 @@ impl Store {
         .await?;
         Ok(rows.into_iter().map(ThreadKey::from).collect())
     }
+}
+
+/// Registers `instance`, or renews its heartbeat if it is registered (`now`: the database's
+/// clock, as [`super::backend::Backend::now_ms`] writes it).
+async fn upsert_instance(
+    conn: &mut sqlx::AnyConnection,
+    now: &str,
+    instance: &Instance,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "INSERT INTO instances (id, host, pid, started_at, heartbeat_at) \
+         VALUES ($1, $2, $3, {now}, {now}) \
+         ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at"
+    ))
+    .bind(&instance.id)
+    .bind(&instance.host)
+    .bind(i64::from(instance.pid))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
 }
 
 /// The guard of [`super::Change::LeaseHeld`]: whether `owner` holds `thread`'s lease, unexpired.
