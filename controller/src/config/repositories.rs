@@ -228,16 +228,7 @@ fn repositories_error(path: &Path, message: String) -> ConfigError {
     }
 }
 
-/// A repository name as it is compared for uniqueness and used where only `[a-z0-9_]` is
-/// allowed (a PostgreSQL schema name): lower-cased, every other character `_`.
-pub fn sanitized_name(name: &str) -> String {
-    name.chars()
-        .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9') => c,
-            _ => '_',
-        })
-        .collect()
-}
+pub use crate::store::sanitized_name;
 
 fn valid_name(name: &str) -> bool {
     name.chars()

@@ -155,20 +155,22 @@ pub(crate) async fn open_sqlite(path: &std::path::Path) -> Result<AnyPool, Store
         .map_err(open_err)
 }
 
-/// The schema of the repository named `repository`: `codebutler_` and the name with every
-/// character outside `[a-z0-9_]` (after lower-casing) made `_`.
-pub fn schema_name(repository: &str) -> Result<String, StoreError> {
-    let sanitized: String = repository
-        .chars()
-        .flat_map(char::to_lowercase)
-        .map(|c| {
-            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
-                c
-            } else {
-                '_'
-            }
+/// A repository name as it appears in its schema's name: lower-cased, every character
+/// outside `[a-z0-9_]` made `_` (one for one). Two repositories whose names sanitize alike
+/// would share a schema, so the configuration compares names this way too.
+pub fn sanitized_name(name: &str) -> String {
+    name.chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '_') => c,
+            _ => '_',
         })
-        .collect();
+        .collect()
+}
+
+/// The schema of the repository named `repository`: `codebutler_` and its
+/// [`sanitized_name`].
+pub fn schema_name(repository: &str) -> Result<String, StoreError> {
+    let sanitized = sanitized_name(repository);
     let schema = format!("codebutler_{sanitized}");
     // PostgreSQL cuts identifiers at 63 bytes: refuse rather than let two long names meet.
     if sanitized.is_empty() || schema.len() > 63 {

@@ -42,7 +42,7 @@ mod steps;
 #[cfg(test)]
 mod testing;
 mod thread_state;
-pub use backend::{StoreUrl, StoreUrlError, schema_name};
+pub use backend::{StoreUrl, StoreUrlError, sanitized_name, schema_name};
 pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use history::{StoredEffect, StoredMessage};
