@@ -6,7 +6,7 @@
 //! questions, and the killed instances' threads are taken over by the others.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use codebutler_test_support::git;
@@ -16,7 +16,7 @@ use codebutler_test_support::slack::{self, FakeSlack};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::harness::{Daemon, USER, user_messages};
+use crate::harness::{Daemon, USER, codebutler_command, user_messages};
 
 const CHANNELS: [(&str, &str); 2] = [("api", "C0API"), ("web", "C0WEB")];
 const THREADS_PER_CHANNEL: usize = 3;
@@ -96,17 +96,8 @@ impl Host {
     }
 
     fn spawn(&self, logs: &Path, n: usize) -> Daemon {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebutler"));
-        cmd.current_dir(self.repos.path())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("CODEBUTLER_HOME", self.home.path())
-            .env(
-                "RUST_LOG",
-                "warn,codebutler_controller=info,codebutler=info",
-            )
-            .stdin(Stdio::null());
+        let mut cmd = codebutler_command(self.home.path());
+        cmd.current_dir(self.repos.path());
         Daemon::spawn_logged(cmd, logs.join(format!("instance-{n}.log")))
     }
 }
@@ -314,13 +305,9 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
         );
     }
     // `--status` on any host shows the three live instances and who holds which thread.
-    let status = Command::new(env!("CARGO_BIN_EXE_codebutler"))
+    let status = codebutler_command(hosts[0].home.path())
         .arg("--status")
         .current_dir(hosts[0].repos.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", hosts[0].home.path())
-        .env("CODEBUTLER_HOME", hosts[0].home.path())
         .output()
         .unwrap();
     let status = String::from_utf8_lossy(&status.stdout).into_owned();

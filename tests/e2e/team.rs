@@ -4,7 +4,7 @@
 //! app, on this host (a lock) and across hosts (Slack's connection count); `--status`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use codebutler_test_support::git;
@@ -13,7 +13,7 @@ use codebutler_test_support::slack::{self, FakeSlack};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::harness::{Daemon, USER, WAIT, content_text};
+use crate::harness::{Daemon, USER, WAIT, codebutler_command, content_text};
 
 const API: &str = "C0API";
 const WEB: &str = "C0WEB";
@@ -90,18 +90,8 @@ impl Team {
     /// `codebutler` with the global config directory `home`, a clean environment apart from
     /// PATH, and `args`.
     fn command(&self, home: &Path, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebutler"));
-        cmd.args(args)
-            .current_dir(self.outside.path())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home)
-            .env("CODEBUTLER_HOME", home)
-            .env(
-                "RUST_LOG",
-                "warn,codebutler_controller=debug,codebutler=debug",
-            )
-            .stdin(Stdio::null());
+        let mut cmd = codebutler_command(home);
+        cmd.args(args).current_dir(self.outside.path());
         cmd
     }
 

@@ -138,7 +138,11 @@ async fn read_sqlite(path: &Path) -> StoreView {
         return StoreView::Absent;
     }
     match Store::open(path).await {
-        Ok(store) => read_store(&store).await,
+        Ok(store) => {
+            let view = read_store(&store).await;
+            store.close().await;
+            view
+        }
         Err(e) => StoreView::Failed(e.to_string()),
     }
 }

@@ -71,6 +71,22 @@ impl Outbox {
 
     /// Like [`Outbox::new`] with another retry interval.
     pub fn with_retry_interval(store: Store, sender: Sender, retry_interval: Duration) -> Self {
+        Self::build(store, sender, retry_interval, None)
+    }
+
+    /// An outbox whose commits record nothing unless `instance` holds the thread's lease
+    /// ([`Change::LeaseHeld`]): an instance that lost a thread to another neither records nor
+    /// says anything more about it. For instances sharing one store.
+    pub fn fenced_by(store: Store, sender: Sender, instance: &str) -> Self {
+        Self::build(store, sender, RETRY_INTERVAL, Some(instance.to_owned()))
+    }
+
+    fn build(
+        store: Store,
+        sender: Sender,
+        retry_interval: Duration,
+        fence: Option<String>,
+    ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
@@ -78,23 +94,7 @@ impl Outbox {
                 locks: Mutex::new(HashMap::new()),
                 retrying: Mutex::new(HashSet::new()),
                 retry_interval,
-                fence: None,
-            }),
-        }
-    }
-
-    /// An outbox whose commits record nothing unless `instance` holds the thread's lease
-    /// ([`Change::LeaseHeld`]): an instance that lost a thread to another neither records nor
-    /// says anything more about it. For instances sharing one store.
-    pub fn fenced_by(store: Store, sender: Sender, instance: &str) -> Self {
-        Self {
-            inner: Arc::new(Inner {
-                store,
-                sender,
-                locks: Mutex::new(HashMap::new()),
-                retrying: Mutex::new(HashSet::new()),
-                retry_interval: RETRY_INTERVAL,
-                fence: Some(instance.to_owned()),
+                fence,
             }),
         }
     }

@@ -124,18 +124,8 @@ impl Env {
 
     /// The daemon's command line, with a clean environment apart from PATH.
     pub fn command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebutler"));
-        cmd.arg("--repo")
-            .arg(self.repo.path())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("CODEBUTLER_HOME", self.home.path())
-            .env(
-                "RUST_LOG",
-                "warn,codebutler_controller=debug,codebutler=debug",
-            )
-            .stdin(Stdio::null());
+        let mut cmd = codebutler_command(self.home.path());
+        cmd.arg("--repo").arg(self.repo.path());
         cmd
     }
 
@@ -234,6 +224,22 @@ fn rand_suffix() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos()
+}
+
+/// `codebutler` with the global config directory `home` (also its HOME), a clean environment
+/// apart from PATH, debug logs and no stdin.
+pub fn codebutler_command(home: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_codebutler"));
+    cmd.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("CODEBUTLER_HOME", home)
+        .env(
+            "RUST_LOG",
+            "warn,codebutler_controller=debug,codebutler=debug",
+        )
+        .stdin(Stdio::null());
+    cmd
 }
 
 /// The daemon process; killed when dropped.
