@@ -23,6 +23,8 @@ const THREADS_PER_CHANNEL: usize = 3;
 const ROUNDS: usize = 5;
 /// Long enough for a few lease takeovers (15 s each) on a loaded machine.
 const DEADLINE: Duration = Duration::from_secs(240);
+/// How long a round waits for a live instance to hold a lease: past the lease's 15 s expiry.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(40);
 
 /// SplitMix64: small and seeded, so a failing run replays with its seed.
 struct Rng(u64);
@@ -226,17 +228,33 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
     let mut killed_owners = Vec::new();
     for _round in 1..ROUNDS {
         // Let the round's questions reach their owners, then kill the owner of a thread.
+        // Only a live instance's lease counts: a killed instance keeps its leases until they
+        // expire, and when it held every thread no live owner exists until they are taken over.
         tokio::time::sleep(Duration::from_millis(300 + rng.below(700) as u64)).await;
-        let owners = lease_owners(cluster, &database);
+        let live_owners = || {
+            lease_owners(cluster, &database)
+                .into_iter()
+                .filter_map(|owner| {
+                    let i = daemons
+                        .iter()
+                        .position(|d| Some(d.pid()) == pid_of(&owner))?;
+                    Some((i, owner))
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut owners = live_owners();
+        let waited_since = std::time::Instant::now();
+        while owners.is_empty() && waited_since.elapsed() < TAKEOVER_WAIT {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            owners = live_owners();
+        }
         if !owners.is_empty() {
-            let owner = owners[rng.below(owners.len())].clone();
-            if let Some(i) = daemons.iter().position(|d| Some(d.pid()) == pid_of(&owner)) {
-                daemons[i].kill9().await;
-                kills += 1;
-                killed_owners.push(owner);
-                spawned += 1;
-                daemons[i] = hosts[i].spawn(logs, spawned);
-            }
+            let (i, owner) = owners[rng.below(owners.len())].clone();
+            daemons[i].kill9().await;
+            kills += 1;
+            killed_owners.push(owner);
+            spawned += 1;
+            daemons[i] = hosts[i].spawn(logs, spawned);
         }
         for (channel, ts, asked) in &mut threads {
             n += 1;
@@ -247,8 +265,8 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
     }
     assert_eq!(n, 30);
     assert!(
-        kills >= 2,
-        "only {kills} kill(s): the leases table showed no owner"
+        kills == ROUNDS - 1,
+        "only {kills} kill(s): no live instance held a lease within {TAKEOVER_WAIT:?}"
     );
 
     let answers = |channel: &str, ts: &str| -> Vec<String> {
