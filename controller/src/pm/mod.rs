@@ -7,6 +7,7 @@
 //! the thread is closed.
 
 pub mod questions;
+pub mod references;
 pub mod tools;
 
 use std::path::PathBuf;
