@@ -180,10 +180,10 @@ fn message_line(message: &ThreadMessage) -> String {
 /// A pull request or issue as text: its state and author, address, changed files,
 /// description, latest comments and (for a pull request) diff.
 pub fn item_text(item: &Item, diff: Option<&str>) -> String {
-    let mut out = format!("State: {}", item.state.to_ascii_lowercase());
-    if let Some(at) = &item.merged_at {
-        out.push_str(&format!(" (merged {at})"));
-    }
+    let mut out = match &item.merged_at {
+        Some(at) => format!("State: merged {at}"),
+        None => format!("State: {}", item.state.to_ascii_lowercase()),
+    };
     if let Some(author) = &item.author {
         out.push_str(&format!(", by {}", author.login));
     }
