@@ -310,3 +310,59 @@ async fn a_restart_neither_reads_again_nor_repeats_the_line() {
     );
     assert_each_effect_posted_once(&env);
 }
+
+#[tokio::test]
+async fn an_approved_plan_carries_the_background_to_the_coder() {
+    let env = crate::harness::runner_env(serde_json::json!({"maxTurns": 4, "timeout": 2})).await;
+    pr_42().install(env.outside.path());
+    let plan = serde_json::json!({
+        "summary": "Fix REMEMBER-ME-SESSIONS",
+        "steps": ["Use `REMEMBER_ME_SECS` from PR #42 in src/auth/session.rs"],
+        "files": ["src/auth/session.rs"]
+    });
+    env.model.script(
+        HEADER,
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Here is my plan."),
+        ],
+    );
+    // Longer than HEADER, which the Coder's task holds too: the longest matcher wins.
+    let task_start = "📋 **Plan:** Fix REMEMBER-ME-SESSIONS\n\n1. Use `REMEMBER_ME_SECS` from PR #42 in src/auth/session.rs";
+    env.model.script(
+        task_start,
+        vec![Reply::text("Nothing to change after all.")],
+    );
+    let _daemon = env.start().await;
+    let thread = env.say("Remember-me broke after #42, fix it");
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.post_texts(&thread)
+                .iter()
+                .any(|t| t.contains("Fix REMEMBER-ME-SESSIONS"))
+        })
+        .await;
+    assert!(ok, "no plan: {:?}", env.post_texts(&thread));
+    let ending = crate::harness::say_and_wait_run(&env, &thread, "yes").await;
+    assert_eq!(ending, "white_check_mark", "{:?}", env.post_texts(&thread));
+
+    // The Coder's task is the plan, then the background the PM planned with.
+    let coder = env.model.requests_for(task_start);
+    let task = &user_messages(&coder[0].body)[0];
+    let background = task
+        .split_once("## Background the PM read for this plan")
+        .map(|(_, b)| b)
+        .unwrap_or_else(|| panic!("no background in the Coder's task: {task}"));
+    assert!(task.starts_with("Implement this approved plan:"), "{task}");
+    assert!(background.contains(HEADER), "{background}");
+    assert!(
+        background.contains("Cookies now last 30 days"),
+        "{background}"
+    );
+    assert!(
+        background.contains("+pub const REMEMBER_ME_SECS"),
+        "{background}"
+    );
+    env.assert_clean();
+}
