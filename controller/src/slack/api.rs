@@ -147,6 +147,7 @@ pub struct ThreadMessages {
 /// One message of a thread, read leniently: what a reader of the thread needs.
 #[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
 pub struct ThreadMessage {
+    /// The message's ts.
     #[serde(default)]
     pub ts: String,
     /// The author's user id (absent for some bot posts).
@@ -155,6 +156,7 @@ pub struct ThreadMessage {
     /// Set on a bot's post.
     #[serde(default)]
     pub bot_id: Option<String>,
+    /// Its text, in Slack's markup.
     #[serde(default)]
     pub text: String,
 }
