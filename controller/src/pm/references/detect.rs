@@ -18,7 +18,7 @@ pub enum Reference {
     /// A Slack thread (or a message in one): `https://<ws>.slack.com/archives/<channel>/p<ts>`,
     /// with `?thread_ts=<ts>` when the link points at a reply.
     SlackThread {
-        /// The address as the person wrote it (Slack's `&amp;` undone).
+        /// The address, rebuilt from its checked parts (`?thread_ts=…&cid=…` kept for a reply).
         url: String,
         channel: String,
         /// The thread's ts: `thread_ts` when the link has one, else the linked message's.
@@ -69,7 +69,7 @@ pub fn detect(text: &str) -> Detected {
     // its label are read apart.
     for token in text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '|')) {
         if let Some(rest) = strip_scheme(token) {
-            if let Some(reference) = parse_address(token, rest) {
+            if let Some(reference) = parse_address(rest) {
                 add(reference);
             }
             // A `#` inside an address is a fragment, never a number.
@@ -98,14 +98,19 @@ fn strip_scheme(token: &str) -> Option<&str> {
 }
 
 /// A Slack thread or GitHub reference from an address (`rest` follows its scheme).
-fn parse_address(token: &str, rest: &str) -> Option<Reference> {
+fn parse_address(rest: &str) -> Option<Reference> {
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     let host = host.to_ascii_lowercase();
     if host == "github.com" || host == "www.github.com" {
         return parse_github(path);
     }
-    if host.ends_with(".slack.com") && host.len() > ".slack.com".len() {
-        return parse_slack(token, path);
+    if host.ends_with(".slack.com")
+        && host.len() > ".slack.com".len()
+        && host
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.'))
+    {
+        return parse_slack(&host, path);
     }
     None
 }
@@ -129,8 +134,8 @@ fn parse_github(path: &str) -> Option<Reference> {
     })
 }
 
-/// `archives/<channel>/p<digits>[?…thread_ts=<ts>…]`.
-fn parse_slack(token: &str, path: &str) -> Option<Reference> {
+/// `archives/<channel>/p<digits>[?…thread_ts=<ts>…]` on the workspace `host`.
+fn parse_slack(host: &str, path: &str) -> Option<Reference> {
     let (path, query) = path.split_once('?').unwrap_or((path, ""));
     let path = path.split('#').next().unwrap_or_default();
     let mut parts = path.split('/');
@@ -150,16 +155,19 @@ fn parse_slack(token: &str, path: &str) -> Option<Reference> {
     let message_ts = packed_ts(digits)?;
     let query = query.replace("&amp;", "&");
     let query = query.split('#').next().unwrap_or_default();
-    let thread_ts = query
+    let reply_of = query
         .split('&')
         .find_map(|pair| pair.strip_prefix("thread_ts="))
-        .filter(|ts| is_ts(ts))
-        .map(str::to_owned)
-        .unwrap_or(message_ts);
+        .filter(|ts| is_ts(ts));
+    // The address rebuilt from its checked parts, so what is linked back is well-formed.
+    let mut url = format!("https://{host}/archives/{channel}/p{digits}");
+    if let Some(ts) = reply_of {
+        url.push_str(&format!("?thread_ts={ts}&cid={channel}"));
+    }
     Some(Reference::SlackThread {
-        url: token.replace("&amp;", "&"),
+        url,
         channel: channel.to_owned(),
-        thread_ts,
+        thread_ts: reply_of.map_or(message_ts, str::to_owned),
     })
 }
 
@@ -273,6 +281,22 @@ mod tests {
                 ),
                 thread(url, "C0123", "1732456789.123456"),
             ]
+        );
+    }
+
+    #[test]
+    fn slack_addresses_are_rebuilt_from_their_checked_parts() {
+        assert_eq!(
+            refs("(<https://Acme.slack.com/archives/C0123/p1732456789123456?x=)|y>)"),
+            vec![thread(
+                "https://acme.slack.com/archives/C0123/p1732456789123456",
+                "C0123",
+                "1732456789.123456"
+            )]
+        );
+        assert_eq!(
+            refs("https://a)b.slack.com/archives/C0123/p1732456789123456"),
+            vec![]
         );
     }
 
