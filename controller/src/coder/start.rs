@@ -4,6 +4,7 @@
 use super::SlackCoder;
 use super::progress::ThreadProgress;
 use crate::domain::{IncomingMessage, Plan};
+use crate::pm::references::render::with_background;
 use crate::runners::supervisor::Workspace;
 use crate::workspace::worktree;
 
@@ -29,7 +30,14 @@ impl SlackCoder {
     /// Starts the run of an approved plan in a fresh worktree, posts its status message and
     /// follows it in the background.
     pub async fn start(&self, approval: &IncomingMessage, plan: &Plan) -> Result<(), StartFailure> {
-        let plan_text = plan.to_markdown();
+        // The background the PM read in the thread (linked threads and pull requests) goes
+        // with the plan: the Coder works from what the PM planned with.
+        let conversation = self
+            .store
+            .conversation(&approval.thread(), crate::pm::ROLE)
+            .await
+            .map_err(|e| StartFailure::before_run(format!("read the PM's conversation: {e}")))?;
+        let plan_text = with_background(plan.to_markdown(), &conversation);
         let progress = ThreadProgress {
             outbox: &self.outbox,
             approval,

@@ -4,9 +4,11 @@
 //! (the default branch's, [`crate::memory::source`]) on every message, so edits take effect
 //! at once. In a closed thread it answers questions about the closed work read-only
 //! ([`Pm::answer_read_only`]): without ProposePlan it cannot start work, and its prompt says
-//! the thread is closed.
+//! the thread is closed. Links in a message to other threads, pull requests or issues are
+//! read for it first ([`references`]).
 
 pub mod questions;
+pub mod references;
 pub mod tools;
 
 use std::path::PathBuf;

@@ -135,6 +135,40 @@ struct RepliesMetadata {
     event_payload: serde_json::Map<String, serde_json::Value>,
 }
 
+/// Another thread's messages, as [`Sender::thread_messages`] read them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThreadMessages {
+    /// Oldest first.
+    pub messages: Vec<ThreadMessage>,
+    /// False when the thread had more pages than were read.
+    pub complete: bool,
+}
+
+/// One message of a thread, read leniently: what a reader of the thread needs.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize)]
+pub struct ThreadMessage {
+    /// The message's ts.
+    #[serde(default)]
+    pub ts: String,
+    /// The author's user id (absent for some bot posts).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// Set on a bot's post.
+    #[serde(default)]
+    pub bot_id: Option<String>,
+    /// Its text, in Slack's markup.
+    #[serde(default)]
+    pub text: String,
+}
+
+/// One page of `conversations.replies` as [`Sender::thread_messages`] reads it.
+#[derive(Debug, serde::Deserialize)]
+struct ThreadPage {
+    #[serde(default)]
+    messages: Vec<ThreadMessage>,
+    response_metadata: Option<RepliesCursor>,
+}
+
 /// Builds the client for the Web API at `api_url` (no trailing slash).
 pub fn build_client(api_url: &str) -> Result<Arc<Client>, SlackError> {
     crate::tls::ensure_provider();
@@ -439,6 +473,52 @@ impl Sender {
                 return Ok(marks);
             }
         }
+    }
+
+    /// The messages of another thread of the channel, oldest first, for a cross-thread
+    /// reference ([`crate::pm::references`]): `conversations.replies` page by page, at most
+    /// `max_pages` pages of [`REPLIES_PAGE`] messages (`complete` says whether the whole
+    /// thread was read). Read once per message that links the thread, never again.
+    pub async fn thread_messages(
+        &self,
+        channel: &str,
+        thread_ts: &str,
+        max_pages: usize,
+    ) -> Result<ThreadMessages, SlackError> {
+        let mut read = ThreadMessages {
+            messages: Vec::new(),
+            complete: true,
+        };
+        let mut cursor: Option<String> = None;
+        for _ in 0..max_pages {
+            let page: ThreadPage = self
+                .retrying("conversations.replies", || async {
+                    let mut params = vec![
+                        ("channel", Some(channel)),
+                        ("ts", Some(thread_ts)),
+                        ("limit", Some(REPLIES_PAGE)),
+                    ];
+                    if let Some(cursor) = &cursor {
+                        params.push(("cursor", Some(cursor.as_str())));
+                    }
+                    self.client
+                        .open_session(&self.token)
+                        .http_session_api
+                        .http_get("conversations.replies", &params, None)
+                        .await
+                })
+                .await?;
+            read.messages.extend(page.messages);
+            cursor = page
+                .response_metadata
+                .and_then(|m| m.next_cursor)
+                .filter(|c| !c.is_empty());
+            if cursor.is_none() {
+                return Ok(read);
+            }
+        }
+        read.complete = false;
+        Ok(read)
     }
 
     /// Runs `call`, waiting out HTTP 429 answers as long as their `Retry-After` says.

@@ -2,13 +2,22 @@
 //! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer. A
 //! question in a closed thread gets a read-only turn ([`crate::pm::Pm::answer_read_only`])
 //! whose answer ends with the closed thread's note.
+//!
+//! A message that links other threads, pull requests or issues first has them read
+//! ([`crate::pm::references`]): what was read goes into the PM's conversation as a
+//! read-only context block before the message, recorded with the thread's one line about it
+//! and the step `references:<ts>`, so a retry or a restart neither reads them again nor
+//! posts the line twice.
 
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use codebutler_agent::conversation::ChatMessage;
+
 use crate::domain::{IncomingMessage, Plan, Role};
 use crate::gateway::GatewayError;
+use crate::pm::references::{self, Sources};
 use crate::pm::{PmError, PmTurn};
 use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
@@ -58,6 +67,9 @@ impl ThreadHandler {
     ) -> Settle {
         let thread = msg.thread();
         self.react(msg, "eyes").await;
+        if let Err(settle) = self.read_references(msg).await {
+            return settle;
+        }
         let answered = match access {
             Access::Full => {
                 tracing::info!(tag = "PM", "thread {thread} → pm responding");
@@ -115,6 +127,63 @@ impl ThreadHandler {
             turn.tool_calls
         );
         Settle::Settled
+    }
+
+    /// Reads the threads, pull requests and issues `msg` links, once: what was read is
+    /// appended to the PM's conversation (before `msg` itself) with the thread's line about
+    /// it. A reference that cannot be read is said in the line; only failing to record
+    /// fails the message (to be handled again).
+    async fn read_references(&self, msg: &IncomingMessage) -> Result<(), Settle> {
+        let detected = references::detect(&msg.text);
+        if detected.references.is_empty() {
+            return Ok(());
+        }
+        let thread = msg.thread();
+        let step = format!("references:{}", msg.ts);
+        match self.store.step_done(&thread, &step).await {
+            Ok(false) => {}
+            Ok(true) => return Ok(()),
+            Err(e) => {
+                tracing::error!(thread = %thread, "read whether message {} had its links read: {e}", msg.ts);
+                return Err(Settle::Failed);
+            }
+        }
+        let sources = Sources {
+            slack: self.outbox.sender(),
+            gh: &self.pm.gh,
+            repo: &self.pm.layout.repo,
+        };
+        let outcomes = references::read(&detected, &thread, sources).await;
+        let rendered = references::render(&outcomes, detected.dropped);
+        let Some(line) = rendered.line else {
+            // Only links to this very thread: nothing to read or say.
+            return Ok(());
+        };
+        tracing::info!(tag = "PM", "thread {thread} → {}", preview(&line));
+        let context: Vec<ChatMessage> = rendered
+            .context
+            .into_iter()
+            .map(ChatMessage::user)
+            .collect();
+        let mut changes = vec![Change::StepDone {
+            thread: &thread,
+            step: &step,
+        }];
+        if !context.is_empty() {
+            changes.push(Change::Turn {
+                thread: &thread,
+                role: crate::pm::ROLE,
+                messages: &context,
+            });
+        }
+        let effects = Effects::new(&thread).reply(&line, "");
+        match self.outbox.commit(&changes, &effects).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::error!(thread = %thread, "record the links read for message {}: {e}", msg.ts);
+                Err(Settle::Failed)
+            }
+        }
     }
 
     /// Records the PM's turn with its answer (or plan) and ✅, retrying briefly: until it is

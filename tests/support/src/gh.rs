@@ -44,6 +44,67 @@ if [ "$1" = "--version" ]; then
   exit 0
 fi
 
+# --- Referenced pull requests and issues (gh_items.rs) -------------------------------------
+# `gh repo view --json nameWithOwner`: the repository's name (`repo-name`, default acme/app).
+if [ "$1" = "repo" ] && [ "$2" = "view" ]; then
+  if [ "$3" != "--json" ] || [ "$4" != "nameWithOwner" ] || [ $# -ne 4 ]; then
+    echo "fake gh: unsupported invocation: gh $* (only 'repo view --json nameWithOwner')" >&2
+    exit 1
+  fi
+  name="acme/app"
+  [ -f "$here/repo-name" ] && name="$(cat "$here/repo-name")"
+  printf '{"nameWithOwner":"%s"}\n' "$name"
+  exit 0
+fi
+# Once a test wrote items (FakeItem::install), `gh pr view|diff` and `gh issue view` answer
+# from `items/<pr|issue>/<n>/`: one file per JSON field, `diff` for `pr diff`, `fail` for
+# an error to print. A number without an item fails as GitHub answers it.
+if [ -d "$here/items" ] && { [ "$1" = "pr" ] || [ "$1" = "issue" ]; } && { [ "$2" = "view" ] || [ "$2" = "diff" ]; }; then
+  kind="$1"; verb="$2"
+  shift 2
+  number=""; json=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --json) shift; json="$1" ;;
+      --json=*) json="${1#--json=}" ;;
+      -*) echo "unknown flag: $1" >&2; exit 1 ;;
+      *) if [ -z "$number" ]; then number="$1"; fi ;;
+    esac
+    [ $# -gt 0 ] && shift
+  done
+  number_or_die "$number" "$kind $verb"
+  item="$here/items/$kind/$number"
+  if [ -f "$item/fail" ]; then cat "$item/fail" >&2; exit 1; fi
+  if [ ! -d "$item" ]; then
+    if [ "$kind" = pr ]; then
+      echo "GraphQL: Could not resolve to a PullRequest with the number of $number. (repository.pullRequest)" >&2
+    else
+      echo "GraphQL: Could not resolve to an issue or pull request with the number of $number. (repository.issue)" >&2
+    fi
+    exit 1
+  fi
+  if [ "$verb" = diff ]; then
+    if [ -n "$json" ] || [ "$kind" != pr ]; then echo "fake gh: unsupported invocation: $kind diff" >&2; exit 1; fi
+    cat "$item/diff"
+    exit 0
+  fi
+  if [ -z "$json" ]; then echo "fake gh: unsupported invocation: view without --json" >&2; exit 1; fi
+  printf '{'
+  sep=""
+  for field in $(printf '%s' "$json" | tr ',' ' '); do
+    if [ ! -f "$item/$field" ]; then
+      echo "Unknown JSON field: \"$field\"" >&2
+      exit 1
+    fi
+    printf '%s"%s":' "$sep" "$field"
+    cat "$item/$field"
+    sep=","
+  done
+  printf '}\n'
+  exit 0
+fi
+# --- end of referenced pull requests and issues ---------------------------------------------
+
 if { [ "$1" = "pr" ] || [ "$1" = "issue" ]; } && [ "$2" = "view" ]; then
   kind="$1"
   shift 2

@@ -3,7 +3,8 @@
 //! * [`FakeSlack`] — the Slack Web API and Socket Mode, as `slack-morphism` 2.31 speaks them.
 //! * [`FakeModel`] — an OpenAI-compatible `POST /v1/chat/completions` (OpenRouter flavour),
 //!   scripted per conversation and checking requests like a strict provider.
-//! * [`install_fake_gh`] — a `gh` shell script that logs its invocations.
+//! * [`install_fake_gh`] — a `gh` shell script that logs its invocations, with the pull
+//!   requests and issues of [`gh_items`] for tests that refer to them.
 //!
 //! Plus [`git`], the fixture tests build repositories with, [`merge`] for layering JSON
 //! configs, [`wait_until`], a small polling helper, [`mounts`], the clean-up of the disk
@@ -13,6 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod gh;
+pub mod gh_items;
 pub mod git;
 pub mod model;
 pub mod mounts;
@@ -20,6 +22,7 @@ pub mod postgres;
 pub mod slack;
 
 pub use gh::{FakePr, gh_edited_body, gh_log, gh_merges, gh_pr_body, install_fake_gh};
+pub use gh_items::FakeItem;
 pub use model::{FakeModel, Recorded, Reply};
 pub use slack::{
     APP_ID, APP_TOKEN, Ack, BOT_ID, BOT_TOKEN, BOT_USER_ID, CHANNEL, Call, FakeSlack, Post,

@@ -261,3 +261,66 @@ fn a_second_pull_request_for_a_branch_is_refused_like_github() {
         "a pull request for branch \"codebutler/x\" into branch \"main\" already exists:\nhttps://github.com/acme/app/pull/7\n"
     );
 }
+
+#[test]
+fn fake_gh_answers_for_the_items_a_test_added() {
+    use crate::FakeItem;
+    let dir = tempfile::tempdir().unwrap();
+    let gh = install_fake_gh(dir.path());
+    let run = |args: &[&str]| Command::new(&gh).args(args).output().unwrap();
+
+    let out = run(&["repo", "view", "--json", "nameWithOwner"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "{\"nameWithOwner\":\"acme/app\"}\n"
+    );
+    crate::gh_items::set_repository(dir.path(), "acme/other");
+    let out = run(&["repo", "view", "--json", "nameWithOwner"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("acme/other"));
+
+    FakeItem::pull_request(
+        42,
+        "Fix login",
+        "Body",
+        &[("a.rs", 3, 1)],
+        "diff --git a/a.rs b/a.rs\n",
+    )
+    .install(dir.path());
+    FakeItem::issue(7, "Crash", "It crashes", &[("carol", "me too")]).install(dir.path());
+    let out = run(&["pr", "view", "42", "--json", "title,files,state"]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"title": "Fix login", "files": [{"path": "a.rs", "additions": 3, "deletions": 1}], "state": "MERGED"})
+    );
+    let out = run(&["pr", "diff", "42"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "diff --git a/a.rs b/a.rs\n"
+    );
+    let out = run(&["issue", "view", "7", "--json", "comments"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["comments"][0]["body"], "me too");
+
+    // Numbers without an item fail as GitHub answers them; so do unknown fields.
+    let out = run(&["pr", "view", "7", "--json", "title"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Could not resolve to a PullRequest with the number of 7.")
+    );
+    let out = run(&["issue", "view", "9", "--json", "title"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("Could not resolve to an issue or pull request with the number of 9.")
+    );
+    let out = run(&["pr", "view", "42", "--json", "reviewz"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Unknown JSON field: \"reviewz\""));
+    FakeItem::failing_pull_request(5, "HTTP 502: Server Error").install(dir.path());
+    let out = run(&["pr", "view", "5", "--json", "title"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "HTTP 502: Server Error\n"
+    );
+}
