@@ -65,11 +65,17 @@ async fn run() {
     ] {
         let figures = session(window, model).await;
         println!(
-            "  {name:<38} {:>9} / {:>9} / {:>9}   ({} calls, largest prompt {} tokens)",
+            "  {name:<38} {:>9} / {:>9} / {:>9}  {:>5.1} % cached  ({} calls, largest prompt {} tokens)",
             figures.sent,
             figures.cached,
             figures.sent - figures.cached,
+            figures.cached as f64 * 100.0 / figures.sent as f64,
             figures.calls,
+            figures.largest
+        );
+        assert!(
+            u64::try_from(figures.largest).unwrap() < window,
+            "a prompt of {} tokens is over the {window}-token window",
             figures.largest
         );
     }
