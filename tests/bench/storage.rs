@@ -15,8 +15,10 @@
 //!   its WAL and, at checkpoints, to the database file;
 //! - `write_bytes` of `/proc/self/io` beside it (bytes the kernel counted as dirtied for
 //!   the storage layer; a page dirtied twice before writeback counts once);
-//! - the growth of the store's files (database and WAL), what `PRAGMA page_count` deltas
-//!   would show: it does not count pages rewritten in place;
+//! - the WAL's growth: every frame (page) the session's commits wrote, none checkpointed
+//!   yet unless the WAL passed SQLite's 1,000-page checkpoint;
+//! - the database's growth in pages (`PRAGMA page_count` × page size, before and after),
+//!   which counts a page once however often it was rewritten;
 //! - the baseline, from the same run: the size of the final conversation as stored.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -32,7 +34,7 @@ use codebutler_agent::tool::ToolRegistry;
 use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
 use codebutler_agent::tools::path::RepoRoot;
 use codebutler_controller::domain::ThreadKey;
-use codebutler_controller::runners::resume::after_call;
+use codebutler_controller::runners::resume::{StoredConversation, after_call};
 use codebutler_controller::store::{NewRun, Store};
 use codebutler_runner::agent::{CoderTask, Ending, run_coder};
 use codebutler_runner::tools::{BashConfig, coder_tools};
@@ -53,7 +55,8 @@ fn main() {
     let conversation = median(|f| f.conversation);
     let written = median(|f| f.written);
     let dirtied = median(|f| f.dirtied);
-    let grown = median(|f| f.grown);
+    let wal = median(|f| f.wal);
+    let pages = median(|f| f.pages);
     let ratio = |bytes: u64| bytes as f64 / conversation as f64;
     println!("store writes of a {TURNS}-turn Coder session's conversation (medians of {RUNS})");
     println!(
@@ -71,9 +74,14 @@ fn main() {
         ratio(dirtied)
     );
     println!(
-        "  store files' growth (db + WAL)    {:>12} bytes  {:>7.2}x",
-        grown,
-        ratio(grown)
+        "  WAL growth                        {:>12} bytes  {:>7.2}x",
+        wal,
+        ratio(wal)
+    );
+    println!(
+        "  page_count growth                 {:>12} bytes  {:>7.2}x",
+        pages,
+        ratio(pages)
     );
 }
 
@@ -81,13 +89,15 @@ struct Figures {
     conversation: u64,
     written: u64,
     dirtied: u64,
-    grown: u64,
+    wal: u64,
+    pages: u64,
 }
 
 /// Answers from a script and records each call as the runner's hub does.
 struct Recording {
     store: Store,
     replies: Mutex<VecDeque<AssistantReply>>,
+    stored: tokio::sync::Mutex<StoredConversation>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -110,8 +120,10 @@ impl ChatModel for Recording {
             .pop_front()
             .ok_or_else(|| BenchError("script exhausted".into()))?;
         let conversation = after_call(messages, &reply).unwrap();
-        self.store
-            .set_run_conversation(RUN_ID, &conversation)
+        self.stored
+            .lock()
+            .await
+            .save(&self.store, RUN_ID, &conversation)
             .await
             .map_err(|e| BenchError(e.to_string()))?;
         Ok(reply)
@@ -168,6 +180,7 @@ async fn session() -> Figures {
     let model = Recording {
         store: store.clone(),
         replies: Mutex::new(replies),
+        stored: tokio::sync::Mutex::default(),
     };
     let task = CoderTask {
         system_prompt: "You are the Coder. ".repeat(200),
@@ -185,11 +198,13 @@ async fn session() -> Figures {
     let (events, mut event_rx) = tokio::sync::mpsc::channel(64);
     let drain = tokio::spawn(async move { while event_rx.recv().await.is_some() {} });
 
-    let files_before = store_files(&db);
+    let wal_before = wal_size(&db);
+    let pages_before = page_bytes(&db).await;
     let io_before = io();
     let (ending, _) = run_coder(&model, &tools, task, compaction, &mut inbox, &events).await;
     let io_after = io();
-    let files_after = store_files(&db);
+    let wal_after = wal_size(&db);
+    let pages_after = page_bytes(&db).await;
 
     drop((inbox_tx, events));
     drain.await.unwrap();
@@ -209,7 +224,8 @@ async fn session() -> Figures {
         conversation: conversation.len() as u64,
         written: io_after.0 - io_before.0,
         dirtied: io_after.1 - io_before.1,
-        grown: files_after.saturating_sub(files_before),
+        wal: wal_after.saturating_sub(wal_before),
+        pages: pages_after.saturating_sub(pages_before),
     }
 }
 
@@ -225,8 +241,29 @@ fn io() -> (u64, u64) {
     (field("wchar:"), field("write_bytes:"))
 }
 
-/// The sizes of the store's database file and WAL.
-fn store_files(db: &Path) -> u64 {
-    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    size(db) + size(&db.with_extension("db-wal"))
+/// The size of the store's WAL.
+fn wal_size(db: &Path) -> u64 {
+    std::fs::metadata(db.with_extension("db-wal")).map_or(0, |m| m.len())
+}
+
+/// The database's size in pages (committed ones, the WAL's included), as bytes, read on a
+/// read-only connection of its own.
+async fn page_bytes(db: &Path) -> u64 {
+    use sqlx::{ConnectOptions, Connection};
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .read_only(true)
+        .connect()
+        .await
+        .unwrap();
+    let count: i64 = sqlx::query_scalar("PRAGMA page_count")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    u64::try_from(count * size).unwrap()
 }
