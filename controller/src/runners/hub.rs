@@ -116,8 +116,8 @@ impl RunHub {
 
 impl RunHub {
     /// Records a model call of the run: its usage and, for a turn of the Coder's (a call
-    /// with tools; a compaction summary has none), the conversation so far, so a crashed or
-    /// interrupted run can continue.
+    /// with tools that is not a compaction's summary turn), the conversation so far, so a
+    /// crashed or interrupted run can continue.
     async fn record_call(
         &self,
         messages: &[ChatMessage],
@@ -137,7 +137,7 @@ impl RunHub {
         {
             tracing::warn!(run = %self.run_id, "record run usage: {e}");
         }
-        if !has_tools {
+        if !has_tools || codebutler_agent::compaction::is_summary_turn(messages) {
             return;
         }
         let conversation = match super::resume::after_call(messages, &completion.reply) {
