@@ -47,42 +47,32 @@ const RUN_ID: &str = "bench-run";
 fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let figures: Vec<Figures> = (0..RUNS).map(|_| runtime.block_on(session())).collect();
-    let median = |key: fn(&Figures) -> u64| {
+    let values = |key: fn(&Figures) -> u64| {
         let mut values: Vec<u64> = figures.iter().map(key).collect();
         values.sort_unstable();
-        values[values.len() / 2]
+        values
     };
-    let conversation = median(|f| f.conversation);
-    let written = median(|f| f.written);
-    let dirtied = median(|f| f.dirtied);
-    let wal = median(|f| f.wal);
-    let pages = median(|f| f.pages);
-    let ratio = |bytes: u64| bytes as f64 / conversation as f64;
+    let conversation = values(|f| f.conversation)[RUNS / 2];
     println!("store writes of a {TURNS}-turn Coder session's conversation (medians of {RUNS})");
-    println!(
-        "  final conversation (baseline)     {:>12} bytes",
-        conversation
-    );
-    println!(
-        "  bytes written (wchar)             {:>12} bytes  {:>7.2}x the conversation",
-        written,
-        ratio(written)
-    );
-    println!(
-        "  bytes dirtied (write_bytes)       {:>12} bytes  {:>7.2}x",
-        dirtied,
-        ratio(dirtied)
-    );
-    println!(
-        "  WAL growth                        {:>12} bytes  {:>7.2}x",
-        wal,
-        ratio(wal)
-    );
-    println!(
-        "  page_count growth                 {:>12} bytes  {:>7.2}x",
-        pages,
-        ratio(pages)
-    );
+    println!("  final conversation (baseline)  {conversation:>12} bytes");
+    for (name, key) in [
+        (
+            "bytes written (wchar)",
+            (|f| f.written) as fn(&Figures) -> u64,
+        ),
+        ("bytes dirtied (write_bytes)", |f| f.dirtied),
+        ("WAL growth", |f| f.wal),
+        ("page_count growth", |f| f.pages),
+    ] {
+        let v = values(key);
+        println!(
+            "  {name:<30} {:>12} bytes  {:>6.2}x the conversation  (runs: {} to {})",
+            v[RUNS / 2],
+            v[RUNS / 2] as f64 / conversation as f64,
+            v[0],
+            v[RUNS - 1]
+        );
+    }
 }
 
 struct Figures {
