@@ -61,8 +61,16 @@ impl StoredConversation {
         store
             .append_run_conversation(run_id, append.kept, &append.added)
             .await?;
-        self.stored(conversation);
+        self.stored(append.kept, conversation);
         Ok(())
+    }
+
+    /// Notes that the store holds `conversation` now, whose first `kept` messages it held
+    /// already.
+    fn stored(&mut self, kept: usize, conversation: &[String]) {
+        self.digests.truncate(kept);
+        self.digests
+            .extend(conversation[kept..].iter().map(|m| digest(m)));
     }
 
     /// What to store for `conversation`, or `None` if it is stored already.
@@ -80,11 +88,6 @@ impl StoredConversation {
             kept,
             added: format!("[{}]", conversation[kept..].join(",")),
         })
-    }
-
-    /// Notes that `conversation` is what the store holds now.
-    fn stored(&mut self, conversation: &[String]) {
-        self.digests = conversation.iter().map(|m| digest(m)).collect();
     }
 }
 
@@ -191,7 +194,7 @@ mod tests {
         let append = stored.append_for(&first).unwrap();
         assert_eq!(append.kept, 0, "a run's first call starts the conversation");
         assert_eq!(parse(&append.added).len(), 2);
-        stored.stored(&first);
+        stored.stored(append.kept, &first);
         assert_eq!(
             stored.append_for(&first),
             None,
@@ -213,7 +216,7 @@ mod tests {
                 ChatMessage::assistant_text("done")
             ]
         );
-        stored.stored(&second);
+        stored.stored(append.kept, &second);
 
         // A compaction keeps the plan and replaces the rest with a summary.
         let compacted = json(&[
