@@ -16,7 +16,7 @@ use codebutler_proto::runner::v1::{
 use tokio::sync::mpsc;
 
 use codebutler_agent::compaction::{Compaction, compacted, summary_request};
-use codebutler_agent::conversation::{ChatMessage, ToolCall, plan_message};
+use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec, plan_message};
 use codebutler_agent::tool::ToolRegistry;
 use codebutler_agent::tool_loop::ChatModel;
 
@@ -171,12 +171,11 @@ async fn turns<M: ChatModel>(
             }
         }
         if compaction.needed(messages) {
-            let request = summary_request(messages);
             let summary = tokio::select! {
                 biased;
                 cancel = wait_cancel(inbox, &mut pending) => return cancel,
-                reply = model.complete(&request, &[]) => match reply {
-                    Ok(reply) => reply.content.unwrap_or_default(),
+                summary = summarise(model, &compaction, messages, &specs) => match summary {
+                    Ok(summary) => summary,
                     Err(e) => return Ending::ModelFailed { message: format!("compaction: {e}") },
                 },
             };
@@ -238,6 +237,27 @@ async fn turns<M: ChatModel>(
         }
     }
     Ending::MaxTurns
+}
+
+/// The model's summary of `messages` for a compaction: asked as the conversation's next
+/// turn, with its tools, so the prompt cache serves the conversation (see
+/// [`codebutler_agent::compaction`]); asked over the conversation written out as text,
+/// without tools, when that turn would not fit the window or the model called tools
+/// instead of answering.
+async fn summarise<M: ChatModel>(
+    model: &M,
+    compaction: &Compaction,
+    messages: &[ChatMessage],
+    specs: &[ToolSpec],
+) -> Result<String, M::Error> {
+    if let Some(turn) = compaction.summary_turn(messages) {
+        let reply = model.complete(&turn, specs).await?;
+        if reply.tool_calls.is_empty() {
+            return Ok(reply.content.unwrap_or_default());
+        }
+    }
+    let reply = model.complete(&summary_request(messages), &[]).await?;
+    Ok(reply.content.unwrap_or_default())
 }
 
 /// Completes when a cancel arrives; user messages that arrive meanwhile are kept for the
@@ -369,6 +389,8 @@ mod tests {
         replies: Mutex<VecDeque<AssistantReply>>,
         delay: Duration,
         seen: Mutex<Vec<Vec<ChatMessage>>>,
+        /// The number of tools offered, per call.
+        offered: Mutex<Vec<usize>>,
     }
 
     impl Scripted {
@@ -377,6 +399,7 @@ mod tests {
                 replies: Mutex::new(replies.into()),
                 delay: Duration::ZERO,
                 seen: Mutex::new(Vec::new()),
+                offered: Mutex::new(Vec::new()),
             }
         }
     }
@@ -387,9 +410,10 @@ mod tests {
         async fn complete(
             &self,
             messages: &[ChatMessage],
-            _tools: &[codebutler_agent::conversation::ToolSpec],
+            tools: &[codebutler_agent::conversation::ToolSpec],
         ) -> Result<AssistantReply, Exhausted> {
             self.seen.lock().unwrap().push(messages.to_vec());
+            self.offered.lock().unwrap().push(tools.len());
             tokio::time::sleep(self.delay).await;
             self.replies.lock().unwrap().pop_front().ok_or(Exhausted)
         }
@@ -588,9 +612,9 @@ mod tests {
         );
     }
 
-    /// Answers summary calls (no tools offered) with a summary, everything else with a tool
-    /// call whose result is large, until `turns` tool calls were made; records the size of
-    /// every request.
+    /// Answers summary calls (a summary turn, or the written-out conversation without tools)
+    /// with a summary, everything else with a tool call whose result is large, until
+    /// `turns` tool calls were made; records the size of every request.
     struct LongSession {
         turns: usize,
         made: Mutex<usize>,
@@ -610,7 +634,7 @@ mod tests {
                 .lock()
                 .unwrap()
                 .push(codebutler_agent::compaction::estimate_tokens(messages));
-            if tools.is_empty() {
+            if tools.is_empty() || codebutler_agent::compaction::is_summary_turn(messages) {
                 *self.summaries.lock().unwrap() += 1;
                 return Ok(AssistantReply {
                     content: Some("Edited src/a.rs many times; tests pass.".into()),
@@ -672,6 +696,78 @@ mod tests {
             largest <= window,
             "a request of ~{largest} tokens exceeded the {window}-token window"
         );
+    }
+
+    #[tokio::test]
+    async fn a_compaction_asks_for_the_summary_as_the_next_turn_then_goes_on_from_it() {
+        let path = "src/".to_owned() + &"a".repeat(300) + ".rs";
+        let long_edit = AssistantReply {
+            content: None,
+            tool_calls: vec![ToolCall::new(
+                "c1",
+                "Edit",
+                serde_json::json!({ "file_path": path }).to_string(),
+            )],
+        };
+        let text = |t: &str| AssistantReply {
+            content: Some(t.into()),
+            tool_calls: vec![],
+        };
+        let compaction = Compaction {
+            context_window: 1_000,
+            threshold: 0.1,
+        };
+        let summary_of = |summary: &str| {
+            compacted(
+                &[ChatMessage::system("sys"), plan_message("do it")],
+                summary,
+            )
+        };
+
+        // The summary turn: the conversation as sent, with its tools, then the instruction.
+        let model = Scripted::new(vec![long_edit.clone(), text("Edited a.rs."), text("Done")]);
+        let (tx, _rx) = mpsc::channel(100);
+        let (_in_tx, mut inbox) = mpsc::channel(10);
+        let (ending, _) = run_coder(&model, &tools(), task(5), compaction, &mut inbox, &tx).await;
+        assert_eq!(
+            ending,
+            Ending::Completed {
+                summary: "Done".into()
+            }
+        );
+        let seen = model.seen.lock().unwrap().clone();
+        let mut turn = seen[0].clone();
+        turn.push(ChatMessage::Assistant {
+            content: None,
+            tool_calls: long_edit.tool_calls.clone(),
+        });
+        turn.push(ChatMessage::tool_result("c1", format!("edited \"{path}\"")));
+        turn.push(ChatMessage::user(
+            codebutler_agent::compaction::SUMMARY_PROMPT,
+        ));
+        assert_eq!(seen[1], turn);
+        assert_eq!(seen[2], summary_of("Edited a.rs."));
+        assert_eq!(*model.offered.lock().unwrap(), [1, 1, 1]);
+
+        // A model that calls tools instead of summarising is asked again over the
+        // conversation written out, without tools.
+        let model = Scripted::new(vec![
+            long_edit.clone(),
+            long_edit,
+            text("Edited a.rs."),
+            text("Done"),
+        ]);
+        let (ending, _) = run_coder(&model, &tools(), task(5), compaction, &mut inbox, &tx).await;
+        assert_eq!(
+            ending,
+            Ending::Completed {
+                summary: "Done".into()
+            }
+        );
+        let seen = model.seen.lock().unwrap();
+        assert_eq!(seen[2], summary_request(&turn[..turn.len() - 1]));
+        assert_eq!(seen[3], summary_of("Edited a.rs."));
+        assert_eq!(*model.offered.lock().unwrap(), [1, 1, 0, 1]);
     }
 
     #[test]

@@ -376,6 +376,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
             std::path::Path::new("/nonexistent"),
         ),
         thread_link: None,
+        stored: Default::default(),
     };
     tokio::spawn(hub.serve(
         tokio::net::UnixStream::from_std(ours).unwrap(),

@@ -17,9 +17,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
-use codebutler_agent::compaction::Compaction;
+use codebutler_agent::compaction::{Compaction, SUMMARY_PROMPT};
 use codebutler_agent::tool::ToolRegistry;
 use codebutler_agent::tools::path::RepoRoot;
 use codebutler_controller::config::OpenRouterConfig;
@@ -65,11 +67,17 @@ async fn run() {
     ] {
         let figures = session(window, model).await;
         println!(
-            "  {name:<38} {:>9} / {:>9} / {:>9}   ({} calls, largest prompt {} tokens)",
+            "  {name:<38} {:>9} / {:>9} / {:>9}  {:>5.1} % cached  ({} calls, largest prompt {} tokens)",
             figures.sent,
             figures.cached,
             figures.sent - figures.cached,
+            figures.cached as f64 * 100.0 / figures.sent as f64,
             figures.calls,
+            figures.largest
+        );
+        assert!(
+            u64::try_from(figures.largest).unwrap() < window,
+            "a prompt of {} tokens is over the {window}-token window",
             figures.largest
         );
     }
@@ -84,7 +92,7 @@ struct Figures {
 
 async fn session(context_window: u64, model_id: &str) -> Figures {
     let model = FakeModel::start().await;
-    let mut replies: Vec<Reply> = (0..TURNS)
+    let mut replies: VecDeque<Reply> = (0..TURNS)
         .map(|i| {
             Reply::tool_call(
                 "Read",
@@ -92,15 +100,34 @@ async fn session(context_window: u64, model_id: &str) -> Figures {
             )
         })
         .collect();
-    replies.push(Reply::text("Read every file."));
-    model.script("TOKENS-BENCH", replies);
-    // Compaction's summary calls (their first user message holds the transcript).
-    model.script(
-        "The conversation so far:",
-        (0..TURNS)
-            .map(|i| Reply::text(format!("Read files f0 to f{i}; nothing changed yet.")))
-            .collect(),
-    );
+    replies.push_back(Reply::text("Read every file."));
+    let replies = Mutex::new(replies);
+    let summaries = AtomicUsize::new(0);
+    let summary = move || {
+        let i = summaries.fetch_add(1, Ordering::Relaxed);
+        Reply::text(format!("Read files f0 to f{i}; nothing changed yet."))
+    };
+    let summary = Arc::new(summary);
+    // The session's turns, and compaction's summary turns (the conversation, then the
+    // instruction) among them.
+    model.respond("TOKENS-BENCH", {
+        let summary = summary.clone();
+        move |body| {
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .map(|m| text_of(&m["content"]))
+                .unwrap_or_default();
+            if last == SUMMARY_PROMPT {
+                summary()
+            } else {
+                replies.lock().unwrap().pop_front().unwrap()
+            }
+        }
+    });
+    // Summary calls over the conversation written out as text (their first user message
+    // holds it), when a summary turn would not fit the window.
+    model.respond("The conversation so far:", move |_| summary());
 
     let worktree = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(worktree.path().join("src")).unwrap();
@@ -180,6 +207,17 @@ async fn session(context_window: u64, model_id: &str) -> Figures {
         cached: usage.cached_tokens,
         calls: requests.len(),
         largest: i64::try_from(largest / 4).unwrap(),
+    }
+}
+
+/// The text of a message's content: a string, or its text parts.
+fn text_of(content: &serde_json::Value) -> String {
+    match content {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(parts) => {
+            parts.iter().filter_map(|p| p["text"].as_str()).collect()
+        }
+        _ => String::new(),
     }
 }
 

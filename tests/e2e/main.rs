@@ -10,6 +10,7 @@ mod boundary;
 mod caching;
 mod chaos;
 mod close;
+mod compaction;
 mod config_errors;
 mod containers;
 mod followups;

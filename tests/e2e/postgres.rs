@@ -72,6 +72,7 @@ async fn migrations_run_on_postgresql() {
             "messages",
             "outbox",
             "run_checkpoints",
+            "run_conversation",
             "run_events",
             "runs",
             "thread_budgets",

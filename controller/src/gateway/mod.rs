@@ -594,4 +594,60 @@ mod tests {
         assert_eq!(body["messages"][0]["content"], "you are the coder");
         assert_eq!(body["messages"][3]["content"], "output");
     }
+
+    /// Where the cache breakpoints go around a compaction, for a Claude Coder: the last turn
+    /// before it, the summary turn (the same tools, system prompt and messages, then the
+    /// instruction: all but the new turn is read from the cache), and the first turn after
+    /// it (the same tools and system prompt, read from the cache, then the task the
+    /// compaction kept, the summary and the turns after it, cached again by the last
+    /// breakpoint).
+    #[test]
+    fn cache_breakpoints_before_during_and_after_a_compaction() {
+        use codebutler_agent::compaction::{Compaction, compacted};
+        use codebutler_agent::conversation::ToolCall;
+        let read = |id: &str, path: &str| ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new(
+                id,
+                "Read",
+                format!(r#"{{"file_path":"{path}"}}"#),
+            )],
+        };
+        let before = vec![
+            ChatMessage::system("You are the Coder."),
+            ChatMessage::user("Plan: fix the login bug."),
+            read("c1", "src/login.rs"),
+            ChatMessage::tool_result("c1", "fn login() {}"),
+            read("c2", "src/session.rs"),
+            ChatMessage::tool_result("c2", "fn session() {}"),
+        ];
+        let compaction = Compaction {
+            context_window: 1_000,
+            threshold: 0.01,
+        };
+        assert!(compaction.needed(&before));
+        let summary_turn = compaction.summary_turn(&before).unwrap();
+        let mut after = compacted(
+            &before,
+            "Read login.rs and session.rs; nothing changed yet.",
+        );
+        after.push(read("c3", "src/auth.rs"));
+        after.push(ChatMessage::tool_result("c3", "fn auth() {}"));
+        let tools = || {
+            vec![
+                ToolSpec {
+                    name: "Read",
+                    description: "Reads a file.",
+                    parameters: serde_json::json!({"type": "object"}),
+                }
+                .to_openai(),
+            ]
+        };
+        let bodies = serde_json::json!({
+            "before": request_body("anthropic/claude-sonnet-4.5", &before, tools()),
+            "summary_turn": request_body("anthropic/claude-sonnet-4.5", &summary_turn, tools()),
+            "after": request_body("anthropic/claude-sonnet-4.5", &after, tools()),
+        });
+        insta::assert_json_snapshot!(bodies);
+    }
 }

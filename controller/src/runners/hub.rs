@@ -32,6 +32,7 @@ use crate::gateway::{CallContext, Completion, Gateway, GatewayError};
 use crate::store::Store;
 
 use super::fetch::FetchPolicy;
+use super::resume::StoredConversation;
 use crate::workspace::forge::{self, ForgeError};
 
 /// The hub of one run.
@@ -65,6 +66,9 @@ pub struct RunHub {
     pub thread_link: Option<String>,
     /// The project's memory, as the default branch holds it (never the checkout's files).
     pub memory: DefaultBranchMemory,
+    /// What of the run's conversation is stored; held across a call's store write, so the
+    /// writes of concurrent calls do not interleave.
+    pub stored: tokio::sync::Mutex<StoredConversation>,
 }
 
 impl RunHub {
@@ -112,8 +116,8 @@ impl RunHub {
 
 impl RunHub {
     /// Records a model call of the run: its usage and, for a turn of the Coder's (a call
-    /// with tools; a compaction summary has none), the conversation so far, so a crashed or
-    /// interrupted run can continue.
+    /// with tools that is not a compaction's summary turn), the conversation so far, so a
+    /// crashed or interrupted run can continue.
     async fn record_call(
         &self,
         messages: &[ChatMessage],
@@ -133,21 +137,20 @@ impl RunHub {
         {
             tracing::warn!(run = %self.run_id, "record run usage: {e}");
         }
-        if !has_tools {
+        if !has_tools || codebutler_agent::compaction::is_summary_turn(messages) {
             return;
         }
-        match super::resume::after_call(messages, &completion.reply) {
-            Ok(conversation) => {
-                if let Err(e) = self
-                    .store
-                    .set_run_conversation(&self.run_id, &conversation)
-                    .await
-                {
-                    tracing::warn!(run = %self.run_id, "store the run's conversation: {e}");
-                }
-            }
+        let conversation = match super::resume::after_call(messages, &completion.reply) {
+            Ok(conversation) => conversation,
             // The one stored at the previous turn stays what "continue" resumes.
-            Err(e) => tracing::error!(run = %self.run_id, "write the run's conversation: {e}"),
+            Err(e) => {
+                tracing::error!(run = %self.run_id, "write the run's conversation: {e}");
+                return;
+            }
+        };
+        let mut stored = self.stored.lock().await;
+        if let Err(e) = stored.save(&self.store, &self.run_id, &conversation).await {
+            tracing::warn!(run = %self.run_id, "store the run's conversation: {e}");
         }
     }
     /// Why the next model call must not be made, if it must not: the thread's budget is

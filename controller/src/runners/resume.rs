@@ -1,25 +1,98 @@
 //! The conversation a Coder run leaves behind, and the one a new run of the same thread
 //! resumes from: after a run ends, after a crash or restart ("continue"), or after "undo".
+//!
+//! After each model call the hub stores only what the call added to the conversation
+//! ([`StoredConversation`]), so a long session writes its conversation about once rather
+//! than once per call.
 
 use codebutler_agent::conversation::ChatMessage;
 use codebutler_agent::tool_loop::AssistantReply;
+use sha2::{Digest, Sha256};
 
-/// The conversation after one model call (JSON, without the system prompt): what was sent
-/// and the reply.
+use crate::store::{Store, StoreError};
+
+/// The conversation after one model call, without the system prompt: what was sent and the
+/// reply, each message as JSON.
 pub fn after_call(
     sent: &[ChatMessage],
     reply: &AssistantReply,
-) -> Result<String, serde_json::Error> {
-    let mut conversation: Vec<&ChatMessage> = sent
-        .iter()
-        .filter(|m| !matches!(m, ChatMessage::System { .. }))
-        .collect();
+) -> Result<Vec<String>, serde_json::Error> {
     let reply = ChatMessage::Assistant {
         content: reply.content.clone(),
         tool_calls: reply.tool_calls.clone(),
     };
-    conversation.push(&reply);
-    serde_json::to_string(&conversation)
+    sent.iter()
+        .filter(|m| !matches!(m, ChatMessage::System { .. }))
+        .chain([&reply])
+        .map(serde_json::to_string)
+        .collect()
+}
+
+/// What of a run's conversation is in the store (a digest per message), so the next call
+/// stores only the messages it added, or, after a compaction, what follows the head it
+/// shares with the stored conversation.
+#[derive(Debug, Default)]
+pub struct StoredConversation {
+    digests: Vec<[u8; 32]>,
+}
+
+/// What to append to the stored conversation to make it the new one.
+#[derive(Debug, PartialEq)]
+struct Appended {
+    /// Stored messages kept (the rest of the stored conversation is cut).
+    kept: usize,
+    /// The messages after them, as a JSON array.
+    added: String,
+}
+
+impl StoredConversation {
+    /// Stores `conversation` (messages as JSON) as run `run_id`'s, appending only what is
+    /// not stored yet. On failure the store keeps what it had, and so does `self`: the next
+    /// call stores what this one missed.
+    pub async fn save(
+        &mut self,
+        store: &Store,
+        run_id: &str,
+        conversation: &[String],
+    ) -> Result<(), StoreError> {
+        let Some(append) = self.append_for(conversation) else {
+            return Ok(());
+        };
+        store
+            .append_run_conversation(run_id, append.kept, &append.added)
+            .await?;
+        self.stored(append.kept, conversation);
+        Ok(())
+    }
+
+    /// Notes that the store holds `conversation` now, whose first `kept` messages it held
+    /// already.
+    fn stored(&mut self, kept: usize, conversation: &[String]) {
+        self.digests.truncate(kept);
+        self.digests
+            .extend(conversation[kept..].iter().map(|m| digest(m)));
+    }
+
+    /// What to store for `conversation`, or `None` if it is stored already.
+    fn append_for(&self, conversation: &[String]) -> Option<Appended> {
+        let kept = self
+            .digests
+            .iter()
+            .zip(conversation)
+            .take_while(|(stored, message)| **stored == digest(message))
+            .count();
+        if kept == conversation.len() && kept == self.digests.len() {
+            return None;
+        }
+        Some(Appended {
+            kept,
+            added: format!("[{}]", conversation[kept..].join(",")),
+        })
+    }
+}
+
+fn digest(message: &str) -> [u8; 32] {
+    Sha256::digest(message.as_bytes()).into()
 }
 
 /// The conversation a new run resumes (JSON for the runner's task): the stored one, cut
@@ -94,8 +167,9 @@ mod tests {
             content: Some("on it".into()),
             tool_calls: vec![call("c1")],
         };
+        let messages = after_call(&sent, &reply).unwrap();
         assert_eq!(
-            parse(&after_call(&sent, &reply).unwrap()),
+            parse(&format!("[{}]", messages.join(","))),
             vec![
                 ChatMessage::user("do it"),
                 ChatMessage::Assistant {
@@ -104,6 +178,60 @@ mod tests {
                 }
             ]
         );
+    }
+
+    fn json(messages: &[ChatMessage]) -> Vec<String> {
+        messages
+            .iter()
+            .map(|m| serde_json::to_string(m).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn each_call_stores_only_what_it_added_and_a_compaction_what_follows_the_shared_head() {
+        let mut stored = StoredConversation::default();
+        let first = json(&[ChatMessage::user("plan"), calls(&["a"])]);
+        let append = stored.append_for(&first).unwrap();
+        assert_eq!(append.kept, 0, "a run's first call starts the conversation");
+        assert_eq!(parse(&append.added).len(), 2);
+        stored.stored(append.kept, &first);
+        assert_eq!(
+            stored.append_for(&first),
+            None,
+            "nothing new, nothing stored"
+        );
+
+        let second = json(&[
+            ChatMessage::user("plan"),
+            calls(&["a"]),
+            ChatMessage::tool_result("a", "ok"),
+            ChatMessage::assistant_text("done"),
+        ]);
+        let append = stored.append_for(&second).unwrap();
+        assert_eq!(append.kept, 2);
+        assert_eq!(
+            parse(&append.added),
+            vec![
+                ChatMessage::tool_result("a", "ok"),
+                ChatMessage::assistant_text("done")
+            ]
+        );
+        stored.stored(append.kept, &second);
+
+        // A compaction keeps the plan and replaces the rest with a summary.
+        let compacted = json(&[
+            ChatMessage::user("plan"),
+            ChatMessage::user("Summary: read a"),
+            calls(&["b"]),
+        ]);
+        let append = stored.append_for(&compacted).unwrap();
+        assert_eq!(append.kept, 1);
+        assert_eq!(parse(&append.added).len(), 2);
+
+        // A conversation cut back without anything new still says where it ends.
+        let cut = json(&[ChatMessage::user("plan")]);
+        let append = stored.append_for(&cut).unwrap();
+        assert_eq!((append.kept, append.added.as_str()), (1, "[]"));
     }
 
     #[test]

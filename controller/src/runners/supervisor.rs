@@ -628,6 +628,7 @@ impl Inner {
             gh: self.gh.clone(),
             thread_link: request.reporting.thread_link().map(str::to_owned),
             memory: self.memory.clone(),
+            stored: Default::default(),
         }
     }
 

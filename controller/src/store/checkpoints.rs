@@ -2,6 +2,14 @@
 //! date on every model call, so a crashed run can continue) and the checkpoint taken before
 //! each run (the worktree's tree, the branch's head and the conversation given to the run).
 //! An undo is a [`super::Change`], recorded with its reply.
+//!
+//! A run's conversation is stored append-only (`run_conversation`): each model call adds a
+//! row with the messages it added after the first `first_index` messages already stored,
+//! so a session writes about as much as its conversation holds, not the square of it. A row
+//! with `first_index` 0 starts the conversation over; reading starts at the latest such row.
+
+use serde_json::value::RawValue;
+use sqlx::AnyConnection;
 
 use super::{Store, StoreError, ThreadKey, ThreadRow, now};
 
@@ -45,43 +53,76 @@ impl From<CheckpointRow> for CheckpointRecord {
 }
 
 impl Store {
-    /// Keeps the run's latest conversation (JSON array of chat messages, no system prompt).
-    pub async fn set_run_conversation(
+    /// Records a model call's conversation: its first `kept` messages are the ones stored
+    /// already, then come `added` (a JSON array of chat messages, no system prompt).
+    pub async fn append_run_conversation(
         &self,
         run_id: &str,
-        conversation: &str,
+        kept: usize,
+        added: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET conversation = $1 WHERE id = $2")
-            .bind(conversation)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        append_run_conversation(&mut conn, run_id, kept, added).await
     }
 
-    /// Gives a run the conversation it starts from, unless a model call stored one already:
-    /// what "continue" resumes if the run dies before its first call.
+    /// Gives a run the conversation it starts from (a JSON array), unless a model call
+    /// stored one already: what "continue" resumes if the run dies before its first call.
     pub async fn seed_run_conversation(
         &self,
         run_id: &str,
         conversation: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE runs SET conversation = $1 WHERE id = $2 AND conversation IS NULL")
-            .bind(conversation)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT INTO run_conversation (run_id, seq, first_index, messages) \
+             SELECT $1, 1, 0, $2 \
+             WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1) \
+             AND NOT EXISTS (SELECT 1 FROM run_conversation WHERE run_id = $1)",
+        )
+        .bind(run_id)
+        .bind(conversation)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
-    /// The run's latest conversation, if a model call was made (or one was seeded).
+    /// The run's latest conversation (a JSON array), if a model call was made (or one was
+    /// seeded).
     pub async fn run_conversation(&self, run_id: &str) -> Result<Option<String>, StoreError> {
-        let conversation =
-            sqlx::query_scalar::<_, Option<String>>("SELECT conversation FROM runs WHERE id = $1")
-                .bind(run_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(conversation.flatten())
+        let rows = sqlx::query_as::<_, (i64, i64, String)>(
+            "SELECT seq, first_index, messages FROM run_conversation \
+             WHERE run_id = $1 AND seq >= (SELECT COALESCE(MAX(seq), 0) FROM run_conversation \
+                                           WHERE run_id = $1 AND first_index = 0) \
+             ORDER BY seq",
+        )
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        let mut conversation: Vec<&RawValue> = Vec::new();
+        for (seq, first_index, messages) in &rows {
+            let corrupt = |reason: String| StoreError::CorruptRunConversation {
+                run: run_id.to_owned(),
+                seq: *seq,
+                reason,
+            };
+            let added: Vec<&RawValue> =
+                serde_json::from_str(messages).map_err(|e| corrupt(e.to_string()))?;
+            let kept = usize::try_from(*first_index)
+                .ok()
+                .filter(|kept| *kept <= conversation.len())
+                .ok_or_else(|| {
+                    corrupt(format!(
+                        "it follows message {first_index} of a conversation of {}",
+                        conversation.len()
+                    ))
+                })?;
+            conversation.truncate(kept);
+            conversation.extend(added);
+        }
+        let parts: Vec<&str> = conversation.iter().map(|m| m.get()).collect();
+        Ok(Some(format!("[{}]", parts.join(","))))
     }
 
     /// Records the checkpoint taken before a run.
@@ -122,9 +163,36 @@ impl Store {
     }
 }
 
+/// Appends a row to `run_id`'s conversation: `added` (a JSON array of chat messages) after
+/// its first `kept` messages; `kept` 0 starts the conversation over. In the caller's
+/// transaction when there is one (an undo).
+pub(super) async fn append_run_conversation(
+    conn: &mut AnyConnection,
+    run_id: &str,
+    kept: usize,
+    added: &str,
+) -> Result<(), StoreError> {
+    let kept = i64::try_from(kept).map_err(|_| StoreError::CorruptRunConversation {
+        run: run_id.to_owned(),
+        seq: 0,
+        reason: format!("{kept} messages do not fit a row"),
+    })?;
+    sqlx::query(
+        "INSERT INTO run_conversation (run_id, seq, first_index, messages) \
+         SELECT $1, COALESCE(MAX(seq), 0) + 1, $2, $3 FROM run_conversation WHERE run_id = $1",
+    )
+    .bind(run_id)
+    .bind(kept)
+    .bind(added)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::testing::Place;
     use crate::store::{Change, NewRun};
 
     fn thread() -> ThreadKey {
@@ -167,14 +235,77 @@ mod tests {
             s.run_conversation("r1").await.unwrap().as_deref(),
             Some("[0]")
         );
-        s.set_run_conversation("r1", "[1]").await.unwrap();
-        s.set_run_conversation("r1", "[1,2]").await.unwrap();
+        s.append_run_conversation("r1", 0, "[1]").await.unwrap();
+        s.append_run_conversation("r1", 1, "[2]").await.unwrap();
         s.seed_run_conversation("r1", "[0]").await.unwrap();
         assert_eq!(
             s.run_conversation("r1").await.unwrap().as_deref(),
             Some("[1,2]")
         );
         assert_eq!(s.run("r1").await.unwrap().unwrap().branch, "codebutler/x");
+    }
+
+    async fn each_call_appends_and_a_compaction_cuts_back_to_the_shared_head(s: &Store) {
+        run(s, "r1").await;
+        run(s, "r2").await;
+        let plan = r#"{"role":"user","content":"plan"}"#;
+        s.append_run_conversation("r1", 0, &format!("[{plan}, 1]"))
+            .await
+            .unwrap();
+        s.append_run_conversation("r1", 2, r#"["two",{"k":[3]}]"#)
+            .await
+            .unwrap();
+        s.append_run_conversation("r2", 0, "[9]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some(r#"[{"role":"user","content":"plan"},1,"two",{"k":[3]}]"#),
+            "each message as it was written, in order; another run's rows apart"
+        );
+        // A compaction keeps the plan and replaces the rest with a summary.
+        s.append_run_conversation("r1", 1, r#"["summary"]"#)
+            .await
+            .unwrap();
+        s.append_run_conversation("r1", 2, "[5]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some(r#"[{"role":"user","content":"plan"},"summary",5]"#)
+        );
+        // Starting over (an undo) leaves the earlier rows behind, even an empty start.
+        s.append_run_conversation("r1", 0, "[]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some("[]")
+        );
+        s.append_run_conversation("r1", 0, "[7]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some("[7]")
+        );
+        assert_eq!(
+            s.run_conversation("r2").await.unwrap().as_deref(),
+            Some("[9]")
+        );
+    }
+
+    async fn a_row_that_cannot_be_read_back_is_an_error(s: &Store) {
+        run(s, "r1").await;
+        s.append_run_conversation("r1", 0, "[1]").await.unwrap();
+        s.append_run_conversation("r1", 3, "[2]").await.unwrap();
+        let e = s.run_conversation("r1").await.unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "stored conversation of run r1 is corrupt at row 2: it follows message 3 of a conversation of 1"
+        );
+        run(s, "r2").await;
+        s.append_run_conversation("r2", 0, "{not json")
+            .await
+            .unwrap();
+        let e = s.run_conversation("r2").await.unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("stored conversation of run r2 is corrupt at row 1: "),
+            "{e}"
+        );
     }
 
     async fn undo_walks_back_one_run_at_a_time(s: &Store) {
@@ -204,8 +335,118 @@ mod tests {
         assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
     }
 
+    /// Whatever the calls' conversations, the store reads back the latest one exactly.
+    async fn the_store_reads_back_each_calls_conversation_exactly(store: &Store) {
+        use crate::runners::resume::StoredConversation;
+        use codebutler_agent::conversation::{ChatMessage, ToolCall};
+        let calls = |id: &str| ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new(id, "Bash", r#"{"command":"ls"}"#)],
+        };
+        let json = |messages: &[ChatMessage]| -> Vec<String> {
+            messages
+                .iter()
+                .map(|m| serde_json::to_string(m).unwrap())
+                .collect()
+        };
+        run(store, "r1").await;
+        let plan = ChatMessage::user("plan");
+        let turn = |i: usize| {
+            vec![
+                calls(&format!("c{i}")),
+                ChatMessage::tool_result(format!("c{i}"), format!("out {i} \"quoted\" ✓")),
+            ]
+        };
+        let mut conversations = Vec::new();
+        let mut growing = vec![plan.clone()];
+        for i in 0..4 {
+            growing.extend(turn(i));
+            conversations.push(growing.clone());
+        }
+        // A compaction, turns after it, and a cut back to the plan.
+        let mut compacted = vec![plan.clone(), ChatMessage::user("Summary: four turns")];
+        conversations.push(compacted.clone());
+        compacted.extend(turn(4));
+        conversations.push(compacted.clone());
+        conversations.push(compacted.clone());
+        conversations.push(vec![plan.clone()]);
+        conversations.push(vec![plan, ChatMessage::assistant_text("done")]);
+
+        let mut stored = StoredConversation::default();
+        for conversation in conversations {
+            let json = json(&conversation);
+            stored.save(store, "r1", &json).await.unwrap();
+            assert_eq!(
+                store.run_conversation("r1").await.unwrap(),
+                Some(format!("[{}]", json.join(",")))
+            );
+        }
+    }
+
     crate::store::testing::on_both_backends!(
         conversations_follow_the_latest_model_call,
+        the_store_reads_back_each_calls_conversation_exactly,
+        each_call_appends_and_a_compaction_cuts_back_to_the_shared_head,
+        a_row_that_cannot_be_read_back_is_an_error,
         undo_walks_back_one_run_at_a_time,
+    );
+
+    /// Applies the migrations before `cutoff` to a new store at `place`, as the daemon
+    /// released before that migration would have left it.
+    async fn old_schema(place: &Place, cutoff: &str) -> sqlx::AnyPool {
+        let migrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let old = place.dir().join("old-migrations");
+        std::fs::create_dir(&old).unwrap();
+        for entry in std::fs::read_dir(&migrations).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            if name.as_str() < cutoff {
+                std::fs::copy(entry.path(), old.join(&name)).unwrap();
+            }
+        }
+        let pool = place.bare_pool().await;
+        sqlx::migrate::Migrator::new(old.as_path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        pool
+    }
+
+    async fn conversations_stored_whole_are_read_back_and_go_on_appending(place: &Place) {
+        let pool = old_schema(place, "20261126000200").await;
+        for (id, conversation) in [
+            ("r1", Some(r#"[{"role":"user","content":"plan"},1]"#)),
+            ("r2", None),
+        ] {
+            sqlx::query(
+                "INSERT INTO runs (id, channel_id, thread_ts, state, plan, model, worktree, branch, \
+                 max_turns, conversation, created_at) \
+                 VALUES ($1, 'C1', '1.1', 'succeeded', 'p', 'm', '/w', 'codebutler/x', 5, $2, 'then')",
+            )
+            .bind(id)
+            .bind(conversation)
+            .execute(&pool)
+            .await
+            .unwrap();
+        }
+        pool.close().await;
+
+        let s = place.open().await;
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some(r#"[{"role":"user","content":"plan"},1]"#)
+        );
+        assert_eq!(s.run_conversation("r2").await.unwrap(), None);
+        s.append_run_conversation("r1", 2, "[2]").await.unwrap();
+        assert_eq!(
+            s.run_conversation("r1").await.unwrap().as_deref(),
+            Some(r#"[{"role":"user","content":"plan"},1,2]"#)
+        );
+    }
+
+    crate::store::testing::on_both_places!(
+        conversations_stored_whole_are_read_back_and_go_on_appending
     );
 }

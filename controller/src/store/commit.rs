@@ -180,11 +180,7 @@ async fn apply(
                 .execute(&mut *conn)
                 .await?;
             if let Some(run) = latest_run {
-                sqlx::query("UPDATE runs SET conversation = $1 WHERE id = $2")
-                    .bind(conversation)
-                    .bind(run)
-                    .execute(&mut *conn)
-                    .await?;
+                super::checkpoints::append_run_conversation(conn, run, 0, conversation).await?;
             }
         }
         Change::RunReported(run) => {

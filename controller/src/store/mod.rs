@@ -100,6 +100,14 @@ pub enum StoreError {
     },
     #[error("stored event {seq} of run {run} is not hex")]
     CorruptEvent { run: String, seq: i64 },
+    /// A row of a run's stored conversation cannot be read back (see
+    /// [`Store::run_conversation`]).
+    #[error("stored conversation of run {run} is corrupt at row {seq}: {reason}")]
+    CorruptRunConversation {
+        run: String,
+        seq: i64,
+        reason: String,
+    },
 }
 
 /// The store handle; cheap to clone.

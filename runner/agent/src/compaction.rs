@@ -1,6 +1,15 @@
 //! Context compaction for long Coder runs: when a conversation nears the model's context
-//! window (80 % of it), the model summarises the work so far in one call without tools, and
-//! the conversation becomes the system prompt, that summary, and the latest user message.
+//! window (80 % of it), the model summarises the work so far in one call, and the
+//! conversation becomes the system prompt, the task, that summary, and the latest user
+//! message.
+//!
+//! The summary call is made so that a prompt cache keeps working across it: it is the
+//! conversation's next turn ([`Compaction::summary_turn`]: the same system prompt, tools and
+//! messages, then the instruction), so the provider reads all but the last turn from its
+//! cache, and the compacted conversation keeps the system prompt and the task at its head,
+//! a prefix the cache holds already, with the summary after them. Only when that turn
+//! would not fit the window is the conversation written out as text instead
+//! ([`summary_request`], no tools, long tool results cut).
 //!
 //! Sizes are estimated at four characters per token: cheap, needs no tokenizer, and errs on
 //! the side of compacting early for code-heavy conversations.
@@ -28,6 +37,9 @@ impl Default for Compaction {
 /// Longest piece of one tool result kept in the text sent for summarising.
 const SERIALIZED_TOOL_RESULT: usize = 2_000;
 
+/// The largest share of the window a summary turn may fill, leaving room for the summary.
+const SUMMARY_TURN_SHARE: f64 = 0.9;
+
 /// The instruction of the summary call.
 pub const SUMMARY_PROMPT: &str = "Summarise the work so far for yourself, to continue it with \
      this summary instead of the full conversation: the task, what was done (files changed and \
@@ -39,6 +51,23 @@ impl Compaction {
     pub fn needed(&self, messages: &[ChatMessage]) -> bool {
         estimate_tokens(messages) as f64 > self.context_window as f64 * self.threshold
     }
+
+    /// The summary call as the conversation's next turn, made with the conversation's
+    /// tools so its whole prefix can come from the prompt cache: `messages` (system prompt
+    /// first), then the instruction. `None` when it would fill more than 90 % of the
+    /// window; [`summary_request`] is smaller.
+    pub fn summary_turn(&self, messages: &[ChatMessage]) -> Option<Vec<ChatMessage>> {
+        let mut turn = messages.to_vec();
+        turn.push(ChatMessage::user(SUMMARY_PROMPT));
+        let limit = self.context_window as f64 * SUMMARY_TURN_SHARE;
+        (estimate_tokens(&turn) as f64 <= limit).then_some(turn)
+    }
+}
+
+/// Whether `messages` are a summary turn's (see [`Compaction::summary_turn`]): the model's
+/// answer to them is a summary, not a step of the conversation.
+pub fn is_summary_turn(messages: &[ChatMessage]) -> bool {
+    matches!(messages.last(), Some(ChatMessage::User { content }) if content == SUMMARY_PROMPT)
 }
 
 /// Estimated tokens of a conversation (characters / 4).
@@ -63,8 +92,9 @@ pub fn estimate_tokens(messages: &[ChatMessage]) -> u64 {
     (chars / 4) as u64
 }
 
-/// The messages of the summary call: the system prompt, then the conversation written out as
-/// text (long tool results cut) followed by the instruction.
+/// The messages of the summary call when the summary turn would not fit: the system prompt,
+/// then the conversation written out as text (long tool results cut) followed by the
+/// instruction. Made without tools.
 pub fn summary_request(messages: &[ChatMessage]) -> Vec<ChatMessage> {
     let system = messages
         .first()
@@ -151,6 +181,32 @@ mod tests {
         }
         m.push(ChatMessage::user("<@U1>: use tabs"));
         m
+    }
+
+    #[test]
+    fn the_summary_turn_repeats_the_conversation_then_asks_for_the_summary_if_it_fits() {
+        let m = long_conversation();
+        let roomy = Compaction {
+            context_window: 20_000,
+            threshold: 0.8,
+        };
+        let turn = roomy.summary_turn(&m).unwrap();
+        assert_eq!(
+            turn[..m.len()],
+            m[..],
+            "the conversation as sent, unchanged"
+        );
+        assert_eq!(turn[m.len()], ChatMessage::user(SUMMARY_PROMPT));
+        assert_eq!(turn.len(), m.len() + 1);
+        assert!(is_summary_turn(&turn));
+        assert!(!is_summary_turn(&m));
+        assert!(!is_summary_turn(&summary_request(&m)));
+        // 12.5k tokens and the instruction are over 90 % of a 13,000-token window.
+        let tight = Compaction {
+            context_window: 13_000,
+            threshold: 0.8,
+        };
+        assert_eq!(tight.summary_turn(&m), None);
     }
 
     #[test]
