@@ -25,6 +25,7 @@ mod postflight;
 mod postgres;
 mod questions;
 mod resilience;
+mod reviews;
 mod runners;
 mod team;
 mod worktree;

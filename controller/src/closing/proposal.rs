@@ -8,8 +8,8 @@ use crate::closing::sorting::{Kind, Sorted};
 use crate::domain::PullRequestRef;
 use crate::store::reviews::{CheckFailure, StoredComment};
 
-/// What the thread answers to *yes* and *no*.
-const REPLY_ASK: &str = "Reply *yes* to let the Coder address them, or *no* to leave them.";
+/// How a proposal asks for **yes** or **no**.
+const REPLY_ASK: &str = "Reply **yes** to let the Coder address them, or **no** to leave them.";
 
 /// `[PR #7](https://…/pull/7)`.
 fn pr_link(pr: &PullRequestRef) -> String {
@@ -122,7 +122,7 @@ pub fn checks_message(pr: &PullRequestRef, checks: &[CheckFailure]) -> String {
         ));
     }
     text.push_str(&format!(
-        "\n\nReply *yes* to let the Coder fix {}, or *no* to leave {}.",
+        "\n\nReply **yes** to let the Coder fix {}, or **no** to leave {}.",
         if checks.len() == 1 { "it" } else { "them" },
         if checks.len() == 1 { "it" } else { "them" }
     ));
@@ -329,7 +329,7 @@ mod tests {
         assert!(propose);
         assert_eq!(
             text,
-            "[PR #7](https://github.com/acme/app/pull/7) got 3 review comments (a reviewer requested changes): 1 change asked (rename parse to parse_all), 1 question (why a loop), 1 discussion left alone. Reply *yes* to let the Coder address them, or *no* to leave them."
+            "[PR #7](https://github.com/acme/app/pull/7) got 3 review comments (a reviewer requested changes): 1 change asked (rename parse to parse_all), 1 question (why a loop), 1 discussion left alone. Reply **yes** to let the Coder address them, or **no** to leave them."
         );
         let (text, propose) = batch_message(&pr(), "", &batch[2..]);
         assert!(!propose);
