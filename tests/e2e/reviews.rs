@@ -3,13 +3,14 @@
 //! the quiet period into one batch, sorted by the PM into one proposal, a follow-up run on
 //! the changes asked with their file, line and text, and one reply per addressed comment on
 //! GitHub; bots' and the controller's own comments starting nothing; a failing check
-//! reported once with the end of its log; the round cap; a PM answer that cannot be read.
+//! reported once with the end of its log; the round cap; a PM answer that cannot be read;
+//! a restart and a reply whose answer was lost repeating nothing.
 
 use std::time::{Duration, Instant};
 
 use codebutler_test_support::gh::{
     FakePr, add_conversation_comment, add_line_comment, add_review, gh_log, gh_pr_comments,
-    gh_replies, set_review_decision, set_run_log,
+    gh_replies, lose_next_answer, set_review_decision, set_run_log,
 };
 use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
@@ -388,5 +389,63 @@ async fn a_sorting_answer_that_cannot_be_read_proposes_nothing() {
     let answer = say_and_wait_post(&env, &thread, "yes", "*Coder:*").await;
     assert!(answer.contains("carried out already"), "{answer}");
     assert_eq!(env.model.requests_for("REVIEW-GARBLED").len(), coder_calls);
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_restart_or_a_lost_answer_repeats_nothing() {
+    let env = Env::with_runner(review_env_config(json!({}))).await;
+    let gh = env.outside.path();
+    let mut daemon = env.start().await;
+    let thread = thread_with_pr(
+        &env,
+        "REVIEW-ONCE",
+        vec![
+            write("notes.txt", "uno\ntwo\n"),
+            Reply::tool_call("GitCommit", r#"{"message": "Rename the first note"}"#),
+            Reply::text("Renamed."),
+        ],
+    )
+    .await;
+    env.model.respond("got these comments", sort_like_a_pm);
+    add_line_comment(gh, 501, "alice", "notes.txt", 1, "Rename `one` to `uno`.");
+    wait_post_with(&env, &thread, "review comment").await;
+
+    // Killed after the proposal and started again: nothing is proposed twice.
+    daemon.kill9().await;
+    let _daemon = env.start().await;
+    // GitHub takes the reply, but its answer never reaches the controller.
+    lose_next_answer(gh);
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    let posted = async {
+        let deadline = Instant::now() + WAIT;
+        while Instant::now() < deadline {
+            let pool = open_store(&env).await;
+            let reply: Option<String> = sqlx::query_scalar(
+                "SELECT reply FROM review_comments WHERE comment_key = 'line:501'",
+            )
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+            pool.close().await;
+            if reply.as_deref() == Some("posted") {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        false
+    };
+    assert!(
+        posted.await,
+        "the reply was never recorded; gh log: {:?}",
+        gh_log(gh)
+    );
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(gh_replies(gh).len(), 1, "{:?}", gh_replies(gh));
+    assert_eq!(posts_with(&env, &thread, "review comment").len(), 1);
+    assert_eq!(sorting_requests(&env), 1);
     env.assert_clean();
 }

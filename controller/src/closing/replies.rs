@@ -35,6 +35,16 @@ fn changed_files(repo: &Path, from: &str, to: &str) -> Result<Vec<String>, git2:
     Ok(files)
 }
 
+/// How long an approved round may wait for its run to start.
+const START_GRACE: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
+
+/// Whether a round approved at `approved_at` waited for its run longer than [`START_GRACE`].
+fn stale(approved_at: Option<&str>) -> bool {
+    approved_at
+        .and_then(|at| chrono::DateTime::parse_from_rfc3339(at).ok())
+        .is_some_and(|at| chrono::Utc::now().signed_duration_since(at) > START_GRACE)
+}
+
 impl PrWatcher {
     /// Posts the replies due for the thread's approved rounds whose run ended; false when
     /// `gh` failed (the rest is tried at the next poll).
@@ -79,6 +89,19 @@ impl PrWatcher {
             .approved_at
             .as_deref()
             .is_some_and(|at| run.created_at.as_str() >= at);
+        if !after && stale(round.approved_at.as_deref()) {
+            // Approved, and no run started since: a crash came between the approval and
+            // the run's start. Let it go rather than hold the loop forever.
+            tracing::warn!(
+                thread = %thread,
+                "pr watcher: review round {} was approved but its run never started; letting it go",
+                round.round
+            );
+            if let Err(e) = self.store.finish_round(thread, round.round).await {
+                tracing::error!(thread = %thread, "pr watcher: finish round {}: {e}", round.round);
+            }
+            return true;
+        }
         if !after || !run.state.is_final() {
             // Its run has not started or not ended yet.
             return true;
@@ -207,5 +230,17 @@ mod tests {
             ["b.rs", "c.rs"]
         );
         assert!(changed_files(&path, "not-an-oid", &second.to_string()).is_err());
+    }
+
+    #[test]
+    fn an_approved_round_waits_ten_minutes_for_its_run() {
+        let ago = |minutes| {
+            (chrono::Utc::now() - chrono::TimeDelta::minutes(minutes))
+                .to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
+        };
+        assert!(!stale(Some(&ago(1))));
+        assert!(stale(Some(&ago(11))));
+        assert!(!stale(None));
+        assert!(!stale(Some("garbage")));
     }
 }

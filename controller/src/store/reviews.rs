@@ -223,6 +223,9 @@ pub enum ReviewChange<'a> {
     Approved { thread: &'a ThreadKey, round: i64 },
     /// The proposed round is declined; records nothing if it is no longer proposed.
     Declined { thread: &'a ThreadKey, round: i64 },
+    /// The approved round waits again (its run could not start); records nothing if it is
+    /// no longer approved.
+    Unapproved { thread: &'a ThreadKey, round: i64 },
 }
 
 /// Applies `change`; false when its guard fails.
@@ -264,6 +267,13 @@ pub(super) async fn apply(
             round,
             RoundState::Proposed,
             RoundState::Declined,
+            None,
+        ),
+        ReviewChange::Unapproved { thread, round } => (
+            thread,
+            round,
+            RoundState::Approved,
+            RoundState::Proposed,
             None,
         ),
     };
@@ -758,6 +768,22 @@ mod tests {
         });
         assert!(store.commit(&[approve], &[]).await.unwrap());
         assert!(!store.commit(&[approve], &[]).await.unwrap());
+        // A run that could not start puts it back; approved again.
+        let unapprove = Change::Review(ReviewChange::Unapproved {
+            thread: &t,
+            round: 1,
+        });
+        assert!(store.commit(&[unapprove], &[]).await.unwrap());
+        assert!(!store.commit(&[unapprove], &[]).await.unwrap());
+        assert_eq!(
+            store
+                .rounds_in(&t, RoundState::Proposed)
+                .await
+                .unwrap()
+                .len(),
+            1
+        );
+        assert!(store.commit(&[approve], &[]).await.unwrap());
         assert!(
             !store
                 .commit(

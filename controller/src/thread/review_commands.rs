@@ -205,8 +205,16 @@ impl ThreadHandler {
             Ok(()) => Settle::Processed,
             Err(e) => {
                 tracing::error!(thread = %thread, "resume coder: {e}");
-                let reply = format!("I couldn't go on from my last run ({e}).");
-                self.answer(msg, Role::Coder, &reply).await
+                let reply =
+                    format!("I couldn't go on from my last run ({e}). Say **yes** again to retry.");
+                let changes = [
+                    Change::Review(ReviewChange::Unapproved {
+                        thread: &thread,
+                        round: number,
+                    }),
+                    Change::Processed(msg),
+                ];
+                self.reply(msg, Role::Coder, &reply, &changes).await
             }
         }
     }

@@ -71,6 +71,16 @@ head_oid() {
   printf '%s' "${oid:-0000000000000000000000000000000000000000}"
 }
 
+# After GitHub took a comment: with `answer.lost` (once), the answer never reaches the
+# caller, as when the connection drops.
+lost_answer() {
+  if [ -f "$here/answer.lost" ]; then
+    rm -f "$here/answer.lost"
+    echo "HTTP 502: Bad Gateway (the comment was created)" >&2
+    exit 1
+  fi
+}
+
 # A sequence number for new comments' ids.
 next_id() {
   n=$(( $(cat "$here/next-id" 2>/dev/null || echo 900000) + 1 ))
@@ -91,10 +101,6 @@ if [ "$1" = "api" ]; then
     esac
     shift
   done
-  if [ -f "$here/api.fail" ]; then
-    echo "HTTP 502: Bad Gateway (https://api.github.com/$endpoint)" >&2
-    exit 1
-  fi
   case "$method $endpoint" in
     "GET user")
       printf '{"login":"%s","id":4242,"node_id":"U_fake","type":"User","site_admin":false}\n' "$(login)"
@@ -119,6 +125,7 @@ if [ "$1" = "api" ]; then
       id="$(next_id)"
       printf '{"id":%s,"in_reply_to_id":%s,"user":{"login":"%s","type":"User"},"path":"%s","line":null,"original_line":null,"html_url":"https://github.com/acme/app/pull/%s#discussion_r%s",%s\n' \
         "$id" "$parent" "$(login)" "$path" "$number" "$id" "${body#\{}" >> "$here/line-comments.jsonl"
+      lost_answer
       printf '{"id":%s,"in_reply_to_id":%s}\n' "$id" "$parent"
       exit 0 ;;
   esac
@@ -138,6 +145,7 @@ if [ "$1" = "pr" ] && [ "$2" = "comment" ]; then
   id="$(next_id)"
   printf '{"id":"IC_fake%s","author":{"login":"%s"},"authorAssociation":"NONE","body":%s,"createdAt":"2026-11-25T12:00:00Z","includesCreatedEdit":false,"isMinimized":false,"minimizedReason":"","reactionGroups":[],"url":"https://github.com/acme/app/pull/%s#issuecomment-%s","viewerDidAuthor":true}\n' \
     "$id" "$(login)" "$(printf '%s' "$body" | json_string)" "$number" "$id" >> "$here/comments.jsonl"
+  lost_answer
   echo "https://github.com/acme/app/pull/$number#issuecomment-$id"
   exit 0
 fi
@@ -399,7 +407,8 @@ impl FakePr {
 ///   the tip of the branch of the last `gh pr create` in the repository gh runs in;
 /// - `gh run view <id> --log-failed` prints [`set_run_log`]'s log, or fails like `gh` for a
 ///   run it does not know; the `failing` checks' `test` run is 4242;
-/// - with [`fail_api`] every `gh api` fails with HTTP 502.
+/// - after [`lose_next_answer`] the next reply or comment is made but its answer is lost
+///   (HTTP 502).
 pub fn set_login(dir: &Path, login: &str) {
     std::fs::write(dir.join("login"), login).expect("fake gh: write login");
 }
@@ -500,14 +509,10 @@ pub fn set_run_log(dir: &Path, run_id: u64, log: &str) {
     std::fs::write(dir.join(format!("run-{run_id}.log")), log).expect("fake gh: write run log");
 }
 
-/// Makes every `gh api` fail (`true`) or work again.
-pub fn fail_api(dir: &Path, fail: bool) {
-    let path = dir.join("api.fail");
-    if fail {
-        std::fs::write(path, "").expect("fake gh: write api.fail");
-    } else if path.exists() {
-        std::fs::remove_file(path).expect("fake gh: remove api.fail");
-    }
+/// Makes the next reply or `gh pr comment` fail after GitHub took it (the comment exists,
+/// the caller sees HTTP 502), as when the connection drops.
+pub fn lose_next_answer(dir: &Path) {
+    std::fs::write(dir.join("answer.lost"), "").expect("fake gh: write answer.lost");
 }
 
 /// The replies posted to line comments, in order: (the comment's id, the reply's body).
