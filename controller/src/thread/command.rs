@@ -4,8 +4,8 @@
 //!
 //! The order of the rules is the policy: a button click is judged by its button, and what the
 //! PR watcher saw on GitHub by the thread's state; someone not on the allow-list gets only a
-//! refusal; replies to an open memory proposal and corrections come next
-//! ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
+//! refusal; *yes* or *no* to a waiting review round comes next ([`classify_review`]), then
+//! replies to an open memory proposal and corrections ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
 //! PM read-only, see [`is_question`]; anything else gets a short reply); "undo" and
 //! "budget $N" work in any other state; a running Coder takes everything else first (a close
 //! word only gets "stop the Coder first"); then an approval of a pending plan, a close word
