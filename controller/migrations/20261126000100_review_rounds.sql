@@ -4,6 +4,8 @@
 -- listed in github.ignoreBots and the controller's own comments are never stored).
 -- comment_key: `line:<id>` (a line comment), `review:<id>` (a review's body) or
 --   `conversation:<id>` (a comment on the pull request's conversation).
+-- reply_to: for a line comment, the top comment of its thread (GitHub takes replies to that
+--   one only); NULL when it is the top comment itself.
 -- seen_ms: when the watcher first saw it (the quiet period counts from the newest).
 -- round: the round that took it (NULL while it waits for its batch).
 -- sorted: what the PM made of it: `change`, `question` or `discussion` (NULL: not sorted).
@@ -20,6 +22,7 @@ CREATE TABLE review_comments (
     line         BIGINT,
     body         TEXT NOT NULL,
     url          TEXT NOT NULL,
+    reply_to     BIGINT,
     seen_ms      BIGINT NOT NULL,
     round        BIGINT,
     sorted       TEXT,

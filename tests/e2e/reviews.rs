@@ -9,8 +9,8 @@
 use std::time::{Duration, Instant};
 
 use codebutler_test_support::gh::{
-    FakePr, add_conversation_comment, add_line_comment, add_review, gh_log, gh_pr_comments,
-    gh_replies, lose_next_answer, set_review_decision, set_run_log,
+    FakePr, add_conversation_comment, add_line_comment, add_line_comment_reply, add_review, gh_log,
+    gh_pr_comments, gh_replies, lose_next_answer, set_review_decision, set_run_log,
 };
 use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
@@ -408,7 +408,10 @@ async fn a_restart_or_a_lost_answer_repeats_nothing() {
     )
     .await;
     env.model.respond("got these comments", sort_like_a_pm);
-    add_line_comment(gh, 501, "alice", "notes.txt", 1, "Rename `one` to `uno`.");
+    // The change is asked in a reply to another comment: GitHub takes replies to the top
+    // comment of a thread only.
+    add_line_comment(gh, 500, "bob", "notes.txt", 1, "Looks fine to me.");
+    add_line_comment_reply(gh, 501, 500, "alice", "Rename `one` to `uno`.");
     wait_post_with(&env, &thread, "review comment").await;
 
     // Killed after the proposal and started again: nothing is proposed twice.
@@ -444,7 +447,13 @@ async fn a_restart_or_a_lost_answer_repeats_nothing() {
         gh_log(gh)
     );
     tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(gh_replies(gh).len(), 1, "{:?}", gh_replies(gh));
+    let replies = gh_replies(gh);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(replies[0].0, 500, "to the thread's top comment");
+    assert!(
+        replies[0].1.ends_with("<!-- codebutler reply:line:501 -->"),
+        "{replies:?}"
+    );
     assert_eq!(posts_with(&env, &thread, "review comment").len(), 1);
     assert_eq!(sorting_requests(&env), 1);
     env.assert_clean();

@@ -40,6 +40,8 @@ struct LineComment {
     line: Option<i64>,
     original_line: Option<i64>,
     html_url: String,
+    #[serde(default)]
+    in_reply_to_id: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -112,6 +114,7 @@ pub fn parse_feedback(number: u64, pr_url: &str, output: &str) -> Result<Feedbac
                 line: None,
                 body: c.body,
                 url: c.url.unwrap_or_else(|| pr_url.to_owned()),
+                reply_to: None,
             });
         }
     }
@@ -141,6 +144,7 @@ pub fn parse_line_comments(number: u64, output: &str) -> Result<Vec<NewComment>,
                 line: c.line.or(c.original_line),
                 body: c.body,
                 url: c.html_url,
+                reply_to: c.in_reply_to_id,
             });
         }
     }
@@ -196,6 +200,7 @@ mod tests {
                     line: Some(3),
                     body: "Rename this to `parse_all`.".into(),
                     url: "https://github.com/acme/app/pull/7#discussion_r101".into(),
+                    reply_to: None,
                 },
                 NewComment {
                     key: "line:102".into(),
@@ -204,6 +209,7 @@ mod tests {
                     line: Some(8),
                     body: "Bump".into(),
                     url: "https://github.com/acme/app/pull/7#discussion_r102".into(),
+                    reply_to: Some(101),
                 },
             ]
         );
@@ -295,6 +301,7 @@ mod tests {
             line: None,
             body: body.into(),
             url: "u".into(),
+            reply_to: None,
         };
         let bots = vec!["dependabot".to_owned(), "Renovate[bot]".to_owned()];
         let cases = [

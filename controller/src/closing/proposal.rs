@@ -283,6 +283,7 @@ mod tests {
             line,
             body: body.into(),
             url: "u".into(),
+            reply_to: None,
             sorted: Some(kind.into()),
             reply: None,
         }

@@ -152,7 +152,7 @@ impl PrWatcher {
                     tracing::error!(thread = %thread, "pr watcher: record a reply: {e}");
                     return true;
                 }
-                if let Err(e) = self.reply(pr.number, &c.key, &body).await {
+                if let Err(e) = self.reply(pr.number, &c.key, c.reply_to, &body).await {
                     tracing::warn!(thread = %thread, "pr watcher: reply to {}: {e}", c.key);
                     return false;
                 }
@@ -180,17 +180,20 @@ impl PrWatcher {
         true
     }
 
-    /// Posts one reply: in a line comment's thread, or on the conversation.
+    /// Posts one reply: in a line comment's thread (to its top comment: GitHub takes no
+    /// replies to replies), or on the conversation.
     async fn reply(
         &self,
         number: u64,
         key: &str,
+        reply_to: Option<i64>,
         body: &str,
     ) -> Result<(), pull_request::PullRequestError> {
-        match key
+        let line = key
             .strip_prefix("line:")
-            .and_then(|id| id.parse::<u64>().ok())
-        {
+            .and_then(|id| id.parse::<u64>().ok());
+        let top = reply_to.and_then(|id| u64::try_from(id).ok());
+        match line.map(|id| top.unwrap_or(id)) {
             Some(id) => {
                 pull_request::reply_to_review_comment(&self.gh, &self.repo, number, id, body).await
             }

@@ -164,6 +164,7 @@ mod tests {
             line,
             body: body.into(),
             url: "u".into(),
+            reply_to: None,
             sorted: None,
             reply: None,
         }

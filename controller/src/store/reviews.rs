@@ -29,6 +29,8 @@ pub struct NewComment {
     pub line: Option<i64>,
     pub body: String,
     pub url: String,
+    /// For a line comment that answers another, the top comment of its thread.
+    pub reply_to: Option<i64>,
 }
 
 /// A stored comment, with what the PM made of it and its reply.
@@ -41,6 +43,8 @@ pub struct StoredComment {
     pub line: Option<i64>,
     pub body: String,
     pub url: String,
+    /// For a line comment that answers another, the top comment of its thread.
+    pub reply_to: Option<i64>,
     /// `change`, `question` or `discussion`, once sorted.
     pub sorted: Option<String>,
     /// `attempted` or `posted`, once a reply was tried.
@@ -352,7 +356,8 @@ impl Store {
         for c in comments {
             added += sqlx::query(
                 "INSERT INTO review_comments (channel_id, thread_ts, comment_key, pr_number, author, \
-                 path, line, body, url, seen_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+                 path, line, body, url, reply_to, seen_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
                  ON CONFLICT (channel_id, thread_ts, comment_key) DO NOTHING",
             )
             .bind(&thread.channel)
@@ -364,6 +369,7 @@ impl Store {
             .bind(c.line)
             .bind(&c.body)
             .bind(&c.url)
+            .bind(c.reply_to)
             .bind(seen_ms)
             .execute(&mut *tx)
             .await?
@@ -561,7 +567,7 @@ impl Store {
         round: i64,
     ) -> Result<Vec<StoredComment>, StoreError> {
         Ok(sqlx::query_as::<_, StoredComment>(
-            "SELECT comment_key, author, path, line, body, url, sorted, reply FROM review_comments \
+            "SELECT comment_key, author, path, line, body, url, reply_to, sorted, reply FROM review_comments \
              WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 ORDER BY seen_ms, comment_key",
         )
         .bind(&thread.channel)
@@ -651,6 +657,7 @@ mod tests {
             line: Some(3),
             body: format!("text of {key}"),
             url: format!("https://github.com/acme/app/pull/7#{key}"),
+            reply_to: None,
         }
     }
 

@@ -119,6 +119,11 @@ if [ "$1" = "api" ]; then
         echo "gh: Not Found (HTTP 404)" >&2
         exit 1
       fi
+      case "$parent_line" in
+        *'"in_reply_to_id":'[0-9]*)
+          echo "gh: Validation Failed: in_reply_to_id is not a top-level comment (HTTP 422)" >&2
+          exit 1 ;;
+      esac
       path="$(printf '%s' "$parent_line" | sed 's/.*"path":"\([^"]*\)".*/\1/')"
       body="$(cat)"
       printf '%s\t%s\n' "$parent" "$body" >> "$here/replies.log"
@@ -399,7 +404,7 @@ impl FakePr {
 ///   [`add_line_comment`] added, in the REST API's shape, and the replies posted;
 /// - `gh api --method POST repos/{owner}/{repo}/pulls/<n>/comments/<id>/replies --input -`
 ///   records the reply ([`gh_replies`]) and lists it among the line comments as the login's,
-///   or fails with GitHub's 404 for an unknown comment;
+///   or fails with GitHub's 404 for an unknown comment and its 422 for a reply to a reply;
 /// - `gh pr comment <n> --body-file -` records the comment ([`gh_pr_comments`]) and lists it
 ///   among the conversation comments;
 /// - `gh pr view` prints the reviews and conversation comments added ([`add_review`],
@@ -454,6 +459,26 @@ pub fn add_line_comment(dir: &Path, id: u64, author: &str, path: &str, line: u64
             "original_line": line,
             "side": "RIGHT",
             "subject_type": "line"
+        }),
+    );
+}
+
+/// A line comment answering the line comment `in_reply_to` (in its thread), as the REST
+/// API lists it.
+pub fn add_line_comment_reply(dir: &Path, id: u64, in_reply_to: u64, author: &str, body: &str) {
+    append_line(
+        dir,
+        "line-comments.jsonl",
+        &serde_json::json!({
+            "id": id,
+            "in_reply_to_id": in_reply_to,
+            "user": {"login": author, "id": 2, "type": "User"},
+            "body": body,
+            "path": "notes.txt",
+            "line": 1,
+            "original_line": 1,
+            "html_url": format!("https://github.com/acme/app/pull/7#discussion_r{id}"),
+            "created_at": "2026-11-25T10:05:00Z"
         }),
     );
 }
