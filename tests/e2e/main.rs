@@ -27,6 +27,7 @@ mod postgres;
 mod questions;
 mod references;
 mod resilience;
+mod reviews;
 mod runners;
 mod team;
 mod worktree;

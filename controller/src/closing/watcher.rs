@@ -1,9 +1,11 @@
 //! The PR watcher: every `github.prWatchIntervalSecs` it asks GitHub about the open pull
-//! request of each `pr_opened` thread (`gh pr view <n> --json state,mergedAt,closedAt`). A
+//! request of each `pr_opened` thread (`gh pr view <n> --json state,mergedAt,closedAt,…`). A
 //! pull request merged or closed on GitHub becomes a message stored in its thread
 //! ([`PrEvent`]), and the thread's task is woken: the thread's own handler then closes it,
 //! in order with everything else said in the thread, exactly as a typed "merge" would —
-//! the watcher itself changes nothing, so it never races the thread.
+//! the watcher itself changes nothing, so it never races the thread. While the pull request
+//! is open, the same answer (with its reviews, comments, checks and head commit) and its line
+//! comments feed the review loop ([`super::review_watch`], [`super::replies`]).
 //!
 //! `gh` failing (GitHub down, a token expired) doubles the wait before the next poll, up
 //! to [`MAX_BACKOFF`], and a poll that works goes back to the interval. Each thread's event
@@ -16,11 +18,13 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::closing::event::{PrEvent, WATCHER_USER};
+use crate::closing::feedback::FEEDBACK_FIELDS;
+use crate::closing::review_watch::ReviewSettings;
 use crate::domain::{IncomingMessage, PullRequestRef, Stage, ThreadKey};
 use crate::runners::supervisor::Supervisor;
 use crate::store::Store;
 use crate::thread::dispatch::Dispatcher;
-use crate::workspace::pull_request::{self, PrState, WATCH_FIELDS};
+use crate::workspace::pull_request::{self, PrState};
 
 /// Longest wait between polls after failures.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
@@ -40,6 +44,8 @@ pub struct PrWatcher {
     /// With several instances on one store: this instance's id. Only the instance holding
     /// the watcher's lease ([`WATCHER_LEASE`]) polls, so a merge is seen once.
     pub shared_as: Option<String>,
+    /// The review loop's settings.
+    pub reviews: ReviewSettings,
 }
 
 /// The lease that makes one instance of a shared store the PR watcher: a thread key no
@@ -91,6 +97,7 @@ impl PrWatcher {
     pub async fn run(self, cancel: CancellationToken) {
         let mut failures = 0;
         let mut stored: HashSet<ThreadKey> = HashSet::new();
+        let mut own_login = None;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return,
@@ -99,7 +106,7 @@ impl PrWatcher {
             if !self.polls_here().await {
                 continue;
             }
-            if self.poll(&mut stored, &cancel).await {
+            if self.poll(&mut stored, &mut own_login, &cancel).await {
                 failures = 0;
             } else {
                 failures = failures.saturating_add(1);
@@ -112,7 +119,12 @@ impl PrWatcher {
     }
 
     /// One poll; false when `gh` failed for a pull request (the others are still looked at).
-    async fn poll(&self, stored: &mut HashSet<ThreadKey>, cancel: &CancellationToken) -> bool {
+    async fn poll(
+        &self,
+        stored: &mut HashSet<ThreadKey>,
+        own_login: &mut Option<String>,
+        cancel: &CancellationToken,
+    ) -> bool {
         let threads = match self
             .store
             .list_threads(|stage| stage == Stage::PrOpened, MAX_THREADS)
@@ -135,17 +147,28 @@ impl PrWatcher {
             if stored.contains(&thread.key) || self.supervisor.is_active(&thread.key.thread_ts) {
                 continue;
             }
-            let status =
-                match pull_request::view(&self.gh, &self.repo, pr.number, WATCH_FIELDS).await {
-                    Ok(status) => status,
-                    Err(e) => {
-                        tracing::warn!(thread = %thread.key, "pr watcher: PR #{}: {e}", pr.number);
-                        ok = false;
-                        continue;
-                    }
-                };
+            let output =
+                pull_request::view_output(&self.gh, &self.repo, pr.number, FEEDBACK_FIELDS)
+                    .await
+                    .and_then(|output| {
+                        pull_request::parse_status(pr.number, &output)
+                            .map(|status| (output, status))
+                    });
+            let (output, status) = match output {
+                Ok(read) => read,
+                Err(e) => {
+                    tracing::warn!(thread = %thread.key, "pr watcher: PR #{}: {e}", pr.number);
+                    ok = false;
+                    continue;
+                }
+            };
             let event = match status.state {
-                PrState::Open => continue,
+                PrState::Open => {
+                    ok &= self
+                        .watch_reviews(&thread.key, &pr, &output, own_login)
+                        .await;
+                    continue;
+                }
                 PrState::Merged => PrEvent::Merged,
                 PrState::Closed => PrEvent::Closed,
             };
@@ -187,7 +210,7 @@ impl PrWatcher {
 
 /// A message ts for now, in Slack's `seconds.micros` form, so it sorts after what the thread
 /// said before.
-fn message_ts() -> String {
+pub(super) fn message_ts() -> String {
     let now = chrono::Utc::now();
     format!("{}.{:06}", now.timestamp(), now.timestamp_subsec_micros())
 }

@@ -39,6 +39,18 @@ impl SlackCoder {
     /// branch, with `msg` (a follow-up, "continue" or anything said after "undo") added to
     /// the stored conversation.
     pub async fn resume(&self, msg: &IncomingMessage, last: &RunRecord) -> Result<(), ResumeError> {
+        self.resume_with_message(msg, last, follow_up_message(msg))
+            .await
+    }
+
+    /// Like [`SlackCoder::resume`], with `message` as what the Coder is told instead of
+    /// `msg`'s text (an approved review round gives it the comments to address).
+    pub async fn resume_with_message(
+        &self,
+        msg: &IncomingMessage,
+        last: &RunRecord,
+        message: String,
+    ) -> Result<(), ResumeError> {
         let path = PathBuf::from(&last.worktree);
         if !path.is_dir() {
             let shown = path.strip_prefix(&self.layout.repo).unwrap_or(&path);
@@ -51,7 +63,6 @@ impl SlackCoder {
             last.branch.clone()
         };
         let conversation = self.stored_conversation(last).await?;
-        let message = follow_up_message(msg);
         let resumed = resume_with(&conversation, &message)?;
         let tree = worktree::Worktree { path, branch };
         let resume = Resume {

@@ -1,5 +1,6 @@
 //! Who may use the bot and how much (`access`), and how it works with GitHub (`github`:
-//! the CLI, the merge strategy, the PR watcher's interval).
+//! the CLI, the merge strategy, the PR watcher's interval, the review loop's bots, cap and
+//! quiet period).
 
 use std::time::Duration;
 
@@ -31,7 +32,18 @@ pub struct GithubConfig {
     pub merge_strategy: MergeStrategy,
     /// How often the PR watcher polls the open pull requests of the threads.
     pub pr_watch_interval: Duration,
+    /// Logins whose comments on a pull request never start a review round.
+    pub ignore_bots: Vec<String>,
+    /// Most automatic review rounds per pull request.
+    pub max_review_rounds: u32,
+    /// How long no new review comment must arrive before a batch is proposed.
+    pub review_quiet: Duration,
 }
+
+/// Most `github.maxReviewRounds` may be.
+const MAX_REVIEW_ROUNDS: u32 = 100;
+/// Longest `github.reviewQuietSecs` may be: a day.
+const MAX_QUIET_SECS: u64 = 86_400;
 
 /// Longest `github.prWatchIntervalSecs` may be: a day.
 const MAX_WATCH_INTERVAL_SECS: u64 = 86_400;
@@ -77,11 +89,15 @@ pub(super) struct GithubFile {
     cli: Option<String>,
     merge_strategy: Option<String>,
     pr_watch_interval_secs: Option<u64>,
+    ignore_bots: Option<Vec<String>>,
+    max_review_rounds: Option<u32>,
+    review_quiet_secs: Option<u64>,
 }
 
 impl GithubFile {
-    /// The section with its defaults: `gh`, squash, 60 s; the strategy must be one of
-    /// squash, merge, rebase and the interval between 1 s and a day.
+    /// The section with its defaults: `gh`, squash, 60 s, no bots, 3 rounds, 90 s; the
+    /// strategy must be one of squash, merge, rebase, the interval between 1 s and a day,
+    /// the rounds at most 100, the quiet period at most a day, and no bot login empty.
     pub fn resolve(self, origin: &Origin) -> Result<GithubConfig, ConfigError> {
         let merge_strategy = match self.merge_strategy {
             None => MergeStrategy::default(),
@@ -99,10 +115,31 @@ impl GithubFile {
                 format!("{secs} is not between 1 and {MAX_WATCH_INTERVAL_SECS} seconds"),
             ));
         }
+        let ignore_bots = self.ignore_bots.unwrap_or_default();
+        if ignore_bots.iter().any(|login| login.trim().is_empty()) {
+            return Err(origin.field_error("github.ignoreBots", "a login is empty".to_owned()));
+        }
+        let max_review_rounds = self.max_review_rounds.unwrap_or(3);
+        if max_review_rounds > MAX_REVIEW_ROUNDS {
+            return Err(origin.field_error(
+                "github.maxReviewRounds",
+                format!("{max_review_rounds} is more than {MAX_REVIEW_ROUNDS}"),
+            ));
+        }
+        let quiet = self.review_quiet_secs.unwrap_or(90);
+        if quiet > MAX_QUIET_SECS {
+            return Err(origin.field_error(
+                "github.reviewQuietSecs",
+                format!("{quiet} is more than {MAX_QUIET_SECS} seconds"),
+            ));
+        }
         Ok(GithubConfig {
             cli: self.cli.unwrap_or_else(|| "gh".into()),
             merge_strategy,
             pr_watch_interval: Duration::from_secs(secs),
+            ignore_bots,
+            max_review_rounds,
+            review_quiet: Duration::from_secs(quiet),
         })
     }
 }

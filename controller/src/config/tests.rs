@@ -768,3 +768,57 @@ fn the_store_url_belongs_in_the_global_config() {
         "{e}"
     );
 }
+
+#[test]
+fn github_review_loop_keys_default_and_are_checked() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        (
+            c.github.ignore_bots.clone(),
+            c.github.max_review_rounds,
+            c.github.review_quiet
+        ),
+        (Vec::<String>::new(), 3, std::time::Duration::from_secs(90))
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"github":{"ignoreBots":["dependabot","renovate[bot]"],"maxReviewRounds":1,"reviewQuietSecs":0}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        (
+            c.github.ignore_bots.clone(),
+            c.github.max_review_rounds,
+            c.github.review_quiet
+        ),
+        (
+            vec!["dependabot".to_owned(), "renovate[bot]".to_owned()],
+            1,
+            std::time::Duration::ZERO
+        )
+    );
+    for (github, expected) in [
+        (
+            r#"{"ignoreBots":["dependabot",""]}"#,
+            "field `github.ignoreBots`: a login is empty",
+        ),
+        (r#"{"ignoreBots":"dependabot"}"#, "github.ignoreBots"),
+        (
+            r#"{"maxReviewRounds":101}"#,
+            "field `github.maxReviewRounds`: 101 is more than 100",
+        ),
+        (r#"{"maxReviewRounds":-1}"#, "github.maxReviewRounds"),
+        (
+            r#"{"reviewQuietSecs":86401}"#,
+            "field `github.reviewQuietSecs`: 86401 is more than 86400 seconds",
+        ),
+    ] {
+        let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"github":{github}}}"#);
+        let f = files(Some(GLOBAL), Some(&repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{e}");
+    }
+}

@@ -57,6 +57,8 @@ pub enum Change<'a> {
     },
     /// A memory proposal made, edited or settled; guarded like [`Change::RunReported`].
     Memory(super::MemoryChange<'a>),
+    /// A review round sorted, approved or declined; guarded like [`Change::RunReported`].
+    Review(super::reviews::ReviewChange<'a>),
     /// A guard for instances sharing a store: `owner` holds `thread`'s lease, unexpired. If
     /// not (another instance took the thread over), [`Store::commit`] records nothing and
     /// returns false. Put it first.
@@ -225,6 +227,7 @@ async fn apply(
             return Ok(closed == 1);
         }
         Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
+        Change::Review(ref review) => return super::reviews::apply(conn, review).await,
         Change::LeaseHeld { thread, owner } => {
             return super::leases::held(conn, db_now, thread, owner).await;
         }

@@ -36,6 +36,7 @@ mod leases;
 mod memory;
 mod outbox;
 mod questions;
+pub mod reviews;
 mod runs;
 mod starts;
 mod steps;

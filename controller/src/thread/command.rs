@@ -4,8 +4,8 @@
 //!
 //! The order of the rules is the policy: a button click is judged by its button, and what the
 //! PR watcher saw on GitHub by the thread's state; someone not on the allow-list gets only a
-//! refusal; replies to an open memory proposal and corrections come next
-//! ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
+//! refusal; *yes* or *no* to a waiting review round comes next ([`classify_review`]), then
+//! replies to an open memory proposal and corrections ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
 //! PM read-only, see [`is_question`]; anything else gets a short reply); "undo" and
 //! "budget $N" work in any other state; a running Coder takes everything else first (a close
 //! word only gets "stop the Coder first"); then an approval of a pending plan, a close word
@@ -13,6 +13,7 @@
 //! and last the PM.
 
 use crate::closing::event::PrEvent;
+use crate::closing::review_event::ReviewEvent;
 use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, PullRequestRef, Role, RunRecord, ThreadState,
 };
@@ -79,6 +80,16 @@ pub enum Command {
     OtherRoles(Vec<Mention>),
     /// Everything else: the PM answers.
     AskPm,
+    /// The PR watcher opened a review round (comments gathered, or checks failed): sort it
+    /// and propose it.
+    ReviewRound,
+    /// The PR watcher says the pull request reached `github.maxReviewRounds`.
+    ReviewCapped,
+    /// An approval of the proposed review round `round`: a follow-up run from `last` with
+    /// its comments or failed checks.
+    ApproveReview { round: i64, last: Box<RunRecord> },
+    /// *no* to the proposed review round `round`.
+    DeclineReview { round: i64 },
     /// A reply to the thread's open memory proposal (`yes`, `no`, an edit).
     MemoryReply(Reply),
     /// "correct N: <answer>": a memory proposal from a correction of the Coder's question N.
@@ -98,6 +109,13 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
                 pr: pr.clone(),
             },
             _ => Command::WatchLater,
+        };
+    }
+    if let Some(event) = ReviewEvent::parse(&msg.text) {
+        return match (event, state) {
+            (_, ThreadState::Closed(_)) => Command::WatchLater,
+            (ReviewEvent::Round, _) => Command::ReviewRound,
+            (ReviewEvent::Capped, _) => Command::ReviewCapped,
         };
     }
     let text = msg.text.as_str();
@@ -123,6 +141,35 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
         };
     }
     classify_past_coder(msg, state)
+}
+
+/// The review rule, which comes after the allow-list and before the memory rules (the
+/// proposal asked last gets the answer): while review round `open_round` waits and the
+/// thread's run has ended with its pull request open, an approval word approves the round
+/// and a decline word declines it. `None`: the other rules decide.
+pub fn classify_review(
+    msg: &IncomingMessage,
+    allowed: bool,
+    open_round: Option<i64>,
+    state: &ThreadState,
+) -> Option<Command> {
+    let round = open_round?;
+    if !allowed || Click::parse(&msg.text).is_some() {
+        return None;
+    }
+    let ThreadState::RunEnded { last, pr: Some(_) } = state else {
+        return None;
+    };
+    if is_approval(&msg.text) {
+        Some(Command::ApproveReview {
+            round,
+            last: last.clone(),
+        })
+    } else if crate::thread::review_commands::is_decline(&msg.text) {
+        Some(Command::DeclineReview { round })
+    } else {
+        None
+    }
 }
 
 /// The memory rules, which come after the allow-list and before every other rule (a
@@ -491,6 +538,98 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The watcher's review messages are judged by the thread's state; yes/no answer an open
+    /// round only once the run ended with the pull request open.
+    #[test]
+    fn review_rounds() {
+        let pr_open = ThreadState::RunEnded {
+            last: Box::new(ended()),
+            pr: Some(pr()),
+        };
+        let round = ReviewEvent::Round.to_text(7);
+        let capped = ReviewEvent::Capped.to_text(7);
+        for allowed in [true, false] {
+            for state in [
+                pr_open.clone(),
+                ThreadState::CoderRunning,
+                ThreadState::Conversing,
+            ] {
+                assert_eq!(
+                    classify(&msg(&round), allowed, &state),
+                    Command::ReviewRound
+                );
+                assert_eq!(
+                    classify(&msg(&capped), allowed, &state),
+                    Command::ReviewCapped
+                );
+            }
+        }
+        assert_eq!(
+            classify(&msg(&round), true, &ThreadState::Closed(Closure::Merged)),
+            Command::WatchLater
+        );
+        /// A message, whether its author is allowed, the open round, the state, the rule's word.
+        type Case = (
+            &'static str,
+            bool,
+            Option<i64>,
+            ThreadState,
+            Option<Command>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "yes",
+                true,
+                Some(2),
+                pr_open.clone(),
+                Some(Command::ApproveReview {
+                    round: 2,
+                    last: Box::new(ended()),
+                }),
+            ),
+            (
+                "LGTM!",
+                true,
+                Some(2),
+                pr_open.clone(),
+                Some(Command::ApproveReview {
+                    round: 2,
+                    last: Box::new(ended()),
+                }),
+            ),
+            (
+                "no",
+                true,
+                Some(2),
+                pr_open.clone(),
+                Some(Command::DeclineReview { round: 2 }),
+            ),
+            ("yes", false, Some(2), pr_open.clone(), None),
+            ("yes", true, None, pr_open.clone(), None),
+            ("rename it instead", true, Some(2), pr_open.clone(), None),
+            ("yes", true, Some(2), ThreadState::CoderRunning, None),
+            (
+                "yes",
+                true,
+                Some(2),
+                ThreadState::RunEnded {
+                    last: Box::new(ended()),
+                    pr: None,
+                },
+                None,
+            ),
+        ];
+        for (text, allowed, open, state, expected) in cases {
+            assert_eq!(
+                classify_review(&msg(text), allowed, open, &state),
+                expected,
+                "{text:?} allowed={allowed} open={open:?} in {state:?}"
+            );
+        }
+        let click = click(ButtonAction::Approve, "d1");
+        assert_eq!(classify_review(&msg(&click), true, Some(2), &pr_open), None);
     }
 
     #[test]

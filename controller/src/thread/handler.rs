@@ -1,7 +1,7 @@
 //! The handler of a thread's messages: load the thread's state once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
-//! `plan_commands`, `pm_turn`, `memory_commands`).
+//! `plan_commands`, `pm_turn`, `memory_commands`, `review_commands`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
@@ -15,9 +15,12 @@ use crate::domain::{IncomingMessage, Role, ThreadKey, ThreadState};
 use crate::pm::Pm;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
+use crate::store::reviews::RoundState;
 use crate::store::{Change, Store, ThreadStateError};
 use crate::thread::close_plan::CloseKind;
-use crate::thread::command::{Command, classify, classify_memory, classify_past_coder};
+use crate::thread::command::{
+    Command, classify, classify_memory, classify_past_coder, classify_review,
+};
 use crate::thread::dispatch::MessageHandler;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
@@ -74,9 +77,21 @@ impl MessageHandler for ThreadHandler {
                 false
             }
         };
+        let review_open = match self
+            .store
+            .rounds_in(&msg.thread(), RoundState::Proposed)
+            .await
+        {
+            Ok(rounds) => rounds.last().map(|r| r.round),
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "read the review rounds: {e}");
+                None
+            }
+        };
         let mut settle = self
             .step(&msg, &cancel, |state| {
-                classify_memory(&msg, allowed, proposal_open)
+                classify_review(&msg, allowed, review_open, state)
+                    .or_else(|| classify_memory(&msg, allowed, proposal_open))
                     .unwrap_or_else(|| classify(&msg, allowed, state))
             })
             .await;
@@ -202,6 +217,10 @@ impl ThreadHandler {
                 self.answer(msg, Role::Pm, &other_roles_reply(&named)).await
             }
             Command::AskPm => self.ask_pm(msg, cancel).await,
+            Command::ReviewRound => self.review_round(msg, cancel).await,
+            Command::ReviewCapped => self.review_capped(msg).await,
+            Command::ApproveReview { round, last } => self.approve_review(msg, round, &last).await,
+            Command::DeclineReview { round } => self.decline_review(msg, round).await,
             Command::MemoryReply(reply) => self.memory_reply(msg, reply).await,
             Command::CorrectAnswer { number, answer } => {
                 self.correct_answer(msg, number, &answer).await

@@ -9,6 +9,7 @@
 use codebutler_agent::conversation::ChatMessage;
 
 use crate::closing::event::{PrEvent, WATCHER_USER};
+use crate::closing::review_event::ReviewEvent;
 use crate::domain::{ButtonAction, Click, Role, RunRecord, ThreadKey};
 use crate::slack::effects::Effect;
 use crate::store::{QuestionRecord, Store, StoreError};
@@ -64,6 +65,10 @@ impl History {
     pub async fn load(store: &Store, thread: &ThreadKey) -> Result<Self, StoreError> {
         let mut entries = Vec::new();
         for msg in store.thread_messages(thread).await? {
+            // A review round's announcement: what it proposed is among the thread's posts.
+            if msg.user == WATCHER_USER && ReviewEvent::parse(&msg.text).is_some() {
+                continue;
+            }
             let pr_event = (msg.user == WATCHER_USER)
                 .then(|| PrEvent::parse(&msg.text))
                 .flatten();
@@ -367,6 +372,15 @@ mod tests {
             .unwrap();
         store
             .record_message(&message("1.6", WATCHER_USER, &PrEvent::Merged.to_text(7)))
+            .await
+            .unwrap();
+        // A review round's announcement is not part of the story (its proposal is).
+        store
+            .record_message(&message(
+                "1.65",
+                WATCHER_USER,
+                &ReviewEvent::Round.to_text(7),
+            ))
             .await
             .unwrap();
         // A person cannot pass for the watcher by typing its marker.

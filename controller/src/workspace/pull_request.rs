@@ -3,6 +3,11 @@
 //! (`gh pr merge --squash|--merge|--rebase`) and delete its remote branch
 //! (`git push origin --delete codebutler/<slug>`).
 //!
+//! For the review loop it also reads what `gh` prints for the PR watcher ([`view_output`],
+//! [`api_get`], [`failed_log`]) — parsed by [`crate::closing::feedback`] and
+//! [`crate::closing::checks`] — and answers comments ([`reply_to_review_comment`],
+//! [`comment`]).
+//!
 //! Like [`super::forge`], every command runs in the main repository (never in a worktree)
 //! with fixed arguments: `gh` with prompts off, `git` with [`super::git_command::safe_git`]
 //! (no hooks, no `ext::`), never `--force`, and only `codebutler/` branches are deleted.
@@ -121,6 +126,12 @@ pub struct Check {
     /// A status context's `SUCCESS`, `PENDING`, `FAILURE`, `ERROR`.
     #[serde(default)]
     pub state: Option<String>,
+    /// A check run's page (`…/actions/runs/<run id>/job/<job id>` for GitHub Actions).
+    #[serde(default)]
+    pub details_url: Option<String>,
+    /// A status context's page.
+    #[serde(default)]
+    pub target_url: Option<String>,
 }
 
 /// What `gh pr view --json` says of a pull request.
@@ -300,10 +311,81 @@ pub async fn view(
     number: u64,
     fields: &str,
 ) -> Result<PrStatus, PullRequestError> {
+    let output = view_output(cli, main, number, fields).await?;
+    parse_status(number, &output)
+}
+
+/// What `gh pr view <number> --json <fields>` prints.
+pub async fn view_output(
+    cli: &Path,
+    main: &Path,
+    number: u64,
+    fields: &str,
+) -> Result<String, PullRequestError> {
     let mut command = gh(cli, main);
     command.args(["pr", "view", &number.to_string(), "--json", fields]);
-    let output = run(command, None, "gh pr view", GH_TIMEOUT).await?;
-    parse_status(number, &output)
+    Ok(run(command, None, "gh pr view", GH_TIMEOUT).await?)
+}
+
+/// What `gh api [--paginate] <endpoint>` (a GET) prints; `gh` fills in `{owner}` and
+/// `{repo}` from the main repository's remote.
+pub async fn api_get(
+    cli: &Path,
+    main: &Path,
+    endpoint: &str,
+    paginate: bool,
+) -> Result<String, PullRequestError> {
+    let mut command = gh(cli, main);
+    command.arg("api");
+    if paginate {
+        command.arg("--paginate");
+    }
+    command.arg(endpoint);
+    Ok(run(command, None, "gh api", GH_TIMEOUT).await?)
+}
+
+/// What `gh run view <run id> --log-failed` prints: the failed steps' log lines.
+pub async fn failed_log(cli: &Path, main: &Path, run_id: u64) -> Result<String, PullRequestError> {
+    let mut command = gh(cli, main);
+    command.args(["run", "view", &run_id.to_string(), "--log-failed"]);
+    Ok(run(command, None, "gh run view", GH_TIMEOUT).await?)
+}
+
+/// Replies to the line comment `id` of pull request `number`:
+/// `gh api --method POST repos/{owner}/{repo}/pulls/<number>/comments/<id>/replies --input -`
+/// with `{"body": …}` on stdin.
+pub async fn reply_to_review_comment(
+    cli: &Path,
+    main: &Path,
+    number: u64,
+    id: u64,
+    body: &str,
+) -> Result<(), PullRequestError> {
+    let mut command = gh(cli, main);
+    command.args([
+        "api",
+        "--method",
+        "POST",
+        &format!("repos/{{owner}}/{{repo}}/pulls/{number}/comments/{id}/replies"),
+        "--input",
+        "-",
+    ]);
+    let input = serde_json::json!({ "body": body }).to_string();
+    run(command, Some(input.as_bytes()), "gh api", GH_TIMEOUT).await?;
+    Ok(())
+}
+
+/// Comments on pull request `number`'s conversation: `gh pr comment <number> --body-file -`.
+pub async fn comment(
+    cli: &Path,
+    main: &Path,
+    number: u64,
+    body: &str,
+) -> Result<(), PullRequestError> {
+    let mut command = gh(cli, main);
+    command.args(["pr", "comment", &number.to_string(), "--body-file", "-"]);
+    run(command, Some(body.as_bytes()), "gh pr comment", GH_TIMEOUT).await?;
+    Ok(())
 }
 
 /// Rewrites the pull request's description: `gh pr edit <number> --body-file -`, the body

@@ -23,13 +23,15 @@ save_state() {
 rollup() {
   case "$checks" in
     passing) printf '[{"__typename":"CheckRun","name":"test","status":"COMPLETED","conclusion":"SUCCESS"}]' ;;
-    failing) printf '[{"__typename":"CheckRun","name":"build","status":"COMPLETED","conclusion":"SUCCESS"},{"__typename":"CheckRun","name":"test","status":"COMPLETED","conclusion":"FAILURE"}]' ;;
+    failing) printf '[{"__typename":"CheckRun","name":"build","status":"COMPLETED","conclusion":"SUCCESS","detailsUrl":"https://github.com/acme/app/actions/runs/4241/job/1","workflowName":"CI"},{"__typename":"CheckRun","name":"test","status":"COMPLETED","conclusion":"FAILURE","detailsUrl":"https://github.com/acme/app/actions/runs/4242/job/2","workflowName":"CI"}]' ;;
     pending) printf '[{"__typename":"CheckRun","name":"test","status":"IN_PROGRESS","conclusion":""}]' ;;
     *) printf '[]' ;;
   esac
 }
 
 quoted() { if [ "$1" = null ]; then printf 'null'; else printf '"%s"' "$1"; fi; }
+
+
 
 number_or_die() {
   case "$1" in
@@ -38,6 +40,137 @@ number_or_die() {
       exit 1 ;;
   esac
 }
+
+# --- review loop (codebutler-test-support: reviews, line comments, replies, run logs) ---
+# The login gh acts as (`gh api user`).
+login() { cat "$here/login" 2>/dev/null || printf 'codebutler-bot'; }
+
+# A JSON array of the objects in a file holding one per line (empty or missing: []).
+json_list() {
+  if [ -s "$1" ]; then
+    printf '['; awk 'BEGIN{ORS=""} NR>1{print ","} {print}' "$1"; printf ']'
+  else
+    printf '[]'
+  fi
+}
+
+# Standard input as one JSON string.
+json_string() {
+  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' -e 's/\r/\\r/g' |
+    awk 'BEGIN{ORS=""; print "\""} NR>1{print "\\n"} {print} END{print "\""}'
+}
+
+# The pull request's head commit: the tip of the branch the last `gh pr create` named, in the
+# repository gh runs in (where the controller copies its branches), as GitHub would see it
+# after the push.
+head_oid() {
+  if [ -f "$here/head-oid" ]; then cat "$here/head-oid"; return; fi
+  branch="$(tail -n 1 "$here/pr-heads" 2>/dev/null)"
+  oid=""
+  [ -n "$branch" ] && oid="$(git rev-parse --verify -q "refs/heads/$branch" 2>/dev/null)"
+  printf '%s' "${oid:-0000000000000000000000000000000000000000}"
+}
+
+# After GitHub took a comment: with `answer.lost` (once), the answer never reaches the
+# caller, as when the connection drops.
+lost_answer() {
+  if [ -f "$here/answer.lost" ]; then
+    rm -f "$here/answer.lost"
+    echo "HTTP 502: Bad Gateway (the comment was created)" >&2
+    exit 1
+  fi
+}
+
+# A sequence number for new comments' ids.
+next_id() {
+  n=$(( $(cat "$here/next-id" 2>/dev/null || echo 900000) + 1 ))
+  echo "$n" > "$here/next-id"
+  printf '%s' "$n"
+}
+
+if [ "$1" = "api" ]; then
+  shift
+  method=GET; input=""; paginate=0; endpoint=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --method|-X) shift; method="$1" ;;
+      --input) shift; input="$1" ;;
+      --paginate) paginate=1 ;;
+      -*) echo "fake gh: unsupported flag $1 (unknown flag: $1)" >&2; exit 1 ;;
+      *) if [ -z "$endpoint" ]; then endpoint="$1"; else echo "accepts 1 arg(s), received 2" >&2; exit 1; fi ;;
+    esac
+    shift
+  done
+  case "$method $endpoint" in
+    "GET user")
+      printf '{"login":"%s","id":4242,"node_id":"U_fake","type":"User","site_admin":false}\n' "$(login)"
+      exit 0 ;;
+    "GET repos/{owner}/{repo}/pulls/"*/comments)
+      printf '%s\n' "$(json_list "$here/line-comments.jsonl")"
+      exit 0 ;;
+    "POST repos/{owner}/{repo}/pulls/"*/comments/*/replies)
+      if [ "$input" != "-" ]; then echo "fake gh: replies need --input -" >&2; exit 1; fi
+      rest="${endpoint#repos/\{owner\}/\{repo\}/pulls/}"
+      number="${rest%%/*}"
+      parent="${rest#*/comments/}"; parent="${parent%/replies}"
+      number_or_die "$number" "pulls"; number_or_die "$parent" "comments"
+      parent_line="$(grep "\"id\":$parent," "$here/line-comments.jsonl" 2>/dev/null | head -n 1)"
+      if [ -z "$parent_line" ]; then
+        echo "gh: Not Found (HTTP 404)" >&2
+        exit 1
+      fi
+      case "$parent_line" in
+        *'"in_reply_to_id":'[0-9]*)
+          echo "gh: Validation Failed: in_reply_to_id is not a top-level comment (HTTP 422)" >&2
+          exit 1 ;;
+      esac
+      path="$(printf '%s' "$parent_line" | sed 's/.*"path":"\([^"]*\)".*/\1/')"
+      body="$(cat)"
+      printf '%s\t%s\n' "$parent" "$body" >> "$here/replies.log"
+      id="$(next_id)"
+      printf '{"id":%s,"in_reply_to_id":%s,"user":{"login":"%s","type":"User"},"path":"%s","line":null,"original_line":null,"html_url":"https://github.com/acme/app/pull/%s#discussion_r%s",%s\n' \
+        "$id" "$parent" "$(login)" "$path" "$number" "$id" "${body#\{}" >> "$here/line-comments.jsonl"
+      lost_answer
+      printf '{"id":%s,"in_reply_to_id":%s}\n' "$id" "$parent"
+      exit 0 ;;
+  esac
+  echo "gh: Not Found (HTTP 404)" >&2
+  exit 1
+fi
+
+if [ "$1" = "pr" ] && [ "$2" = "comment" ]; then
+  number="$3"
+  number_or_die "$number" "pr comment"
+  if [ "$4" != "--body-file" ] || [ "$5" != "-" ] || [ $# -ne 5 ]; then
+    echo "fake gh: unsupported invocation: gh $* (only 'pr comment <n> --body-file -')" >&2
+    exit 1
+  fi
+  body="$(cat)"
+  printf '%s\n\036\n' "$body" >> "$here/pr-comments.log"
+  id="$(next_id)"
+  printf '{"id":"IC_fake%s","author":{"login":"%s"},"authorAssociation":"NONE","body":%s,"createdAt":"2026-11-25T12:00:00Z","includesCreatedEdit":false,"isMinimized":false,"minimizedReason":"","reactionGroups":[],"url":"https://github.com/acme/app/pull/%s#issuecomment-%s","viewerDidAuthor":true}\n' \
+    "$id" "$(login)" "$(printf '%s' "$body" | json_string)" "$number" "$id" >> "$here/comments.jsonl"
+  lost_answer
+  echo "https://github.com/acme/app/pull/$number#issuecomment-$id"
+  exit 0
+fi
+
+if [ "$1" = "run" ] && [ "$2" = "view" ]; then
+  run_id="$3"
+  number_or_die "$run_id" "run view"
+  if [ "$4" != "--log-failed" ] || [ $# -ne 4 ]; then
+    echo "fake gh: unsupported invocation: gh $* (only 'run view <id> --log-failed')" >&2
+    exit 1
+  fi
+  if [ -f "$here/run-$run_id.log" ]; then
+    cat "$here/run-$run_id.log"
+  else
+    echo "could not find any workflow run with ID $run_id" >&2
+    exit 1
+  fi
+  exit 0
+fi
+# --- end of the review loop ---
 
 if [ "$1" = "--version" ]; then
   echo "gh version 2.99.0-fake (codebutler-test-support)"
@@ -128,11 +261,13 @@ if { [ "$1" = "pr" ] || [ "$1" = "issue" ]; } && [ "$2" = "view" ]; then
   for field in $(printf '%s' "$json" | tr ',' ' '); do
     case "$field" in
       number|title|state|url|author|statusCheckRollup|comments|mergeable|mergedAt|closedAt|body|headRefName) ;;
+      headRefOid|reviewDecision|reviews) ;;
       *) echo "Unknown JSON field: \"$field\"" >&2; exit 1 ;;
     esac
   done
-  printf '{"number":%s,"title":"Fake PR %s","state":"%s","mergeable":"%s","mergedAt":%s,"closedAt":%s,"url":"https://github.com/acme/app/pull/%s","statusCheckRollup":%s,"comments":[]}\n' \
-    "$number" "$number" "$state" "$mergeable" "$(quoted "$merged_at")" "$(quoted "$closed_at")" "$number" "$(rollup)"
+  printf '{"number":%s,"title":"Fake PR %s","state":"%s","mergeable":"%s","mergedAt":%s,"closedAt":%s,"url":"https://github.com/acme/app/pull/%s","statusCheckRollup":%s,"comments":%s,"reviews":%s,"reviewDecision":"%s","headRefOid":"%s"}\n' \
+    "$number" "$number" "$state" "$mergeable" "$(quoted "$merged_at")" "$(quoted "$closed_at")" "$number" "$(rollup)" \
+    "$(json_list "$here/comments.jsonl")" "$(json_list "$here/reviews.jsonl")" "$(cat "$here/review-decision" 2>/dev/null)" "$(head_oid)"
   exit 0
 fi
 
@@ -322,6 +457,171 @@ impl FakePr {
             })
             .unwrap_or_else(|| "OPEN".into())
     }
+}
+
+/// The review loop's side of the fake `gh` (its own block of the script above):
+/// - `gh api user` prints `{"login": …}` with [`set_login`]'s login (`codebutler-bot`);
+/// - `gh api [--paginate] repos/{owner}/{repo}/pulls/<n>/comments` prints the line comments
+///   [`add_line_comment`] added, in the REST API's shape, and the replies posted;
+/// - `gh api --method POST repos/{owner}/{repo}/pulls/<n>/comments/<id>/replies --input -`
+///   records the reply ([`gh_replies`]) and lists it among the line comments as the login's,
+///   or fails with GitHub's 404 for an unknown comment and its 422 for a reply to a reply;
+/// - `gh pr comment <n> --body-file -` records the comment ([`gh_pr_comments`]) and lists it
+///   among the conversation comments;
+/// - `gh pr view` prints the reviews and conversation comments added ([`add_review`],
+///   [`add_conversation_comment`]), [`set_review_decision`]'s decision and as `headRefOid`
+///   the tip of the branch of the last `gh pr create` in the repository gh runs in;
+/// - `gh run view <id> --log-failed` prints [`set_run_log`]'s log, or fails like `gh` for a
+///   run it does not know; the `failing` checks' `test` run is 4242;
+/// - after [`lose_next_answer`] the next reply or comment is made but its answer is lost
+///   (HTTP 502).
+pub fn set_login(dir: &Path, login: &str) {
+    std::fs::write(dir.join("login"), login).expect("fake gh: write login");
+}
+
+/// Appends one JSON object as a line of `dir/<file>` (written whole, then renamed).
+fn append_line(dir: &Path, file: &str, value: &serde_json::Value) {
+    let path = dir.join(file);
+    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
+    text.push_str(&value.to_string());
+    text.push('\n');
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).expect("fake gh: write comments");
+    std::fs::rename(&tmp, path).expect("fake gh: rename comments");
+}
+
+/// A line comment on `path:line` by `author`, as the REST API lists it.
+pub fn add_line_comment(dir: &Path, id: u64, author: &str, path: &str, line: u64, body: &str) {
+    let bot = author.ends_with("[bot]");
+    append_line(
+        dir,
+        "line-comments.jsonl",
+        &serde_json::json!({
+            "url": format!("https://api.github.com/repos/acme/app/pulls/comments/{id}"),
+            "pull_request_review_id": 55,
+            "id": id,
+            "node_id": format!("PRRC_{id}"),
+            "diff_hunk": "@@ -1,2 +1,3 @@",
+            "path": path,
+            "position": line,
+            "original_position": line,
+            "commit_id": "0000000000000000000000000000000000000000",
+            "original_commit_id": "0000000000000000000000000000000000000000",
+            "user": {"login": author, "id": 1, "type": if bot { "Bot" } else { "User" }},
+            "body": body,
+            "created_at": "2026-11-25T10:00:00Z",
+            "updated_at": "2026-11-25T10:00:00Z",
+            "html_url": format!("https://github.com/acme/app/pull/7#discussion_r{id}"),
+            "author_association": "MEMBER",
+            "start_line": null,
+            "original_start_line": null,
+            "start_side": null,
+            "line": line,
+            "original_line": line,
+            "side": "RIGHT",
+            "subject_type": "line"
+        }),
+    );
+}
+
+/// A line comment answering the line comment `in_reply_to` (in its thread), as the REST
+/// API lists it.
+pub fn add_line_comment_reply(dir: &Path, id: u64, in_reply_to: u64, author: &str, body: &str) {
+    append_line(
+        dir,
+        "line-comments.jsonl",
+        &serde_json::json!({
+            "id": id,
+            "in_reply_to_id": in_reply_to,
+            "user": {"login": author, "id": 2, "type": "User"},
+            "body": body,
+            "path": "notes.txt",
+            "line": 1,
+            "original_line": 1,
+            "html_url": format!("https://github.com/acme/app/pull/7#discussion_r{id}"),
+            "created_at": "2026-11-25T10:05:00Z"
+        }),
+    );
+}
+
+/// A comment on the pull request's conversation, as `gh pr view --json comments` prints it.
+pub fn add_conversation_comment(dir: &Path, id: &str, author: &str, body: &str) {
+    append_line(
+        dir,
+        "comments.jsonl",
+        &serde_json::json!({
+            "id": id,
+            "author": {"login": author},
+            "authorAssociation": "MEMBER",
+            "body": body,
+            "createdAt": "2026-11-25T10:00:00Z",
+            "includesCreatedEdit": false,
+            "isMinimized": false,
+            "minimizedReason": "",
+            "reactionGroups": [],
+            "url": format!("https://github.com/acme/app/pull/7#issuecomment-{id}"),
+            "viewerDidAuthor": false
+        }),
+    );
+}
+
+/// A review (`APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`) with its body, as
+/// `gh pr view --json reviews` prints it.
+pub fn add_review(dir: &Path, id: &str, author: &str, state: &str, body: &str) {
+    append_line(
+        dir,
+        "reviews.jsonl",
+        &serde_json::json!({
+            "id": id,
+            "author": {"login": author},
+            "authorAssociation": "MEMBER",
+            "body": body,
+            "submittedAt": "2026-11-25T10:00:00Z",
+            "includesCreatedEdit": false,
+            "reactionGroups": [],
+            "state": state,
+            "commit": {"oid": "0000000000000000000000000000000000000000"}
+        }),
+    );
+}
+
+/// The pull request's `reviewDecision` from now on.
+pub fn set_review_decision(dir: &Path, decision: &str) {
+    std::fs::write(dir.join("review-decision"), decision).expect("fake gh: write decision");
+}
+
+/// What `gh run view <run_id> --log-failed` prints.
+pub fn set_run_log(dir: &Path, run_id: u64, log: &str) {
+    std::fs::write(dir.join(format!("run-{run_id}.log")), log).expect("fake gh: write run log");
+}
+
+/// Makes the next reply or `gh pr comment` fail after GitHub took it (the comment exists,
+/// the caller sees HTTP 502), as when the connection drops.
+pub fn lose_next_answer(dir: &Path) {
+    std::fs::write(dir.join("answer.lost"), "").expect("fake gh: write answer.lost");
+}
+
+/// The replies posted to line comments, in order: (the comment's id, the reply's body).
+pub fn gh_replies(dir: &Path) -> Vec<(u64, String)> {
+    std::fs::read_to_string(dir.join("replies.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let (id, input) = line.split_once('\t')?;
+            let body: serde_json::Value = serde_json::from_str(input).ok()?;
+            Some((id.parse().ok()?, body["body"].as_str()?.to_owned()))
+        })
+        .collect()
+}
+
+/// The bodies `gh pr comment` posted, in order.
+pub fn gh_pr_comments(dir: &Path) -> Vec<String> {
+    std::fs::read_to_string(dir.join("pr-comments.log"))
+        .unwrap_or_default()
+        .split("\n\u{1e}\n")
+        .filter(|b| !b.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The strategies `gh pr merge` was called with, in order.
