@@ -39,6 +39,17 @@ impl SlackCoder {
     /// branch, with `msg` (a follow-up, "continue" or anything said after "undo") added to
     /// the stored conversation.
     pub async fn resume(&self, msg: &IncomingMessage, last: &RunRecord) -> Result<(), ResumeError> {
+        self.resume_with(msg, last, follow_up_message(msg)).await
+    }
+
+    /// Starts a run that goes on from `last` as [`SlackCoder::resume`] does, with `message`
+    /// (said on behalf of `msg`, e.g. an approved plan) added to the conversation.
+    pub async fn resume_with(
+        &self,
+        msg: &IncomingMessage,
+        last: &RunRecord,
+        message: String,
+    ) -> Result<(), ResumeError> {
         let path = PathBuf::from(&last.worktree);
         if !path.is_dir() {
             let shown = path.strip_prefix(&self.layout.repo).unwrap_or(&path);
@@ -51,7 +62,6 @@ impl SlackCoder {
             last.branch.clone()
         };
         let conversation = self.stored_conversation(last).await?;
-        let message = follow_up_message(msg);
         let resumed = resume_with(&conversation, &message)?;
         let tree = worktree::Worktree { path, branch };
         let resume = Resume {

@@ -1,7 +1,7 @@
 //! The handler of a thread's messages: load the thread's state once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
-//! `plan_commands`, `pm_turn`, `memory_commands`).
+//! `plan_commands`, `pm_turn`, `memory_commands`, `rebase_commands`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
@@ -19,6 +19,7 @@ use crate::store::{Change, Store, ThreadStateError};
 use crate::thread::close_plan::CloseKind;
 use crate::thread::command::{Command, classify, classify_memory, classify_past_coder};
 use crate::thread::dispatch::MessageHandler;
+use crate::thread::rebase_commands as rebase;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
 use crate::workspace::pull_request::MergeStrategy;
@@ -206,6 +207,14 @@ impl ThreadHandler {
             Command::CorrectAnswer { number, answer } => {
                 self.correct_answer(msg, number, &answer).await
             }
+            Command::Rebase { last, pr } => self.rebase(msg, &last, pr.as_ref()).await,
+            Command::RebaseWhileCoderRuns => {
+                self.answer(msg, Role::Pm, rebase::WHILE_CODER_RUNS).await
+            }
+            Command::RebaseWhilePlanPending => {
+                self.answer(msg, Role::Pm, rebase::WHILE_PLAN_PENDING).await
+            }
+            Command::NothingToRebase => self.answer(msg, Role::Pm, rebase::NOTHING_TO_REBASE).await,
         }
     }
 

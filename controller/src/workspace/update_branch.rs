@@ -97,6 +97,71 @@ pub enum Update {
     },
 }
 
+/// What [`bring_up_to_date`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The branch had the default branch's head already: nothing changed.
+    UpToDate,
+    /// The worktree has files not committed on the branch: nothing changed.
+    Uncommitted,
+    /// The merge commit `merge` is on the branch, in the worktree and in the main repository.
+    /// Call [`clear_pending`] once that is recorded.
+    Merged { merge: Oid, incoming: Incoming },
+    /// The worktree holds the merge with conflict markers in `files`; the merge is in
+    /// progress until the Coder commits it or [`abort_merge`] drops it.
+    Conflicts {
+        files: Vec<String>,
+        incoming: Incoming,
+    },
+}
+
+/// Brings `branch` of the worktree `worktree` up to date with `default_head` (named
+/// `default_name`), everything the steps above in order: a clean merge a crash cut off is
+/// finished first; a merge in progress is dropped and computed again; a worktree with
+/// uncommitted files is left alone; then [`compute`], and [`apply_clean`] or
+/// [`start_conflicted`].
+pub fn bring_up_to_date(
+    helper: &Helper,
+    main: &Path,
+    worktree: &Path,
+    branch: &str,
+    default_head: Oid,
+    default_name: &str,
+) -> Result<Outcome, UpdateError> {
+    if let Some(merge) = finish_pending(helper, main, worktree, branch)? {
+        let repo = thread_repo::open(worktree)?;
+        let commit = repo.find_commit(merge).map_err(git("read the merge"))?;
+        let ours = commit.parent_id(0).map_err(git("read the merge"))?;
+        let theirs = commit.parent_id(1).map_err(git("read the merge"))?;
+        let incoming = Incoming {
+            head: theirs,
+            commits: count_new(&repo, theirs, ours)?,
+        };
+        return Ok(Outcome::Merged { merge, incoming });
+    }
+    abort_merge(helper, worktree)?;
+    if !is_clean(helper, worktree, branch)? {
+        return Ok(Outcome::Uncommitted);
+    }
+    Ok(
+        match compute(main, worktree, branch, default_head, default_name)? {
+            Update::UpToDate => Outcome::UpToDate,
+            Update::Clean { merge, incoming } => {
+                apply_clean(helper, main, worktree, branch, merge)?;
+                Outcome::Merged { merge, incoming }
+            }
+            Update::Conflicts {
+                tree,
+                files,
+                incoming,
+            } => {
+                start_conflicted(helper, worktree, incoming.head, tree)?;
+                Outcome::Conflicts { files, incoming }
+            }
+        },
+    )
+}
+
 /// Merges `default_head` (the main repository `main`'s commit, named `default_name` for
 /// people, e.g. `origin/main`) into `branch` of the thread repository of `worktree`, in
 /// memory: copies the default branch's new commits into the thread repository, then makes
@@ -248,9 +313,12 @@ fn apply(
             branch: branch.to_owned(),
         });
     }
-    let files =
-        stage::restore(helper, repo, commit.tree_id()).map_err(staged("write the merged files"))?;
-    stage::write_index(repo, &files.files).map_err(staged("index the merged files"))?;
+    // The files are written before the branch moves: a branch at the merge has them.
+    if head == ours {
+        let files = stage::restore(helper, repo, commit.tree_id())
+            .map_err(staged("write the merged files"))?;
+        stage::write_index(repo, &files.files).map_err(staged("index the merged files"))?;
+    }
     repo.reference(
         &format!("refs/heads/{branch}"),
         merge,
