@@ -24,6 +24,7 @@ mod pm;
 mod postflight;
 mod postgres;
 mod questions;
+mod rebase;
 mod resilience;
 mod runners;
 mod team;
