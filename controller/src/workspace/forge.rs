@@ -80,6 +80,11 @@ pub enum ForgeError {
     Thread(#[from] super::thread_repo::ThreadRepoError),
     #[error("read the worktree's files: {0}")]
     Stage(#[from] super::stage::StageError),
+    #[error(
+        "conflict markers are still in {}: resolve them, then commit again",
+        .0.join(", ")
+    )]
+    MarkersLeft(Vec<String>),
     #[error("finish the merge of the default branch: {0}")]
     Merge(#[from] update_branch::UpdateError),
     #[error(
@@ -102,6 +107,7 @@ impl ForgeError {
             | Self::Git { .. }
             | Self::Thread(_)
             | Self::Merge(_)
+            | Self::MarkersLeft(_)
             | Self::TooLarge(_) => true,
             Self::Command(_) | Self::NoUrl { .. } | Self::Stage(_) => false,
         }
@@ -219,6 +225,12 @@ pub fn commit_all(
         .map_err(git("read the commit being merged"))?;
     if tree_id == parent.tree_id() && merging.is_none() {
         return Ok(Commit::nothing());
+    }
+    if merging.is_some() {
+        let left = update_branch::markers_left(&repo, parent.tree_id(), tree_id)?;
+        if !left.is_empty() {
+            return Err(ForgeError::MarkersLeft(left));
+        }
     }
     let tree = repo.find_tree(tree_id).map_err(git("read the new tree"))?;
     let old_tree = parent.tree().map_err(git("read the parent tree"))?;

@@ -389,6 +389,38 @@ pub fn merge_committed(repo: &Repository, theirs: Oid) -> Result<(), UpdateError
     drop_ref(repo, MERGE_HEAD_REF)
 }
 
+/// The files of `tree` that still hold conflict markers (a line starting `<<<<<<< ` or
+/// `>>>>>>> `) among those that differ from `ours`: a merge's resolution must remove them
+/// all before it is committed.
+pub fn markers_left(repo: &Repository, ours: Oid, tree: Oid) -> Result<Vec<String>, UpdateError> {
+    let old = repo
+        .find_tree(ours)
+        .map_err(git("read the branch's tree"))?;
+    let new = repo.find_tree(tree).map_err(git("read the new tree"))?;
+    let diff = repo
+        .diff_tree_to_tree(Some(&old), Some(&new), None)
+        .map_err(git("diff the resolution"))?;
+    let mut left = Vec::new();
+    for delta in diff.deltas() {
+        let file = delta.new_file();
+        if file.id().is_zero() {
+            continue;
+        }
+        let blob = repo
+            .find_blob(file.id())
+            .map_err(git("read a resolved file"))?;
+        let marked = blob
+            .content()
+            .split(|b| *b == b'\n')
+            .any(|line| line.starts_with(b"<<<<<<< ") || line.starts_with(b">>>>>>> "));
+        if marked && let Some(path) = file.path() {
+            left.push(path.to_string_lossy().into_owned());
+        }
+    }
+    left.sort();
+    Ok(left)
+}
+
 /// After a merge, the branch's changes are counted from the default branch's head it took
 /// in (where GitHub's pull request diff starts too), not from where it first branched.
 fn merged_base(repo: &Repository, theirs: Oid) -> Result<(), UpdateError> {
@@ -714,6 +746,16 @@ mod tests {
         );
         assert_eq!(read(&f, "b.txt"), "two, main's\n", "the clean part merged");
         let repo = thread(&f);
+        assert_eq!(merge_head(&repo), Some(theirs));
+        assert_eq!(branch_head(&repo, "codebutler/t").unwrap(), ours);
+
+        // A commit that leaves the markers is refused; the merge stays in progress.
+        let refused =
+            crate::workspace::forge::commit_all(&f.helper(), f.main(), f.worktree(), "resolved?");
+        assert_eq!(
+            refused.unwrap_err().to_string(),
+            "conflict markers are still in a.txt: resolve them, then commit again"
+        );
         assert_eq!(merge_head(&repo), Some(theirs));
         assert_eq!(branch_head(&repo, "codebutler/t").unwrap(), ours);
 
