@@ -2,7 +2,8 @@
 //! fake Slack and the fake `gh`, with a bare `origin`: after the default branch moved, the
 //! branch gets a merge commit pushed without force; up to date, nothing changes; a conflict
 //! is handed to the Coder as a plan, with the markers in the worktree, and its commit
-//! becomes the merge; and a hostile repository (hooks in the main repository, the worktree
+//! becomes the merge, and cancelling it puts the worktree back; a daemon killed while it
+//! pushes the merge pushes it and says so once after its restart; and a hostile repository (hooks in the main repository, the worktree
 //! and the person's config, filter and merge-driver attributes) runs nothing during a rebase,
 //! checked from the host.
 
@@ -324,6 +325,66 @@ async fn cancelling_the_resolution_puts_the_worktree_back() {
     );
     assert!(!tree.join("new.txt").exists());
     assert_eq!(stage(&env, &thread).await, "pr_opened");
+}
+
+#[tokio::test]
+async fn a_daemon_killed_while_pushing_the_merge_pushes_and_says_it_once_after_restart() {
+    let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
+    let mut daemon = env.start().await;
+    let (thread, origin) = thread_with_pr(&env, "REBASE-CRASH", &[("notes.txt", "mine\n")]).await;
+    let branch = "codebutler/work-on-rebase-crash";
+    let pushed = origin_tip(&origin, branch);
+    let main_head = advance_origin(&origin, &[("other.txt", "theirs\n")]);
+    // The server holds the push (its own hook) until the test lets it go, then refuses it:
+    // the daemon dies while its push is in flight and that push never lands.
+    let (started, release) = (
+        env.outside.path().join("push-started"),
+        env.outside.path().join("push-release"),
+    );
+    let hook = origin.join("hooks/pre-receive");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\ntouch '{}'\nwhile [ ! -e '{}' ]; do sleep 0.1; done\nexit 1\n",
+            started.display(),
+            release.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    env.reply(&thread, "rebase");
+    let ok = env.slack.wait_until(WAIT, || started.exists()).await;
+    assert!(ok, "the push never started: {:?}", env.post_texts(&thread));
+    daemon.kill9().await;
+    std::fs::remove_file(&hook).unwrap();
+    std::fs::write(&release, "").unwrap();
+    assert_eq!(origin_tip(&origin, branch), pushed, "nothing pushed");
+
+    let _daemon = env.start().await;
+    let merged = |env: &Env| -> Vec<String> {
+        env.post_texts(&thread)
+            .into_iter()
+            .filter(|t| t.starts_with("*PM:* Merged"))
+            .collect()
+    };
+    let ok = env
+        .slack
+        .wait_until(WAIT, || !merged(&env).is_empty())
+        .await;
+    assert!(ok, "{:?}", env.post_texts(&thread));
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert_eq!(merged(&env).len(), 1, "said once: {:?}", merged(&env));
+    assert!(merged(&env)[0].contains("and pushed; PR #7 updated."));
+    let tip = origin_tip(&origin, branch);
+    assert_eq!(
+        parents(&origin, tip),
+        [pushed, main_head],
+        "one merge commit"
+    );
+    crate::harness::assert_each_effect_posted_once(&env);
+    env.assert_clean();
 }
 
 /// An executable script at `path` that creates `marker` when anything runs it.
