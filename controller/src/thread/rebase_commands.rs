@@ -92,7 +92,16 @@ impl ThreadHandler {
                 .rebase_failed(msg, &format!("{} is not a commit", base.commit))
                 .await;
         };
-        let branch = last.branch.clone();
+        let branch = if last.branch.is_empty() {
+            let tree = path.clone();
+            match tokio::task::spawn_blocking(move || forge::worktree_branch(&tree)).await {
+                Ok(Ok(branch)) => branch,
+                Ok(Err(e)) => return self.rebase_failed(msg, &e.to_string()).await,
+                Err(e) => return self.rebase_failed(msg, &e.to_string()).await,
+            }
+        } else {
+            last.branch.clone()
+        };
         tracing::info!(
             tag = "INF",
             "thread {thread} → bringing {branch} up to date with {} ({})",
