@@ -139,8 +139,9 @@ impl ThreadHandler {
             }
             Outcome::Uncommitted => self.answer(msg, Role::Pm, UNCOMMITTED).await,
             Outcome::Merged { incoming, .. } => {
-                self.merged(msg, &path, &branch, pr, shown, &incoming, warning)
-                    .await
+                let push = self.push_merge(msg, &path, &branch, pr).await;
+                let reply = with_warning(merged_reply(shown, &incoming, pr, push), warning);
+                self.say_merged(msg, &path, &reply).await
             }
             Outcome::Conflicts { files, incoming } => {
                 let plan = resolution_plan(shown, &incoming, &files, pr);
@@ -150,38 +151,29 @@ impl ThreadHandler {
         }
     }
 
-    /// A clean merge on the branch: pushed when the branch was pushed before, then said.
-    #[allow(clippy::too_many_arguments)]
-    async fn merged(
+    /// Pushes the merge when the branch was pushed before (`None`: it was not, so nothing
+    /// is pushed now).
+    async fn push_merge(
         &self,
         msg: &IncomingMessage,
         path: &Path,
         branch: &str,
         pr: Option<&PullRequestRef>,
-        shown: &str,
-        incoming: &Incoming,
-        warning: Option<&str>,
-    ) -> Settle {
-        let main = &self.coder.layout.repo;
-        let pushed = pr.is_some() || was_pushed(path, branch).await;
-        let push = if pushed {
-            Some(forge::push_branch(main, path, branch).await)
-        } else {
-            None
-        };
-        if let Some(Err(e)) = &push {
+    ) -> Option<Result<(), String>> {
+        if pr.is_none() && !was_pushed(path, branch).await {
+            return None;
+        }
+        let pushed = forge::push_branch(&self.coder.layout.repo, path, branch).await;
+        if let Err(e) = &pushed {
             tracing::error!(thread = %msg.thread(), "push the merge: {e}");
         }
-        let reply = with_warning(
-            merged_reply(
-                shown,
-                incoming,
-                pr,
-                push.map(|p| p.map_err(|e| e.to_string())),
-            ),
-            warning,
-        );
-        let settle = self.answer(msg, Role::Pm, &reply).await;
+        Some(pushed.map_err(|e| e.to_string()))
+    }
+
+    /// Says `reply` about the merge in the worktree `path`, then forgets the merge as
+    /// pending (until the reply is recorded, handling the message again finishes it).
+    async fn say_merged(&self, msg: &IncomingMessage, path: &Path, reply: &str) -> Settle {
+        let settle = self.answer(msg, Role::Pm, reply).await;
         if settle == Settle::Settled {
             let tree = path.to_owned();
             let cleared =
