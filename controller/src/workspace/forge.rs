@@ -9,7 +9,9 @@
 //! - commits are made with git2 (libgit2 runs no hooks and no filter programs) in the
 //!   thread's own repository ([`super::thread_repo`]), only on a `codebutler/` branch, with a
 //!   fixed bot identity that no repository config can change, then copied to the main
-//!   repository;
+//!   repository; while a merge of the default branch waits for its conflicts to be resolved
+//!   ([`super::update_branch`]), the commit is that merge (the default branch's head its
+//!   second parent) and is refused while conflict markers remain;
 //! - pushes run `git push` as a process in the main repository (so the person's remote and
 //!   credential helpers work) with a fixed argument list: hooks disabled with
 //!   `-c core.hooksPath=/dev/null`, the `ext::` transport refused, never `--force`, only
@@ -219,7 +221,7 @@ pub fn commit_all(
     }
     let tree_id = stage::write_index(&repo, &files.files)?;
     // A merge of the default branch whose conflicts this commit resolves: its second parent.
-    let merging = update_branch::merge_head(&repo)
+    let merging = update_branch::merge_in_progress(&repo, parent.id())?
         .map(|id| repo.find_commit(id))
         .transpose()
         .map_err(git("read the commit being merged"))?;

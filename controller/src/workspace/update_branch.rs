@@ -377,6 +377,24 @@ pub fn merge_head(repo: &Repository) -> Option<Oid> {
     repo.refname_to_id(MERGE_HEAD_REF).ok()
 }
 
+/// The merge in progress for a commit on `head`: the commit being merged, unless `head`
+/// has it already (a commit of it made before a crash cut off its bookkeeping), in which case
+/// the stale record is finished and dropped.
+pub fn merge_in_progress(repo: &Repository, head: Oid) -> Result<Option<Oid>, UpdateError> {
+    let Some(theirs) = merge_head(repo) else {
+        return Ok(None);
+    };
+    let merged = head == theirs
+        || repo
+            .graph_descendant_of(head, theirs)
+            .map_err(git("compare the branch with the merge in progress"))?;
+    if merged {
+        merge_committed(repo, theirs)?;
+        return Ok(None);
+    }
+    Ok(Some(theirs))
+}
+
 /// Whether the thread repository of `worktree` has a merge in progress.
 pub fn merging(worktree: &Path) -> Result<Option<Oid>, UpdateError> {
     Ok(merge_head(&thread_repo::open(worktree)?))
@@ -767,6 +785,11 @@ mod tests {
         assert_eq!(merge_head(&repo), None);
         assert_eq!(thread_repo::base_of(&repo).unwrap(), theirs);
         assert_eq!(update(&f, theirs), Update::UpToDate);
+        // A record left by a crash after that commit is dropped, not merged twice.
+        repo.reference(MERGE_HEAD_REF, theirs, true, "test")
+            .unwrap();
+        assert_eq!(merge_in_progress(&repo, merge).unwrap(), None);
+        assert_eq!(merge_head(&repo), None);
     }
 
     #[test]
