@@ -25,6 +25,7 @@ mod pm;
 mod postflight;
 mod postgres;
 mod questions;
+mod rebase;
 mod references;
 mod resilience;
 mod reviews;

@@ -39,13 +39,13 @@ impl SlackCoder {
     /// branch, with `msg` (a follow-up, "continue" or anything said after "undo") added to
     /// the stored conversation.
     pub async fn resume(&self, msg: &IncomingMessage, last: &RunRecord) -> Result<(), ResumeError> {
-        self.resume_with_message(msg, last, follow_up_message(msg))
-            .await
+        self.resume_with(msg, last, follow_up_message(msg)).await
     }
 
-    /// Like [`SlackCoder::resume`], with `message` as what the Coder is told instead of
-    /// `msg`'s text (an approved review round gives it the comments to address).
-    pub async fn resume_with_message(
+    /// Starts a run that goes on from `last` as [`SlackCoder::resume`] does, with `message`
+    /// (said on behalf of `msg`: an approved conflict resolution, an approved review round's
+    /// comments) added to the conversation instead of `msg`'s text.
+    pub async fn resume_with(
         &self,
         msg: &IncomingMessage,
         last: &RunRecord,

@@ -34,6 +34,16 @@ pub enum Change<'a> {
     WithdrawPlan(&'a ThreadKey),
     /// The thread's plan waits for approval again (its run could not start).
     PlanPending(&'a ThreadKey),
+    /// A plan the controller proposes itself (resolving a merge's conflicts), waiting for
+    /// approval like the PM's: stored with the message that shows it.
+    ProposePlan {
+        thread: &'a ThreadKey,
+        plan_json: &'a str,
+    },
+    /// The thread goes back to its runs after a plan of its branch's own (a merge's
+    /// resolution) was approved or withdrawn: `pr_opened` when it has a pull request, else
+    /// `approved`.
+    BackToRuns(&'a ThreadKey),
     /// "undo": the restored checkpoint is dropped and the thread's latest run, if any, is
     /// resumed from `conversation` next.
     Undone {
@@ -165,6 +175,29 @@ async fn apply(
         Change::PlanPending(thread) => {
             sqlx::query(
                 "UPDATE threads SET state = 'plan_pending', updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3",
+            )
+            .bind(&now)
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::ProposePlan { thread, plan_json } => {
+            sqlx::query(
+                "UPDATE threads SET plan = $1, state = 'plan_pending', updated_at = $2 \
+                 WHERE channel_id = $3 AND thread_ts = $4",
+            )
+            .bind(plan_json)
+            .bind(&now)
+            .bind(&thread.channel)
+            .bind(&thread.thread_ts)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::BackToRuns(thread) => {
+            sqlx::query(
+                "UPDATE threads SET state = CASE WHEN pr_number IS NULL THEN 'approved' ELSE 'pr_opened' END, \
+                 updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3 AND state NOT LIKE 'closed%'",
             )
             .bind(&now)
             .bind(&thread.channel)
@@ -409,9 +442,57 @@ mod tests {
         );
     }
 
+    /// A merge's resolution proposed by the controller waits like a PM plan, and the thread
+    /// goes back to its runs (with its pull request, if any) once it is approved or withdrawn.
+    async fn a_resolution_plan_waits_and_the_thread_goes_back_to_its_runs(s: &Store) {
+        use crate::domain::{PullRequestRef, Stage};
+        let (a, b) = (
+            msg("1.1"),
+            IncomingMessage {
+                thread_ts: "2.1".into(),
+                ..msg("2.1")
+            },
+        );
+        for m in [&a, &b] {
+            s.record_message(m).await.unwrap();
+            s.set_plan(&m.thread(), "{}").await.unwrap();
+            assert!(s.approve_plan(&m.thread(), m).await.unwrap().is_some());
+        }
+        let pr = PullRequestRef {
+            number: 42,
+            url: "https://github.com/acme/app/pull/42".into(),
+        };
+        assert!(s.record_pull_request(&b.thread(), &pr).await.unwrap());
+        let plan = r#"{"summary":"Resolve","steps":["x"],"files":["a.rs"]}"#;
+        for m in [&a, &b] {
+            let t = m.thread();
+            let propose = Change::ProposePlan {
+                thread: &t,
+                plan_json: plan,
+            };
+            assert!(
+                s.commit(&[propose], &[reply(&format!("p{}/0", m.ts))])
+                    .await
+                    .unwrap()
+            );
+            let stored = s.stored_thread(&t).await.unwrap();
+            assert_eq!(stored.stage, Stage::PlanPending);
+            assert_eq!(stored.plan.unwrap().summary, "Resolve");
+            s.commit(&[Change::BackToRuns(&t)], &[]).await.unwrap();
+        }
+        let stage = |t| async move { s.stored_thread(&t).await.unwrap().stage };
+        assert_eq!(stage(a.thread()).await, Stage::Approved);
+        assert_eq!(stage(b.thread()).await, Stage::PrOpened);
+        assert_eq!(
+            s.stored_thread(&b.thread()).await.unwrap().pull_request,
+            Some(pr)
+        );
+    }
+
     crate::store::testing::on_both_backends!(
         a_turn_its_answer_and_the_processed_mark_are_one_write,
         a_run_end_is_reported_once,
         budgets_plans_and_failures_are_recorded,
+        a_resolution_plan_waits_and_the_thread_goes_back_to_its_runs,
     );
 }

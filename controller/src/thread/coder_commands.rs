@@ -30,7 +30,14 @@ impl ThreadHandler {
         );
         self.approve_budget(msg).await;
         let started = match Plan::from_json(&plan) {
-            Ok(plan) => self.coder.start(&reaction_target(msg), &plan).await,
+            // A merge's conflicts to resolve: the run goes on in the thread's worktree.
+            Ok(plan) => match self.resolving(&thread).await {
+                Some(last) => {
+                    self.start_resolution(&reaction_target(msg), &plan, &last)
+                        .await
+                }
+                None => self.coder.start(&reaction_target(msg), &plan).await,
+            },
             Err(e) => Err(crate::coder::StartFailure {
                 reason: format!("read the plan: {e}"),
                 run: None,

@@ -8,9 +8,9 @@
 //! replies to an open memory proposal and corrections ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
 //! PM read-only, see [`is_question`]; anything else gets a short reply); "undo" and
 //! "budget $N" work in any other state; a running Coder takes everything else first (a close
-//! word only gets "stop the Coder first"); then an approval of a pending plan, a close word
-//! ("merge", "abandon", "done"), a follow-up on an ended run, a message for another role,
-//! and last the PM.
+//! word or "rebase" only gets "stop the Coder first"); then an approval of a pending plan, a
+//! close word ("merge", "abandon", "done"), "rebase", a follow-up on an ended run, a message
+//! for another role, and last the PM.
 
 use crate::closing::event::PrEvent;
 use crate::closing::review_event::ReviewEvent;
@@ -21,6 +21,7 @@ use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_stop, is_undo};
 use crate::thread::budget::parse_budget_command;
 use crate::thread::close_plan::{CloseWord, close_word};
+use crate::thread::rebase_commands::is_rebase;
 use crate::thread::routing::{Route, mentioned_roles, route};
 
 /// What a message asks of its thread.
@@ -94,6 +95,18 @@ pub enum Command {
     MemoryReply(Reply),
     /// "correct N: <answer>": a memory proposal from a correction of the Coder's question N.
     CorrectAnswer { number: usize, answer: String },
+    /// "rebase" after the thread's run ended: bring its branch up to date with the default
+    /// branch (see [`crate::thread::rebase_commands`]).
+    Rebase {
+        last: Box<RunRecord>,
+        pr: Option<PullRequestRef>,
+    },
+    /// "rebase" while the Coder runs or its run is being prepared: stop it first.
+    RebaseWhileCoderRuns,
+    /// "rebase" while a plan waits for approval: approve or cancel it first.
+    RebaseWhilePlanPending,
+    /// "rebase" in a thread whose Coder has not run: there is no branch yet.
+    NothingToRebase,
 }
 
 /// The command `msg` gives its thread in `state`; `allowed` says whether its author is on
@@ -136,6 +149,8 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
             Command::StopCoder
         } else if close_word(text).is_some() {
             Command::CloseWhileCoderRuns
+        } else if is_rebase(text) {
+            Command::RebaseWhileCoderRuns
         } else {
             Command::ToRunningCoder
         };
@@ -202,6 +217,9 @@ pub fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Comman
     if let Some(word) = close_word(text) {
         return classify_close(word, state);
     }
+    if is_rebase(text) {
+        return classify_rebase(state);
+    }
     match state {
         ThreadState::RunEnded { last, .. }
             if !mentioned_roles(text).contains(&Mention::Role(Role::Pm)) =>
@@ -265,6 +283,19 @@ fn classify_close(word: CloseWord, state: &ThreadState) -> Command {
         (CloseWord::Merge, None) => Command::NothingToMerge,
         (CloseWord::Done, None) => Command::Done,
         (CloseWord::Abandon, pr) => Command::Abandon { pr },
+    }
+}
+
+/// "rebase", past a running Coder: it needs the thread's branch, which an ended run left.
+fn classify_rebase(state: &ThreadState) -> Command {
+    match state {
+        ThreadState::RunEnded { last, pr } => Command::Rebase {
+            last: last.clone(),
+            pr: pr.clone(),
+        },
+        ThreadState::CoderRunning | ThreadState::Preparing => Command::RebaseWhileCoderRuns,
+        ThreadState::PlanPending { .. } => Command::RebaseWhilePlanPending,
+        ThreadState::Conversing | ThreadState::Closed(_) => Command::NothingToRebase,
     }
 }
 
@@ -809,5 +840,66 @@ mod tests {
             classify_past_coder(&msg("what changed?"), &ThreadState::Closed(Closure::Merged)),
             Command::QuestionAfterClose
         );
+    }
+
+    #[test]
+    fn rebase_needs_an_ended_run_and_no_running_coder() {
+        use Command::*;
+        use ThreadState::{CoderRunning, Conversing, Preparing};
+        let run_ended = ThreadState::RunEnded {
+            last: Box::new(ended()),
+            pr: None,
+        };
+        let pr_open = ThreadState::RunEnded {
+            last: Box::new(ended()),
+            pr: Some(pr()),
+        };
+        let rebase = |pr| Rebase {
+            last: Box::new(ended()),
+            pr,
+        };
+        let cases: Vec<(&str, bool, ThreadState, Command)> = vec![
+            ("rebase", true, pr_open.clone(), rebase(Some(pr()))),
+            ("Rebase!", true, pr_open.clone(), rebase(Some(pr()))),
+            (
+                "<@U0BOT> update the branch",
+                true,
+                pr_open.clone(),
+                rebase(Some(pr())),
+            ),
+            (
+                "bring it up to date.",
+                true,
+                run_ended.clone(),
+                rebase(None),
+            ),
+            ("rebase", false, pr_open.clone(), NotAllowed),
+            ("rebase", true, CoderRunning, RebaseWhileCoderRuns),
+            ("rebase", true, Preparing, RebaseWhileCoderRuns),
+            ("rebase", true, pending(), RebaseWhilePlanPending),
+            ("rebase", true, Conversing, NothingToRebase),
+            (
+                "rebase",
+                true,
+                ThreadState::Closed(Closure::Merged),
+                ThreadClosed,
+            ),
+            // Not only the word: a follow-up for the Coder.
+            (
+                "rebase the parser on the new lexer",
+                true,
+                pr_open.clone(),
+                FollowUp {
+                    last: Box::new(ended()),
+                },
+            ),
+        ];
+        for (text, allowed, state, expected) in cases {
+            assert_eq!(
+                classify(&msg(text), allowed, &state),
+                expected,
+                "{text:?} in {state:?}"
+            );
+        }
     }
 }

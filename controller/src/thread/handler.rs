@@ -1,7 +1,7 @@
 //! The handler of a thread's messages: load the thread's state once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
-//! `plan_commands`, `pm_turn`, `memory_commands`, `review_commands`).
+//! `plan_commands`, `pm_turn`, `memory_commands`, `review_commands`, `rebase_commands`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
@@ -22,6 +22,7 @@ use crate::thread::command::{
     Command, classify, classify_memory, classify_past_coder, classify_review,
 };
 use crate::thread::dispatch::MessageHandler;
+use crate::thread::rebase_commands as rebase;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
 use crate::workspace::pull_request::MergeStrategy;
@@ -225,6 +226,14 @@ impl ThreadHandler {
             Command::CorrectAnswer { number, answer } => {
                 self.correct_answer(msg, number, &answer).await
             }
+            Command::Rebase { last, pr } => self.rebase(msg, &last, pr.as_ref()).await,
+            Command::RebaseWhileCoderRuns => {
+                self.answer(msg, Role::Pm, rebase::WHILE_CODER_RUNS).await
+            }
+            Command::RebaseWhilePlanPending => {
+                self.answer(msg, Role::Pm, rebase::WHILE_PLAN_PENDING).await
+            }
+            Command::NothingToRebase => self.answer(msg, Role::Pm, rebase::NOTHING_TO_REBASE).await,
         }
     }
 

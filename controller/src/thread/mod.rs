@@ -2,7 +2,7 @@
 //! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
 //! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`,
-//! `review_commands`). The
+//! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]); [`history`] reads a thread's past
 //! back.
@@ -21,6 +21,7 @@ pub mod lease;
 mod memory_commands;
 mod plan_commands;
 mod pm_turn;
+mod rebase_commands;
 mod review_commands;
 pub mod routing;
 pub mod state;

@@ -8,6 +8,7 @@ use crate::slack::interactive::resolved_blocks;
 use crate::store::Change;
 use crate::thread::budget::{budget_set_reply, cap_text};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
+use crate::thread::rebase_commands::Aborted;
 
 impl ThreadHandler {
     /// The Approve button of the waiting plan: the buttons give way to who approved it (the
@@ -28,11 +29,21 @@ impl ThreadHandler {
             msg.user
         );
         let note = format!("✖️ Cancelled by <@{}>", msg.user);
-        let effects = resolve(msg, click, &note).reply(
-            "Plan withdrawn. Tell me what to change, or ask for something else.",
-            speaker(Role::Pm),
-        );
-        let changes = [Change::WithdrawPlan(&thread), Change::Processed(msg)];
+        // A merge's resolution: the worktree goes back to the branch's head.
+        let aborted = self.abort_resolution(&thread).await;
+        let reply = match &aborted {
+            Aborted::Nothing => {
+                "Plan withdrawn. Tell me what to change, or ask for something else.".to_owned()
+            }
+            Aborted::Merge => "Plan withdrawn, and the merge with it: the worktree is back at the branch's head. Say **rebase** to try again.".to_owned(),
+            Aborted::Failed(e) => format!("Plan withdrawn, but I couldn't put the worktree back ({e}); say **rebase** to start the merge over."),
+        };
+        let effects = resolve(msg, click, &note).reply(&reply, speaker(Role::Pm));
+        let mut changes = vec![Change::WithdrawPlan(&thread)];
+        if aborted != Aborted::Nothing {
+            changes.push(Change::BackToRuns(&thread));
+        }
+        changes.push(Change::Processed(msg));
         self.record(msg, &changes, &effects).await
     }
 

@@ -218,7 +218,7 @@ impl ThreadHandler {
 
     /// The PM's answer with its plan, the plan's cost estimate and budget, and the
     /// Approve/Cancel buttons (carrying the digest of the plan's stored form).
-    async fn plan_effects(
+    pub(super) async fn plan_effects(
         &self,
         msg: &IncomingMessage,
         answer: &str,

@@ -201,7 +201,7 @@ impl ThreadHandler {
             tracing::error!(thread = %thread, "record the start of a run: {e}");
             return Settle::Failed;
         }
-        match self.coder.resume_with_message(msg, last, task).await {
+        match self.coder.resume_with(msg, last, task).await {
             Ok(()) => Settle::Processed,
             Err(e) => {
                 tracing::error!(thread = %thread, "resume coder: {e}");

@@ -132,7 +132,15 @@ pub fn commit_to_thread_branch(
 
     let files_changed = changed_paths(&repo, parent.tree_id(), tree)?;
     let tree = repo.find_tree(tree).map_err(git("read the new tree"))?;
-    forge::commit_as_bot(main, &repo, &branch, &parent, &tree, message, files_changed)
+    forge::commit_as_bot(
+        main,
+        &repo,
+        &branch,
+        &[&parent],
+        &tree,
+        message,
+        files_changed,
+    )
 }
 
 /// Commits `files` in the main repository `main` on the new branch `branch` (a

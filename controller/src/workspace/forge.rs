@@ -9,7 +9,9 @@
 //! - commits are made with git2 (libgit2 runs no hooks and no filter programs) in the
 //!   thread's own repository ([`super::thread_repo`]), only on a `codebutler/` branch, with a
 //!   fixed bot identity that no repository config can change, then copied to the main
-//!   repository;
+//!   repository; while a merge of the default branch waits for its conflicts to be resolved
+//!   ([`super::update_branch`]), the commit is that merge (the default branch's head its
+//!   second parent) and is refused while conflict markers remain;
 //! - pushes run `git push` as a process in the main repository (so the person's remote and
 //!   credential helpers work) with a fixed argument list: hooks disabled with
 //!   `-c core.hooksPath=/dev/null`, the `ext::` transport refused, never `--force`, only
@@ -30,6 +32,7 @@ use tokio::process::Command;
 use super::git_command::{CommandError, quote, run, safe_git};
 use super::stage::{self, Helper};
 use super::thread_repo::{self, BRANCH_PREFIX};
+use super::update_branch;
 
 /// The identity of every commit the controller makes.
 pub const BOT_NAME: &str = "CodeButler";
@@ -80,6 +83,13 @@ pub enum ForgeError {
     #[error("read the worktree's files: {0}")]
     Stage(#[from] super::stage::StageError),
     #[error(
+        "conflict markers are still in {}: resolve them, then commit again",
+        .0.join(", ")
+    )]
+    MarkersLeft(Vec<String>),
+    #[error("finish the merge of the default branch: {0}")]
+    Merge(#[from] update_branch::UpdateError),
+    #[error(
         "{} larger than GitHub accepts ({} MB): {}; add them to .gitignore or remove them, then commit again",
         if .0.len() == 1 { "a file is" } else { "files are" },
         MAX_COMMIT_FILE_BYTES >> 20,
@@ -98,6 +108,8 @@ impl ForgeError {
             | Self::NotOurBranch { .. }
             | Self::Git { .. }
             | Self::Thread(_)
+            | Self::Merge(_)
+            | Self::MarkersLeft(_)
             | Self::TooLarge(_) => true,
             Self::Command(_) | Self::NoUrl { .. } | Self::Stage(_) => false,
         }
@@ -208,8 +220,19 @@ pub fn commit_all(
         ));
     }
     let tree_id = stage::write_index(&repo, &files.files)?;
-    if tree_id == parent.tree_id() {
+    // A merge of the default branch whose conflicts this commit resolves: its second parent.
+    let merging = update_branch::merge_in_progress(&repo, parent.id())?
+        .map(|id| repo.find_commit(id))
+        .transpose()
+        .map_err(git("read the commit being merged"))?;
+    if tree_id == parent.tree_id() && merging.is_none() {
         return Ok(Commit::nothing());
+    }
+    if merging.is_some() {
+        let left = update_branch::markers_left(&repo, parent.tree_id(), tree_id)?;
+        if !left.is_empty() {
+            return Err(ForgeError::MarkersLeft(left));
+        }
     }
     let tree = repo.find_tree(tree_id).map_err(git("read the new tree"))?;
     let old_tree = parent.tree().map_err(git("read the parent tree"))?;
@@ -223,31 +246,38 @@ pub fn commit_all(
         .collect();
     files_changed.sort();
     files_changed.dedup();
-    commit_as_bot(main, &repo, &branch, &parent, &tree, message, files_changed)
+    let mut parents = vec![&parent];
+    parents.extend(merging.as_ref());
+    let commit = commit_as_bot(
+        main,
+        &repo,
+        &branch,
+        &parents,
+        &tree,
+        message,
+        files_changed,
+    )?;
+    if let Some(theirs) = &merging {
+        update_branch::merge_committed(&repo, theirs.id())?;
+    }
+    Ok(commit)
 }
 
-/// Commits `tree` on top of `parent` as the thread branch's new head (the thread
-/// repository's `HEAD` is on `branch`), as the bot ([`BOT_NAME`]), and mirrors the branch
-/// to the main repository `main`.
+/// Commits `tree` on top of `parents` (the branch's head first) as the thread branch's new
+/// head (the thread repository's `HEAD` is on `branch`), as the bot ([`BOT_NAME`]), and
+/// mirrors the branch to the main repository `main`.
 pub(super) fn commit_as_bot(
     main: &Path,
     repo: &git2::Repository,
     branch: &str,
-    parent: &git2::Commit<'_>,
+    parents: &[&git2::Commit<'_>],
     tree: &git2::Tree<'_>,
     message: &str,
     files_changed: Vec<String>,
 ) -> Result<Commit, ForgeError> {
     let signature = git2::Signature::now(BOT_NAME, BOT_EMAIL).map_err(git("make the signature"))?;
     let oid = repo
-        .commit(
-            Some("HEAD"),
-            &signature,
-            &signature,
-            message,
-            tree,
-            &[parent],
-        )
+        .commit(Some("HEAD"), &signature, &signature, message, tree, parents)
         .map_err(git("commit"))?;
     thread_repo::mirror(main, repo, branch)?;
     Ok(Commit {

@@ -309,14 +309,21 @@ pub fn mirror(main: &Path, thread: &Repository, branch: &str) -> Result<Oid, Thr
     Ok(tip)
 }
 
-fn copy_object(from: &git2::Odb<'_>, to: &git2::Odb<'_>, id: Oid) -> Result<(), ThreadRepoError> {
+/// Copies the object `id` from the object database `from` to `to`.
+pub(super) fn copy_object(
+    from: &git2::Odb<'_>,
+    to: &git2::Odb<'_>,
+    id: Oid,
+) -> Result<(), ThreadRepoError> {
     let object = from.read(id).map_err(git("read an object"))?;
     to.write(object.kind(), object.data())
         .map_err(git("copy an object"))?;
     Ok(())
 }
 
-fn copy_tree(
+/// Copies the tree `id` of the repository `thread` (whose objects are `from`) and every tree
+/// and blob it holds that `to` does not have yet.
+pub(super) fn copy_tree(
     from: &git2::Odb<'_>,
     to: &git2::Odb<'_>,
     thread: &Repository,
