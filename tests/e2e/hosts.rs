@@ -284,16 +284,28 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
                 .all(|(channel, ts, asked)| answers(channel, ts).len() >= asked.len())
         })
         .await;
+    // Every instance's log, the killed ones' included, in the order they started.
     let logs_text = || {
-        daemons
-            .iter()
-            .map(|d| d.log())
+        (1..=spawned)
+            .map(|n| {
+                let log = std::fs::read_to_string(logs.join(format!("instance-{n}.log")))
+                    .unwrap_or_else(|e| format!("(unreadable: {e})"));
+                format!("instance {n}:\n{log}")
+            })
             .collect::<Vec<_>>()
             .join("\n---\n")
     };
+    let missing: Vec<String> = threads
+        .iter()
+        .filter_map(|(channel, ts, asked)| {
+            let got = answers(channel, ts);
+            (got.len() < asked.len())
+                .then(|| format!("{channel}/{ts}: asked {asked:?}, answered {got:?}"))
+        })
+        .collect();
     assert!(
         all_answered,
-        "not every question was answered; seed {seed}; logs:\n{}",
+        "not every question was answered; seed {seed}; {missing:#?}; logs:\n{}",
         logs_text()
     );
     // Nothing late arrives twice.
