@@ -84,9 +84,14 @@ impl SlackCoder {
         {
             Ok(true) => {
                 tracing::info!(tag = "CLD", "thread {} → run {run_id} reported", run.thread);
-                // The steps once a pull request opened, if this run's thread has one.
+                // What the run changed, against the other threads (then the steps once a
+                // pull request opened, if this run's thread has one).
                 let after_pr = self.after_pr.clone();
-                tokio::spawn(async move { after_pr.run(&run.thread).await });
+                let coordination = self.coordination.clone();
+                tokio::spawn(async move {
+                    coordination.after_run(&run).await;
+                    after_pr.run(&run.thread).await
+                });
             }
             Ok(false) => tracing::debug!(run = run_id, "run end reported already"),
             Err(e) => tracing::error!(run = run_id, "record the run's end: {e}"),

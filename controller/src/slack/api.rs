@@ -219,9 +219,12 @@ impl Sender {
             content = content.with_blocks(blocks);
         }
         self.pace.wait(channel).await;
-        let request = SlackApiChatPostMessageRequest::new(channel.into(), content)
-            .with_thread_ts(thread_ts.into())
-            .with_unfurl_links(false);
+        let mut request =
+            SlackApiChatPostMessageRequest::new(channel.into(), content).with_unfurl_links(false);
+        // An empty thread ts is the channel itself (the merge order is posted there).
+        if !thread_ts.is_empty() {
+            request = request.with_thread_ts(thread_ts.into());
+        }
         let response = self
             .retrying("chat.postMessage", || async {
                 self.client

@@ -57,6 +57,9 @@ pub enum Change<'a> {
     },
     /// A memory proposal made, edited or settled; guarded like [`Change::RunReported`].
     Memory(super::MemoryChange<'a>),
+    /// Coordination between threads: a thread's changed files, a notice given once, the
+    /// channel's merge order (see [`super::ScopeChange`] for the guards).
+    Scope(super::ScopeChange<'a>),
     /// A guard for instances sharing a store: `owner` holds `thread`'s lease, unexpired. If
     /// not (another instance took the thread over), [`Store::commit`] records nothing and
     /// returns false. Put it first.
@@ -229,6 +232,7 @@ async fn apply(
             return Ok(closed == 1);
         }
         Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
+        Change::Scope(ref scope) => return super::scope::apply(conn, scope).await,
         Change::LeaseHeld { thread, owner } => {
             return super::leases::held(conn, db_now, thread, owner).await;
         }

@@ -37,6 +37,7 @@ mod memory;
 mod outbox;
 mod questions;
 mod runs;
+mod scope;
 mod starts;
 mod steps;
 #[cfg(test)]
@@ -51,6 +52,7 @@ pub use memory::{MemoryChange, OpenProposal};
 pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::{QuestionRecord, QuestionState};
 pub use runs::NewRun;
+pub use scope::{ACTIVE_STAGES, MergeOrderRecord, ScopeChange, ScopeFile, ThreadScope};
 pub use starts::{CutOffStart, RunStart};
 pub use thread_state::{StoredThread, ThreadRecord, ThreadStateError};
 

@@ -13,7 +13,8 @@
 //! once at its next start, when pending messages are handled again.
 //!
 //! Every close ends in [`ThreadHandler::finish_close`]: the usage report, the closed stage
-//! and the last word, recorded together.
+//! and the last word, recorded together; after a merge, the other active threads that
+//! overlap it are told ([`crate::coordination::Coordination::after_merge`]).
 
 use std::path::PathBuf;
 
@@ -398,6 +399,18 @@ impl ThreadHandler {
         tracing::info!(tag = "INF", "thread {} → closed ({closure:?})", c.thread);
         match self.outbox.commit(&changes, &effects).await {
             Ok(true) => {
+                // The other threads that overlap what merged are told; the merge order
+                // loses this pull request either way.
+                let coordination = self.coder.coordination.clone();
+                match (closure, c.pr) {
+                    (Closure::Merged, Some(pr)) => {
+                        let (thread, number) = (c.thread.clone(), pr.number);
+                        tokio::spawn(
+                            async move { coordination.after_merge(&thread, number).await },
+                        );
+                    }
+                    _ => coordination.merge_order.notify_one(),
+                }
                 if closure == Closure::Merged {
                     // What the merge brought (its approved memory among it) reaches the next
                     // thread's PM without waiting for the next approval's fetch.

@@ -83,6 +83,9 @@ pub enum Command {
     MemoryReply(Reply),
     /// "correct N: <answer>": a memory proposal from a correction of the Coder's question N.
     CorrectAnswer { number: usize, answer: String },
+    /// A coordination notice stored in the thread (an overlap, a conflict, a merge
+    /// elsewhere): post it.
+    Notice(String),
 }
 
 /// The command `msg` gives its thread in `state`; `allowed` says whether its author is on
@@ -90,6 +93,9 @@ pub enum Command {
 pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Command {
     if let Some(click) = Click::parse(&msg.text) {
         return classify_click(click, allowed, state);
+    }
+    if let Some(notice) = crate::coordination::notices::parse_notice(msg) {
+        return Command::Notice(notice.to_owned());
     }
     if let Some(event) = PrEvent::parse(&msg.text) {
         return match state {
