@@ -12,6 +12,7 @@ mod chaos;
 mod close;
 mod config_errors;
 mod containers;
+mod coordination;
 mod followups;
 mod hosts;
 mod intake;

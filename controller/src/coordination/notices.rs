@@ -153,12 +153,12 @@ pub fn conflict_notice(
 ) -> String {
     match other {
         Some(other) => format!(
-            "⚠️ Merging this branch and {} would conflict in {}. Whichever merges second will need *rebase* and a look at those files.",
+            "⚠️ Merging this branch and {} would conflict in {}. Whichever merges second will need **rebase** and a look at those files.",
             other.markdown(),
             code_list(files)
         ),
         None => format!(
-            "⚠️ This branch no longer merges cleanly into `{default_branch}`: {} would conflict. Reply *rebase* to bring it up to date.",
+            "⚠️ This branch no longer merges cleanly into `{default_branch}`: {} would conflict. Reply **rebase** to bring it up to date.",
             code_list(files)
         ),
     }
@@ -182,7 +182,7 @@ pub fn merged_notice(merged: &ThreadRef, pr: u64, overlap: &Overlap) -> String {
         thread_link(&merged.thread.channel, &merged.thread.thread_ts)
     );
     format!(
-        "ℹ️ PR #{pr} ({link}) just merged and {what}. Reply *rebase* to bring this branch up to date."
+        "ℹ️ PR #{pr} ({link}) just merged and {what}. Reply **rebase** to bring this branch up to date."
     )
 }
 
