@@ -67,8 +67,10 @@ async fn migrations_run_on_postgresql() {
             "_sqlx_migrations",
             "coder_questions",
             "conversation_messages",
+            "coordination_notices",
             "instances",
             "memory_proposals",
+            "merge_order",
             "messages",
             "outbox",
             "run_checkpoints",
@@ -76,6 +78,7 @@ async fn migrations_run_on_postgresql() {
             "runs",
             "thread_budgets",
             "thread_leases",
+            "thread_scope",
             "thread_steps",
             "threads",
             "usage"

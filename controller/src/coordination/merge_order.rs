@@ -207,6 +207,13 @@ impl MergeOrder {
         if !self.leads().await {
             return Ok(Refreshed::NotHere);
         }
+        let top = ThreadKey {
+            channel: self.channel.clone(),
+            thread_ts: String::new(),
+        };
+        // What an earlier holder of the lease recorded but could not deliver (it stopped):
+        // the channel's top level is no thread, so no thread's new owner delivers it.
+        self.outbox.deliver(&top).await;
         let scopes = self.store.active_scopes().await?;
         let prs: Vec<OpenPr> = scopes
             .iter()
@@ -223,10 +230,6 @@ impl MergeOrder {
         if stored.as_ref().is_some_and(|s| s.digest == digest) {
             return Ok(Refreshed::Unchanged);
         }
-        let top = ThreadKey {
-            channel: self.channel.clone(),
-            thread_ts: String::new(),
-        };
         let (effects, post_id, previous) = match &stored {
             None => {
                 let effects = Effects::new(&top).reply(&markdown, "");

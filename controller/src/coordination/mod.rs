@@ -7,16 +7,19 @@
 //!   directories, and those the PM judges may interact with it though they share neither
 //!   ([`semantic`], one call bounded by [`SEMANTIC_WAIT`]).
 //! - **After each Coder run** ([`Coordination::after_run`]): the branch's changed files are
-//!   read with git and stored; overlaps never told before are told in both threads; an
-//!   in-memory merge finds real conflicts with the default branch and with every other
-//!   thread's branch, told once per pair of head commits ([`conflicts`]).
+//!   read with git; overlaps never told before are told in both threads; an in-memory merge
+//!   finds real conflicts with the default branch and with every other thread's branch,
+//!   told once per pair of head commits ([`conflicts`]). All of it is recorded with the
+//!   run's end report.
 //! - **After a merge** ([`Coordination::after_merge`]): every active thread that overlaps
 //!   the merged one is told what merged and which of its files it touched, and offered
-//!   "rebase".
+//!   "rebase" — recorded with the close.
 //! - **Merge order** ([`merge_order`]): one channel message, kept true.
 //!
 //! Every notice is a message stored in its thread together with its exactly-once record
-//! ([`notices`]), so the thread's own handler posts it in order, whichever instance owns it.
+//! ([`Notice`], [`notices`]), in the transaction of what caused it, so a crash neither loses
+//! nor repeats one, and the thread's own handler posts it in order, whichever instance owns
+//! the thread.
 
 pub mod conflicts;
 pub mod merge_order;
@@ -32,7 +35,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::{Plan, RunRecord, ThreadKey};
+use crate::domain::{IncomingMessage, Plan, RunRecord, ThreadKey};
 use crate::pm::Pm;
 use crate::store::{Change, ScopeChange, ScopeFile, Store, StoreError, ThreadScope};
 use crate::thread::dispatch::Dispatcher;
@@ -93,11 +96,72 @@ fn thread_ref(scope: &ThreadScope) -> ThreadRef {
     }
 }
 
-/// A message ts for now, in Slack's `seconds.micros` form, so a notice sorts after what the
-/// thread said before.
-fn message_ts() -> String {
-    let now = chrono::Utc::now();
-    format!("{}.{:06}", now.timestamp(), now.timestamp_subsec_micros())
+/// Message ts for notices, in Slack's `seconds.micros` form from now on, one microsecond
+/// apart (a message's ts is unique in its channel), so each sorts after what its thread said
+/// before.
+struct Stamps(i64);
+
+impl Stamps {
+    fn now() -> Self {
+        Self(chrono::Utc::now().timestamp_micros())
+    }
+
+    fn next(&mut self) -> String {
+        let ts = format!("{}.{:06}", self.0 / 1_000_000, self.0 % 1_000_000);
+        self.0 += 1;
+        ts
+    }
+}
+
+/// A notice to give: the message carrying it into its thread and the records of what it
+/// tells, recorded with [`Notice::change`] in the transaction of what caused it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notice {
+    pub thread: ThreadKey,
+    pub keys: Vec<String>,
+    pub message: IncomingMessage,
+}
+
+impl Notice {
+    fn new(thread: &ThreadKey, keys: Vec<String>, markdown: &str, stamps: &mut Stamps) -> Self {
+        Self {
+            thread: thread.clone(),
+            keys,
+            message: notice_message(thread, &stamps.next(), markdown),
+        }
+    }
+
+    /// The change recording it (nothing when it was given already).
+    pub fn change(&self) -> Change<'_> {
+        Change::Scope(ScopeChange::Notice {
+            thread: &self.thread,
+            keys: &self.keys,
+            message: &self.message,
+        })
+    }
+}
+
+/// What the end of a run records: the files its branch changes (read at `head`) and the
+/// notices that brings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AfterRun {
+    pub thread: ThreadKey,
+    pub head: String,
+    pub files: Vec<ScopeFile>,
+    pub notices: Vec<Notice>,
+}
+
+impl AfterRun {
+    /// The changes recording it, for the transaction that reports the run's end.
+    pub fn changes(&self) -> Vec<Change<'_>> {
+        std::iter::once(Change::Scope(ScopeChange::Files {
+            thread: &self.thread,
+            head: &self.head,
+            files: &self.files,
+        }))
+        .chain(self.notices.iter().map(Notice::change))
+        .collect()
+    }
 }
 
 impl Coordination {
@@ -161,19 +225,24 @@ impl Coordination {
         notices::plan_block(&lines)
     }
 
-    /// After a Coder run of `run`'s thread ended: the branch's changes stored, new overlaps
-    /// and real conflicts told, the merge order refreshed. Failures are logged.
-    pub async fn after_run(&self, run: &RunRecord) {
+    /// What the end of `run` records about its thread's branch: its changed files, read with
+    /// git, and the notices of overlaps never told and of real conflicts. `None` for a run
+    /// without a branch of ours, or when it cannot be read (logged): the run's end is
+    /// reported all the same.
+    pub async fn after_run(&self, run: &RunRecord) -> Option<AfterRun> {
         if run.worktree.is_empty() || !thread_repo::is_our_branch(&run.branch) {
-            return;
+            return None;
         }
-        if let Err(e) = self.try_after_run(run).await {
-            tracing::warn!(thread = %run.thread, "coordination after run {}: {e}", run.id);
+        match self.try_after_run(run).await {
+            Ok(after) => Some(after),
+            Err(e) => {
+                tracing::warn!(thread = %run.thread, "coordination after run {}: {e}", run.id);
+                None
+            }
         }
-        self.merge_order.notify_one();
     }
 
-    async fn try_after_run(&self, run: &RunRecord) -> Result<(), CoordinationError> {
+    async fn try_after_run(&self, run: &RunRecord) -> Result<AfterRun, CoordinationError> {
         let thread = &run.thread;
         let worktree = PathBuf::from(&run.worktree);
         self.prepare.ensure_mounted(&worktree).await?;
@@ -201,31 +270,45 @@ impl Coordination {
             },
         )
         .await??;
-        let change = Change::Scope(ScopeChange::Files {
-            thread,
-            head: &head,
-            files: &files,
-        });
-        self.store.commit(&[change], &[]).await?;
+        let mut after = AfterRun {
+            thread: thread.clone(),
+            head,
+            files,
+            notices: Vec::new(),
+        };
         let scopes = self.store.active_scopes().await?;
-        let Some(mine) = scopes.iter().find(|s| s.thread == *thread) else {
-            return Ok(());
+        let Some(stored) = scopes.iter().find(|s| s.thread == *thread) else {
+            return Ok(after);
+        };
+        // This thread as it is now that the run ended.
+        let mine = ThreadScope {
+            head: Some(after.head.clone()),
+            changed: after.files.clone(),
+            branch: Some(run.branch.clone()),
+            ..stored.clone()
         };
         let others: Vec<&ThreadScope> = scopes
             .iter()
             .filter(|s| s.thread != *thread && s.thread.channel == thread.channel)
             .collect();
-        self.tell_new_overlaps(mine, &others).await?;
-        self.tell_conflicts(mine, &others).await
+        let mut stamps = Stamps::now();
+        after.notices = self.new_overlaps(&mine, &others, &mut stamps).await?;
+        after
+            .notices
+            .extend(self.conflicts(&mine, &others, &mut stamps).await?);
+        Ok(after)
     }
 
-    /// Overlaps of `mine` with each of `others` that neither thread was told yet.
-    async fn tell_new_overlaps(
+    /// Notices of the overlaps of `mine` with each of `others` that a thread was not told
+    /// yet, in both threads.
+    async fn new_overlaps(
         &self,
         mine: &ThreadScope,
         others: &[&ThreadScope],
-    ) -> Result<(), CoordinationError> {
+        stamps: &mut Stamps,
+    ) -> Result<Vec<Notice>, CoordinationError> {
         let my_files = overlap::files_of(mine);
+        let mut out = Vec::new();
         for other in others {
             let Some(found) = overlap::between(&my_files, &overlap::files_of(other)) else {
                 continue;
@@ -245,37 +328,38 @@ impl Coordination {
                 let Some(new) = found.without(&told) else {
                     continue;
                 };
-                let keys: Vec<String> =
-                    new.items().iter().map(|i| format!("{prefix}{i}")).collect();
+                let keys = new.items().iter().map(|i| format!("{prefix}{i}")).collect();
                 let text = notices::overlap_notice(&thread_ref(there), &new);
-                self.give(&here.thread, &keys, &text).await?;
+                out.push(Notice::new(&here.thread, keys, &text, stamps));
             }
         }
-        Ok(())
+        Ok(out)
     }
 
-    /// Real conflicts of `mine`'s branch with the default branch and with each of
-    /// `others`' branches, told once per pair of head commits.
-    async fn tell_conflicts(
+    /// Notices of real conflicts of `mine`'s branch with the default branch and with each
+    /// of `others`' branches, once per pair of head commits.
+    async fn conflicts(
         &self,
         mine: &ThreadScope,
         others: &[&ThreadScope],
-    ) -> Result<(), CoordinationError> {
+        stamps: &mut Stamps,
+    ) -> Result<Vec<Notice>, CoordinationError> {
+        let mut out = Vec::new();
         let Some(my_head) = self.mirrored_head(mine).await? else {
-            return Ok(());
+            return Ok(out);
         };
         if let Some(tip) = self.pm.memory.tip(false).await
             && let Ok(tip) = git2::Oid::from_str(&tip)
         {
             let files = self.conflicting(my_head, tip).await?;
-            if !files.is_empty() {
-                let key = format!("conflict:default:{my_head}:{tip}");
+            let key = format!("conflict:default:{my_head}:{tip}");
+            if !files.is_empty() && !self.store.notice_given(&mine.thread, &key).await? {
                 let repo = self.repo.clone();
                 let name =
                     tokio::task::spawn_blocking(move || conflicts::default_branch_name(&repo))
                         .await?;
                 let text = notices::conflict_notice(None, &name, &files);
-                self.give_once(&mine.thread, &key, &text).await?;
+                out.push(Notice::new(&mine.thread, vec![key], &text, stamps));
             }
         }
         for other in others {
@@ -291,11 +375,14 @@ impl Coordination {
                 (*other, mine, their_head, my_head),
             ] {
                 let key = format!("conflict:{}:{ours}:{theirs}", there.thread.thread_ts);
+                if self.store.notice_given(&here.thread, &key).await? {
+                    continue;
+                }
                 let text = notices::conflict_notice(Some(&thread_ref(there)), "", &files);
-                self.give_once(&here.thread, &key, &text).await?;
+                out.push(Notice::new(&here.thread, vec![key], &text, stamps));
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     /// The head of `scope`'s branch as mirrored in the main repository.
@@ -325,21 +412,30 @@ impl Coordination {
         )
     }
 
-    /// After the thread `merged` (its pull request `pr`) merged: every active thread whose
-    /// files overlap it is told, once. Failures are logged.
-    pub async fn after_merge(&self, merged: &ThreadKey, pr: u64) {
-        if let Err(e) = self.try_after_merge(merged, pr).await {
-            tracing::warn!(thread = %merged, "coordination after the merge of PR #{pr}: {e}");
+    /// The notices for every active thread whose files overlap `merged`'s, whose pull
+    /// request `pr` merged; recorded with the close. A failure is logged and tells nobody.
+    pub async fn after_merge(&self, merged: &ThreadKey, pr: u64) -> Vec<Notice> {
+        match self.try_after_merge(merged, pr).await {
+            Ok(notices) => notices,
+            Err(e) => {
+                tracing::warn!(thread = %merged, "coordination after the merge of PR #{pr}: {e}");
+                Vec::new()
+            }
         }
-        self.merge_order.notify_one();
     }
 
-    async fn try_after_merge(&self, merged: &ThreadKey, pr: u64) -> Result<(), CoordinationError> {
+    async fn try_after_merge(
+        &self,
+        merged: &ThreadKey,
+        pr: u64,
+    ) -> Result<Vec<Notice>, CoordinationError> {
         let Some(scope) = self.store.thread_scope(merged).await? else {
-            return Ok(());
+            return Ok(Vec::new());
         };
         let merged_files = overlap::files_of(&scope);
         let merged_ref = thread_ref(&scope);
+        let mut stamps = Stamps::now();
+        let mut out = Vec::new();
         for other in self.store.active_scopes().await? {
             if other.thread == *merged || other.thread.channel != merged.channel {
                 continue;
@@ -349,43 +445,24 @@ impl Coordination {
             };
             let key = format!("merged:{}:{pr}", merged.thread_ts);
             let text = notices::merged_notice(&merged_ref, pr, &found);
-            self.give_once(&other.thread, &key, &text).await?;
+            out.push(Notice::new(&other.thread, vec![key], &text, &mut stamps));
         }
-        Ok(())
+        Ok(out)
     }
 
-    async fn give_once(
-        &self,
-        thread: &ThreadKey,
-        key: &str,
-        markdown: &str,
-    ) -> Result<(), CoordinationError> {
-        if self.store.notice_given(thread, key).await? {
-            return Ok(());
-        }
-        self.give(thread, &[key.to_owned()], markdown).await
-    }
-
-    /// Stores `markdown` as a notice in `thread` with its records `keys`, in one
-    /// transaction (nothing when one of them was given already), and wakes the thread.
-    async fn give(
-        &self,
-        thread: &ThreadKey,
-        keys: &[String],
-        markdown: &str,
-    ) -> Result<(), CoordinationError> {
-        let msg = notice_message(thread, &message_ts(), markdown);
-        let mut changes: Vec<Change<'_>> = keys
-            .iter()
-            .map(|notice| Change::Scope(ScopeChange::Notice { thread, notice }))
-            .collect();
-        changes.push(Change::Scope(ScopeChange::Message(&msg)));
-        if self.store.commit(&changes, &[]).await? {
-            tracing::info!(tag = "INF", "thread {thread} → coordination notice stored");
+    /// Once `notices` are recorded: their threads are woken to post them, and the merge
+    /// order is refreshed (what a run or a close changed may change it).
+    pub fn recorded(&self, notices: &[Notice]) {
+        for notice in notices {
+            tracing::info!(
+                tag = "INF",
+                "thread {} → coordination notice",
+                notice.thread
+            );
             if let Some(dispatcher) = self.dispatcher.get() {
-                dispatcher.notify(thread);
+                dispatcher.notify(&notice.thread);
             }
         }
-        Ok(())
+        self.merge_order.notify_one();
     }
 }

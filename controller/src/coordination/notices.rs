@@ -32,12 +32,12 @@ pub fn notice_message(thread: &ThreadKey, ts: &str, markdown: &str) -> IncomingM
     }
 }
 
-/// The notice a stored message carries, if it is one.
-pub fn parse_notice(msg: &IncomingMessage) -> Option<&str> {
-    if msg.user != NOTICE_USER {
+/// The notice a stored message (by `user`, saying `text`) carries, if it is one.
+pub fn parse_notice<'a>(user: &str, text: &'a str) -> Option<&'a str> {
+    if user != NOTICE_USER {
         return None;
     }
-    msg.text.strip_prefix(MARKER)
+    text.strip_prefix(MARKER)
 }
 
 /// Another thread as a notice names it.
@@ -240,16 +240,16 @@ mod tests {
     fn notices_read_back_and_typed_text_never_passes_for_one() {
         let thread = other(None).thread;
         let msg = notice_message(&thread, "1.2", "⚠️ hi");
-        assert_eq!(parse_notice(&msg), Some("⚠️ hi"));
+        assert_eq!(parse_notice(&msg.user, &msg.text), Some("⚠️ hi"));
         let typed = IncomingMessage {
             user: "U1".into(),
             ..msg.clone()
         };
-        assert_eq!(parse_notice(&typed), None);
+        assert_eq!(parse_notice(&typed.user, &typed.text), None);
         let escaped = IncomingMessage {
             text: "&lt;codebutler:coordination&gt;\nhi".into(),
             ..msg
         };
-        assert_eq!(parse_notice(&escaped), None);
+        assert_eq!(parse_notice(&escaped.user, &escaped.text), None);
     }
 }

@@ -48,15 +48,15 @@ pub enum ScopeChange<'a> {
         head: &'a str,
         files: &'a [ScopeFile],
     },
-    /// A notice given in `thread`. Only once: if it was given already, the commit records
-    /// nothing and returns false, so it is never said twice.
+    /// A notice given in `thread`: `message` (stored in the thread, for its handler to post)
+    /// with the records `keys` of what it tells. Given once: when one of `keys` was given
+    /// already, nothing of it is recorded. It never refuses the commit it is part of (a run's
+    /// end report, a close), so those are recorded whatever the notices.
     Notice {
         thread: &'a ThreadKey,
-        notice: &'a str,
+        keys: &'a [String],
+        message: &'a IncomingMessage,
     },
-    /// A message stored in its thread (a notice for its handler to post), unless one with
-    /// its ts is stored already (then the commit records nothing and returns false).
-    Message(&'a IncomingMessage),
     /// The channel's merge-order message, posted as the outbox effect `post_id`, now says
     /// what `digest` digests. Guarded: `previous` must be the stored digest (`None`: no
     /// message yet), so two writers never both post or update it.
@@ -223,36 +223,53 @@ pub(super) async fn apply(
             .await?;
             Ok(true)
         }
-        ScopeChange::Notice { thread, notice } => {
-            let given = sqlx::query(
-                "INSERT INTO coordination_notices (channel_id, thread_ts, notice, given_at) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id, thread_ts, notice) DO NOTHING",
-            )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
-            .bind(notice)
-            .bind(&now)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-            Ok(given == 1)
-        }
-        ScopeChange::Message(msg) => {
-            let stored = sqlx::query(
+        ScopeChange::Notice {
+            thread,
+            keys,
+            message,
+        } => {
+            // Inside the write transaction: no other writer can give one of these meanwhile.
+            let mut given = 0;
+            for key in keys {
+                given += sqlx::query_scalar::<_, i64>(
+                    "SELECT COUNT(*) FROM coordination_notices \
+                     WHERE channel_id = $1 AND thread_ts = $2 AND notice = $3",
+                )
+                .bind(&thread.channel)
+                .bind(&thread.thread_ts)
+                .bind(key)
+                .fetch_one(&mut *conn)
+                .await?;
+            }
+            if given > 0 {
+                return Ok(true);
+            }
+            for key in keys {
+                sqlx::query(
+                    "INSERT INTO coordination_notices (channel_id, thread_ts, notice, given_at) \
+                     VALUES ($1, $2, $3, $4)",
+                )
+                .bind(&thread.channel)
+                .bind(&thread.thread_ts)
+                .bind(key)
+                .bind(&now)
+                .execute(&mut *conn)
+                .await?;
+            }
+            sqlx::query(
                 "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at) \
                  VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (channel_id, ts) DO NOTHING",
             )
-            .bind(&msg.channel)
-            .bind(&msg.ts)
-            .bind(&msg.thread_ts)
-            .bind(&msg.user)
-            .bind(&msg.text)
-            .bind(&msg.event_id)
+            .bind(&message.channel)
+            .bind(&message.ts)
+            .bind(&message.thread_ts)
+            .bind(&message.user)
+            .bind(&message.text)
+            .bind(&message.event_id)
             .bind(&now)
             .execute(&mut *conn)
-            .await?
-            .rows_affected();
-            Ok(stored == 1)
+            .await?;
+            Ok(true)
         }
         ScopeChange::MergeOrder {
             channel,
@@ -408,32 +425,51 @@ mod tests {
         );
     }
 
-    async fn a_notice_is_given_once(store: &Store) {
-        let t = thread("1.1");
+    async fn a_notice_is_given_once_and_never_refuses_its_commit(store: &Store) {
+        let t = with_plan(store, "1.1", &[]).await;
+        let keys = ["overlap:2.2:file:a/x.rs".to_owned()];
+        let message = |ts: &str| IncomingMessage {
+            channel: t.channel.clone(),
+            ts: ts.into(),
+            thread_ts: t.thread_ts.clone(),
+            user: "codebutler:coordination".into(),
+            text: "notice".into(),
+            event_id: None,
+        };
+        let first = message("1.5");
         let notice = Change::Scope(ScopeChange::Notice {
             thread: &t,
-            notice: "overlap:2.2:auth/login.go",
+            keys: &keys,
+            message: &first,
         });
-        assert!(
-            !store
-                .notice_given(&t, "overlap:2.2:auth/login.go")
-                .await
-                .unwrap()
-        );
+        assert!(!store.notice_given(&t, &keys[0]).await.unwrap());
         assert!(store.commit(&[notice], &[]).await.unwrap());
-        assert!(
-            store
-                .notice_given(&t, "overlap:2.2:auth/login.go")
-                .await
-                .unwrap()
-        );
-        assert!(!store.commit(&[notice], &[]).await.unwrap());
-        assert!(
-            !store
-                .notice_given(&thread("2.2"), "overlap:2.2:auth/login.go")
-                .await
-                .unwrap()
-        );
+        assert!(store.notice_given(&t, &keys[0]).await.unwrap());
+        // Given again, with another key: the commit goes through, the notice is not stored.
+        let again = message("1.6");
+        let both = [keys[0].clone(), "dir:b/".to_owned()];
+        let step = Change::StepDone {
+            thread: &t,
+            step: "after",
+        };
+        let notice = Change::Scope(ScopeChange::Notice {
+            thread: &t,
+            keys: &both,
+            message: &again,
+        });
+        assert!(store.commit(&[notice, step], &[]).await.unwrap());
+        assert!(store.step_done(&t, "after").await.unwrap());
+        assert!(!store.notice_given(&t, "dir:b/").await.unwrap());
+        let stored: Vec<String> = store
+            .thread_messages(&t)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.ts)
+            .collect();
+        assert!(stored.contains(&"1.5".to_owned()), "{stored:?}");
+        assert!(!stored.contains(&"1.6".to_owned()), "{stored:?}");
+        assert!(!store.notice_given(&thread("2.2"), &keys[0]).await.unwrap());
     }
 
     async fn the_merge_order_is_written_against_what_it_said(store: &Store) {
@@ -468,7 +504,7 @@ mod tests {
 
     crate::store::testing::on_both_backends!(
         active_threads_carry_plan_branch_files_and_pull_request,
-        a_notice_is_given_once,
+        a_notice_is_given_once_and_never_refuses_its_commit,
         the_merge_order_is_written_against_what_it_said,
     );
 }
