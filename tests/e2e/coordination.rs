@@ -314,7 +314,7 @@ async fn the_merge_order_is_posted_once_and_updated_only_when_it_changes() {
     .unwrap();
     config["github"]["prWatchIntervalSecs"] = json!(1);
     env.write_repo_config(&config.to_string());
-    let _daemon = env.start().await;
+    let mut daemon = env.start().await;
     // Three pull requests in src/auth/: 1, 3 and 5 new lines.
     let lines = |n: usize| (0..n).map(|i| format!("// {i}\n")).collect::<String>();
     let mut threads = Vec::new();
@@ -373,8 +373,11 @@ async fn the_merge_order_is_posted_once_and_updated_only_when_it_changes() {
     };
     insta::assert_snapshot!("merge_order_three", named(&current(), &names));
 
-    // Nothing changes for a few refreshes: nothing is sent.
+    // Nothing changes for a few refreshes, nor across a restart: nothing is sent.
     let updates = env.slack.updates().len();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    daemon.kill9().await;
+    let _daemon = env.start().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(env.slack.updates().len(), updates);
     assert_eq!(top_level(&env).len(), 1);

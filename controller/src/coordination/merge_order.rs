@@ -295,6 +295,8 @@ impl MergeOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::{IncomingMessage, Plan, PullRequestRef};
+    use crate::store::ScopeFile;
 
     fn pr(number: u64, files: &[&str], added: usize, removed: usize) -> OpenPr {
         OpenPr {
@@ -350,4 +352,116 @@ mod tests {
         assert_eq!(digest(&text), digest(&render(&rank(&prs))));
         assert_ne!(digest(&text), digest(&render(&rank(&prs[..2]))));
     }
+
+    /// A thread whose PR `number` is open and whose branch adds `added` lines to `file`.
+    async fn open_pr(store: &Store, ts: &str, number: u64, file: &str, added: usize) {
+        let thread = ThreadKey {
+            channel: "C0CHAN".into(),
+            thread_ts: ts.into(),
+        };
+        let msg = IncomingMessage {
+            channel: thread.channel.clone(),
+            ts: ts.into(),
+            thread_ts: ts.into(),
+            user: "U1".into(),
+            text: "work".into(),
+            event_id: None,
+        };
+        store.record_message(&msg).await.unwrap();
+        let plan = Plan {
+            summary: format!("Change {number}"),
+            steps: vec!["Do it".into()],
+            files: vec![file.into()],
+        };
+        store
+            .set_plan(&thread, &plan.to_json().unwrap())
+            .await
+            .unwrap();
+        store
+            .record_pull_request(
+                &thread,
+                &PullRequestRef {
+                    number,
+                    url: format!("https://github.com/acme/app/pull/{number}"),
+                },
+            )
+            .await
+            .unwrap();
+        let files = [ScopeFile {
+            path: file.into(),
+            added,
+            removed: 0,
+        }];
+        let change = Change::Scope(ScopeChange::Files {
+            thread: &thread,
+            head: "abc",
+            files: &files,
+        });
+        assert!(store.commit(&[change], &[]).await.unwrap());
+    }
+
+    async fn the_message_is_posted_once_updated_on_change_and_written_by_the_lease_holder(
+        store: &Store,
+    ) {
+        use codebutler_test_support::slack::{BOT_TOKEN, CHANNEL, FakeSlack};
+        let slack = FakeSlack::start().await;
+        let client =
+            crate::slack::api::build_client(slack.api_url().trim_end_matches('/')).unwrap();
+        let sender =
+            crate::slack::api::Sender::new(client, &crate::secret::Secret::new(BOT_TOKEN), 0.0);
+        let order = MergeOrder {
+            store: store.clone(),
+            outbox: Outbox::new(store.clone(), sender),
+            channel: CHANNEL.into(),
+            shared_as: None,
+            wake: Arc::new(Notify::new()),
+        };
+        open_pr(store, "1.1", 7, "src/auth/a.rs", 5).await;
+        // One open pull request: nothing to order.
+        assert_eq!(order.refresh().await.unwrap(), Refreshed::Unchanged);
+        open_pr(store, "2.2", 8, "src/auth/b.rs", 1).await;
+        assert_eq!(order.refresh().await.unwrap(), Refreshed::Posted);
+        assert_eq!(order.refresh().await.unwrap(), Refreshed::Unchanged);
+        let posts = slack.posts();
+        assert_eq!(posts.len(), 1);
+        assert_eq!(posts[0].thread_ts, None);
+        assert!(posts[0].text.contains("1. PR #8"), "{}", posts[0].text);
+        open_pr(store, "3.3", 9, "src/auth/c.rs", 3).await;
+        assert_eq!(order.refresh().await.unwrap(), Refreshed::Updated);
+        assert_eq!(slack.posts().len(), 1);
+        let updates = slack.updates();
+        assert_eq!(updates.len(), 1);
+        assert_eq!(updates[0].ts, posts[0].ts);
+        assert!(
+            updates[0].text.contains("3 open pull requests"),
+            "{}",
+            updates[0].text
+        );
+
+        // Several instances: only the holder of the PR watcher's lease writes it.
+        let other = MergeOrder {
+            shared_as: Some("other".into()),
+            ..order.clone()
+        };
+        let holder = MergeOrder {
+            shared_as: Some("holder".into()),
+            ..order.clone()
+        };
+        assert!(
+            store
+                .claim_thread(&MergeOrder::lease_key(), "holder", crate::store::LEASE_TTL)
+                .await
+                .unwrap()
+        );
+        open_pr(store, "4.4", 10, "src/auth/d.rs", 2).await;
+        assert_eq!(other.refresh().await.unwrap(), Refreshed::NotHere);
+        assert_eq!(slack.updates().len(), 1);
+        assert_eq!(holder.refresh().await.unwrap(), Refreshed::Updated);
+        assert_eq!(slack.updates().len(), 2);
+        assert_eq!(slack.posts().len(), 1);
+    }
+
+    crate::store::testing::on_both_backends!(
+        the_message_is_posted_once_updated_on_change_and_written_by_the_lease_holder,
+    );
 }

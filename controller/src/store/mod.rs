@@ -41,7 +41,7 @@ mod scope;
 mod starts;
 mod steps;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod thread_state;
 pub use backend::{StoreUrl, StoreUrlError, sanitized_name, schema_name};
 pub use checkpoints::CheckpointRecord;
