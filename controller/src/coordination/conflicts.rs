@@ -33,21 +33,30 @@ pub fn branch_head(repo: &Path, branch: &str) -> Result<Option<Oid>, ConflictErr
     }
 }
 
-/// The default branch's name, for messages: what `origin`'s HEAD points at when the
-/// repository has one, else "the default branch".
-pub fn default_branch_name(repo: &Path) -> String {
-    Repository::open(repo)
-        .ok()
-        .and_then(|r| {
-            r.find_reference("refs/remotes/origin/HEAD")
-                .ok()
-                .and_then(|h| {
-                    h.symbolic_target_bytes()
-                        .map(|t| String::from_utf8_lossy(t).into_owned())
-                })
-        })
-        .and_then(|t| t.strip_prefix("refs/remotes/origin/").map(str::to_owned))
-        .unwrap_or_else(|| "the default branch".to_owned())
+/// The default branch's name, for messages, as the daemon last fetched it: `origin/HEAD`'s
+/// branch, else `origin/main` or `origin/master` (as `origin/<name>`); without an `origin`
+/// the local HEAD's branch. `None` when none is known.
+pub fn default_branch_name(repo: &Path) -> Option<String> {
+    let repo = Repository::open(repo).ok()?;
+    if repo.find_remote("origin").is_ok() {
+        let origin_head = repo
+            .find_reference("refs/remotes/origin/HEAD")
+            .ok()
+            .and_then(|r| {
+                r.symbolic_target_bytes()
+                    .map(|t| String::from_utf8_lossy(t).into_owned())
+            });
+        let candidates = origin_head
+            .into_iter()
+            .chain(["refs/remotes/origin/main", "refs/remotes/origin/master"].map(str::to_owned));
+        for name in candidates {
+            if repo.find_reference(&name).is_ok() {
+                return name.strip_prefix("refs/remotes/").map(str::to_owned);
+            }
+        }
+    }
+    let head = repo.head().ok()?;
+    head.shorthand().ok().map(str::to_owned)
 }
 
 /// The files that would conflict if `ours` and `theirs` were merged (sorted); empty when
@@ -165,6 +174,20 @@ mod tests {
     fn branches_are_read_by_name_and_unrelated_history_does_not_conflict() {
         let (f, base) = Fixture::new(&[("a.txt", "1\n")]);
         f.branch("codebutler/a", base);
+        // No origin, a HEAD on an unborn `main`… then on `codebutler/a`.
+        f.repo.set_head("refs/heads/codebutler/a").unwrap();
+        assert_eq!(
+            default_branch_name(f.dir.path()).as_deref(),
+            Some("codebutler/a")
+        );
+        f.repo.remote("origin", "/nowhere").unwrap();
+        f.repo
+            .reference("refs/remotes/origin/master", base, true, "t")
+            .unwrap();
+        assert_eq!(
+            default_branch_name(f.dir.path()).as_deref(),
+            Some("origin/master")
+        );
         assert_eq!(
             branch_head(f.dir.path(), "codebutler/a").unwrap(),
             Some(base)

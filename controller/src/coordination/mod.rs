@@ -358,7 +358,7 @@ impl Coordination {
                 let name =
                     tokio::task::spawn_blocking(move || conflicts::default_branch_name(&repo))
                         .await?;
-                let text = notices::conflict_notice(None, &name, &files);
+                let text = notices::conflict_notice(None, name.as_deref(), &files);
                 out.push(Notice::new(&mine.thread, vec![key], &text, stamps));
             }
         }
@@ -378,7 +378,7 @@ impl Coordination {
                 if self.store.notice_given(&here.thread, &key).await? {
                     continue;
                 }
-                let text = notices::conflict_notice(Some(&thread_ref(there)), "", &files);
+                let text = notices::conflict_notice(Some(&thread_ref(there)), None, &files);
                 out.push(Notice::new(&here.thread, vec![key], &text, stamps));
             }
         }

@@ -144,11 +144,11 @@ pub fn overlap_notice(other: &ThreadRef, overlap: &Overlap) -> String {
     }
 }
 
-/// After a run: merging this branch with `other`'s (or the default branch, `None`) would
-/// conflict in `files`.
+/// After a run: merging this branch with `other`'s (or, with `None`, the default branch,
+/// named `default_branch` when known) would conflict in `files`.
 pub fn conflict_notice(
     other: Option<&ThreadRef>,
-    default_branch: &str,
+    default_branch: Option<&str>,
     files: &[String],
 ) -> String {
     match other {
@@ -158,7 +158,8 @@ pub fn conflict_notice(
             code_list(files)
         ),
         None => format!(
-            "⚠️ This branch no longer merges cleanly into `{default_branch}`: {} would conflict. Reply **rebase** to bring it up to date.",
+            "⚠️ This branch no longer merges cleanly into {}: {} would conflict. Reply **rebase** to bring it up to date.",
+            default_branch.map_or_else(|| "the default branch".to_owned(), |b| format!("`{b}`")),
             code_list(files)
         ),
     }
@@ -217,8 +218,9 @@ mod tests {
             ]),
             overlap_notice(&other(Some(42)), &file),
             overlap_notice(&other(None), &dir),
-            conflict_notice(Some(&other(Some(42))), "main", &v(&["auth/login.go"])),
-            conflict_notice(None, "main", &v(&["a.go", "b.go"])),
+            conflict_notice(Some(&other(Some(42))), None, &v(&["auth/login.go"])),
+            conflict_notice(None, Some("origin/main"), &v(&["a.go", "b.go"])),
+            conflict_notice(None, None, &v(&["a.go"])),
             merged_notice(&other(Some(42)), 42, &file),
             merged_notice(&other(Some(42)), 42, &dir),
         ];
