@@ -213,7 +213,9 @@ impl MergeOrder {
         };
         // What an earlier holder of the lease recorded but could not deliver (it stopped):
         // the channel's top level is no thread, so no thread's new owner delivers it.
-        self.outbox.deliver(&top).await;
+        if !self.store.unsent(&top).await?.is_empty() {
+            self.outbox.deliver(&top).await;
+        }
         let scopes = self.store.active_scopes().await?;
         let prs: Vec<OpenPr> = scopes
             .iter()
