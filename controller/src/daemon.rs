@@ -35,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 use crate::closing::watcher::PrWatcher;
 use crate::coder::SlackCoder;
 use crate::config::Config;
+use crate::coordination::Coordination;
+use crate::coordination::merge_order::MergeOrder;
 use crate::gateway::Gateway;
 use crate::journal::description::Describer;
 use crate::layout::Layout;
@@ -83,6 +85,9 @@ pub struct RepoService {
     admin: JoinHandle<std::io::Result<()>>,
     watcher_stop: CancellationToken,
     watcher: Option<JoinHandle<()>>,
+    /// Coordination between threads: its merge-order refresh runs beside the watcher.
+    coordination: Coordination,
+    merge_order: Option<JoinHandle<()>>,
     /// With several instances on one store: this instance, and what stops its heartbeat
     /// and its watch for waiting threads.
     shared: Option<SharedStore>,
@@ -142,6 +147,19 @@ impl RepoService {
             }
             .run(self.watcher_stop.clone()),
         ));
+        self.merge_order = Some(tokio::spawn(
+            MergeOrder {
+                store: self.store.clone(),
+                outbox: self.outbox.clone(),
+                channel: self.channel.clone(),
+                shared_as: self.shared.as_ref().map(|s| s.instance.id.clone()),
+                wake: self.coordination.merge_order.clone(),
+            }
+            .run(
+                self.config.github.pr_watch_interval,
+                self.watcher_stop.clone(),
+            ),
+        ));
         tracing::info!(
             "{}listening in channel {} (pm model {})",
             self.name
@@ -168,6 +186,11 @@ impl RepoService {
             && let Err(e) = watcher.await
         {
             tracing::warn!("pr watcher task: {e}");
+        }
+        if let Some(merge_order) = self.merge_order
+            && let Err(e) = merge_order.await
+        {
+            tracing::warn!("merge order task: {e}");
         }
         self.dispatcher.shutdown(SHUTDOWN_GRACE).await;
         self.supervisor.shutdown().await;
@@ -234,6 +257,7 @@ impl LockedRepo {
             .await?,
         );
         let supervisor = handler.coder.supervisor.clone();
+        let coordination = handler.coder.coordination.clone();
         if !shared {
             // Before anything can start a run: what the last stop cut off. On a shared
             // store this is done thread by thread as threads are taken (`adopt`).
@@ -285,6 +309,9 @@ impl LockedRepo {
         } else {
             (Dispatcher::new(store.clone(), handler, IDLE_TIMEOUT), None)
         };
+        if coordination.dispatcher.set(dispatcher.clone()).is_err() {
+            tracing::warn!("coordination: the thread dispatcher was set already");
+        }
         let channel = config.slack.channel_id.clone();
         let sink = Arc::new(IntakeSink {
             filter: IntakeFilter {
@@ -308,6 +335,8 @@ impl LockedRepo {
             admin,
             watcher_stop: CancellationToken::new(),
             watcher: None,
+            coordination,
+            merge_order: None,
             shared,
             _lock: lock,
         })
@@ -373,7 +402,16 @@ async fn thread_handler(
         outbox: outbox.clone(),
         prepare: supervisor.worktrees().clone(),
     };
+    let coordination = Coordination {
+        store: store.clone(),
+        pm: pm.clone(),
+        repo: layout.repo.clone(),
+        prepare: supervisor.worktrees().clone(),
+        merge_order: Arc::new(tokio::sync::Notify::new()),
+        dispatcher: Arc::new(std::sync::OnceLock::new()),
+    };
     let coder = SlackCoder {
+        coordination,
         prepare: supervisor.worktrees().clone(),
         supervisor,
         layout: layout.clone(),

@@ -16,6 +16,8 @@
 //! - [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
 //!   the usage report posted at close;
 //! - [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub;
+//! - [`coordination`] — threads working on one repository at once: their scopes, overlaps
+//!   and conflicts, the merge order, notices after a merge;
 //! - [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches, resume);
 //! - [`workspace`] — the worktrees runs work in (per-thread repositories and disks, platform
 //!   preparation, checkpoints, commits, pushes and pull requests);
@@ -34,6 +36,7 @@ pub mod admin;
 pub mod closing;
 pub mod coder;
 pub mod config;
+pub mod coordination;
 pub mod daemon;
 pub mod domain;
 #[doc(hidden)]

@@ -13,6 +13,7 @@ mod close;
 mod compaction;
 mod config_errors;
 mod containers;
+mod coordination;
 mod followups;
 mod hosts;
 mod intake;

@@ -68,8 +68,10 @@ async fn migrations_run_on_postgresql() {
             "check_failures",
             "coder_questions",
             "conversation_messages",
+            "coordination_notices",
             "instances",
             "memory_proposals",
+            "merge_order",
             "messages",
             "outbox",
             "review_comments",
@@ -80,6 +82,7 @@ async fn migrations_run_on_postgresql() {
             "runs",
             "thread_budgets",
             "thread_leases",
+            "thread_scope",
             "thread_steps",
             "threads",
             "usage"

@@ -99,6 +99,8 @@ pub struct SlackCoder {
     /// The steps once the thread's pull request opened, started when a run's end is
     /// reported.
     pub after_pr: AfterPr,
+    /// Coordination with other threads, after each run and each merge.
+    pub coordination: crate::coordination::Coordination,
 }
 
 impl SlackCoder {

@@ -1,7 +1,9 @@
 //! How a run ended, said once in its thread: the status message's final line, pull requests
 //! nobody announced, the summary (the Coder's last words, or why it stopped and how to go
 //! on) and ✅ or ❌ on the message that started it — committed with the run's `reported`
-//! mark, by the follower or, after a crash, by the next start.
+//! mark, by the follower or, after a crash, by the next start. With them go what the
+//! branch now changes and the coordination notices that brings
+//! ([`crate::coordination::Coordination::after_run`]).
 
 use std::time::Duration;
 
@@ -70,6 +72,9 @@ impl SlackCoder {
         let story = self.story(run_id).await;
         let unannounced = self.unannounced(run_id, story.pull_requests).await;
         let (status_post, approval_ts) = self.status_message(run_id).await;
+        // What the run changed, against the other threads: recorded with the report, so a
+        // crash neither loses nor repeats a notice.
+        let coordination = self.coordination.after_run(&run).await;
         let effects = end_effects(
             &run,
             &story.last_text,
@@ -77,13 +82,15 @@ impl SlackCoder {
             status_post.as_deref(),
             approval_ts.as_deref(),
         );
-        match self
-            .outbox
-            .commit(&[Change::RunReported(run_id)], &effects)
-            .await
-        {
+        let mut changes = vec![Change::RunReported(run_id)];
+        if let Some(after) = &coordination {
+            changes.extend(after.changes());
+        }
+        match self.outbox.commit(&changes, &effects).await {
             Ok(true) => {
                 tracing::info!(tag = "CLD", "thread {} → run {run_id} reported", run.thread);
+                self.coordination
+                    .recorded(coordination.as_ref().map_or(&[], |a| &a.notices));
                 // The steps once a pull request opened, if this run's thread has one.
                 let after_pr = self.after_pr.clone();
                 tokio::spawn(async move { after_pr.run(&run.thread).await });

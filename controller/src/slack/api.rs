@@ -232,8 +232,9 @@ impl Sender {
     }
 
     /// Posts `text` (with Block Kit `blocks`, if any; `text` is then their notification and
-    /// accessibility fallback) into the thread, paced, with metadata naming the outbox
-    /// effect `intent` so the post can be found again after a crash. Returns its ts.
+    /// accessibility fallback) into the thread (an empty `thread_ts`: the channel's top
+    /// level), paced, with metadata naming the outbox effect `intent` so the post can be
+    /// found again after a crash. Returns its ts.
     pub async fn post_message(
         &self,
         channel: &str,
@@ -253,9 +254,12 @@ impl Sender {
             content = content.with_blocks(blocks);
         }
         self.pace.wait(channel).await;
-        let request = SlackApiChatPostMessageRequest::new(channel.into(), content)
-            .with_thread_ts(thread_ts.into())
-            .with_unfurl_links(false);
+        let mut request =
+            SlackApiChatPostMessageRequest::new(channel.into(), content).with_unfurl_links(false);
+        // An empty thread ts is the channel itself (the merge order is posted there).
+        if !thread_ts.is_empty() {
+            request = request.with_thread_ts(thread_ts.into());
+        }
         let response = self
             .retrying("chat.postMessage", || async {
                 self.client
@@ -430,9 +434,10 @@ impl Sender {
 
     /// What of its own a thread shows from `oldest` (a Slack ts) on: the outbox effects its
     /// posts name in their metadata and the files shared in it. Reads the thread with
-    /// `conversations.replies` (`include_all_metadata`), page by page: a call Slack
-    /// rate-limits hard, so it is made only to settle an effect whose outcome is unknown, and
-    /// only from when that effect was recorded.
+    /// `conversations.replies` (`include_all_metadata`; `conversations.history` for the
+    /// channel's top level, an empty `thread_ts`), page by page: a call Slack rate-limits
+    /// hard, so it is made only to settle an effect whose outcome is unknown, and only from
+    /// when that effect was recorded.
     pub async fn thread_marks(
         &self,
         channel: &str,
@@ -441,24 +446,32 @@ impl Sender {
     ) -> Result<ThreadMarks, SlackError> {
         let mut marks = ThreadMarks::default();
         let mut cursor: Option<String> = None;
+        // An empty thread ts is the channel itself: its top-level messages.
+        let method = if thread_ts.is_empty() {
+            "conversations.history"
+        } else {
+            "conversations.replies"
+        };
         loop {
             let page: RepliesPage = self
-                .retrying("conversations.replies", || async {
+                .retrying(method, || async {
                     let mut params = vec![
                         ("channel", Some(channel)),
-                        ("ts", Some(thread_ts)),
                         ("include_all_metadata", Some("true")),
                         ("oldest", Some(oldest)),
                         ("inclusive", Some("true")),
                         ("limit", Some(REPLIES_PAGE)),
                     ];
+                    if !thread_ts.is_empty() {
+                        params.push(("ts", Some(thread_ts)));
+                    }
                     if let Some(cursor) = &cursor {
                         params.push(("cursor", Some(cursor.as_str())));
                     }
                     self.client
                         .open_session(&self.token)
                         .http_session_api
-                        .http_get("conversations.replies", &params, None)
+                        .http_get(method, &params, None)
                         .await
                 })
                 .await?;

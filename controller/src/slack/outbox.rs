@@ -548,6 +548,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_top_level_post_a_crash_left_unknown_is_found_in_the_channel() {
+        let s = setup().await;
+        let top = ThreadKey {
+            channel: CHANNEL.into(),
+            thread_ts: String::new(),
+        };
+        let effects = Effects::named("m", &top)
+            .reply("posted before the crash", "")
+            .reply("never posted", "");
+        s.store.commit(&[], &effects.intents()).await.unwrap();
+        s.store.intent_sending("m/0", None).await.unwrap();
+        s.outbox
+            .sender()
+            .post_message(CHANNEL, "", "posted before the crash", None, "m/0")
+            .await
+            .unwrap();
+        s.store.intent_sending("m/1", None).await.unwrap();
+        // A reply in a thread of the channel is not a top-level message.
+        s.slack
+            .user_message(CHANNEL, "U1", "chat", Some(&s.thread.thread_ts));
+
+        s.outbox.deliver(&top).await;
+        let posts = s.slack.posts();
+        let texts: Vec<&str> = posts.iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(texts, ["posted before the crash", "never posted"]);
+        assert!(posts.iter().all(|p| p.thread_ts.is_none()), "{posts:?}");
+        assert_eq!(s.slack.calls_of("conversations.history").len(), 1);
+        assert!(s.slack.calls_of("conversations.replies").is_empty());
+        assert!(s.store.unsent(&top).await.unwrap().is_empty());
+    }
+
+    #[tokio::test]
     async fn a_rate_limited_thread_is_retried_and_a_refused_effect_given_up() {
         let s = setup().await;
         // More 429s than the sender waits out: the post stays undone and is retried.

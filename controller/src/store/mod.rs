@@ -38,10 +38,11 @@ mod outbox;
 mod questions;
 pub mod reviews;
 mod runs;
+mod scope;
 mod starts;
 mod steps;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 mod thread_state;
 pub use backend::{StoreUrl, StoreUrlError, sanitized_name, schema_name};
 pub use checkpoints::CheckpointRecord;
@@ -52,6 +53,7 @@ pub use memory::{MemoryChange, OpenProposal};
 pub use outbox::{IntentRecord, IntentState, NewIntent};
 pub use questions::{QuestionRecord, QuestionState};
 pub use runs::NewRun;
+pub use scope::{ACTIVE_STAGES, MergeOrderRecord, ScopeChange, ScopeFile, ThreadScope};
 pub use starts::{CutOffStart, RunStart};
 pub use thread_state::{StoredThread, ThreadRecord, ThreadStateError};
 

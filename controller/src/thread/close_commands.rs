@@ -13,7 +13,8 @@
 //! once at its next start, when pending messages are handled again.
 //!
 //! Every close ends in [`ThreadHandler::finish_close`]: the usage report, the closed stage
-//! and the last word, recorded together.
+//! and the last word, recorded together — after a merge with the notices of the other
+//! active threads that overlap it ([`crate::coordination::Coordination::after_merge`]).
 
 use std::path::PathBuf;
 
@@ -381,7 +382,17 @@ impl ThreadHandler {
             last.push_str(note);
         }
         let closure = c.kind.closure();
-        let changes = [
+        // The active threads that overlap what merged are told, with the close.
+        let notices = match (closure, c.pr) {
+            (Closure::Merged, Some(pr)) => {
+                self.coder
+                    .coordination
+                    .after_merge(&c.thread, pr.number)
+                    .await
+            }
+            _ => Vec::new(),
+        };
+        let mut changes = vec![
             Change::StepDone {
                 thread: &c.thread,
                 step: Step::Report.name(),
@@ -392,12 +403,15 @@ impl ThreadHandler {
             },
             Change::Processed(c.msg),
         ];
+        changes.extend(notices.iter().map(|n| n.change()));
         let effects = Effects::new(&c.thread)
             .reply(&report, speaker(Role::Pm))
             .reply(&last, speaker(Role::Pm));
         tracing::info!(tag = "INF", "thread {} → closed ({closure:?})", c.thread);
         match self.outbox.commit(&changes, &effects).await {
             Ok(true) => {
+                // The notices' threads post them; the merge order loses this pull request.
+                self.coder.coordination.recorded(&notices);
                 if closure == Closure::Merged {
                     // What the merge brought (its approved memory among it) reaches the next
                     // thread's PM without waiting for the next approval's fetch.

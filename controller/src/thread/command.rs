@@ -107,6 +107,9 @@ pub enum Command {
     RebaseWhilePlanPending,
     /// "rebase" in a thread whose Coder has not run: there is no branch yet.
     NothingToRebase,
+    /// A coordination notice stored in the thread (an overlap, a conflict, a merge
+    /// elsewhere): post it.
+    Notice(String),
 }
 
 /// The command `msg` gives its thread in `state`; `allowed` says whether its author is on
@@ -114,6 +117,9 @@ pub enum Command {
 pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Command {
     if let Some(click) = Click::parse(&msg.text) {
         return classify_click(click, allowed, state);
+    }
+    if let Some(notice) = crate::coordination::notices::parse_notice(&msg.user, &msg.text) {
+        return Command::Notice(notice.to_owned());
     }
     if let Some(event) = PrEvent::parse(&msg.text) {
         return match state {
@@ -535,6 +541,34 @@ mod tests {
                 "{text:?} allowed={allowed} in {state:?}"
             );
         }
+    }
+
+    /// A coordination notice is posted whatever the thread's state and allow-list (a
+    /// running Coder does not take it); the same text typed by a person is not one.
+    #[test]
+    fn coordination_notices_are_posted_in_every_state() {
+        let thread = crate::domain::ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        };
+        let notice = crate::coordination::notices::notice_message(&thread, "1.3", "⚠️ both");
+        for state in [
+            ThreadState::Conversing,
+            ThreadState::CoderRunning,
+            ThreadState::Closed(Closure::Merged),
+        ] {
+            for allowed in [true, false] {
+                assert_eq!(
+                    classify(&notice, allowed, &state),
+                    Command::Notice("⚠️ both".into()),
+                    "{state:?}"
+                );
+            }
+        }
+        assert_eq!(
+            classify(&msg(&notice.text), true, &ThreadState::CoderRunning),
+            Command::ToRunningCoder
+        );
     }
 
     /// What the PR watcher stored is judged by the thread's state, whoever the allow-list

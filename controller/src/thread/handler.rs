@@ -205,6 +205,7 @@ impl ThreadHandler {
             Command::Done => self.close(msg, CloseKind::Done, None).await,
             Command::EndedOnGitHub { event, pr } => self.ended_on_github(msg, event, &pr).await,
             Command::WatchLater => Settle::Processed,
+            Command::Notice(notice) => self.answer(msg, Role::Pm, &notice).await,
             Command::Approve => self.approve(msg).await,
             Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, CARRIED_OUT).await,
             Command::FollowUp { last } => self.follow_up(msg, &last).await,
@@ -226,7 +227,7 @@ impl ThreadHandler {
             Command::CorrectAnswer { number, answer } => {
                 self.correct_answer(msg, number, &answer).await
             }
-            Command::Rebase { last, pr } => self.rebase(msg, &last, pr.as_ref()).await,
+            Command::Rebase { last, pr } => self.rebase(msg, &last, pr.as_ref(), cancel).await,
             Command::RebaseWhileCoderRuns => {
                 self.answer(msg, Role::Pm, rebase::WHILE_CODER_RUNS).await
             }

@@ -65,8 +65,11 @@ impl History {
     pub async fn load(store: &Store, thread: &ThreadKey) -> Result<Self, StoreError> {
         let mut entries = Vec::new();
         for msg in store.thread_messages(thread).await? {
-            // A review round's announcement: what it proposed is among the thread's posts.
-            if msg.user == WATCHER_USER && ReviewEvent::parse(&msg.text).is_some() {
+            // A review round's announcement: what it proposed is among the thread's posts. A
+            // coordination notice is what CodeButler said, recorded with its post.
+            if (msg.user == WATCHER_USER && ReviewEvent::parse(&msg.text).is_some())
+                || crate::coordination::notices::parse_notice(&msg.user, &msg.text).is_some()
+            {
                 continue;
             }
             let pr_event = (msg.user == WATCHER_USER)
@@ -386,6 +389,15 @@ mod tests {
         // A person cannot pass for the watcher by typing its marker.
         store
             .record_message(&message("1.7", "U3", &PrEvent::Closed.to_text(7)))
+            .await
+            .unwrap();
+        // A coordination notice is history through its post, not as a message.
+        store
+            .record_message(&crate::coordination::notices::notice_message(
+                &thread,
+                "1.8",
+                "⚠️ both change it",
+            ))
             .await
             .unwrap();
 

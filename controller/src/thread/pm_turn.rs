@@ -116,7 +116,7 @@ impl ThreadHandler {
         if turn.plan.is_some() {
             tracing::info!(tag = "PM", "thread {thread} → plan proposed");
         }
-        if let Err(e) = self.complete_turn(msg, &turn).await {
+        if let Err(e) = self.complete_turn(msg, &turn, cancel).await {
             tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
             return Settle::Failed;
         }
@@ -188,10 +188,15 @@ impl ThreadHandler {
 
     /// Records the PM's turn with its answer (or plan) and ✅, retrying briefly: until it is
     /// recorded nothing was said, so a failure leaves the message to be answered again.
-    async fn complete_turn(&self, msg: &IncomingMessage, turn: &PmTurn) -> Result<(), TurnError> {
+    async fn complete_turn(
+        &self,
+        msg: &IncomingMessage,
+        turn: &PmTurn,
+        cancel: &CancellationToken,
+    ) -> Result<(), TurnError> {
         let thread = msg.thread();
         let effects = match &turn.plan {
-            Some(plan) => self.plan_effects(msg, &turn.answer, plan).await?,
+            Some(plan) => self.plan_effects(msg, &turn.answer, plan, cancel).await?,
             None => Effects::new(&thread).reply(&turn.answer, speaker(Role::Pm)),
         }
         .react(&msg.ts, "white_check_mark");
@@ -216,13 +221,15 @@ impl ThreadHandler {
         }
     }
 
-    /// The PM's answer with its plan, the plan's cost estimate and budget, and the
+    /// The PM's answer with its plan, the plan's cost estimate and budget, its overlaps with
+    /// other active threads ([`crate::coordination::Coordination::plan_block`]), and the
     /// Approve/Cancel buttons (carrying the digest of the plan's stored form).
     pub(super) async fn plan_effects(
         &self,
         msg: &IncomingMessage,
         answer: &str,
         plan: &Plan,
+        cancel: &CancellationToken,
     ) -> Result<Effects, serde_json::Error> {
         let thread = msg.thread();
         let cap = match self.store.thread_budget(&thread).await {
@@ -234,7 +241,15 @@ impl ThreadHandler {
         };
         let model = &self.coder.supervisor.limits().model;
         let estimate = estimate(&self.store, &self.pm.gateway, model).await;
-        let cost_line = cost_markdown(&estimate, cap);
+        let mut cost_line = cost_markdown(&estimate, cap);
+        let overlaps = self
+            .coder
+            .coordination
+            .plan_block(&thread, plan, cancel)
+            .await;
+        if !overlaps.is_empty() {
+            cost_line = format!("{cost_line}\n\n{overlaps}");
+        }
         let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
         let digest = plan_digest(&plan.to_json()?);
         Ok(

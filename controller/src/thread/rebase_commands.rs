@@ -19,6 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use git2::Oid;
+use tokio_util::sync::CancellationToken;
 
 use crate::domain::{IncomingMessage, Plan, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::store::Change;
@@ -69,6 +70,7 @@ impl ThreadHandler {
         msg: &IncomingMessage,
         last: &RunRecord,
         pr: Option<&PullRequestRef>,
+        cancel: &CancellationToken,
     ) -> Settle {
         let thread = msg.thread();
         let path = PathBuf::from(&last.worktree);
@@ -146,7 +148,7 @@ impl ThreadHandler {
             Outcome::Conflicts { files, incoming } => {
                 let plan = resolution_plan(shown, &incoming, &files, pr);
                 let intro = with_warning(conflict_intro(shown, &incoming, &files), warning);
-                self.propose_resolution(msg, &intro, &plan).await
+                self.propose_resolution(msg, &intro, &plan, cancel).await
             }
         }
     }
@@ -189,10 +191,16 @@ impl ThreadHandler {
 
     /// The plan resolving a merge's conflicts, with its cost line and buttons, recorded with
     /// the message it answers.
-    async fn propose_resolution(&self, msg: &IncomingMessage, intro: &str, plan: &Plan) -> Settle {
+    async fn propose_resolution(
+        &self,
+        msg: &IncomingMessage,
+        intro: &str,
+        plan: &Plan,
+        cancel: &CancellationToken,
+    ) -> Settle {
         let thread = msg.thread();
         let (plan_json, effects) = match plan.to_json() {
-            Ok(json) => match self.plan_effects(msg, intro, plan).await {
+            Ok(json) => match self.plan_effects(msg, intro, plan, cancel).await {
                 Ok(effects) => (json, effects),
                 Err(e) => return self.rebase_failed(msg, &e.to_string()).await,
             },

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use codebutler_controller::coordination::semantic::REQUEST as OVERLAP_REQUEST;
 use codebutler_controller::journal::notes::{SUMMARY_REQUEST, TIPS_REQUEST};
 use codebutler_test_support::git;
 use codebutler_test_support::merge;
@@ -66,6 +67,10 @@ impl Env {
             .respond(SUMMARY_REQUEST, |_| Reply::text(DEFAULT_SUMMARY));
         env.model
             .respond(TIPS_REQUEST, |_| Reply::text(r#"{"tips": []}"#));
+        // The PM's judgement of a new plan against the other active threads finds nothing
+        // unless a test scripts its own.
+        env.model
+            .respond(OVERLAP_REQUEST, |_| Reply::text(r#"{"overlaps": []}"#));
         env.write_global(json!({
             "slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN},
             "openrouter": {"apiKey": "sk-or-test-key"}

@@ -357,9 +357,15 @@ if [ "$1" = "pr" ] && [ "$2" = "create" ]; then
   [ -n "$head" ] && echo "$head" >> "$here/pr-heads"
   # The body comes on stdin (`--body-file -`); keep it for the test.
   cat > "$here/pr-body.md"
+  # #7, unless the test asked for numbers in order (7, 8, 9… one per head branch, as
+  # GitHub gives each pull request its own).
+  created=7
+  if [ -f "$here/pr-numbers" ]; then
+    created=$((6 + $(wc -l < "$here/pr-heads")))
+  fi
   echo "Creating pull request for the branch"
   echo
-  echo "https://github.com/acme/app/pull/7"
+  echo "https://github.com/acme/app/pull/$created"
   exit 0
 fi
 
@@ -382,7 +388,8 @@ exit 1
 ///   `dir/merge.waiting`), then fails like `gh` when the PR is merged, closed, conflicting,
 ///   or (without `--admin`) has failing or pending checks, and otherwise marks it merged;
 /// - `gh pr create …` saves its stdin (the body, given with `--body-file -`) to
-///   `dir/pr-body.md` and prints `https://github.com/acme/app/pull/7` as its last line; a
+///   `dir/pr-body.md` and prints `https://github.com/acme/app/pull/7` as its last line
+///   (after [`number_prs_in_order`], #7, #8, #9… one per head branch); a
 ///   second `--head` of the same branch fails like GitHub's one open PR per branch
 ///   ("a pull request for branch … already exists:" and its address, on stderr);
 /// - `gh --version` prints a version line; anything else exits 1 with a message on stderr.
@@ -649,4 +656,10 @@ pub fn merge_waiting(dir: &Path) -> bool {
 /// Lets a waiting `gh pr merge` go on.
 pub fn release_merge(dir: &Path) {
     std::fs::remove_file(dir.join("merge.block")).expect("fake gh: remove merge.block");
+}
+
+/// Makes the fake `gh` in `dir` number the pull requests it creates in order, one per head
+/// branch (#7, #8, #9…), as GitHub does, for tests with several pull requests open at once.
+pub fn number_prs_in_order(dir: &Path) {
+    std::fs::write(dir.join("pr-numbers"), "").expect("fake gh: write pr-numbers");
 }

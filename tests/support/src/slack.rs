@@ -71,6 +71,7 @@ const KNOWN_METHODS: &[&str] = &[
     "chat.postMessage",
     "chat.update",
     "conversations.replies",
+    "conversations.history",
     "reactions.add",
     "reactions.remove",
     "files.getUploadURLExternal",
@@ -1154,6 +1155,7 @@ fn dispatch(
             }))
         }
         "conversations.replies" => history::replies(st, params),
+        "conversations.history" => history::history(st, params),
         "users.info" => people::users_info(st, params),
         "chat.getPermalink" => people::permalink(st, params),
         "reactions.add" => {

@@ -1,5 +1,5 @@
-//! What a conversation holds, as Slack's history methods return it, and
-//! `conversations.replies`.
+//! What a conversation holds, as Slack's history methods return it:
+//! `conversations.replies` and `conversations.history`.
 //!
 //! Every message event the fake emits (user messages, the bot's posts, file shares) is kept
 //! as the history methods show it: no `channel`/`event_ts`/`channel_type`, edits applied,
@@ -12,7 +12,8 @@
 //! `limit` defaults to 1000 and pages are chained with
 //! `has_more` and an opaque `response_metadata.next_cursor` (a bad one is `invalid_cursor`).
 //! Slack caps pages of apps outside its Marketplace at 15 messages; [`FakeSlack::cap_history_pages`]
-//! turns that on. Rate limits come from [`FakeSlack::rate_limit`], as for every method.
+//! turns that on. `conversations.history` pages the channel's top-level messages the same
+//! way, newest first. Rate limits come from [`FakeSlack::rate_limit`], as for every method.
 
 use serde_json::{Map, Value, json};
 
@@ -110,6 +111,33 @@ pub(super) fn replies(st: &SlackState, params: &Params) -> Result<Value, String>
         .map(|(_, m)| m)
         .collect();
     thread.sort_by_key(|m| ts_key(m["ts"].as_str().unwrap_or_default()));
+    page(st, params, thread, MAX_LIMIT)
+}
+
+/// `conversations.history`: the channel's top-level messages (thread parents included,
+/// replies left out), newest first, within `oldest`/`latest`, paged like
+/// `conversations.replies` (`limit` defaults to 100).
+pub(super) fn history(st: &SlackState, params: &Params) -> Result<Value, String> {
+    let channel = str_param(params, "channel").ok_or_else(|| "invalid_arguments".to_owned())?;
+    let mut messages: Vec<&Value> = st
+        .history
+        .iter()
+        .filter(|((c, t), m)| {
+            *c == channel && m["thread_ts"].as_str().is_none_or(|parent| parent == t)
+        })
+        .map(|(_, m)| m)
+        .collect();
+    messages.sort_by_key(|m| std::cmp::Reverse(ts_key(m["ts"].as_str().unwrap_or_default())));
+    page(st, params, messages, 100)
+}
+
+/// One page of `messages` (in the order returned) as the history methods answer it.
+fn page(
+    st: &SlackState,
+    params: &Params,
+    mut thread: Vec<&Value>,
+    default_limit: usize,
+) -> Result<Value, String> {
     // `oldest`/`latest` bound the messages returned, exclusive unless `inclusive`.
     let inclusive = matches!(params.get("inclusive"), Some(Value::Bool(true)))
         || matches!(
@@ -126,7 +154,7 @@ pub(super) fn replies(st: &SlackState, params: &Params) -> Result<Value, String>
     });
 
     let limit = match str_param(params, "limit") {
-        None => MAX_LIMIT,
+        None => default_limit,
         Some(l) => l
             .parse::<usize>()
             .map_err(|_| "invalid_limit".to_owned())?
