@@ -10,6 +10,8 @@
 //! * The upload URL receives the file as a raw `POST` body (slack-morphism's
 //!   `files_upload_via_url`), with the bot token in `Authorization`; `multipart/form-data` is
 //!   parsed too (other clients send that). It answers `200 text/plain` `OK - <bytes>`.
+//! * Unacknowledged events are re-sent like Slack's retries (`retry_attempt`, `retry_reason`)
+//!   when a test turns that on ([`FakeSlack::retry_unacked`]) or asks for one ([`FakeSlack::resend`]).
 //! * Socket Mode: `hello` on connect, whose `num_connections` counts the app token's open
 //!   connections (this one included), as Slack's does; `events_api` envelopes; the client acks with
 //!   `{"envelope_id":…}` after its callback returned; `disconnect` makes it drop that socket and
@@ -26,7 +28,7 @@
 //!   method after Slack has done it, so a test can kill the client in the window where the
 //!   effect happened but the client never learned of it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -159,6 +161,9 @@ pub struct Sent {
     pub event_id: String,
 }
 
+/// How often Slack retries an unacknowledged event ([`FakeSlack::retry_unacked`]).
+pub const MAX_EVENT_RETRIES: u64 = 3;
+
 /// A local fake of Slack. Cheap to clone; the server stops when the last clone is dropped.
 #[derive(Clone)]
 pub struct FakeSlack {
@@ -208,6 +213,8 @@ struct EnvelopeRecord {
     envelope: Value,
     created: Instant,
     first_sent: Option<Instant>,
+    /// When it was last sent (its first delivery or a retry).
+    last_sent: Option<Instant>,
 }
 
 struct PendingFile {
@@ -359,6 +366,7 @@ impl SlackState {
                 envelope: envelope.clone(),
                 created: Instant::now(),
                 first_sent: None,
+                last_sent: None,
             },
         );
         self.deliver(envelope_id.clone(), envelope.to_string());
@@ -376,13 +384,27 @@ impl SlackState {
             self.round_robin = self.round_robin.wrapping_add(1);
             if self.conns[idx].tx.send(ConnCmd::Send(text.clone())).is_ok() {
                 if let Some(rec) = self.envelopes.get_mut(&envelope_id) {
-                    rec.first_sent.get_or_insert_with(Instant::now);
+                    let now = Instant::now();
+                    rec.first_sent.get_or_insert(now);
+                    rec.last_sent = Some(now);
                 }
                 return;
             }
             self.conns.remove(idx);
         }
         self.queue.push_back((envelope_id, text));
+    }
+
+    /// Sends a known envelope again with `retry_attempt` incremented, `retry_reason: "timeout"`.
+    fn resend(&mut self, envelope_id: &str) {
+        let Some(rec) = self.envelopes.get_mut(envelope_id) else {
+            return;
+        };
+        let attempt = rec.envelope["retry_attempt"].as_u64().unwrap_or(0) + 1;
+        rec.envelope["retry_attempt"] = json!(attempt);
+        rec.envelope["retry_reason"] = json!("timeout");
+        let text = rec.envelope.to_string();
+        self.deliver(envelope_id.to_owned(), text);
     }
 
     fn flush_queue(&mut self) {
@@ -527,15 +549,44 @@ impl FakeSlack {
     /// `retry_attempt` incremented, `retry_reason: "timeout"`.
     pub fn resend(&self, envelope_id: &str) {
         let mut st = self.inner.lock();
-        let rec = st
-            .envelopes
-            .get_mut(envelope_id)
-            .unwrap_or_else(|| panic!("FakeSlack::resend: unknown envelope {envelope_id}"));
-        let attempt = rec.envelope["retry_attempt"].as_u64().unwrap_or(0) + 1;
-        rec.envelope["retry_attempt"] = json!(attempt);
-        rec.envelope["retry_reason"] = json!("timeout");
-        let text = rec.envelope.to_string();
-        st.deliver(envelope_id.to_owned(), text);
+        if !st.envelopes.contains_key(envelope_id) {
+            panic!("FakeSlack::resend: unknown envelope {envelope_id}");
+        }
+        st.resend(envelope_id);
+    }
+
+    /// From now on, re-sends every envelope not acknowledged `after` its last sending, up to
+    /// [`MAX_EVENT_RETRIES`] times, as Slack does for a connection that died with events in
+    /// flight (Slack retries after about 3 s). Off by default, so tests that hold an ack on
+    /// purpose see exactly what they sent.
+    pub fn retry_unacked(&self, after: Duration) {
+        let inner = Arc::downgrade(&self.inner);
+        let mut shutdown = self.inner.shutdown.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(after / 4) => {}
+                    _ = shutdown.changed() => return,
+                }
+                let Some(inner) = inner.upgrade() else { return };
+                let mut st = inner.lock();
+                let acked: HashSet<&str> = st.acks.iter().map(|a| a.envelope_id.as_str()).collect();
+                let late: Vec<String> = st
+                    .envelopes
+                    .iter()
+                    .filter(|(id, rec)| {
+                        !acked.contains(id.as_str())
+                            && rec.last_sent.is_some_and(|t| t.elapsed() >= after)
+                            && rec.envelope["retry_attempt"].as_u64().unwrap_or(0)
+                                < MAX_EVENT_RETRIES
+                    })
+                    .map(|(id, _)| id.clone())
+                    .collect();
+                for id in late {
+                    st.resend(&id);
+                }
+            }
+        });
     }
 
     /// Sends `disconnect` (reason `refresh_requested`) on every open socket and closes them.

@@ -153,6 +153,7 @@ impl SlackState {
                 envelope: envelope.clone(),
                 created: Instant::now(),
                 first_sent: None,
+                last_sent: None,
             },
         );
         self.deliver(envelope_id.clone(), envelope.to_string());
