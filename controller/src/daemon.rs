@@ -139,7 +139,7 @@ impl RepoService {
                 repo: self.layout.repo.clone(),
                 interval: self.config.github.pr_watch_interval,
                 shared_as: self.shared.as_ref().map(|s| s.instance.id.clone()),
-                reviews: crate::closing::review_watch::ReviewSettings {
+                reviews: crate::closing::watcher::ReviewSettings {
                     ignore_bots: self.config.github.ignore_bots.clone(),
                     max_rounds: self.config.github.max_review_rounds,
                     quiet: self.config.github.review_quiet,

@@ -11,25 +11,12 @@
 //!
 //! The watcher runs on one instance of a shared store (its lease), so a round is opened once.
 
-use std::time::Duration;
-
 use crate::closing::checks::{self, FailedCheck};
 use crate::closing::feedback::{self, Feedback};
 use crate::closing::watcher::PrWatcher;
 use crate::domain::{PullRequestRef, ThreadKey};
 use crate::store::reviews::{CheckFailure, NewComment, NewRound, Opened, RoundKind};
 use crate::workspace::pull_request;
-
-/// The review loop's settings (`github.ignoreBots`, `.maxReviewRounds`, `.reviewQuietSecs`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct ReviewSettings {
-    /// Logins whose comments never count.
-    pub ignore_bots: Vec<String>,
-    /// Most rounds that propose something per pull request.
-    pub max_rounds: u32,
-    /// How long no new comment must arrive before a batch is proposed.
-    pub quiet: Duration,
-}
 
 /// Milliseconds since the epoch, now.
 pub(super) fn now_ms() -> i64 {

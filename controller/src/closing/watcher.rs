@@ -19,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::closing::event::{PrEvent, WATCHER_USER};
 use crate::closing::feedback::FEEDBACK_FIELDS;
-use crate::closing::review_watch::ReviewSettings;
 use crate::domain::{IncomingMessage, PullRequestRef, Stage, ThreadKey};
 use crate::runners::supervisor::Supervisor;
 use crate::store::Store;
@@ -30,6 +29,17 @@ use crate::workspace::pull_request::{self, PrState};
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// Most threads one poll looks at.
 const MAX_THREADS: usize = 500;
+
+/// The review loop's settings (`github.ignoreBots`, `.maxReviewRounds`, `.reviewQuietSecs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReviewSettings {
+    /// Logins whose comments never count.
+    pub ignore_bots: Vec<String>,
+    /// Most rounds that propose something per pull request.
+    pub max_rounds: u32,
+    /// How long no new comment must arrive before a batch is proposed.
+    pub quiet: Duration,
+}
 
 /// Polls the open pull requests of the repository's threads.
 pub struct PrWatcher {

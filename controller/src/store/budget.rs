@@ -139,10 +139,12 @@ mod tests {
             duration_ms: 10,
         };
         assert_eq!(s.thread_coder_cost(&thread("1.1")).await.unwrap(), 0.0);
+        // A call without a cost first: on PostgreSQL it must not spoil the insert for the
+        // calls with one (see `Store::record_usage`).
         for record in [
+            call("1.1", "coder", None),
             call("1.1", "coder", Some(0.25)),
             call("1.1", "coder", Some(0.5)),
-            call("1.1", "coder", None),
             call("1.1", "pm", Some(9.0)),
             call("2.2", "coder", Some(9.0)),
         ] {

@@ -400,21 +400,34 @@ impl Store {
 
     /// Records the usage of one model call.
     pub async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
-             cached_tokens, cost, duration_ms, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-        )
-        .bind(format!("{:032x}", rand::random::<u128>()))
-        .bind(&usage.thread.channel)
-        .bind(&usage.thread.thread_ts)
-        .bind(&usage.role)
-        .bind(&usage.model)
-        .bind(usage.prompt_tokens)
-        .bind(usage.completion_tokens)
-        .bind(usage.cached_tokens)
-        .bind(usage.cost)
-        .bind(usage.duration_ms)
-        .bind(now())
+        // sqlx 0.8.6's Any driver sends a NULL `f64` to PostgreSQL as a `float4`: a connection
+        // that prepared the insert with one refuses a later call's `f64` cost ("incorrect
+        // binary data format"). A call without a cost has a statement of its own.
+        let sql = match usage.cost {
+            Some(_) => {
+                "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
+                 cached_tokens, duration_ms, created_at, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+            }
+            None => {
+                "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
+                 cached_tokens, duration_ms, created_at, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)"
+            }
+        };
+        let query = sqlx::query(sql)
+            .bind(format!("{:032x}", rand::random::<u128>()))
+            .bind(&usage.thread.channel)
+            .bind(&usage.thread.thread_ts)
+            .bind(&usage.role)
+            .bind(&usage.model)
+            .bind(usage.prompt_tokens)
+            .bind(usage.completion_tokens)
+            .bind(usage.cached_tokens)
+            .bind(usage.duration_ms)
+            .bind(now());
+        match usage.cost {
+            Some(cost) => query.bind(cost),
+            None => query,
+        }
         .execute(&self.pool)
         .await?;
         Ok(())

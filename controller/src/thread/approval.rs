@@ -1,6 +1,8 @@
 //! Typed approvals of a pending plan: a message that is nothing more than an approval word
 //! ("yes", "sí", "dale", "go", "lgtm", "ship it", …), case, punctuation, mentions and
 //! approval emoji ignored. "yes but change X" is not an approval: it goes back to the PM.
+//! The thread's other whole-message words live here too: "stop", "undo", "rebase", and the
+//! words declining a review round.
 
 /// Words and phrases that approve a plan on their own.
 const APPROVALS: &[&str] = &[
@@ -73,9 +75,62 @@ pub(super) fn normalize(text: &str) -> String {
         .to_owned()
 }
 
+/// Whether `text` asks to bring the thread's branch up to date and nothing more.
+pub fn is_rebase(text: &str) -> bool {
+    matches!(
+        normalize(text).as_str(),
+        "rebase"
+            | "rebase it"
+            | "rebase the branch"
+            | "update the branch"
+            | "update branch"
+            | "bring it up to date"
+            | "bring the branch up to date"
+    )
+}
+
+/// Words that decline a proposed round (compared normalized, the whole message).
+const DECLINES: [&str; 6] = ["no", "nope", "no thanks", "leave them", "leave it", "skip"];
+
+/// Whether `text` declines a proposed round.
+pub fn is_decline(text: &str) -> bool {
+    DECLINES.contains(&normalize(text).as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rebase_is_the_whole_message() {
+        for yes in [
+            "rebase",
+            "Rebase!",
+            "<@U0BOT> rebase",
+            "update the branch",
+            "bring it up to date.",
+        ] {
+            assert!(is_rebase(yes), "{yes:?}");
+        }
+        for no in [
+            "rebase onto the lexer branch",
+            "merge",
+            "update",
+            "no rebase",
+        ] {
+            assert!(!is_rebase(no), "{no:?}");
+        }
+    }
+
+    #[test]
+    fn declines_are_the_whole_message() {
+        for text in ["no", "No.", "<@U0BOT> nope", "leave them", "skip!"] {
+            assert!(is_decline(text), "{text:?}");
+        }
+        for text in ["no, change the name instead", "yes", "not now, later maybe"] {
+            assert!(!is_decline(text), "{text:?}");
+        }
+    }
 
     #[test]
     fn plain_approvals_count_whatever_their_case_and_punctuation() {

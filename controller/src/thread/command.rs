@@ -18,10 +18,9 @@ use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, PullRequestRef, Role, RunRecord, ThreadState,
 };
 use crate::memory::proposal::{Reply, parse_correction, parse_reply};
-use crate::thread::approval::{is_approval, is_stop, is_undo};
+use crate::thread::approval::{is_approval, is_decline, is_rebase, is_stop, is_undo};
 use crate::thread::budget::parse_budget_command;
 use crate::thread::close_plan::{CloseWord, close_word};
-use crate::thread::rebase_commands::is_rebase;
 use crate::thread::routing::{Route, mentioned_roles, route};
 
 /// What a message asks of its thread.
@@ -186,7 +185,7 @@ pub fn classify_review(
             round,
             last: last.clone(),
         })
-    } else if crate::thread::review_commands::is_decline(&msg.text) {
+    } else if is_decline(&msg.text) {
         Some(Command::DeclineReview { round })
     } else {
         None

@@ -22,7 +22,6 @@ use crate::thread::command::{
     Command, classify, classify_memory, classify_past_coder, classify_review,
 };
 use crate::thread::dispatch::MessageHandler;
-use crate::thread::rebase_commands as rebase;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
 use crate::workspace::pull_request::MergeStrategy;
@@ -228,13 +227,9 @@ impl ThreadHandler {
                 self.correct_answer(msg, number, &answer).await
             }
             Command::Rebase { last, pr } => self.rebase(msg, &last, pr.as_ref(), cancel).await,
-            Command::RebaseWhileCoderRuns => {
-                self.answer(msg, Role::Pm, rebase::WHILE_CODER_RUNS).await
-            }
-            Command::RebaseWhilePlanPending => {
-                self.answer(msg, Role::Pm, rebase::WHILE_PLAN_PENDING).await
-            }
-            Command::NothingToRebase => self.answer(msg, Role::Pm, rebase::NOTHING_TO_REBASE).await,
+            Command::RebaseWhileCoderRuns => self.rebase_while_coder_runs(msg).await,
+            Command::RebaseWhilePlanPending => self.rebase_while_plan_pending(msg).await,
+            Command::NothingToRebase => self.nothing_to_rebase(msg).await,
         }
     }
 

@@ -23,33 +23,18 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::{IncomingMessage, Plan, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::store::Change;
-use crate::thread::approval::normalize;
 use crate::thread::handler::{Settle, ThreadHandler};
 use crate::workspace::update_branch::{self, Incoming, Outcome, UpdateError};
 use crate::workspace::{forge, thread_repo, worktree};
 
-/// Whether `text` asks to bring the thread's branch up to date and nothing more.
-pub fn is_rebase(text: &str) -> bool {
-    matches!(
-        normalize(text).as_str(),
-        "rebase"
-            | "rebase it"
-            | "rebase the branch"
-            | "update the branch"
-            | "update branch"
-            | "bring it up to date"
-            | "bring the branch up to date"
-    )
-}
-
 /// The reply to "rebase" while the Coder runs.
-pub(super) const WHILE_CODER_RUNS: &str =
+const WHILE_CODER_RUNS: &str =
     "The Coder is still working: stop the Coder first (say **stop**), then say **rebase**.";
 /// The reply to "rebase" while a plan waits.
-pub(super) const WHILE_PLAN_PENDING: &str =
+const WHILE_PLAN_PENDING: &str =
     "A plan is waiting for approval: approve it or cancel it first, then say **rebase**.";
 /// The reply to "rebase" in a thread without a branch.
-pub(super) const NOTHING_TO_REBASE: &str = "This thread has no branch yet (the Coder makes one when a plan is approved), so there is nothing to bring up to date.";
+const NOTHING_TO_REBASE: &str = "This thread has no branch yet (the Coder makes one when a plan is approved), so there is nothing to bring up to date.";
 const UNCOMMITTED: &str = "The worktree has changes that are not committed, so I left the branch as it is. Ask the Coder to commit them, or say **undo** to drop them, then say **rebase** again.";
 
 /// What cancelling a plan did to a merge in progress.
@@ -64,6 +49,21 @@ pub(super) enum Aborted {
 }
 
 impl ThreadHandler {
+    /// "rebase" while the Coder runs or its run is being prepared: stop it first.
+    pub(super) async fn rebase_while_coder_runs(&self, msg: &IncomingMessage) -> Settle {
+        self.answer(msg, Role::Pm, WHILE_CODER_RUNS).await
+    }
+
+    /// "rebase" while a plan waits for approval: approve or cancel it first.
+    pub(super) async fn rebase_while_plan_pending(&self, msg: &IncomingMessage) -> Settle {
+        self.answer(msg, Role::Pm, WHILE_PLAN_PENDING).await
+    }
+
+    /// "rebase" in a thread whose Coder has not run: there is no branch yet.
+    pub(super) async fn nothing_to_rebase(&self, msg: &IncomingMessage) -> Settle {
+        self.answer(msg, Role::Pm, NOTHING_TO_REBASE).await
+    }
+
     /// "rebase" after the thread's run `last` ended; `pr` is its open pull request.
     pub(super) async fn rebase(
         &self,
@@ -445,27 +445,6 @@ mod tests {
         PullRequestRef {
             number: 42,
             url: "https://github.com/acme/app/pull/42".into(),
-        }
-    }
-
-    #[test]
-    fn the_words() {
-        for yes in [
-            "rebase",
-            "Rebase!",
-            "<@U0BOT> rebase",
-            "update the branch",
-            "bring it up to date.",
-        ] {
-            assert!(is_rebase(yes), "{yes:?}");
-        }
-        for no in [
-            "rebase onto the lexer branch",
-            "merge",
-            "update",
-            "no rebase",
-        ] {
-            assert!(!is_rebase(no), "{no:?}");
         }
     }
 

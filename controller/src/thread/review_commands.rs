@@ -12,16 +12,7 @@ use crate::domain::{IncomingMessage, Role, RunRecord};
 use crate::slack::effects::Effects;
 use crate::store::reviews::{ReviewChange, RoundKind, RoundRecord, RoundState};
 use crate::store::{Change, RunStart};
-use crate::thread::approval::normalize;
 use crate::thread::handler::{Settle, ThreadHandler};
-
-/// Words that decline a proposed round (compared normalized, the whole message).
-const DECLINES: [&str; 6] = ["no", "nope", "no thanks", "leave them", "leave it", "skip"];
-
-/// Whether `text` declines a proposed round.
-pub(super) fn is_decline(text: &str) -> bool {
-    DECLINES.contains(&normalize(text).as_str())
-}
 
 impl ThreadHandler {
     /// The thread's oldest round in `state` numbered `number` (any number when `None`).
@@ -247,21 +238,6 @@ impl ThreadHandler {
                 tracing::error!(thread = %msg.thread(), "record the reply to {}: {e}", msg.ts);
                 Settle::Failed
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn declines_are_the_whole_message() {
-        for text in ["no", "No.", "<@U0BOT> nope", "leave them", "skip!"] {
-            assert!(is_decline(text), "{text:?}");
-        }
-        for text in ["no, change the name instead", "yes", "not now, later maybe"] {
-            assert!(!is_decline(text), "{text:?}");
         }
     }
 }

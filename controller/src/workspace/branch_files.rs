@@ -25,9 +25,10 @@ use std::path::Path;
 use codebutler_sandbox::worktree_wire;
 use git2::{Oid, Repository};
 
-use super::forge::{self, BOT_EMAIL, BOT_NAME, Commit, ForgeError, MAX_COMMIT_FILE_BYTES};
+use super::forge::{self, Commit, ForgeError};
 use super::stage::{self, Helper};
 use super::thread_repo::{self, ThreadRepoError};
+use super::thread_repo::{BOT_EMAIL, BOT_NAME, MAX_COMMIT_FILE_BYTES};
 
 fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ForgeError {
     let step = step.into();

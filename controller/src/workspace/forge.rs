@@ -31,13 +31,9 @@ use tokio::process::Command;
 
 use super::git_command::{CommandError, quote, run, safe_git};
 use super::stage::{self, Helper};
-use super::thread_repo::{self, BRANCH_PREFIX};
+use super::thread_repo::{self, BOT_EMAIL, BOT_NAME, BRANCH_PREFIX, MAX_COMMIT_FILE_BYTES};
 use super::update_branch;
 
-/// The identity of every commit the controller makes.
-pub const BOT_NAME: &str = "CodeButler";
-/// The e-mail address of every commit the controller makes.
-pub const BOT_EMAIL: &str = "codebutler@localhost";
 /// Longest a push may take.
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest `gh pr create` may take.
@@ -56,8 +52,6 @@ pub const TEMPLATE_PATHS: [&str; 6] = [
 const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
 /// Most commit subjects listed in the fallback body.
 const MAX_LISTED_COMMITS: usize = 50;
-/// Largest file a commit takes: GitHub refuses pushes with bigger ones.
-pub const MAX_COMMIT_FILE_BYTES: u64 = 100 * 1024 * 1024;
 
 /// Why a commit, push or pull request failed.
 #[derive(Debug, thiserror::Error)]

@@ -31,6 +31,13 @@ use git2::{Oid, Repository, RepositoryInitOptions, RepositoryOpenFlags};
 
 use super::git_command;
 
+/// The identity of every commit the controller makes.
+pub const BOT_NAME: &str = "CodeButler";
+/// The e-mail address of every commit the controller makes.
+pub const BOT_EMAIL: &str = "codebutler@localhost";
+/// Largest file a commit takes: GitHub refuses pushes with bigger ones.
+pub const MAX_COMMIT_FILE_BYTES: u64 = 100 * 1024 * 1024;
+
 /// The only branches the controller commits on and pushes.
 pub const BRANCH_PREFIX: &str = "codebutler/";
 

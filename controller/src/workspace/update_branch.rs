@@ -29,9 +29,10 @@ use std::path::Path;
 
 use git2::{IndexEntry, MergeFileOptions, Oid, Repository};
 
-use super::forge::{BOT_EMAIL, BOT_NAME, MAX_COMMIT_FILE_BYTES};
 use super::stage::{self, Helper, StageError};
-use super::thread_repo::{self, BASE_REF, ThreadRepoError};
+use super::thread_repo::{
+    self, BASE_REF, BOT_EMAIL, BOT_NAME, MAX_COMMIT_FILE_BYTES, ThreadRepoError,
+};
 
 /// The default branch's head being merged while its conflicts wait for the Coder.
 pub const MERGE_HEAD_REF: &str = "refs/codebutler/merge-head";
