@@ -15,7 +15,7 @@ use codebutler_proto::runner::v1::{
 };
 use tokio::sync::mpsc;
 
-use codebutler_agent::compaction::{Compaction, compacted, summary_request};
+use codebutler_agent::compaction::{Compaction, summary_request};
 use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec, plan_message};
 use codebutler_agent::tool::ToolRegistry;
 use codebutler_agent::tool_loop::ChatModel;
@@ -185,7 +185,7 @@ async fn turns<M: ChatModel>(
                     message: "compaction: the model returned no summary".into(),
                 };
             }
-            *messages = compacted(messages, &summary);
+            *messages = compaction.compacted(messages, &summary);
             emit(
                 events,
                 Event::AssistantText(AssistantText {
@@ -676,6 +676,7 @@ mod tests {
         let compaction = Compaction {
             context_window: window,
             threshold: 0.8,
+            ..Compaction::default()
         };
         let (ending, _) = run_coder(&model, &tools(), t, compaction, &mut inbox, &tx).await;
         assert_eq!(
@@ -716,9 +717,10 @@ mod tests {
         let compaction = Compaction {
             context_window: 1_000,
             threshold: 0.1,
+            ..Compaction::default()
         };
         let summary_of = |summary: &str| {
-            compacted(
+            compaction.compacted(
                 &[ChatMessage::system("sys"), plan_message("do it")],
                 summary,
             )

@@ -1,5 +1,6 @@
 //! Compaction in a real run: the summary is asked as the conversation's next turn (with its
-//! tools, so a prompt cache serves it), the run goes on from the summary, and "continue"
+//! tools, so a prompt cache serves it), the run goes on from the conversation's head and
+//! the summary, and "continue"
 //! after the runner is killed resumes the compacted conversation, read back from the rows
 //! appended before and after the compaction.
 
@@ -92,14 +93,24 @@ async fn continue_after_a_compaction_resumes_the_compacted_conversation() {
     assert_eq!(asked[..sent.len()], sent[..]);
     assert_eq!(asked[sent.len()]["role"], "assistant");
     assert_eq!(asked[sent.len() + 1]["role"], "tool");
-    // The turn after it: the system prompt, the task and the summary.
-    let after = user_messages(&requests[at + 1].body);
-    assert_eq!(after.len(), 2, "{after:?}");
-    assert!(after[0].contains("COMPACT-TOKEN"), "{after:?}");
+    // The turn after it: the head (the system prompt, the task and the first turns, word
+    // for word: a prefix of what the cache holds) and the summary.
+    let after: Vec<_> = requests[at + 1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(plain)
+        .collect();
+    let head = after.len() - 1;
+    assert!(head > 2, "the head keeps turns: {after:?}");
+    assert_eq!(after[..head], sent[..head]);
     assert!(
-        after[1].starts_with("Summary of the work so far"),
+        after[head]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Summary of the work so far")),
         "{after:?}"
     );
+    assert!(user_messages(&requests[at + 1].body)[0].contains("COMPACT-TOKEN"));
 
     let show = stdout(&runnerctl(&env, &["show", &thread, "--json"]).await);
     let show: serde_json::Value = serde_json::from_str(&show).unwrap();
@@ -146,8 +157,15 @@ async fn continue_after_a_compaction_resumes_the_compacted_conversation() {
         .iter()
         .map(plain)
         .collect();
-    assert_eq!(resumed_messages.len(), 4, "{resumed}");
-    assert_eq!(resumed_messages[1..3], compacted_turn[..]);
+    assert_eq!(
+        resumed_messages.len(),
+        compacted_turn.len() + 2,
+        "{resumed}"
+    );
+    assert_eq!(
+        resumed_messages[1..=compacted_turn.len()],
+        compacted_turn[..]
+    );
     assert_eq!(
         user_messages(resumed).last().map(String::as_str),
         Some("<@U0ALICE>: continue")

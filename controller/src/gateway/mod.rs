@@ -311,9 +311,11 @@ fn request_body(
         "usage": { "include": true },
     });
     if needs_cache_breakpoints(model)
-        && let Some(messages) = body["messages"].as_array_mut()
+        && let Some(json) = body["messages"].as_array_mut()
     {
-        add_cache_breakpoints(messages);
+        let head_end = codebutler_agent::compaction::summary_index(messages)
+            .and_then(|summary| summary.checked_sub(1));
+        add_cache_breakpoints(json, head_end);
     }
     if !tools.is_empty() {
         body["tools"] = serde_json::Value::Array(tools);
@@ -331,14 +333,16 @@ fn needs_cache_breakpoints(model: &str) -> bool {
     model.starts_with("anthropic/") || model.starts_with("google/gemini")
 }
 
-/// Marks two cache breakpoints: the system prompt (the same for every call of a role) and
-/// the last message (so the next call, which repeats this conversation and adds to it,
-/// reads everything up to here from the cache). A marked message's text becomes one text
-/// part with `cache_control`, the shape OpenRouter passes on to the provider.
-fn add_cache_breakpoints(messages: &mut [serde_json::Value]) {
+/// Marks the cache breakpoints: the system prompt (the same for every call of a role), the
+/// end of a compacted conversation's head (`head_end`: the beginning every call after a
+/// compaction repeats, kept warm in the cache however many turns follow) and the last
+/// message (so the next call, which repeats this conversation and adds to it, reads
+/// everything up to here from the cache). A marked message's text becomes one text part
+/// with `cache_control`, the shape OpenRouter passes on to the provider.
+fn add_cache_breakpoints(messages: &mut [serde_json::Value], head_end: Option<usize>) {
     let system = messages.iter().position(|m| m["role"] == "system");
     let last = messages.len().checked_sub(1);
-    for index in [system, last].into_iter().flatten() {
+    for index in [system, head_end, last].into_iter().flatten() {
         let message = &mut messages[index];
         if let Some(text) = message["content"].as_str().filter(|t| !t.is_empty()) {
             message["content"] = serde_json::json!([{
@@ -598,12 +602,12 @@ mod tests {
     /// Where the cache breakpoints go around a compaction, for a Claude Coder: the last turn
     /// before it, the summary turn (the same tools, system prompt and messages, then the
     /// instruction: all but the new turn is read from the cache), and the first turn after
-    /// it (the same tools and system prompt, read from the cache, then the task the
-    /// compaction kept, the summary and the turns after it, cached again by the last
-    /// breakpoint).
+    /// it (the same tools, then the head the compaction kept — system prompt, task and first
+    /// turn, read from the cache and marked at its end so it stays there — then the summary
+    /// and the turns after it, cached again by the last breakpoint).
     #[test]
     fn cache_breakpoints_before_during_and_after_a_compaction() {
-        use codebutler_agent::compaction::{Compaction, compacted};
+        use codebutler_agent::compaction::Compaction;
         use codebutler_agent::conversation::ToolCall;
         let read = |id: &str, path: &str| ChatMessage::Assistant {
             content: None,
@@ -624,10 +628,17 @@ mod tests {
         let compaction = Compaction {
             context_window: 1_000,
             threshold: 0.01,
+            ..Compaction::default()
         };
         assert!(compaction.needed(&before));
         let summary_turn = compaction.summary_turn(&before).unwrap();
-        let mut after = compacted(
+        // A head of 30 tokens: the system prompt, the task and the first read.
+        let head = Compaction {
+            context_window: 100,
+            threshold: 1.0,
+            head_share: 0.3,
+        };
+        let mut after = head.compacted(
             &before,
             "Read login.rs and session.rs; nothing changed yet.",
         );

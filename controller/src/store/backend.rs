@@ -6,7 +6,8 @@
 //! here, and only here:
 //!
 //! - **opening**: SQLite's pragmas (WAL, `synchronous=NORMAL`, busy timeout, foreign keys) on
-//!   every new connection; on PostgreSQL the repository's own schema (`codebutler_<name>`,
+//!   every new connection, and its page size ([`PAGE_SIZE`], a store made with another one
+//!   converted once); on PostgreSQL the repository's own schema (`codebutler_<name>`,
 //!   created if missing) as the `search_path` of every connection, so the migrations and
 //!   every query of one repository stay inside its schema;
 //! - **the write transaction** ([`Backend::begin_write`]): SQLite's `BEGIN IMMEDIATE` takes
@@ -28,6 +29,15 @@ use sqlx::{Any, AnyPool, ConnectOptions, Connection, Executor};
 
 use super::StoreError;
 use crate::secret::Secret;
+
+/// SQLite's page size for the store, in bytes. A commit writes every page it changed whole,
+/// so the page is the unit of what each write costs: at SQLite's default of 4 KB, appending
+/// a Coder turn of about 4 KB (one row, one model call) wrote four pages — its leaf, the
+/// parent, the key's index and the header — 4.2× the turn; at 1 KB it writes the row's few
+/// pages and little else (README, Performance: store writes). The store's rows are small or
+/// read whole, so smaller pages cost no extra reads that matter.
+pub(crate) const PAGE_SIZE: i64 = 1024;
+const PAGE_SIZE_PRAGMA: &str = "PRAGMA page_size = 1024";
 
 /// Connections per repository's pool.
 const MAX_CONNECTIONS: u32 = 4;
@@ -134,11 +144,20 @@ pub(crate) async fn open_sqlite(path: &std::path::Path) -> Result<AnyPool, Store
         .create_if_missing(true)
         .to_url_lossy();
     let options = AnyConnectOptions::from_url(&url).map_err(open_err)?;
+    if let Err(e) = use_page_size(&options).await {
+        // The store still works with the pages it has; only its writes cost more.
+        tracing::warn!(
+            "could not convert the store {} to {PAGE_SIZE}-byte pages: {e}",
+            path.display()
+        );
+    }
     AnyPoolOptions::new()
         .max_connections(MAX_CONNECTIONS)
         .after_connect(|conn, _| {
             Box::pin(async move {
                 for pragma in [
+                    // Before anything writes a new database's header; a no-op later.
+                    PAGE_SIZE_PRAGMA,
                     "PRAGMA busy_timeout = 5000",
                     "PRAGMA journal_mode = WAL",
                     "PRAGMA synchronous = NORMAL",
@@ -153,6 +172,30 @@ pub(crate) async fn open_sqlite(path: &std::path::Path) -> Result<AnyPool, Store
         .connect_with(options)
         .await
         .map_err(open_err)
+}
+
+/// Gives the SQLite store [`PAGE_SIZE`]-byte pages: a new database gets them before its
+/// first table, an existing one with other pages is rewritten once (`VACUUM`, which can only
+/// change the page size outside WAL mode; the daemon holds the repository's lock, so no
+/// other connection is open). A database already at that size is left alone.
+async fn use_page_size(options: &AnyConnectOptions) -> Result<(), sqlx::Error> {
+    let mut conn = sqlx::AnyConnection::connect_with(options).await?;
+    conn.execute("PRAGMA busy_timeout = 5000").await?;
+    let size: i64 = sqlx::query_scalar("PRAGMA page_size")
+        .fetch_one(&mut conn)
+        .await?;
+    if size != PAGE_SIZE {
+        let tables: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_schema")
+            .fetch_one(&mut conn)
+            .await?;
+        conn.execute("PRAGMA journal_mode = DELETE").await?;
+        conn.execute(PAGE_SIZE_PRAGMA).await?;
+        conn.execute("VACUUM").await?;
+        if tables > 0 {
+            tracing::info!("the store now uses {PAGE_SIZE}-byte pages (it used {size})");
+        }
+    }
+    conn.close().await
 }
 
 /// A repository name as it appears in its schema's name: lower-cased, every character
@@ -317,6 +360,58 @@ mod tests {
             redacted(&Secret::new(url)),
             "postgres://cb@db.internal:5432/codebutler"
         );
+    }
+
+    async fn page_size(pool: &AnyPool) -> i64 {
+        sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+
+    /// A new store gets small pages; one made with SQLite's default 4 KB pages (stores made
+    /// before) is converted once, its rows kept, and stays in WAL mode.
+    #[tokio::test]
+    async fn sqlite_stores_use_small_pages_and_old_ones_are_converted() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = open_sqlite(&dir.path().join("new.db")).await.unwrap();
+        new.execute("CREATE TABLE t (x TEXT)").await.unwrap();
+        assert_eq!(page_size(&new).await, PAGE_SIZE);
+
+        let path = dir.path().join("old.db");
+        let url = SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true)
+            .to_url_lossy();
+        let options = AnyConnectOptions::from_url(&url).unwrap();
+        let mut old = sqlx::AnyConnection::connect_with(&options).await.unwrap();
+        for statement in [
+            "PRAGMA page_size = 4096",
+            "PRAGMA journal_mode = WAL",
+            "CREATE TABLE t (x TEXT)",
+            "INSERT INTO t VALUES ('kept')",
+        ] {
+            old.execute(statement).await.unwrap();
+        }
+        let before: i64 = sqlx::query_scalar("PRAGMA page_size")
+            .fetch_one(&mut old)
+            .await
+            .unwrap();
+        assert_eq!(before, 4096);
+        old.close().await.unwrap();
+
+        let converted = open_sqlite(&path).await.unwrap();
+        assert_eq!(page_size(&converted).await, PAGE_SIZE);
+        let kept: String = sqlx::query_scalar("SELECT x FROM t")
+            .fetch_one(&converted)
+            .await
+            .unwrap();
+        assert_eq!(kept, "kept");
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&converted)
+            .await
+            .unwrap();
+        assert_eq!(mode, "wal");
     }
 
     /// Two repositories on one server each see only their own rows; a name that sanitizes

@@ -1,15 +1,22 @@
 //! Context compaction for long Coder runs: when a conversation nears the model's context
 //! window (80 % of it), the model summarises the work so far in one call, and the
-//! conversation becomes the system prompt, the task, that summary, and the latest user
-//! message.
+//! conversation becomes its head — the system prompt, the task and the first turns, up to
+//! [`Compaction::head_share`] of the window, word for word — then that summary and the
+//! latest user message.
 //!
-//! The summary call is made so that a prompt cache keeps working across it: it is the
-//! conversation's next turn ([`Compaction::summary_turn`]: the same system prompt, tools and
-//! messages, then the instruction), so the provider reads all but the last turn from its
-//! cache, and the compacted conversation keeps the system prompt and the task at its head,
-//! a prefix the cache holds already, with the summary after them. Only when that turn
-//! would not fit the window is the conversation written out as text instead
-//! ([`summary_request`], no tools, long tool results cut).
+//! Both are made so that a prompt cache keeps working across a compaction:
+//! - the summary call is the conversation's next turn ([`Compaction::summary_turn`]: the
+//!   same system prompt, tools and messages, then the instruction), so the provider reads
+//!   all but the last turn from its cache. Only when that turn would not fit the window is
+//!   the conversation written out as text instead ([`summary_request`], no tools, long tool
+//!   results cut);
+//! - the compacted conversation starts with a prefix the cache holds already: its head is
+//!   the conversation's own beginning, the same at every compaction of the run, so the calls
+//!   after a compaction read the head from the cache and send only the summary and the new
+//!   turns. Without the head they would start again from about the system prompt and task,
+//!   and every call after a compaction would send most of its prompt uncached (the
+//!   gateway marks a cache breakpoint at the head's end, [`summary_index`]). The price is
+//!   more frequent compactions: each frees the window down to the head, not to nothing.
 //!
 //! Sizes are estimated at four characters per token: cheap, needs no tokenizer, and errs on
 //! the side of compacting early for code-heavy conversations.
@@ -23,6 +30,9 @@ pub struct Compaction {
     pub context_window: u64,
     /// Fraction of the window at which to compact.
     pub threshold: f64,
+    /// Largest fraction of the window the compacted conversation keeps of the
+    /// conversation's beginning, word for word (see the module's documentation).
+    pub head_share: f64,
 }
 
 impl Default for Compaction {
@@ -30,9 +40,19 @@ impl Default for Compaction {
         Self {
             context_window: 200_000,
             threshold: 0.8,
+            head_share: HEAD_SHARE,
         }
     }
 }
+
+/// The default [`Compaction::head_share`]: half the window, so with compaction at 80 % a
+/// compaction frees at least 30 % of it. A larger head serves more from the cache but
+/// compacts more often (README, Performance: prompt tokens of a long Coder session).
+pub const HEAD_SHARE: f64 = 0.5;
+
+/// How the compaction's summary starts in the compacted conversation.
+const SUMMARY_HEADER: &str =
+    "Summary of the work so far (the earlier conversation was compacted):\n\n";
 
 /// Longest piece of one tool result kept in the text sent for summarising.
 const SERIALIZED_TOOL_RESULT: usize = 2_000;
@@ -135,30 +155,80 @@ pub fn summary_request(messages: &[ChatMessage]) -> Vec<ChatMessage> {
     vec![system, ChatMessage::user(text)]
 }
 
-/// The compacted conversation: system prompt, the task (the first user message: the plan is
-/// what the Coder must never lose), the summary, and the latest user message if it is a
-/// later one.
-pub fn compacted(messages: &[ChatMessage], summary: &str) -> Vec<ChatMessage> {
-    let system = messages
-        .first()
-        .cloned()
-        .unwrap_or_else(|| ChatMessage::system(""));
-    let mut out = vec![system];
-    if let Some(task @ ChatMessage::User { .. }) = messages.get(1) {
-        out.push(task.clone());
+impl Compaction {
+    /// The compacted conversation: its head (the system prompt, the task — the plan is what
+    /// the Coder must never lose — and as many whole turns after it as fit
+    /// [`Compaction::head_share`] of the window), the summary, and the latest user message
+    /// if the head does not hold it. When that would still need compacting (a long
+    /// summary), the head is only the system prompt and the task.
+    pub fn compacted(&self, messages: &[ChatMessage], summary: &str) -> Vec<ChatMessage> {
+        let budget = (self.context_window as f64 * self.head_share) as u64;
+        let out = compacted_with_head(messages, summary, head_len(messages, budget));
+        if self.needed(&out) {
+            compacted_with_head(messages, summary, head_len(messages, 0))
+        } else {
+            out
+        }
     }
-    out.push(ChatMessage::user(format!(
-        "Summary of the work so far (the earlier conversation was compacted):\n\n{summary}"
-    )));
+}
+
+/// The number of messages of the head that fits `budget` tokens: the system prompt and the
+/// task always, then whole turns (an assistant message and the tool results that answer
+/// it, or a user message) while they fit. A turn's tool results are never split from its
+/// call: a provider refuses a tool result without its call.
+fn head_len(messages: &[ChatMessage], budget: u64) -> usize {
+    let mut len = match messages.get(1) {
+        Some(ChatMessage::User { .. }) => 2,
+        _ => messages.len().min(1),
+    };
+    let mut used = estimate_tokens(&messages[..len]);
+    while len < messages.len() {
+        let mut end = len + 1;
+        while matches!(messages.get(end), Some(ChatMessage::Tool { .. })) {
+            end += 1;
+        }
+        // A turn still waiting for its results is not whole yet.
+        if end == messages.len() && matches!(messages[len], ChatMessage::Assistant { .. }) {
+            break;
+        }
+        let turn = estimate_tokens(&messages[len..end]);
+        if used + turn > budget {
+            break;
+        }
+        used += turn;
+        len = end;
+    }
+    len
+}
+
+fn compacted_with_head(messages: &[ChatMessage], summary: &str, head: usize) -> Vec<ChatMessage> {
+    let mut out = if messages.is_empty() {
+        vec![ChatMessage::system("")]
+    } else {
+        messages[..head].to_vec()
+    };
+    out.push(ChatMessage::user(format!("{SUMMARY_HEADER}{summary}")));
     if let Some(last_user) = messages
         .iter()
-        .skip(2)
+        .skip(head.max(2))
         .rev()
-        .find(|m| matches!(m, ChatMessage::User { .. }))
+        .find(|m| matches!(m, ChatMessage::User { content } if !is_summary(content)))
     {
         out.push(last_user.clone());
     }
     out
+}
+
+fn is_summary(text: &str) -> bool {
+    text.starts_with(SUMMARY_HEADER)
+}
+
+/// Where the latest compaction's summary is in `messages`, if they were compacted: the
+/// messages before it are the head every call since then repeats, worth a cache breakpoint.
+pub fn summary_index(messages: &[ChatMessage]) -> Option<usize> {
+    messages
+        .iter()
+        .rposition(|m| matches!(m, ChatMessage::User { content } if is_summary(content)))
 }
 
 #[cfg(test)]
@@ -189,6 +259,7 @@ mod tests {
         let roomy = Compaction {
             context_window: 20_000,
             threshold: 0.8,
+            head_share: HEAD_SHARE,
         };
         let turn = roomy.summary_turn(&m).unwrap();
         assert_eq!(
@@ -205,6 +276,7 @@ mod tests {
         let tight = Compaction {
             context_window: 13_000,
             threshold: 0.8,
+            head_share: HEAD_SHARE,
         };
         assert_eq!(tight.summary_turn(&m), None);
     }
@@ -214,6 +286,7 @@ mod tests {
         let c = Compaction {
             context_window: 10_000,
             threshold: 0.8,
+            head_share: HEAD_SHARE,
         };
         let m = long_conversation();
         assert!(estimate_tokens(&m) > 12_000);
@@ -232,7 +305,11 @@ mod tests {
         };
         assert!(content.starts_with("The conversation so far:\n\n[user] the plan"));
         assert!(content.ends_with(SUMMARY_PROMPT));
-        let out = compacted(&m, "did things");
+        let no_head = Compaction {
+            head_share: 0.0,
+            ..Compaction::default()
+        };
+        let out = no_head.compacted(&m, "did things");
         assert_eq!(out.len(), 4);
         assert_eq!(out[0], ChatMessage::system("sys"));
         assert_eq!(out[1], ChatMessage::user("the plan"));
@@ -241,7 +318,92 @@ mod tests {
         );
         assert_eq!(out[3], ChatMessage::user("<@U1>: use tabs"));
         // Without a later user message, the task and the summary follow the system prompt.
-        let out = compacted(&m[..4], "did things");
+        let out = no_head.compacted(&m[..4], "did things");
         assert_eq!(out.len(), 3);
+        assert_eq!(summary_index(&out), Some(2));
+        assert_eq!(summary_index(&m), None);
+    }
+
+    /// The head is the conversation's own beginning in whole turns within its share of the
+    /// window, and the next compaction keeps the very same head: the prefix the prompt
+    /// cache holds.
+    #[test]
+    fn the_compacted_conversation_keeps_the_same_head_of_whole_turns() {
+        let m = long_conversation();
+        // Each turn is about 1,260 tokens; 3,000 hold the task and two turns.
+        let c = Compaction {
+            context_window: 10_000,
+            threshold: 0.8,
+            head_share: 0.3,
+        };
+        let first = c.compacted(&m, "did things");
+        assert_eq!(first[..6], m[..6]);
+        assert!(
+            matches!(&first[6], ChatMessage::User { content } if content.ends_with("did things"))
+        );
+        assert_eq!(first[7], ChatMessage::user("<@U1>: use tabs"));
+        assert_eq!(first.len(), 8);
+        assert_eq!(summary_index(&first), Some(6));
+        assert!(!c.needed(&first));
+
+        let mut grown = first.clone();
+        grown.extend_from_slice(&m[6..18]);
+        assert!(c.needed(&grown));
+        let second = c.compacted(&grown, "did more");
+        assert_eq!(second[..6], m[..6], "the same head as the first compaction");
+        assert_eq!(summary_index(&second), Some(second.len() - 1));
+        assert!(!c.needed(&second));
+    }
+
+    /// A turn's tool results stay with their call: a turn that does not fit whole is left
+    /// out whole.
+    #[test]
+    fn the_head_never_splits_a_call_from_its_results() {
+        let mut m = vec![ChatMessage::system("sys"), ChatMessage::user("the plan")];
+        m.push(ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![
+                ToolCall::new("a", "Read", r#"{"file_path":"a.rs"}"#),
+                ToolCall::new("b", "Read", r#"{"file_path":"b.rs"}"#),
+            ],
+        });
+        m.push(ChatMessage::tool_result("a", "x".repeat(400)));
+        m.push(ChatMessage::tool_result("b", "x".repeat(400)));
+        m.push(ChatMessage::user("go on"));
+        // 150 tokens hold the first result but not both.
+        let c = Compaction {
+            context_window: 1_000,
+            threshold: 1.0,
+            head_share: 0.15,
+        };
+        let out = c.compacted(&m, "s");
+        assert_eq!(out[..2], m[..2]);
+        assert_eq!(summary_index(&out), Some(2));
+        let roomy = Compaction {
+            head_share: 0.3,
+            ..c
+        };
+        let out = roomy.compacted(&m, "s");
+        assert_eq!(out[..6], m[..6], "the whole turn and the user's message");
+        assert_eq!(
+            out.len(),
+            7,
+            "the latest user message is in the head already"
+        );
+    }
+
+    /// A summary so long that head and summary would need compacting again keeps only the
+    /// system prompt and the task before it: a compaction never leads to another at once.
+    #[test]
+    fn a_long_summary_gives_up_the_head_rather_than_compact_again() {
+        let m = long_conversation();
+        let c = Compaction {
+            context_window: 10_000,
+            threshold: 0.8,
+            head_share: 0.4,
+        };
+        let out = c.compacted(&m, &"word ".repeat(5_000));
+        assert_eq!(out[..2], m[..2]);
+        assert_eq!(summary_index(&out), Some(2));
     }
 }
