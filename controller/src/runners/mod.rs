@@ -12,6 +12,7 @@ pub mod hub;
 pub mod launcher;
 pub mod request;
 pub mod resume;
+pub mod standby;
 pub mod supervisor;
 
 use std::path::PathBuf;
