@@ -135,7 +135,7 @@ impl SlackCoder {
         };
         let mut standby = standby;
         let started = if standby.is_waiting() {
-            self.begin_on(approval, plan_text, &tree, standby).await
+            self.begin_on(approval, plan_text, &tree, *standby).await
         } else {
             tracing::warn!(thread = %approval.thread(), "the prepared runner ended while waiting; starting another");
             standby.stop().await;

@@ -193,7 +193,7 @@ impl BuildFile {
             init_command: self.init_command.filter(|c| !c.trim().is_empty()),
             init_timeout_mins: minutes(origin, "build.initTimeout", self.init_timeout, 10.0)?,
             prepare_ahead_idle_mins: match self.prepare_ahead_idle_minutes {
-                Some(off) if off == 0.0 => 0.0,
+                Some(0.0) => 0.0,
                 idle => minutes(origin, "build.prepareAheadIdleMinutes", idle, 30.0)?,
             },
             max_prepared_ahead: match self.max_prepared_ahead.unwrap_or(2) {

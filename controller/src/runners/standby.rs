@@ -80,7 +80,16 @@ impl Waiting {
 pub(super) enum Launch {
     /// Launched when the run is admitted; its hub takes these commands.
     Fresh(mpsc::Receiver<RunnerCommand>),
-    Waiting(Waiting),
+    Waiting(Box<Waiting>),
+}
+
+impl Launch {
+    /// A run that will not go: a waiting runner is stopped (nothing was launched otherwise).
+    pub(super) async fn stop(self, run_id: &str) {
+        if let Self::Waiting(waiting) = self {
+            waiting.stop(run_id).await;
+        }
+    }
 }
 
 impl Standby {
@@ -103,7 +112,7 @@ impl Standby {
     }
 
     /// Its parts, for the run that takes it over.
-    pub(super) fn into_parts(self) -> (String, mpsc::Sender<RunnerCommand>, Waiting) {
+    pub(super) fn into_parts(self) -> (String, mpsc::Sender<RunnerCommand>, Box<Waiting>) {
         let Self {
             run_id,
             commands,
@@ -111,6 +120,6 @@ impl Standby {
             stop,
         } = self;
         stop.disarm();
-        (run_id, commands, waiting)
+        (run_id, commands, Box::new(waiting))
     }
 }

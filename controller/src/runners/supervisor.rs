@@ -223,25 +223,31 @@ impl Supervisor {
                 (run_id, commands, Launch::Fresh(command_rx))
             }
         };
-        {
+        let busy = {
             let mut active = self.lock_active();
-            if active.contains_key(&thread_ts) {
-                return Err(SupervisorError::Busy(thread_ts));
+            let busy = active.contains_key(&thread_ts);
+            if !busy {
+                active.insert(
+                    thread_ts.clone(),
+                    Active {
+                        run_id: run_id.clone(),
+                        commands: commands.clone(),
+                        cancel: cancel.clone(),
+                        open_question: None,
+                    },
+                );
             }
-            active.insert(
-                thread_ts.clone(),
-                Active {
-                    run_id: run_id.clone(),
-                    commands: commands.clone(),
-                    cancel: cancel.clone(),
-                    open_question: None,
-                },
-            );
+            busy
+        };
+        if busy {
+            launch.stop(&run_id).await;
+            return Err(SupervisorError::Busy(thread_ts));
         }
         let (record, resume_messages) = match self.record_run(&run_id, &request).await {
             Ok(recorded) => recorded,
             Err(e) => {
                 self.lock_active().remove(&thread_ts);
+                launch.stop(&run_id).await;
                 return Err(e);
             }
         };
@@ -574,9 +580,7 @@ impl Inner {
             () = cancel.cancelled() => None,
         };
         let Some(_permit) = permit else {
-            if let Launch::Waiting(waiting) = launch {
-                waiting.stop(run_id).await;
-            }
+            launch.stop(run_id).await;
             return self
                 .finish(run_id, RunState::Cancelled, "cancelled while queued", None)
                 .await;
@@ -584,7 +588,8 @@ impl Inner {
         let mut runner = match launch {
             // A runner waiting for its task in a prepared worktree: the task goes first, and
             // what is recorded of its start (the checkpoint taken while it waited) after.
-            Launch::Waiting(Waiting { runner, snapshot }) => {
+            Launch::Waiting(waiting) => {
+                let Waiting { runner, snapshot } = *waiting;
                 let task = self.task(&request, resume_messages);
                 if commands.send(task).await.is_err() {
                     tracing::error!(

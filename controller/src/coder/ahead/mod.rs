@@ -75,7 +75,10 @@ pub struct Speculation {
 #[derive(Debug)]
 pub enum Outcome {
     /// The worktree is prepared and its runner waits for the task.
-    Ready { tree: Worktree, standby: Standby },
+    Ready {
+        tree: Worktree,
+        standby: Box<Standby>,
+    },
     /// The init failed; the worktree is gone, and the failure is said as at an approval.
     Failed(PrepareError),
     /// Nothing is left of it (discarded, refused for disk, its runner could not start): an
@@ -321,7 +324,10 @@ async fn prepare_ahead(
         "thread {thread} → prepared ahead: {} waits for its task",
         tree.path.display()
     );
-    Outcome::Ready { tree, standby }
+    Outcome::Ready {
+        tree,
+        standby: Box::new(standby),
+    }
 }
 
 /// Discards the preparations of threads quiet for `idle`, looking every `idle / 4` (at
