@@ -343,7 +343,7 @@ async fn past_the_limit_the_oldest_preparation_goes_and_its_approval_starts_cold
 
 #[tokio::test]
 async fn a_revised_plan_keeps_the_preparation_and_a_quiet_thread_loses_it() {
-    let env = env_with(json!({"build": {"prepareAheadIdleMinutes": 0.1}})).await;
+    let env = env_with(json!({"build": {"prepareAheadIdleMinutes": 0.25}})).await;
     env.model
         .script("AHEAD-REVISED", vec![Reply::text("Done.")]);
     let _daemon = env.start().await;
@@ -375,7 +375,7 @@ async fn a_revised_plan_keeps_the_preparation_and_a_quiet_thread_loses_it() {
     assert_eq!(path, worktree.display().to_string());
     assert_eq!(branch, "codebutler/work-on-ahead-first");
 
-    // A plan nobody answers for prepareAheadIdleMinutes (6 s here) loses its preparation.
+    // A plan nobody answers for prepareAheadIdleMinutes (15 s here) loses its preparation.
     proposed(&env, "quiet one", "Work on AHEAD-QUIET").await;
     let quiet = wait_prepared(&env, "work-on-ahead-quiet").await;
     assert!(
