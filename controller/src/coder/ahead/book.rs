@@ -31,7 +31,7 @@ impl<T> Default for Book<T> {
 #[derive(Debug, PartialEq)]
 pub enum Proposed<T> {
     /// The thread has a preparation already (a revised plan): it is kept, and the thread is
-    /// active again.
+    /// active again. One that failed is not kept: it is discarded and a new one booked.
     Reused,
     /// A new preparation was booked; `discarded` are the oldest ones it pushed past the limit.
     Booked { discarded: Vec<T> },
@@ -40,23 +40,33 @@ pub enum Proposed<T> {
 }
 
 impl<T> Book<T> {
-    /// Books `item` for the thread `thread_ts`, active at `now`, unless the thread has one:
-    /// at most `max` are kept, the oldest discarded first. `item` is only made when booked.
+    /// Books `item` for the thread `thread_ts`, active at `now`, unless the thread has one
+    /// that is still `usable`: at most `max` are kept, the oldest discarded first. `item` is
+    /// only made when booked.
     pub fn propose(
         &mut self,
         thread_ts: &str,
         now: Instant,
         max: usize,
+        usable: impl Fn(&T) -> bool,
         item: impl FnOnce() -> T,
     ) -> Proposed<T> {
-        if self.touch(thread_ts, now) {
-            return Proposed::Reused;
+        let mut discarded = Vec::new();
+        if let Some(at) = self.entries.iter().position(|e| e.thread_ts == thread_ts) {
+            if usable(&self.entries[at].item) {
+                self.touch(thread_ts, now);
+                return Proposed::Reused;
+            }
+            discarded.push(self.entries.remove(at).item);
         }
         if max == 0 {
-            return Proposed::Off;
+            return match discarded.is_empty() {
+                true => Proposed::Off,
+                false => Proposed::Booked { discarded },
+            };
         }
         let over = (self.entries.len() + 1).saturating_sub(max);
-        let discarded = self.entries.drain(..over).map(|e| e.item).collect();
+        discarded.extend(self.entries.drain(..over).map(|e| e.item));
         self.entries.push(Entry {
             thread_ts: thread_ts.to_owned(),
             last_active: now,
@@ -120,22 +130,26 @@ mod tests {
         start + Duration::from_secs(mins * 60)
     }
 
+    fn usable(_: &&str) -> bool {
+        true
+    }
+
     #[test]
     fn past_the_limit_the_oldest_is_discarded() {
         let t0 = Instant::now();
         let mut book = Book::default();
         assert_eq!(
-            book.propose("a", t0, 2, || "A"),
+            book.propose("a", t0, 2, usable, || "A"),
             Proposed::Booked { discarded: vec![] }
         );
         assert_eq!(
-            book.propose("b", at(t0, 1), 2, || "B"),
+            book.propose("b", at(t0, 1), 2, usable, || "B"),
             Proposed::Booked { discarded: vec![] }
         );
         // "a" is the oldest, though more recently active than "b": the order is the start's.
         assert!(book.touch("a", at(t0, 2)));
         assert_eq!(
-            book.propose("c", at(t0, 3), 2, || "C"),
+            book.propose("c", at(t0, 3), 2, usable, || "C"),
             Proposed::Booked {
                 discarded: vec!["A"]
             }
@@ -151,15 +165,18 @@ mod tests {
         let t0 = Instant::now();
         let mut book = Book::default();
         for (i, thread) in ["a", "b", "c"].into_iter().enumerate() {
-            book.propose(thread, at(t0, i as u64), 3, || thread);
+            book.propose(thread, at(t0, i as u64), 3, usable, || thread);
         }
         assert_eq!(
-            book.propose("d", at(t0, 4), 1, || "d"),
+            book.propose("d", at(t0, 4), 1, usable, || "d"),
             Proposed::Booked {
                 discarded: vec!["a", "b", "c"]
             }
         );
-        assert_eq!(book.propose("e", at(t0, 5), 0, || "e"), Proposed::Off);
+        assert_eq!(
+            book.propose("e", at(t0, 5), 0, usable, || "e"),
+            Proposed::Off
+        );
         assert_eq!(book.len(), 1);
     }
 
@@ -167,17 +184,28 @@ mod tests {
     fn a_revised_plan_reuses_the_threads_preparation() {
         let t0 = Instant::now();
         let mut book = Book::default();
-        book.propose("a", t0, 2, || 1);
+        book.propose("a", t0, 2, |_| true, || 1);
         let mut made = false;
         assert_eq!(
-            book.propose("a", at(t0, 10), 2, || {
-                made = true;
-                2
-            }),
+            book.propose(
+                "a",
+                at(t0, 10),
+                2,
+                |_| true,
+                || {
+                    made = true;
+                    2
+                }
+            ),
             Proposed::Reused
         );
         assert!(!made, "no second preparation is made");
-        assert_eq!(book.take("a"), Some(1));
+        // One that failed gives way to a new one for the revised plan.
+        assert_eq!(
+            book.propose("a", at(t0, 11), 2, |item| *item != 1, || 3),
+            Proposed::Booked { discarded: vec![1] }
+        );
+        assert_eq!(book.take("a"), Some(3));
     }
 
     #[test]
@@ -185,15 +213,15 @@ mod tests {
         let t0 = Instant::now();
         let idle = Duration::from_secs(30 * 60);
         let mut book = Book::default();
-        book.propose("quiet", t0, 2, || "quiet");
-        book.propose("busy", t0, 2, || "busy");
+        book.propose("quiet", t0, 2, usable, || "quiet");
+        book.propose("busy", t0, 2, usable, || "busy");
         assert!(book.take_idle(at(t0, 29), idle).is_empty());
         book.touch("busy", at(t0, 20));
         // A revised plan counts as activity too.
         assert_eq!(book.take_idle(at(t0, 30), idle), vec!["quiet"]);
         assert_eq!(book.take_idle(at(t0, 49), idle), Vec::<&str>::new());
         assert_eq!(
-            book.propose("busy", at(t0, 45), 2, || "x"),
+            book.propose("busy", at(t0, 45), 2, usable, || "x"),
             Proposed::Reused
         );
         assert_eq!(book.take_idle(at(t0, 74), idle), Vec::<&str>::new());
@@ -205,8 +233,8 @@ mod tests {
     fn disk_pressure_takes_the_oldest_of_the_other_threads() {
         let t0 = Instant::now();
         let mut book = Book::default();
-        book.propose("a", t0, 3, || "a");
-        book.propose("b", at(t0, 1), 3, || "b");
+        book.propose("a", t0, 3, usable, || "a");
+        book.propose("b", at(t0, 1), 3, usable, || "b");
         assert_eq!(book.take_oldest_except("a"), Some("b"));
         assert_eq!(book.take_oldest_except("a"), None);
         assert_eq!(book.take_all(), vec!["a"]);

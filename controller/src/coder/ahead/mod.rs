@@ -10,7 +10,7 @@
 //! if the plan is approved.
 //!
 //! A thread has at most one preparation: a revised plan reuses it (the branch keeps the
-//! first plan's slug). A preparation is discarded — its runner stopped, its worktree and
+//! first plan's slug), unless it failed, when the revised plan is prepared anew. A preparation is discarded — its runner stopped, its worktree and
 //! branch removed whole — when the plan is cancelled (its Cancel button, or a typed "no"),
 //! when its thread has been quiet for `build.prepareAheadIdleMinutes` (0 turns preparing
 //! ahead off), when a new one would pass `build.maxPreparedAhead` (the oldest goes), and
@@ -25,6 +25,7 @@
 mod book;
 mod relay;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
@@ -65,6 +66,8 @@ struct Inner {
 #[derive(Debug)]
 pub struct Speculation {
     cancel: CancellationToken,
+    /// Set when it ended without a prepared worktree (a revised plan then starts anew).
+    failed: Arc<AtomicBool>,
     /// What the preparation says, held until the approval.
     pub relay: Relay,
     /// The preparation; its outcome once it ended.
@@ -109,17 +112,18 @@ impl Ahead {
     }
 
     /// A plan titled `summary` was proposed in `thread`: its preparation starts, unless the
-    /// thread has one (a revised plan reuses it). Returns at once.
+    /// thread has one (a revised plan reuses it, unless it failed). Returns at once.
     pub fn propose(&self, thread: &ThreadKey, summary: &str) {
         if self.inner.idle.is_none() {
             return;
         }
-        let proposed =
-            self.inner
-                .lock()
-                .propose(&thread.thread_ts, Instant::now(), self.inner.max, || {
-                    self.inner.speculate(thread, summary)
-                });
+        let proposed = self.inner.lock().propose(
+            &thread.thread_ts,
+            Instant::now(),
+            self.inner.max,
+            |speculation| !speculation.failed.load(Ordering::Acquire),
+            || self.inner.speculate(thread, summary),
+        );
         match proposed {
             Proposed::Reused => {
                 tracing::info!(
@@ -132,7 +136,7 @@ impl Ahead {
                 for speculation in discarded {
                     tracing::info!(
                         tag = "CLD",
-                        "the oldest preparation goes (build.maxPreparedAhead)"
+                        "a preparation goes: past build.maxPreparedAhead, or it failed before its plan was revised"
                     );
                     self.inner.discard(speculation);
                 }
@@ -192,7 +196,8 @@ impl Inner {
     fn speculate(self: &Arc<Self>, thread: &ThreadKey, summary: &str) -> Speculation {
         let cancel = CancellationToken::new();
         let relay = Relay::default();
-        let task = tokio::spawn(prepare_ahead(
+        let failed = Arc::new(AtomicBool::new(false));
+        let preparation = prepare_ahead(
             Arc::downgrade(self),
             self.prepare.clone(),
             self.supervisor.clone(),
@@ -200,9 +205,18 @@ impl Inner {
             summary.to_owned(),
             relay.clone(),
             cancel.clone(),
-        ));
+        );
+        let marked = failed.clone();
+        let task = tokio::spawn(async move {
+            let outcome = preparation.await;
+            if !matches!(outcome, Outcome::Ready { .. }) {
+                marked.store(true, Ordering::Release);
+            }
+            outcome
+        });
         Speculation {
             cancel,
+            failed,
             relay,
             task,
         }
