@@ -34,6 +34,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::closing::watcher::PrWatcher;
 use crate::coder::SlackCoder;
+use crate::coder::ahead::Ahead;
 use crate::config::Config;
 use crate::coordination::Coordination;
 use crate::coordination::merge_order::MergeOrder;
@@ -81,6 +82,8 @@ pub struct RepoService {
     outbox: Outbox,
     dispatcher: Dispatcher,
     supervisor: Supervisor,
+    /// The preparations of plans still discussed, discarded at shutdown.
+    ahead: Ahead,
     admin_stop: CancellationToken,
     admin: JoinHandle<std::io::Result<()>>,
     watcher_stop: CancellationToken,
@@ -178,7 +181,7 @@ impl RepoService {
     }
 
     /// Stops the repository in order: the PR watcher, work in flight (within
-    /// [`SHUTDOWN_GRACE`]), the runners, the admin socket, the store; then lets go of the
+    /// [`SHUTDOWN_GRACE`]), the preparations of plans not approved, the runners, the admin socket, the store; then lets go of the
     /// lock.
     pub async fn shutdown(self) {
         self.watcher_stop.cancel();
@@ -193,6 +196,7 @@ impl RepoService {
             tracing::warn!("merge order task: {e}");
         }
         self.dispatcher.shutdown(SHUTDOWN_GRACE).await;
+        self.ahead.shutdown().await;
         self.supervisor.shutdown().await;
         if let Some(shared) = self.shared {
             shared.stop.cancel();
@@ -257,6 +261,7 @@ impl LockedRepo {
             .await?,
         );
         let supervisor = handler.coder.supervisor.clone();
+        let ahead = handler.coder.ahead.clone();
         let coordination = handler.coder.coordination.clone();
         if !shared {
             // Before anything can start a run: what the last stop cut off. On a shared
@@ -331,6 +336,7 @@ impl LockedRepo {
             outbox,
             dispatcher,
             supervisor,
+            ahead,
             admin_stop,
             admin,
             watcher_stop: CancellationToken::new(),
@@ -413,6 +419,7 @@ async fn thread_handler(
     let coder = SlackCoder {
         coordination,
         prepare: supervisor.worktrees().clone(),
+        ahead: Ahead::new(supervisor.worktrees().clone(), supervisor.clone()),
         supervisor,
         layout: layout.clone(),
         outbox: outbox.clone(),

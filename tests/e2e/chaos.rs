@@ -287,7 +287,13 @@ async fn silent_origin() -> (String, Arc<Mutex<usize>>) {
 
 #[tokio::test]
 async fn an_approval_cut_off_before_its_run_began_is_reported_and_can_be_given_again() {
-    let env = runner_env(json!({"maxTurns": 5, "timeout": 2})).await;
+    // The cold path: prepared ahead, the plan's own fetch would reach the silent origin
+    // before the approval does, and the kill below could come before the approval.
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 5, "timeout": 2},
+        "build": {"prepareAheadIdleMinutes": 0}
+    }))
+    .await;
     let (url, connections) = silent_origin().await;
     let repo = git2::Repository::open(env.repo_path()).unwrap();
     repo.remote("origin", &url).unwrap();

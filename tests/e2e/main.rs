@@ -25,6 +25,7 @@ mod payloads;
 mod pm;
 mod postflight;
 mod postgres;
+mod prepare_ahead;
 mod questions;
 mod rebase;
 mod references;

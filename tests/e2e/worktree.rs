@@ -339,11 +339,13 @@ async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
 
 /// The runner starts while the worktree is prepared, and gets its task only once the
 /// preparation is done: its process and sandbox are up during the init, the model is not
-/// called before it ends, and the Coder's first command sees the prepared worktree.
+/// called before it ends, and the Coder's first command sees the prepared worktree. (The
+/// cold path, preparing ahead off; prepared ahead, see `prepare_ahead.rs`.)
 #[tokio::test]
 async fn the_runner_starts_during_the_init_and_its_first_step_waits_for_it() {
     let env = env_with(json!({"build": {
-        "initCommand": "sleep 3 && echo ready > prepared.txt"
+        "initCommand": "sleep 3 && echo ready > prepared.txt",
+        "prepareAheadIdleMinutes": 0
     }}))
     .await;
     env.model.script(

@@ -9,8 +9,9 @@
 //! reports it, or, when a crash took the follower, the next start does, exactly once either
 //! way ([`SlackCoder::report_unreported_runs`]).
 //!
-//! A run's life, one module per step: [`start`] (an approved plan: the worktree prepared
-//! while the runner starts), [`resume`] (a follow-up, "continue", or what is said after
+//! A run's life, one module per step: [`ahead`] (a proposed plan: its worktree prepared
+//! and its runner launched while the plan is discussed), [`start`] (an approved plan: the
+//! task to the prepared runner, or the worktree prepared while the runner starts), [`resume`] (a follow-up, "continue", or what is said after
 //! "undo": a new run from the last one's conversation), [`undo`] (the worktree back to the
 //! checkpoint before the last run), [`follower`] (the status message while the run goes,
 //! its questions handed to [`crate::pm::questions`]), [`report`] (how it ended, once).
@@ -18,6 +19,7 @@
 //!
 //! [`Change::RunReported`]: crate::store::Change::RunReported
 
+pub mod ahead;
 mod follower;
 mod progress;
 mod report;
@@ -35,7 +37,7 @@ use crate::pm::Pm;
 use crate::pm::questions::QuestionDesk;
 use crate::postflight::AfterPr;
 use crate::runners::supervisor::{
-    Reporting, Resume, RunEvent, RunRequest, Supervisor, SupervisorError, Workspace,
+    Reporting, Resume, RunEvent, RunRequest, Standby, Supervisor, SupervisorError, Workspace,
 };
 use crate::slack::format::escape_text;
 use crate::slack::outbox::Outbox;
@@ -43,7 +45,7 @@ use crate::store::Store;
 use crate::workspace::{forge, worktree};
 
 pub use resume::ResumeError;
-pub use start::StartFailure;
+pub use start::{StartFailure, WAITING_LINE};
 pub use status::STATUS_INTERVAL;
 pub use undo::{Undo, Undone};
 
@@ -94,6 +96,8 @@ pub struct SlackCoder {
     pub store: Store,
     /// Fetches, creates and prepares the worktree of an approved plan.
     pub prepare: worktree::Preparer,
+    /// The preparations started while plans are discussed.
+    pub ahead: ahead::Ahead,
     /// Answers the Coder's questions first (see [`crate::pm::questions`]).
     pub pm: Pm,
     /// The steps once the thread's pull request opened, started when a run's end is
@@ -115,22 +119,46 @@ impl SlackCoder {
         workspace: Workspace,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let run = self
-            .supervisor
-            .start(RunRequest {
-                thread: approval.thread(),
-                plan,
-                worktree: tree.path.clone(),
-                branch: tree.branch.clone(),
-                reporting: Reporting::Thread {
-                    link: forge::thread_link(&approval.channel, &approval.thread_ts),
-                },
-                system_prompt: crate::prompts::coder_system_prompt(&self.layout),
-                resume,
-                workspace,
-            })
-            .await?;
+        let request = self.request(approval, plan, tree, resume, workspace);
+        let run = self.supervisor.start(request).await?;
         Ok((run, events))
+    }
+
+    /// [`SlackCoder::begin`] on a runner already waiting in the prepared `tree`.
+    async fn begin_on(
+        &self,
+        approval: &IncomingMessage,
+        plan: String,
+        tree: &worktree::Worktree,
+        standby: Standby,
+    ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
+        let events = self.supervisor.subscribe();
+        let request = self.request(approval, plan, tree, None, Workspace::Ready);
+        let run = self.supervisor.start_on(request, standby).await?;
+        Ok((run, events))
+    }
+
+    /// The request of a run in `tree` for the thread of `approval`.
+    fn request(
+        &self,
+        approval: &IncomingMessage,
+        plan: String,
+        tree: &worktree::Worktree,
+        resume: Option<Resume>,
+        workspace: Workspace,
+    ) -> RunRequest {
+        RunRequest {
+            thread: approval.thread(),
+            plan,
+            worktree: tree.path.clone(),
+            branch: tree.branch.clone(),
+            reporting: Reporting::Thread {
+                link: forge::thread_link(&approval.channel, &approval.thread_ts),
+            },
+            system_prompt: crate::prompts::coder_system_prompt(&self.layout),
+            resume,
+            workspace,
+        }
     }
 
     /// Where the Coder's questions go: the PM first, then the thread.

@@ -15,6 +15,15 @@ pub(super) struct ThreadProgress<'a> {
 }
 
 impl ThreadProgress<'_> {
+    /// Says a line without waiting for it to be posted (nothing updates it later).
+    pub(super) async fn say(&self, text: &str) {
+        let effects = Effects::new(&self.approval.thread()).push(Effect::Post {
+            text: format!("{PREFIX}{}", escape_text(text)),
+            blocks: None,
+        });
+        self.send(effects, "preparation progress").await;
+    }
+
     async fn send(&self, effects: Effects, what: &str) {
         if let Err(e) = self.outbox.send(&effects).await {
             tracing::warn!(thread = %self.approval.thread(), "record the {what}: {e}");

@@ -1,12 +1,24 @@
-//! Starting the run of an approved plan: the worktree is created, the runner starts while
-//! the worktree is prepared, and the run gets its task once the preparation succeeded.
+//! Starting the run of an approved plan. When the plan was prepared ahead ([`super::ahead`])
+//! and its preparation is ready, only the task goes to the runner already waiting in the
+//! prepared worktree; one still preparing is waited for (the thread is told so); one that
+//! failed is reported as a failed preparation is. Without a preparation (preparing ahead
+//! off or discarded, a restart, another instance's thread) the cold path runs: the
+//! worktree is created, the runner starts while the worktree is prepared, and the run gets
+//! its task once the preparation succeeded.
+
+use std::collections::HashMap;
 
 use super::SlackCoder;
+use super::ahead::{self, Outcome, Speculation};
 use super::progress::ThreadProgress;
 use crate::domain::{IncomingMessage, Plan};
 use crate::pm::references::render::with_background;
 use crate::runners::supervisor::Workspace;
-use crate::workspace::worktree;
+use crate::workspace::worktree::{self, PrepareError};
+
+/// What the thread is told when the approved plan's preparation is still under way.
+pub const WAITING_LINE: &str =
+    "waiting for the worktree's preparation, started when the plan was proposed, to finish…";
 
 /// Why a run could not be started.
 #[derive(Clone, Debug, PartialEq)]
@@ -27,8 +39,8 @@ impl StartFailure {
 }
 
 impl SlackCoder {
-    /// Starts the run of an approved plan in a fresh worktree, posts its status message and
-    /// follows it in the background.
+    /// Starts the run of an approved plan, posts its status message and follows it in the
+    /// background.
     pub async fn start(&self, approval: &IncomingMessage, plan: &Plan) -> Result<(), StartFailure> {
         // The background the PM read in the thread (linked threads and pull requests) goes
         // with the plan: the Coder works from what the PM planned with.
@@ -42,11 +54,126 @@ impl SlackCoder {
             outbox: &self.outbox,
             approval,
         };
-        let tree = self
-            .prepare
-            .create(&plan.summary, &progress)
-            .await
-            .map_err(StartFailure::before_run)?;
+        match self.ahead.take(&approval.thread_ts) {
+            Some(speculation) => {
+                self.start_prepared(approval, plan, plan_text, speculation, &progress)
+                    .await
+            }
+            None => self.start_cold(approval, plan, plan_text, &progress).await,
+        }
+    }
+
+    /// The approved plan's preparation: once it is ready, the task goes to its runner.
+    async fn start_prepared(
+        &self,
+        approval: &IncomingMessage,
+        plan: &Plan,
+        plan_text: String,
+        speculation: Speculation,
+        progress: &ThreadProgress<'_>,
+    ) -> Result<(), StartFailure> {
+        let Speculation {
+            relay, mut task, ..
+        } = speculation;
+        let (held, mut follow) = relay.attach();
+        let mut posted = HashMap::new();
+        let mut deferred = Vec::new();
+        let outcome = if task.is_finished() {
+            // Said after the task went: nothing of it is on the way to the first step.
+            deferred = held;
+            (&mut task).await
+        } else {
+            tracing::info!(
+                tag = "CLD",
+                "thread {} → approved while its preparation runs; waiting for it",
+                approval.thread()
+            );
+            // The thread is told once the wait is the init's (the step that may take
+            // minutes); creating a worktree takes no longer than at a cold start, where
+            // nothing is said either.
+            let mut init = relay.init();
+            let mut told = false;
+            if *init.borrow_and_update() {
+                progress.say(WAITING_LINE).await;
+                told = true;
+            }
+            for said in held {
+                ahead::replay(said, progress, &mut posted).await;
+            }
+            loop {
+                tokio::select! {
+                    biased;
+                    Ok(()) = init.changed(), if !told => {
+                        if *init.borrow_and_update() {
+                            progress.say(WAITING_LINE).await;
+                            told = true;
+                        }
+                    }
+                    Some(said) = follow.recv() => ahead::replay(said, progress, &mut posted).await,
+                    outcome = &mut task => break outcome,
+                }
+            }
+        };
+        while let Ok(said) = follow.try_recv() {
+            deferred.push(said);
+        }
+        let (tree, standby) = match outcome {
+            Ok(Outcome::Ready { tree, standby }) => (tree, standby),
+            Ok(Outcome::Failed(e)) => {
+                for said in deferred {
+                    ahead::replay(said, progress, &mut posted).await;
+                }
+                return Err(StartFailure::before_run(e));
+            }
+            Ok(Outcome::Nothing) => {
+                return self.start_cold(approval, plan, plan_text, progress).await;
+            }
+            Err(e) => {
+                tracing::error!(thread = %approval.thread(), "the plan's preparation ended abnormally: {e}");
+                return self.start_cold(approval, plan, plan_text, progress).await;
+            }
+        };
+        let mut standby = standby;
+        let started = if standby.is_waiting() {
+            self.begin_on(approval, plan_text, &tree, *standby).await
+        } else {
+            tracing::warn!(thread = %approval.thread(), "the prepared runner ended while waiting; starting another");
+            standby.stop().await;
+            self.begin(approval, plan_text, &tree, None, Workspace::Ready)
+                .await
+        };
+        for said in deferred {
+            ahead::replay(said, progress, &mut posted).await;
+        }
+        let (run, events) = match started {
+            Ok(started) => started,
+            Err(e) => {
+                self.remove_worktree(&tree).await;
+                return Err(StartFailure::before_run(e));
+            }
+        };
+        self.follow(approval, &tree, run, events).await;
+        Ok(())
+    }
+
+    /// Creates the worktree, starts the runner while the worktree is prepared, and gives
+    /// the run its task once the preparation succeeded.
+    async fn start_cold(
+        &self,
+        approval: &IncomingMessage,
+        plan: &Plan,
+        plan_text: String,
+        progress: &ThreadProgress<'_>,
+    ) -> Result<(), StartFailure> {
+        let tree = loop {
+            match self.prepare.create(&plan.summary, progress).await {
+                Ok(tree) => break tree,
+                // Preparations for plans not approved yet give way to an approved one.
+                Err(PrepareError::DiskLimit(_))
+                    if self.ahead.make_room(&approval.thread_ts).await => {}
+                Err(e) => return Err(StartFailure::before_run(e)),
+            }
+        };
         // The runner starts (process, sandbox, hub) while the worktree is prepared; it gets
         // its task, and the Coder its first step, only once the preparation succeeded.
         let (prepared, workspace) = Workspace::preparing();
@@ -60,7 +187,7 @@ impl SlackCoder {
                 return Err(StartFailure::before_run(e));
             }
         };
-        if let Err(e) = self.prepare.init_or_remove(&tree, &progress).await {
+        if let Err(e) = self.prepare.init_or_remove(&tree, progress).await {
             let reason = "the worktree could not be prepared";
             self.supervisor.cancel(&approval.thread_ts, reason).await;
             return Err(StartFailure {

@@ -162,7 +162,17 @@ pub struct BuildConfig {
     pub init_command: Option<String>,
     /// Longest the init may take, in minutes (fractions allowed).
     pub init_timeout_mins: f64,
+    /// How long a proposed plan's speculative preparation is kept while its thread is quiet,
+    /// in minutes (fractions allowed); 0 turns preparing ahead off
+    /// (`build.prepareAheadIdleMinutes`, default 30).
+    pub prepare_ahead_idle_mins: f64,
+    /// At most this many speculative preparations at once; beyond it the oldest is
+    /// discarded (`build.maxPreparedAhead`, default 2).
+    pub max_prepared_ahead: usize,
 }
+
+/// The most speculative preparations `build.maxPreparedAhead` may ask for.
+const MAX_PREPARED_AHEAD: u32 = 32;
 
 /// What a file may say in `build`.
 #[derive(Debug, Default, Deserialize)]
@@ -171,6 +181,8 @@ pub(super) struct BuildFile {
     project_type: Option<ProjectType>,
     init_command: Option<String>,
     init_timeout: Option<f64>,
+    prepare_ahead_idle_minutes: Option<f64>,
+    max_prepared_ahead: Option<u32>,
 }
 
 impl BuildFile {
@@ -180,6 +192,19 @@ impl BuildFile {
             project_type: self.project_type.unwrap_or(ProjectType::Auto),
             init_command: self.init_command.filter(|c| !c.trim().is_empty()),
             init_timeout_mins: minutes(origin, "build.initTimeout", self.init_timeout, 10.0)?,
+            prepare_ahead_idle_mins: match self.prepare_ahead_idle_minutes {
+                Some(0.0) => 0.0,
+                idle => minutes(origin, "build.prepareAheadIdleMinutes", idle, 30.0)?,
+            },
+            max_prepared_ahead: match self.max_prepared_ahead.unwrap_or(2) {
+                n if n > MAX_PREPARED_AHEAD => {
+                    return Err(origin.field_error(
+                        "build.maxPreparedAhead",
+                        format!("{n} is more than {MAX_PREPARED_AHEAD}"),
+                    ));
+                }
+                n => n as usize,
+            },
         })
     }
 }

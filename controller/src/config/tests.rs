@@ -124,7 +124,9 @@ fn build_section_and_worktree_disk_limit() {
         BuildConfig {
             project_type: ProjectType::Auto,
             init_command: None,
-            init_timeout_mins: 10.0
+            init_timeout_mins: 10.0,
+            prepare_ahead_idle_mins: 30.0,
+            max_prepared_ahead: 2,
         }
     );
     assert_eq!(c.access.max_worktree_disk_mb, 0, "absent means no limit");
@@ -817,6 +819,58 @@ fn github_review_loop_keys_default_and_are_checked() {
         ),
     ] {
         let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"github":{github}}}"#);
+        let f = files(Some(GLOBAL), Some(&repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{e}");
+    }
+}
+
+#[test]
+fn preparing_ahead_is_on_by_default_and_zero_turns_it_off() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        (c.build.prepare_ahead_idle_mins, c.build.max_prepared_ahead),
+        (30.0, 2)
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"build":{"prepareAheadIdleMinutes":0,"maxPreparedAhead":5}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        (c.build.prepare_ahead_idle_mins, c.build.max_prepared_ahead),
+        (0.0, 5)
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"build":{"prepareAheadIdleMinutes":0.5}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env)
+            .unwrap()
+            .build
+            .prepare_ahead_idle_mins,
+        0.5
+    );
+    for (build, expected) in [
+        (
+            r#"{"prepareAheadIdleMinutes":-1}"#,
+            "field `build.prepareAheadIdleMinutes`: -1 is not a number of minutes",
+        ),
+        (
+            r#"{"prepareAheadIdleMinutes":2000}"#,
+            "field `build.prepareAheadIdleMinutes`: 2000 is not a number of minutes",
+        ),
+        (
+            r#"{"maxPreparedAhead":33}"#,
+            "field `build.maxPreparedAhead`: 33 is more than 32",
+        ),
+        (r#"{"maxPreparedAhead":-1}"#, "build.maxPreparedAhead"),
+    ] {
+        let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"build":{build}}}"#);
         let f = files(Some(GLOBAL), Some(&repo));
         let e = load(&f.sources, no_env).unwrap_err().to_string();
         assert!(e.contains(expected), "{e}");

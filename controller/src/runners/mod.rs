@@ -2,8 +2,8 @@
 //! hub each one talks to ([`hub`], with web fetches under [`fetch`]'s policy), what a run
 //! is asked to do ([`request`]: where it reports, whether its worktree is still being
 //! prepared), supervising runs ([`supervisor`]: the queue, waiting for the worktree, the
-//! events, the limits, the outcome) and the conversations runs leave and resume
-//! ([`resume`]). The worktrees runs work in are the [`crate::workspace`]'s; this module
+//! events, the limits, the outcome), runners launched before their run is asked for, waiting
+//! for a task ([`standby`]), and the conversations runs leave and resume ([`resume`]). The worktrees runs work in are the [`crate::workspace`]'s; this module
 //! uses them, never the other way round.
 
 mod ending;
@@ -12,6 +12,7 @@ pub mod hub;
 pub mod launcher;
 pub mod request;
 pub mod resume;
+pub mod standby;
 pub mod supervisor;
 
 use std::path::PathBuf;

@@ -23,9 +23,12 @@ use super::fetch::FetchPolicy;
 use super::hub::RunHub;
 use super::launcher::{LaunchError, LaunchRequest, Launcher, RunnerProcess};
 pub use super::request::{Prepared, Reporting, Resume, RunRequest, UNATTENDED_ANSWER, Workspace};
+use super::standby::{Launch, Waiting};
+pub use super::standby::{RunSite, Standby};
 use crate::domain::{RunRecord, RunState};
 use crate::gateway::{CallContext, Gateway};
 use crate::store::{CheckpointRecord, NewRun, Store, StoreError};
+use crate::workspace::checkpoint::Snapshot;
 use crate::workspace::worktree::{Preparer, WorktreeError};
 
 /// Time a runner gets to stop after a cancel before it is killed.
@@ -188,29 +191,63 @@ impl Supervisor {
 
     /// Starts a run (queued while all slots are busy). One run per thread at a time.
     pub async fn start(&self, request: RunRequest) -> Result<RunRecord, SupervisorError> {
+        self.start_with(request, None).await
+    }
+
+    /// Starts a run on a runner already waiting for its task ([`Supervisor::standby`]):
+    /// queued like any run, then only the task is sent. The standby's worktree must be the
+    /// request's.
+    pub async fn start_on(
+        &self,
+        request: RunRequest,
+        standby: Standby,
+    ) -> Result<RunRecord, SupervisorError> {
+        self.start_with(request, Some(standby)).await
+    }
+
+    async fn start_with(
+        &self,
+        request: RunRequest,
+        standby: Option<Standby>,
+    ) -> Result<RunRecord, SupervisorError> {
         let thread_ts = request.thread.thread_ts.clone();
         let cancel = CancellationToken::new();
-        let (commands, command_rx) = mpsc::channel(16);
-        let run_id = format!("{}", rand::random::<u64>() >> 11);
-        {
-            let mut active = self.lock_active();
-            if active.contains_key(&thread_ts) {
-                return Err(SupervisorError::Busy(thread_ts));
+        let (run_id, commands, launch) = match standby {
+            Some(standby) => {
+                let (run_id, commands, waiting) = standby.into_parts();
+                (run_id, commands, Launch::Waiting(waiting))
             }
-            active.insert(
-                thread_ts.clone(),
-                Active {
-                    run_id: run_id.clone(),
-                    commands: commands.clone(),
-                    cancel: cancel.clone(),
-                    open_question: None,
-                },
-            );
+            None => {
+                let (commands, command_rx) = mpsc::channel(16);
+                let run_id = format!("{}", rand::random::<u64>() >> 11);
+                (run_id, commands, Launch::Fresh(command_rx))
+            }
+        };
+        let busy = {
+            let mut active = self.lock_active();
+            let busy = active.contains_key(&thread_ts);
+            if !busy {
+                active.insert(
+                    thread_ts.clone(),
+                    Active {
+                        run_id: run_id.clone(),
+                        commands: commands.clone(),
+                        cancel: cancel.clone(),
+                        open_question: None,
+                    },
+                );
+            }
+            busy
+        };
+        if busy {
+            launch.stop(&run_id).await;
+            return Err(SupervisorError::Busy(thread_ts));
         }
         let (record, resume_messages) = match self.record_run(&run_id, &request).await {
             Ok(recorded) => recorded,
             Err(e) => {
                 self.lock_active().remove(&thread_ts);
+                launch.stop(&run_id).await;
                 return Err(e);
             }
         };
@@ -223,7 +260,7 @@ impl Supervisor {
                     request,
                     &resume_messages,
                     commands,
-                    command_rx,
+                    launch,
                     &cancel,
                 )
                 .await;
@@ -237,6 +274,37 @@ impl Supervisor {
             );
         });
         Ok(record)
+    }
+
+    /// Launches a runner for a run not asked for yet (a plan still discussed): its process,
+    /// sandbox and hub session, waiting for a task ([`Supervisor::start_on`] sends it), and
+    /// the checkpoint "undo" would return to, taken meanwhile. No run is recorded and no
+    /// model is called; dropping the standby stops the runner.
+    pub async fn standby(&self, site: RunSite) -> Result<Standby, LaunchError> {
+        let run_id = format!("{}", rand::random::<u64>() >> 11);
+        let (commands, command_rx) = mpsc::channel(16);
+        let request = site.request();
+        let helper = self.inner.worktrees.helper(&request.worktree);
+        let tree = request.worktree.clone();
+        let snapshot = tokio::task::spawn_blocking(move || {
+            crate::workspace::checkpoint::snapshot(&helper, &tree)
+        });
+        let runner = match self.inner.launch(&run_id, &request, command_rx).await {
+            Ok(runner) => runner,
+            Err(RunnerStartError::Launch(e)) => return Err(e),
+            Err(RunnerStartError::Mount(e)) => return Err(LaunchError(e.to_string())),
+        };
+        let snapshot = snapshot
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|s| s.map_err(|e| e.to_string()));
+        let stop = runner.hub_stop.clone().drop_guard();
+        Ok(Standby {
+            run_id,
+            commands,
+            waiting: Waiting { runner, snapshot },
+            stop,
+        })
     }
 
     /// Records a new run, after reading the conversation it resumes, if any (so a broken
@@ -427,23 +495,23 @@ enum RunnerStartError {
 }
 
 /// A launched runner: its process, the events its hub receives, and the hub.
-struct Runner {
-    child: RunnerProcess,
+pub(super) struct Runner {
+    pub(super) child: RunnerProcess,
     events: mpsc::Receiver<RunnerEvent>,
-    hub_stop: CancellationToken,
+    pub(super) hub_stop: CancellationToken,
     hub_task: tokio::task::JoinHandle<()>,
 }
 
 impl Runner {
     /// Starts killing the runner's process (its end is awaited by whoever waits on it).
-    fn start_kill(&mut self, run_id: &str) {
+    pub(super) fn start_kill(&mut self, run_id: &str) {
         if let Err(e) = self.child.start_kill() {
             tracing::warn!(run = run_id, "kill the runner: {e}");
         }
     }
 
     /// Waits for the runner's process to end. `None` when its status could not be read.
-    async fn wait(&mut self, run_id: &str) -> Option<std::process::ExitStatus> {
+    pub(super) async fn wait(&mut self, run_id: &str) -> Option<std::process::ExitStatus> {
         match self.child.wait().await {
             Ok(status) => Some(status),
             Err(e) => {
@@ -454,7 +522,7 @@ impl Runner {
     }
 
     /// Stops the run's hub once the runner is gone.
-    async fn stop_hub(self, run_id: &str) {
+    pub(super) async fn stop_hub(self, run_id: &str) {
         self.hub_stop.cancel();
         if let Err(e) = self.hub_task.await {
             tracing::error!(run = run_id, "the run's hub ended abnormally: {e}");
@@ -504,7 +572,7 @@ impl Inner {
         mut request: RunRequest,
         resume_messages: &str,
         commands: mpsc::Sender<RunnerCommand>,
-        command_rx: mpsc::Receiver<RunnerCommand>,
+        launch: Launch,
         cancel: &CancellationToken,
     ) -> RunState {
         let permit = tokio::select! {
@@ -512,36 +580,60 @@ impl Inner {
             () = cancel.cancelled() => None,
         };
         let Some(_permit) = permit else {
+            launch.stop(run_id).await;
             return self
                 .finish(run_id, RunState::Cancelled, "cancelled while queued", None)
                 .await;
         };
-        let mut runner = match self.launch(run_id, &request, command_rx).await {
-            Ok(runner) => runner,
-            Err(e) => {
-                return self
-                    .finish(run_id, RunState::Failed, &e.to_string(), None)
-                    .await;
+        let mut runner = match launch {
+            // A runner waiting for its task in a prepared worktree: the task goes first, and
+            // what is recorded of its start (the checkpoint taken while it waited) after.
+            Launch::Waiting(waiting) => {
+                let Waiting { runner, snapshot } = *waiting;
+                let task = self.task(&request, resume_messages);
+                if commands.send(task).await.is_err() {
+                    tracing::error!(
+                        run = run_id,
+                        "the runner's hub closed before the run got its task"
+                    );
+                }
+                self.started(run_id, &request, &runner).await;
+                self.record_checkpoint(run_id, &request, snapshot).await;
+                runner
+            }
+            Launch::Fresh(command_rx) => {
+                let runner = match self.launch(run_id, &request, command_rx).await {
+                    Ok(runner) => runner,
+                    Err(e) => {
+                        return self
+                            .finish(run_id, RunState::Failed, &e.to_string(), None)
+                            .await;
+                    }
+                };
+                self.started(run_id, &request, &runner).await;
+                let mut runner = runner;
+                // The runner started while the worktree was prepared; it gets its task once
+                // ready.
+                if !request.workspace.wait(cancel).await {
+                    runner.start_kill(run_id);
+                    let exit = runner.wait(run_id).await;
+                    runner.stop_hub(run_id).await;
+                    let reason = "cancelled before it began: the worktree was not prepared";
+                    return self
+                        .finish(run_id, RunState::Cancelled, reason, exit_code(exit))
+                        .await;
+                }
+                self.checkpoint(run_id, &request).await;
+                let task = self.task(&request, resume_messages);
+                if commands.send(task).await.is_err() {
+                    tracing::error!(
+                        run = run_id,
+                        "the runner's hub closed before the run got its task"
+                    );
+                }
+                runner
             }
         };
-        // The runner started while the worktree was prepared; it gets its task once ready.
-        if !request.workspace.wait(cancel).await {
-            runner.start_kill(run_id);
-            let exit = runner.wait(run_id).await;
-            runner.stop_hub(run_id).await;
-            let reason = "cancelled before it began: the worktree was not prepared";
-            return self
-                .finish(run_id, RunState::Cancelled, reason, exit_code(exit))
-                .await;
-        }
-        self.checkpoint(run_id, &request).await;
-        let task = self.task(&request, resume_messages);
-        if commands.send(task).await.is_err() {
-            tracing::error!(
-                run = run_id,
-                "the runner's hub closed before the run got its task"
-            );
-        }
         let (exit, ending) = self
             .watch(run_id, &request, &mut runner, &commands, cancel)
             .await;
@@ -559,8 +651,21 @@ impl Inner {
         self.finish(run_id, state, &text, exit_code(exit)).await
     }
 
-    /// Mounts the worktree's disk, starts the runner in its sandbox and serves its hub.
-    /// Records the run as started. The error is the run's ending.
+    /// Records that the run's runner is up (its process id).
+    async fn started(&self, run_id: &str, request: &RunRequest, runner: &Runner) {
+        let pid = runner.child.id().map_or(0, i64::from);
+        if let Err(e) = self.store.run_started(run_id, pid).await {
+            tracing::error!(run = run_id, "record run start: {e}");
+        }
+        tracing::info!(
+            tag = "CLD",
+            "thread {} → coder running (run {run_id}, pid {pid})",
+            request.thread
+        );
+    }
+
+    /// Mounts the worktree's disk, starts the runner in its sandbox and serves its hub. The
+    /// error is the run's ending.
     async fn launch(
         &self,
         run_id: &str,
@@ -576,15 +681,6 @@ impl Inner {
                 log: self.log_dir.join(format!("run-{run_id}.log")),
             })
             .await?;
-        let pid = launched.process.id().map_or(0, i64::from);
-        if let Err(e) = self.store.run_started(run_id, pid).await {
-            tracing::error!(run = run_id, "record run start: {e}");
-        }
-        tracing::info!(
-            tag = "CLD",
-            "thread {} → coder running (run {run_id}, pid {pid})",
-            request.thread
-        );
         let (event_tx, events) = mpsc::channel(64);
         let hub_stop = CancellationToken::new();
         let hub = self.hub(run_id, request, event_tx, command_rx, &hub_stop);
@@ -713,12 +809,6 @@ impl Inner {
     /// as they are before the run's first step. Without one the run still runs; only undoing
     /// it is unavailable.
     async fn checkpoint(&self, run_id: &str, request: &RunRequest) {
-        let conversation = match &request.resume {
-            Some(resume) => Ok(resume.conversation.clone()),
-            None => serde_json::to_string(&[codebutler_agent::conversation::plan_message(
-                &request.plan,
-            )]),
-        };
         let tree = request.worktree.clone();
         let helper = self.worktrees.helper(&tree);
         let snapshot = tokio::task::spawn_blocking(move || {
@@ -727,6 +817,22 @@ impl Inner {
         .await
         .map_err(|e| e.to_string())
         .and_then(|s| s.map_err(|e| e.to_string()));
+        self.record_checkpoint(run_id, request, snapshot).await;
+    }
+
+    /// Records `snapshot`, taken before the run's first step, as the run's checkpoint.
+    async fn record_checkpoint(
+        &self,
+        run_id: &str,
+        request: &RunRequest,
+        snapshot: Result<Snapshot, String>,
+    ) {
+        let conversation = match &request.resume {
+            Some(resume) => Ok(resume.conversation.clone()),
+            None => serde_json::to_string(&[codebutler_agent::conversation::plan_message(
+                &request.plan,
+            )]),
+        };
         let (snapshot, conversation) = match (snapshot, conversation) {
             (Ok(s), Ok(c)) => (s, c),
             (Err(e), _) => {

@@ -20,7 +20,8 @@ impl ThreadHandler {
         }
     }
 
-    /// The Cancel button of the waiting plan: the plan is withdrawn.
+    /// The Cancel button of the waiting plan: the plan is withdrawn, and its preparation
+    /// ahead discarded.
     pub(super) async fn cancel_button(&self, msg: &IncomingMessage, click: &Click) -> Settle {
         let thread = msg.thread();
         tracing::info!(
@@ -28,6 +29,9 @@ impl ThreadHandler {
             "thread {thread} → plan withdrawn by {}",
             msg.user
         );
+        self.coder
+            .ahead
+            .discard(&thread.thread_ts, "the plan was cancelled");
         let note = format!("✖️ Cancelled by <@{}>", msg.user);
         // A merge's resolution: the worktree goes back to the branch's head.
         let aborted = self.abort_resolution(&thread).await;

@@ -1,5 +1,7 @@
 //! A message for the PM: its turn, recorded with its answer (and plan, with the plan's cost
 //! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer. A
+//! recorded plan starts its preparation ahead ([`crate::coder::ahead`]); a plain "no"
+//! discards it. A
 //! question in a closed thread gets a read-only turn ([`crate::pm::Pm::answer_read_only`])
 //! whose answer ends with the closed thread's note.
 //!
@@ -66,6 +68,13 @@ impl ThreadHandler {
         access: Access,
     ) -> Settle {
         let thread = msg.thread();
+        // A plan prepared ahead stays while its thread talks; a plain "no" withdraws it.
+        if access == Access::Full && crate::thread::approval::is_decline(&msg.text) {
+            self.coder
+                .ahead
+                .discard(&thread.thread_ts, "the plan was declined");
+        }
+        self.coder.ahead.touch(&thread.thread_ts);
         self.react(msg, "eyes").await;
         if let Err(settle) = self.read_references(msg).await {
             return settle;
@@ -119,6 +128,10 @@ impl ThreadHandler {
         if let Err(e) = self.complete_turn(msg, &turn, cancel).await {
             tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
             return Settle::Failed;
+        }
+        if let Some(plan) = &turn.plan {
+            // Prepared while the plan is discussed, so an approval only hands over the task.
+            self.coder.ahead.propose(&thread, &plan.summary);
         }
         tracing::info!(
             tag = "RSP",

@@ -85,6 +85,11 @@ impl RunnerProcess {
         self.child.id()
     }
 
+    /// The runner's exit status if it has ended, without waiting; `None` while it runs.
+    pub fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        self.child.try_wait()
+    }
+
     /// Starts killing the runner: the process, and its container if it has one.
     pub fn start_kill(&mut self) -> std::io::Result<()> {
         if let Some(container) = &mut self.container {

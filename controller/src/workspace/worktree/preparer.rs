@@ -25,6 +25,8 @@ pub trait Progress: Send + Sync {
     async fn markdown(&self, markdown: &str);
     /// The preparation failed and the Coder will not start.
     async fn failed(&self);
+    /// The init (the step that may take minutes) begins.
+    fn init_began(&self) {}
 }
 
 /// Why a worktree could not be prepared.
@@ -236,6 +238,7 @@ impl Preparer {
             timeout: Duration::try_from_secs_f64(self.build.init_timeout_mins * 60.0)
                 .unwrap_or(Duration::from_secs(600)),
         };
+        progress.init_began();
         let handle = progress
             .post(&format!("preparing the worktree: `{command}`…"))
             .await;
@@ -357,6 +360,8 @@ mod tests {
                 project_type: ProjectType::Auto,
                 init_command: init.map(str::to_owned),
                 init_timeout_mins: timeout_mins,
+                prepare_ahead_idle_mins: 0.0,
+                max_prepared_ahead: 0,
             },
             max_disk_mb: 0,
         }
