@@ -2,26 +2,29 @@
 //!
 //! `cargo build --release -p codebutler-runner && cargo bench -p codebutler-controller --bench waiting_runs`
 //!
-//! The real daemon (`codebutler`) against the fake Slack and a fake model that holds every
+//! Two real daemons (`codebutler`) side by side, each against its own fake Slack and fake
+//! model: one stays idle (the baseline), the other gets the runs. Its model holds every
 //! Coder request for the whole measurement, so each run waits on the model as a run whose
 //! model answers slowly does. Runs start as a person starts them: the PM proposes a plan in
-//! a thread (one thread per run) and someone types "yes"; the run counts once the fake
-//! model holds its first request. With N = 10, then N = 50 runs waiting, and idle before
-//! them, in the same daemon:
+//! a thread (one thread per run) and someone types "yes"; a run counts once the fake model
+//! holds its first request. Idle, then with N = 10, then N = 50 runs waiting:
 //! - the controller's RSS (`VmRSS`) and PSS (`smaps_rollup`), open descriptors and threads;
-//!   the increment per run is (at N − idle) / N;
+//!   the increment per run is (at N − before any run) / N; its CPU over [`QUIET`] seconds
+//!   in which nothing is sent, and the runs' CPU then;
 //! - each run's processes — the runner (the sandbox's supervisor, in the host's PID
 //!   namespace), the sandbox's PID 1 (its init) and the sandboxed Coder loop — each with
 //!   `VmRSS`, PSS, threads and open descriptors. RSS counts the pages of the one
 //!   `codebutler-runner` binary and its libraries in every process that maps them; PSS
 //!   divides each shared page among its sharers, so the PSS of all the runs adds up to the
 //!   memory they really hold;
-//! - the daemon's Slack ack latency for user messages (stored before the ack, `PROBES`
-//!   messages at `RATE` per second into 20 threads the PM answers) under that load against
-//!   the idle daemon.
+//! - the Slack ack latency of user messages (stored before the ack): `PROBES` messages at
+//!   `RATE` per second to each daemon in the same window, into 20 threads the PM answers.
+//!   Sending to both at once keeps what else the machine does at that moment (other
+//!   builds, disk writes) out of the comparison; before any run the two daemons are
+//!   compared too, which shows the measure's own spread.
 //!
-//! The whole sequence runs `REPEATS` times, each with a fresh daemon and repository; every
-//! figure printed is the median of the repetitions.
+//! The whole sequence runs `REPEATS` times, each with fresh daemons and repositories; every
+//! figure printed at the end is the median of the repetitions.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -40,7 +43,7 @@ const SIZES: [usize; 2] = [10, 50];
 const REPEATS: usize = 3;
 /// Ack probes per phase, and their rate.
 const PROBES: usize = 1000;
-const RATE: u64 = 200;
+const RATE: u64 = 100;
 const PROBE_THREADS: usize = 20;
 /// Files of the fixture repository.
 const FILES: usize = 300;
@@ -49,6 +52,8 @@ const HOLD: &str = "WAITING-RUNS-BENCH: hold this Coder run on the model";
 /// How long the fake model holds a Coder request: longer than any repetition.
 const HELD_FOR: Duration = Duration::from_secs(3600);
 const USER: &str = "U0BENCH";
+/// The window in which the CPU of a daemon with nothing to do (but its waiting runs) is read.
+const QUIET: Duration = Duration::from_secs(5);
 
 /// One process's costs, from `/proc`.
 #[derive(Clone, Copy, Debug, Default)]
@@ -85,14 +90,23 @@ struct AtSize {
     per_run: Costs,
     /// Processes per run (the largest seen).
     processes_per_run: usize,
+    /// Ack latencies of the idle daemon and of the one with the runs, in the same window.
+    idle_acks: Vec<Duration>,
     acks: Vec<Duration>,
+    /// CPU used while nothing happens ([`QUIET`]): the controller's, and all runs' together,
+    /// in percent of one core.
+    quiet_cpu: (f64, f64),
 }
 
 /// One repetition.
 #[derive(Clone, Debug, Default)]
 struct Repetition {
     idle: Costs,
+    /// Before any run: ack latencies of the idle daemon and of the one about to get runs (the
+    /// two daemons alike, the measure's own spread).
     idle_acks: Vec<Duration>,
+    before_runs_acks: Vec<Duration>,
+    idle_cpu: f64,
     sizes: Vec<AtSize>,
 }
 
@@ -108,86 +122,121 @@ fn main() {
     print_medians(&reps);
 }
 
+/// One daemon under test with its fakes and repository. Dropped in field order: the
+/// daemon (and its runs) first, then the mounts of its worktrees, then the directories.
+struct Instance {
+    daemon: Daemon,
+    _mounts: codebutler_test_support::mounts::DetachOnDrop,
+    repo: tempfile::TempDir,
+    _home: tempfile::TempDir,
+    slack: FakeSlack,
+    model: FakeModel,
+    /// The threads the ack probes go to (started by the first probes).
+    probe_threads: Vec<Option<String>>,
+}
+
+impl Instance {
+    async fn start(runner: &Path) -> Instance {
+        let repo = tempfile::tempdir().unwrap();
+        // The daemon's worktrees are mounts of their own disks: detached however this ends.
+        let mounts = codebutler_test_support::mounts::DetachOnDrop(repo.path().to_owned());
+        make_repo(repo.path());
+        let home = tempfile::tempdir().unwrap();
+        let slack = FakeSlack::start().await;
+        let model = FakeModel::start().await;
+        let max_runs = *SIZES.iter().max().unwrap();
+        model.script(
+            HOLD,
+            (0..max_runs)
+                .map(|_| Reply::delayed(HELD_FOR, Reply::text("done")))
+                .collect(),
+        );
+        model.respond("PROBE", |_| Reply::text("Noted."));
+        // Each new plan is judged against the other active threads (one PM call).
+        model.respond(
+            "Judge which of the other threads may interact with the new plan.",
+            |_| Reply::text(r#"{"overlaps": []}"#),
+        );
+        std::fs::write(
+            home.path().join("config.json"),
+            json!({"slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN}, "openrouter": {"apiKey": "sk-or-bench"}}).to_string(),
+        )
+        .unwrap();
+        std::fs::create_dir_all(repo.path().join(".codebutler")).unwrap();
+        std::fs::write(
+            repo.path().join(".codebutler/config.json"),
+            json!({
+                // The model holds the Coder's calls for the whole measurement.
+                "openrouter": {"baseUrl": model.base_url(), "maxRetries": 0, "timeoutSeconds": HELD_FOR.as_secs()},
+                "slack": {"channelID": slack::CHANNEL, "apiUrl": slack.api_url(), "messagesPerSecond": 0},
+                "productManager": {"default": "cheap", "models": {"cheap": {"model": "bench/pm-model"}}},
+                "sandbox": {"runnerPath": runner.display().to_string()},
+                "access": {"maxConcurrentThreads": max_runs, "maxClaudeCallsPerHour": 0}
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let daemon = Daemon(Some(
+            Command::new(env!("CARGO_BIN_EXE_codebutler"))
+                .arg("--repo")
+                .arg(repo.path())
+                .env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("CODEBUTLER_HOME", home.path())
+                .env(
+                    "RUST_LOG",
+                    std::env::var("BENCH_DAEMON_LOG").unwrap_or_else(|_| "error".into()),
+                )
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ));
+        assert!(
+            slack
+                .wait_until(Duration::from_secs(30), || slack.open_connections() > 0)
+                .await,
+            "the daemon did not connect to Slack"
+        );
+        Instance {
+            daemon,
+            _mounts: mounts,
+            repo,
+            _home: home,
+            slack,
+            model,
+            probe_threads: vec![None; PROBE_THREADS],
+        }
+    }
+}
+
+/// One repetition: two daemons side by side, one that stays idle (the baseline) and one
+/// that gets the runs; the ack probes go to both at once, so whatever else the machine
+/// does at that moment weighs on both alike.
 async fn repetition(index: usize) -> Repetition {
     let runner = Path::new(env!("CARGO_BIN_EXE_codebutler")).with_file_name("codebutler-runner");
     assert!(
         runner.is_file(),
         "build it first: cargo build --release -p codebutler-runner"
     );
-    let repo = tempfile::tempdir().unwrap();
-    // The daemon's worktrees are mounts of their own disks: detached however this ends.
-    let _mounts = codebutler_test_support::mounts::DetachOnDrop(repo.path().to_owned());
-    make_repo(repo.path());
-    let home = tempfile::tempdir().unwrap();
-    let slack = FakeSlack::start().await;
-    let model = FakeModel::start().await;
-    let max_runs = *SIZES.iter().max().unwrap();
-    model.script(
-        HOLD,
-        (0..max_runs)
-            .map(|_| Reply::delayed(HELD_FOR, Reply::text("done")))
-            .collect(),
-    );
-    model.respond("PROBE", |_| Reply::text("Noted."));
-    // Each new plan is judged against the other active threads (one PM call).
-    model.respond(
-        "Judge which of the other threads may interact with the new plan.",
-        |_| Reply::text(r#"{"overlaps": []}"#),
-    );
-    std::fs::write(
-        home.path().join("config.json"),
-        json!({"slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN}, "openrouter": {"apiKey": "sk-or-bench"}}).to_string(),
-    )
-    .unwrap();
-    std::fs::create_dir_all(repo.path().join(".codebutler")).unwrap();
-    std::fs::write(
-        repo.path().join(".codebutler/config.json"),
-        json!({
-            // The model holds the Coder's calls for the whole measurement.
-            "openrouter": {"baseUrl": model.base_url(), "maxRetries": 0, "timeoutSeconds": HELD_FOR.as_secs()},
-            "slack": {"channelID": slack::CHANNEL, "apiUrl": slack.api_url(), "messagesPerSecond": 0},
-            "productManager": {"default": "cheap", "models": {"cheap": {"model": "bench/pm-model"}}},
-            "sandbox": {"runnerPath": runner.display().to_string()},
-            "access": {"maxConcurrentThreads": max_runs, "maxClaudeCallsPerHour": 0}
-        })
-        .to_string(),
-    )
-    .unwrap();
-    let mut daemon = Daemon(Some(
-        Command::new(env!("CARGO_BIN_EXE_codebutler"))
-            .arg("--repo")
-            .arg(repo.path())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("CODEBUTLER_HOME", home.path())
-            .env(
-                "RUST_LOG",
-                std::env::var("BENCH_DAEMON_LOG").unwrap_or_else(|_| "error".into()),
-            )
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    ));
-    let pid = daemon.pid();
-    assert!(
-        slack
-            .wait_until(Duration::from_secs(30), || slack.open_connections() > 0)
-            .await,
-        "the daemon did not connect to Slack"
-    );
+    let mut idle = Instance::start(&runner).await;
+    let mut loaded = Instance::start(&runner).await;
+    assert!(idle.repo.path() != loaded.repo.path());
     tokio::time::sleep(Duration::from_secs(1)).await;
+    let pid = loaded.daemon.pid();
 
-    let mut probe_threads: Vec<Option<String>> = vec![None; PROBE_THREADS];
     let mut rep = Repetition {
         idle: costs(pid),
+        idle_cpu: quiet_cpu(pid, &[]).await.0,
         ..Repetition::default()
     };
-    rep.idle_acks = probe(&slack, &mut probe_threads, index, "idle").await;
+    let (idle_acks, acks) = probe(&mut idle, &mut loaded, index, "no runs").await;
+    rep.idle_acks = idle_acks;
+    rep.before_runs_acks = acks;
 
     let mut started = 0;
     for &size in &SIZES {
-        start_runs(&slack, &model, started, size).await;
+        start_runs(&loaded.slack, &loaded.model, started, size).await;
         started = size;
         // Let the runs settle into their wait (allocations done, nothing in flight).
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -214,7 +263,9 @@ async fn repetition(index: usize) -> Repetition {
             }
             per_run.push(sum);
         }
-        let acks = probe(&slack, &mut probe_threads, index, &format!("{size} runs")).await;
+        let run_pids: Vec<u32> = runs.iter().flatten().map(|(_, p)| *p).collect();
+        let quiet_cpu = quiet_cpu(pid, &run_pids).await;
+        let (idle_acks, acks) = probe(&mut idle, &mut loaded, index, &format!("{size} runs")).await;
         // Still waiting: none ended during the probes.
         assert_eq!(run_trees(pid).len(), size, "a run ended while measured");
         rep.sizes.push(AtSize {
@@ -222,11 +273,17 @@ async fn repetition(index: usize) -> Repetition {
             per_role: per_role.iter().map(|c| median_costs(c)).collect(),
             per_run: median_costs(&per_run),
             processes_per_run,
+            idle_acks,
             acks,
+            quiet_cpu,
         });
     }
-    assert!(model.violations().is_empty(), "{:?}", model.violations());
-    daemon.stop();
+    for instance in [&idle, &loaded] {
+        let violations = instance.model.violations();
+        assert!(violations.is_empty(), "{violations:?}");
+    }
+    loaded.daemon.stop();
+    idle.daemon.stop();
     rep
 }
 
@@ -270,50 +327,62 @@ async fn start_runs(slack: &FakeSlack, model: &FakeModel, from: usize, to: usize
     );
 }
 
-/// Sends `PROBES` user messages at `RATE` into the probe threads (the first ones start
-/// them), waits for the PM to answer every one, and returns their ack latencies.
+/// Sends `PROBES` user messages at `RATE` to each daemon, to both at each tick (which one
+/// first alternates), into its probe threads (the first ones start them); waits for the PM
+/// to answer every one, and returns the ack latencies of the idle daemon and the loaded one.
 async fn probe(
-    slack: &FakeSlack,
-    threads: &mut [Option<String>],
+    idle: &mut Instance,
+    loaded: &mut Instance,
     rep: usize,
     phase: &str,
-) -> Vec<Duration> {
-    let posts_before = slack.calls_of("chat.postMessage").len();
+) -> (Vec<Duration>, Vec<Duration>) {
+    let posts_before = [&*idle, &*loaded].map(|d| d.slack.calls_of("chat.postMessage").len());
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
-    let mut envelopes = Vec::new();
+    let mut envelopes = [Vec::new(), Vec::new()];
     for i in 0..PROBES {
         tick.tick().await;
-        let t = i % threads.len();
+        let t = i % PROBE_THREADS;
         let text = format!("PROBE {rep}.{t}: {phase}, message {i}");
-        let sent = slack.user_message(slack::CHANNEL, USER, &text, threads[t].as_deref());
-        if threads[t].is_none() {
-            threads[t] = Some(sent.ts.clone());
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
+            let d: &mut Instance = if k == 0 { idle } else { loaded };
+            let sent =
+                d.slack
+                    .user_message(slack::CHANNEL, USER, &text, d.probe_threads[t].as_deref());
+            if d.probe_threads[t].is_none() {
+                d.probe_threads[t] = Some(sent.ts.clone());
+            }
+            envelopes[k].push(sent.envelope_id);
         }
-        envelopes.push(sent.envelope_id);
     }
-    let acked = slack
-        .wait_until(Duration::from_secs(60), || {
-            envelopes.iter().all(|e| slack.is_acked(e))
-        })
-        .await;
-    assert!(acked, "not every probe was acknowledged");
-    let acks: HashMap<String, Instant> = slack
-        .acks()
-        .into_iter()
-        .map(|a| (a.envelope_id, a.at))
-        .collect();
-    let latencies = envelopes
-        .iter()
-        .map(|e| acks[e].saturating_duration_since(slack.sent_at(e)))
-        .collect();
-    // The PM's answers are done before the next phase starts.
-    let answered = slack
-        .wait_until(Duration::from_secs(120), || {
-            slack.calls_of("chat.postMessage").len() >= posts_before + PROBES
-        })
-        .await;
-    assert!(answered, "the PM did not answer every probe");
-    latencies
+    let mut latencies = [Vec::new(), Vec::new()];
+    for (k, d) in [&*idle, &*loaded].into_iter().enumerate() {
+        let slack = &d.slack;
+        let acked = slack
+            .wait_until(Duration::from_secs(60), || {
+                envelopes[k].iter().all(|e| slack.is_acked(e))
+            })
+            .await;
+        assert!(acked, "not every probe was acknowledged");
+        let acks: HashMap<String, Instant> = slack
+            .acks()
+            .into_iter()
+            .map(|a| (a.envelope_id, a.at))
+            .collect();
+        latencies[k] = envelopes[k]
+            .iter()
+            .map(|e| acks[e].saturating_duration_since(slack.sent_at(e)))
+            .collect();
+        // The PM's answers are done before the next phase starts.
+        let answered = slack
+            .wait_until(Duration::from_secs(120), || {
+                slack.calls_of("chat.postMessage").len() >= posts_before[k] + PROBES
+            })
+            .await;
+        assert!(answered, "the PM did not answer every probe");
+    }
+    let [idle_acks, loaded_acks] = latencies;
+    (idle_acks, loaded_acks)
 }
 
 fn make_repo(root: &Path) {
@@ -443,6 +512,28 @@ fn run_trees(daemon: u32) -> Vec<Vec<(usize, u32)>> {
         .collect()
 }
 
+/// The CPU time (user + system) of a process so far, in clock ticks.
+fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // `state` is field 3 of stat, so utime (14) and stime (15) are at 11 and 12 here.
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// The CPU the daemon and the runs' processes use over [`QUIET`] while nothing is sent, in
+/// percent of one core (clock ticks of 10 ms: a resolution of 0.2 % over 5 s).
+async fn quiet_cpu(daemon: u32, runs: &[u32]) -> (f64, f64) {
+    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
+    let runs_ticks = || runs.iter().map(|p| cpu_ticks(*p)).sum::<u64>();
+    let (d0, r0) = (cpu_ticks(daemon), runs_ticks());
+    tokio::time::sleep(QUIET).await;
+    let (d1, r1) = (cpu_ticks(daemon), runs_ticks());
+    let percent = |t: u64| t as f64 / ticks / QUIET.as_secs_f64() * 100.0;
+    (percent(d1 - d0), percent(r1 - r0))
+}
+
 /// A process's RSS, PSS, threads and open descriptors.
 fn costs(pid: u32) -> Costs {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -495,7 +586,8 @@ fn mib(kib: f64) -> f64 {
 }
 
 /// The figures of one size of one repetition, by name, in print order.
-fn figures(idle: &Costs, idle_acks: &[Duration], at: &AtSize, size: usize) -> Vec<(String, f64)> {
+fn figures(rep: &Repetition, at: &AtSize, size: usize) -> Vec<(String, f64)> {
+    let (idle, idle_acks) = (&rep.idle, &at.idle_acks);
     let n = size as f64;
     let ctl = &at.controller;
     let increment = |now: u64, before: u64| (now as f64 - before as f64) / n;
@@ -512,6 +604,16 @@ fn figures(idle: &Costs, idle_acks: &[Duration], at: &AtSize, size: usize) -> Ve
             increment(ctl.fds, idle.fds),
         ),
         ("controller threads".to_owned(), ctl.threads as f64),
+        (
+            "before runs: ack p99, other daemon / idle one".to_owned(),
+            ms(percentile(&rep.before_runs_acks, 99.0)) / ms(percentile(&rep.idle_acks, 99.0)),
+        ),
+        (
+            "controller CPU, quiet, idle daemon (%)".to_owned(),
+            rep.idle_cpu,
+        ),
+        ("controller CPU, quiet (%)".to_owned(), at.quiet_cpu.0),
+        ("all runs' CPU, quiet (%)".to_owned(), at.quiet_cpu.1),
     ];
     for (role, c) in ROLES.iter().zip(&at.per_role) {
         f.push((format!("{role}: RSS (MiB)"), mib(c.rss_kib as f64)));
@@ -540,11 +642,11 @@ fn figures(idle: &Costs, idle_acks: &[Duration], at: &AtSize, size: usize) -> Ve
         mib(run.rss_kib as f64 + increment(ctl.rss_kib, idle.rss_kib)),
     ));
     f.push((
-        "ack p50, idle (ms)".to_owned(),
+        "ack p50, idle daemon (ms)".to_owned(),
         ms(percentile(idle_acks, 50.0)),
     ));
     f.push((
-        "ack p99, idle (ms)".to_owned(),
+        "ack p99, idle daemon (ms)".to_owned(),
         ms(percentile(idle_acks, 99.0)),
     ));
     f.push((
@@ -556,7 +658,7 @@ fn figures(idle: &Costs, idle_acks: &[Duration], at: &AtSize, size: usize) -> Ve
         ms(percentile(&at.acks, 99.0)),
     ));
     f.push((
-        "ack p99, loaded / idle".to_owned(),
+        "ack p99, loaded / idle daemon".to_owned(),
         ms(percentile(&at.acks, 99.0)) / ms(percentile(idle_acks, 99.0)),
     ));
     f
@@ -574,11 +676,26 @@ fn print_repetition(index: usize, rep: &Repetition) {
         ms(percentile(&rep.idle_acks, 99.0)),
     );
     for (size, at) in SIZES.iter().zip(&rep.sizes) {
-        let line: Vec<String> = figures(&rep.idle, &rep.idle_acks, at, *size)
+        let line: Vec<String> = figures(rep, at, *size)
             .into_iter()
             .map(|(name, value)| format!("{name}={value:.2}"))
             .collect();
         println!("  {size} runs: {}", line.join("; "));
+        // Where in the phase the slow acks fall (seconds from its start), to tell a stall
+        // from a steady cost.
+        let slow = ms(percentile(&at.idle_acks, 99.0)) * 1.5;
+        let late: Vec<String> = at
+            .acks
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| ms(**a) > slow)
+            .map(|(i, a)| format!("{:.2}s:{:.0}ms", i as f64 / RATE as f64, ms(*a)))
+            .collect();
+        println!(
+            "  {size} runs: {} acks over 1.5 × the idle p99: {}",
+            late.len(),
+            late.join(" ")
+        );
     }
 }
 
@@ -610,7 +727,7 @@ fn print_medians(reps: &[Repetition]) {
         .enumerate()
         .map(|(s, size)| {
             reps.iter()
-                .map(|r| figures(&r.idle, &r.idle_acks, &r.sizes[s], *size))
+                .map(|r| figures(r, &r.sizes[s], *size))
                 .collect()
         })
         .collect();
