@@ -32,4 +32,5 @@ mod resilience;
 mod reviews;
 mod runners;
 mod team;
+mod waiting_runs;
 mod worktree;
