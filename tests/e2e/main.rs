@@ -33,4 +33,5 @@ mod resilience;
 mod reviews;
 mod runners;
 mod team;
+mod waiting_runs;
 mod worktree;
