@@ -16,7 +16,7 @@ use serde::Deserialize;
 
 use super::list_files::{compile_glob, glob_matches};
 use super::path::{PathStyle, RepoRoot};
-use super::walk::{FileVisitor, FirstInPathOrder, dir_wanted, lock, walk};
+use super::walk::{FileVisitor, FirstInPathOrder, Threads, dir_wanted, lock, walk};
 use crate::conversation::ToolSpec;
 use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
@@ -106,9 +106,14 @@ fn search(root: &RepoRoot, style: PathStyle, args: &Args) -> Result<String, Tool
         .as_deref()
         .map(|p| style.relative(root, p))
         .transpose()?;
+    let threads = match style {
+        PathStyle::Repository => Threads::Several,
+        PathStyle::Worktree => Threads::One,
+    };
     search_files(
         NAME,
         root,
+        threads,
         &args.pattern,
         args.glob.as_deref(),
         path.as_deref(),
@@ -122,6 +127,7 @@ fn search(root: &RepoRoot, style: PathStyle, args: &Args) -> Result<String, Tool
 fn search_files(
     tool: &str,
     root: &RepoRoot,
+    threads: Threads,
     pattern: &str,
     glob: Option<&str>,
     path: Option<&str>,
@@ -135,7 +141,7 @@ fn search_files(
     let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
     let found = Mutex::new(FirstInPathOrder::new(MAX_MATCHES));
-    walk(root, &start, || Searching {
+    walk(root, &start, threads, || Searching {
         matcher: matcher.clone(),
         searcher: SearcherBuilder::new()
             .binary_detection(BinaryDetection::quit(b'\x00'))

@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::path::{PathStyle, RepoRoot};
-use super::walk::{FileVisitor, FirstInPathOrder, dir_wanted, lock, walk, walk_files};
+use super::walk::{FileVisitor, FirstInPathOrder, Threads, dir_wanted, lock, walk, walk_files};
 use crate::conversation::ToolSpec;
 use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
@@ -124,7 +124,7 @@ fn matching_files(
     let glob = compile_glob(tool, pattern)?;
     let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
-    Ok(walk_files(root, &start)
+    Ok(walk_files(root, &start, Threads::One)
         .into_iter()
         .filter(|(rel, _)| glob_matches(&glob, rel, &start_rel))
         .collect())
@@ -137,7 +137,7 @@ fn list(root: &RepoRoot, pattern: &str, path: Option<&str>) -> Result<String, To
     let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
     let found = Mutex::new(FirstInPathOrder::new(MAX_FILES));
-    walk(root, &start, || Listing {
+    walk(root, &start, Threads::Several, || Listing {
         glob: &glob,
         start_rel: &start_rel,
         found: &found,

@@ -27,14 +27,28 @@ pub(crate) trait FileVisitor: Send {
     }
 }
 
-/// Walks the files under `start` (a directory or a single file inside `root`) on several
-/// threads, each with a visitor made by `visitor`. Unreadable entries are skipped.
+/// Whether a walk may use several threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Threads {
+    /// Several, as ripgrep walks: for the PM's tools, in the controller.
+    Several,
+    /// The calling thread only: for the Coder's tools in the sandbox, where one reply's
+    /// read-only calls already run side by side and threads count against its process
+    /// limit.
+    One,
+}
+
+/// Walks the files under `start` (a directory or a single file inside `root`), on several
+/// threads each with a visitor made by `visitor`, or on this one. Unreadable entries are
+/// skipped.
 pub(crate) fn walk<'s, V: FileVisitor + 's>(
     root: &'s RepoRoot,
     start: &Path,
+    threads: Threads,
     mut visitor: impl FnMut() -> V + 's,
 ) {
-    let walker = ignore::WalkBuilder::new(start)
+    let mut builder = ignore::WalkBuilder::new(start);
+    builder
         .follow_links(false)
         .threads(0)
         .filter_entry(|entry| {
@@ -42,9 +56,26 @@ pub(crate) fn walk<'s, V: FileVisitor + 's>(
                 .file_name()
                 .to_str()
                 .is_none_or(|name| private_dir_reason(name).is_none())
-        })
-        .build_parallel();
-    walker.run(|| {
+        });
+    if threads == Threads::One {
+        let mut visitor = visitor();
+        // `ignore`'s sequential walk cannot skip a directory: a visitor's `Skip` only saves
+        // the work it would do with the files below.
+        for entry in builder.build() {
+            let state = match entry {
+                Ok(entry) => visit(root, &mut visitor, entry),
+                Err(e) => {
+                    tracing::debug!(error = %e, "skipping an unreadable entry");
+                    WalkState::Continue
+                }
+            };
+            if matches!(state, WalkState::Quit) {
+                break;
+            }
+        }
+        return;
+    }
+    builder.build_parallel().run(|| {
         let mut visitor = visitor();
         Box::new(move |entry| match entry {
             Ok(entry) => visit(root, &mut visitor, entry),
@@ -74,10 +105,14 @@ fn visit(root: &RepoRoot, visitor: &mut impl FileVisitor, entry: DirEntry) -> Wa
 }
 
 /// The regular files under `start` (a directory or a single file inside `root`), sorted
-/// by their path relative to the root. Unreadable entries are skipped.
-pub(crate) fn walk_files(root: &RepoRoot, start: &Path) -> Vec<(String, PathBuf)> {
+/// by their path relative to the root, walked on `threads`. Unreadable entries are skipped.
+pub(crate) fn walk_files(
+    root: &RepoRoot,
+    start: &Path,
+    threads: Threads,
+) -> Vec<(String, PathBuf)> {
     let found = Mutex::new(Vec::new());
-    walk(root, start, || Collect {
+    walk(root, start, threads, || Collect {
         mine: Vec::new(),
         all: &found,
     });
@@ -194,12 +229,12 @@ mod tests {
                 (".hidden/x", "x"),
             ],
         );
-        let rels: Vec<String> = walk_files(&root, root.root())
+        let rels: Vec<String> = walk_files(&root, root.root(), Threads::Several)
             .into_iter()
             .map(|(rel, _)| rel)
             .collect();
         assert_eq!(rels, vec!["README.md", "b/z.txt", "src/main.rs"]);
-        let sub: Vec<String> = walk_files(&root, &root.root().join("src"))
+        let sub: Vec<String> = walk_files(&root, &root.root().join("src"), Threads::One)
             .into_iter()
             .map(|(rel, _)| rel)
             .collect();
@@ -216,7 +251,7 @@ mod tests {
             .map(|(p, t)| (p.as_str(), t.as_str()))
             .collect();
         let (_dir, root) = repo_with(&listed);
-        let rels: Vec<String> = walk_files(&root, root.root())
+        let rels: Vec<String> = walk_files(&root, root.root(), Threads::Several)
             .into_iter()
             .map(|(rel, _)| rel)
             .collect();
