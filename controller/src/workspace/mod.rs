@@ -1,6 +1,6 @@
 //! The worktrees Coder runs work in ([`worktree`], prepared per platform by [`platform`]):
-//! each a repository of its own with only its thread's history ([`thread_repo`]) on a disk
-//! of its own ([`disk`]), whose files the controller reads and writes only through the
+//! each a repository of its own with only its thread's history ([`thread_repo`], its files
+//! written by [`base_checkout`]) on a disk of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
 //! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]). The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
@@ -8,6 +8,7 @@
 //! by [`pull_request`]; a branch is brought up to date with the default branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
 
+pub mod base_checkout;
 pub mod branch_diff;
 pub mod branch_files;
 pub mod checkpoint;

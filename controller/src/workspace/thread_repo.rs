@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use git2::{Oid, Repository, RepositoryInitOptions, RepositoryOpenFlags};
 
-use super::git_command;
+use super::{base_checkout, git_command};
 
 /// The identity of every commit the controller makes.
 pub const BOT_NAME: &str = "CodeButler";
@@ -114,7 +114,7 @@ pub fn open(worktree: &Path) -> Result<Repository, ThreadRepoError> {
 /// the base store `objects`, `HEAD` on `branch` at `base`, the base recorded in
 /// [`BASE_REF`] (and as `refs/remotes/<upstream>` when given, e.g. `origin/main`), the main
 /// repository `main`'s shallow boundary if it is a shallow clone, and the base's files
-/// checked out.
+/// checked out with the index ([`base_checkout`]).
 pub fn init(
     main: &Path,
     worktree: &Path,
@@ -175,11 +175,7 @@ pub fn init(
         )
         .map_err(git(format!("record {upstream}")))?;
     }
-    let mut checkout = git2::build::CheckoutBuilder::new();
-    checkout.force();
-    repo.checkout_tree(commit.as_object(), Some(&mut checkout))
-        .map_err(git("check out the base's files"))?;
-    Ok(())
+    base_checkout::check_out(&repo, worktree, commit.tree_id())
 }
 
 /// The directory of the base store for `commit` under `stores` (`.codebutler/git/bases`).

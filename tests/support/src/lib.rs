@@ -6,7 +6,8 @@
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations, with the pull
 //!   requests and issues of [`gh_items`] for tests that refer to them.
 //!
-//! Plus [`git`], the fixture tests build repositories with, [`merge`] for layering JSON
+//! Plus [`git`], the fixture tests build repositories with, [`large_repo`], the benchmarks'
+//! large repository, [`merge`] for layering JSON
 //! configs, [`wait_until`], a small polling helper, [`mounts`], the clean-up of the disk
 //! mounts a daemon under test leaves, and [`postgres`], a throw-away PostgreSQL cluster per
 //! test process.
@@ -16,6 +17,7 @@
 pub mod gh;
 pub mod gh_items;
 pub mod git;
+pub mod large_repo;
 pub mod model;
 pub mod mounts;
 pub mod postgres;

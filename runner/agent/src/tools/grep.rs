@@ -3,17 +3,20 @@
 //! implementation, two path styles: the PM's Grep (repository-relative paths) and the
 //! Coder's Grep (absolute worktree paths too).
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use globset::GlobMatcher;
 use grep_regex::RegexMatcher;
-use grep_searcher::{BinaryDetection, SearcherBuilder, sinks};
+use grep_searcher::{BinaryDetection, Searcher, SearcherBuilder, sinks};
+use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::list_files::{compile_glob, glob_matches};
 use super::path::{PathStyle, RepoRoot};
-use super::walk::walk_files;
+use super::walk::{FileVisitor, FirstInPathOrder, Threads, dir_wanted, lock, walk};
 use crate::conversation::ToolSpec;
 use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
@@ -103,9 +106,14 @@ fn search(root: &RepoRoot, style: PathStyle, args: &Args) -> Result<String, Tool
         .as_deref()
         .map(|p| style.relative(root, p))
         .transpose()?;
+    let threads = match style {
+        PathStyle::Repository => Threads::Several,
+        PathStyle::Worktree => Threads::One,
+    };
     search_files(
         NAME,
         root,
+        threads,
         &args.pattern,
         args.glob.as_deref(),
         path.as_deref(),
@@ -119,6 +127,7 @@ fn search(root: &RepoRoot, style: PathStyle, args: &Args) -> Result<String, Tool
 fn search_files(
     tool: &str,
     root: &RepoRoot,
+    threads: Threads,
     pattern: &str,
     glob: Option<&str>,
     path: Option<&str>,
@@ -131,29 +140,21 @@ fn search_files(
     let glob = glob.map(|g| compile_glob(tool, g)).transpose()?;
     let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
-    let mut searcher = SearcherBuilder::new()
-        .binary_detection(BinaryDetection::quit(b'\x00'))
-        .line_number(true)
-        .build();
-
-    let mut results: Vec<String> = Vec::new();
-    for (rel, path) in walk_files(root, &start) {
-        if let Some(glob) = &glob {
-            if !glob_matches(glob, &rel, &start_rel) {
-                continue;
-            }
-        }
-        let sink = sinks::Lossy(|line_number, line| {
-            results.push(format!("{rel}:{line_number}:{}", display_line(line)));
-            Ok(results.len() <= MAX_MATCHES)
-        });
-        if let Err(e) = searcher.search_path(&matcher, &path, sink) {
-            tracing::debug!(file = %rel, error = %e, "skipping a file Grep could not read");
-        }
-        if results.len() > MAX_MATCHES {
-            break;
-        }
-    }
+    let found = Mutex::new(FirstInPathOrder::new(MAX_MATCHES));
+    walk(root, &start, threads, || Searching {
+        matcher: matcher.clone(),
+        searcher: SearcherBuilder::new()
+            .binary_detection(BinaryDetection::quit(b'\x00'))
+            .line_number(true)
+            .build(),
+        glob: glob.as_ref(),
+        start_rel: &start_rel,
+        found: &found,
+    });
+    let mut results = found
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_lines();
     if results.is_empty() {
         return Ok("no matches".to_owned());
     }
@@ -166,6 +167,42 @@ fn search_files(
         ));
     }
     Ok(out)
+}
+
+/// One walking thread's search: its own searcher and matcher.
+struct Searching<'a> {
+    matcher: RegexMatcher,
+    searcher: Searcher,
+    glob: Option<&'a GlobMatcher>,
+    start_rel: &'a str,
+    found: &'a Mutex<FirstInPathOrder>,
+}
+
+impl FileVisitor for Searching<'_> {
+    fn file(&mut self, rel: String, path: PathBuf) -> WalkState {
+        if let Some(glob) = self.glob {
+            if !glob_matches(glob, &rel, self.start_rel) {
+                return WalkState::Continue;
+            }
+        }
+        if !lock(self.found).wanted(&rel) {
+            return WalkState::Continue;
+        }
+        let mut lines = Vec::new();
+        let sink = sinks::Lossy(|line_number, line| {
+            lines.push(format!("{rel}:{line_number}:{}", display_line(line)));
+            Ok(lines.len() <= MAX_MATCHES)
+        });
+        if let Err(e) = self.searcher.search_path(&self.matcher, &path, sink) {
+            tracing::debug!(file = %rel, error = %e, "skipping a file Grep could not read");
+        }
+        lock(self.found).add(rel, lines);
+        WalkState::Continue
+    }
+
+    fn dir(&mut self, rel: &str) -> WalkState {
+        dir_wanted(self.found, rel)
+    }
 }
 
 #[async_trait]
@@ -302,6 +339,54 @@ mod tests {
         assert_eq!(
             lines[100],
             "[stopped at 100 matches; narrow the pattern or path]"
+        );
+    }
+
+    /// Searched on several threads, the answer is still the first 100 matches in path
+    /// order, whichever files the threads happened to search first.
+    #[tokio::test]
+    async fn the_cap_keeps_the_first_matches_in_path_order_across_many_files() {
+        let files: Vec<(String, String)> = (0..400)
+            .map(|i| {
+                let body = if i % 3 == 0 {
+                    format!("hit {i} a\nmiss\nhit {i} b\nhit {i} c\n")
+                } else {
+                    "miss\n".to_owned()
+                };
+                (format!("d{}/e{}/f{i}.txt", i % 11, i % 4), body)
+            })
+            .collect();
+        let listed: Vec<(&str, &str)> = files
+            .iter()
+            .map(|(p, t)| (p.as_str(), t.as_str()))
+            .collect();
+        let (_dir, root) = repo_with(&listed);
+        let mut sorted = files.clone();
+        sorted.sort();
+        let expected: Vec<String> = sorted
+            .iter()
+            .flat_map(|(path, body)| {
+                body.lines()
+                    .enumerate()
+                    .filter(|(_, l)| l.starts_with("hit"))
+                    .map(move |(n, l)| format!("{path}:{}:{l}", n + 1))
+            })
+            .take(MAX_MATCHES)
+            .collect();
+        for _ in 0..5 {
+            let out = run(&root, json!({"pattern": "^hit"})).await.unwrap();
+            let lines: Vec<&str> = out.lines().collect();
+            assert_eq!(lines[..MAX_MATCHES], expected[..]);
+            assert_eq!(
+                lines[MAX_MATCHES],
+                "[stopped at 100 matches; narrow the pattern or path]"
+            );
+        }
+        // Fewer matches than the cap: all of them, in order.
+        let out = run(&root, json!({"pattern": "^hit 3 "})).await.unwrap();
+        assert_eq!(
+            out,
+            "d3/e3/f3.txt:1:hit 3 a\nd3/e3/f3.txt:3:hit 3 b\nd3/e3/f3.txt:4:hit 3 c"
         );
     }
 

@@ -4,16 +4,17 @@
 //! modified first, as coding models expect of a tool by that name).
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
 use globset::{Glob, GlobMatcher};
+use ignore::WalkState;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::path::{PathStyle, RepoRoot};
-use super::walk::walk_files;
+use super::walk::{FileVisitor, FirstInPathOrder, Threads, dir_wanted, lock, walk, walk_files};
 use crate::conversation::ToolSpec;
 use crate::schema::parameters;
 use crate::tool::{Tool, ToolError, parse_args};
@@ -123,17 +124,52 @@ fn matching_files(
     let glob = compile_glob(tool, pattern)?;
     let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
-    Ok(walk_files(root, &start)
+    Ok(walk_files(root, &start, Threads::One)
         .into_iter()
         .filter(|(rel, _)| glob_matches(&glob, rel, &start_rel))
         .collect())
 }
 
+/// The PM's ListFiles: the first [`MAX_FILES`] matching paths in path order, the walk
+/// skipping what sorts after them.
 fn list(root: &RepoRoot, pattern: &str, path: Option<&str>) -> Result<String, ToolError> {
-    let matched = matching_files(NAME, root, pattern, path)?
-        .into_iter()
-        .map(|(rel, _)| rel);
+    let glob = compile_glob(NAME, pattern)?;
+    let start = root.resolve(path.unwrap_or(""))?;
+    let start_rel = root.relative(&start);
+    let found = Mutex::new(FirstInPathOrder::new(MAX_FILES));
+    walk(root, &start, Threads::Several, || Listing {
+        glob: &glob,
+        start_rel: &start_rel,
+        found: &found,
+    });
+    let matched = found
+        .into_inner()
+        .unwrap_or_else(|p| p.into_inner())
+        .into_lines();
     Ok(render_file_list(matched))
+}
+
+/// One walking thread's listing.
+struct Listing<'a> {
+    glob: &'a GlobMatcher,
+    start_rel: &'a str,
+    found: &'a Mutex<FirstInPathOrder>,
+}
+
+impl FileVisitor for Listing<'_> {
+    fn file(&mut self, rel: String, _path: PathBuf) -> WalkState {
+        if glob_matches(self.glob, &rel, self.start_rel) {
+            let mut found = lock(self.found);
+            if found.wanted(&rel) {
+                found.add(rel.clone(), vec![rel]);
+            }
+        }
+        WalkState::Continue
+    }
+
+    fn dir(&mut self, rel: &str) -> WalkState {
+        dir_wanted(self.found, rel)
+    }
 }
 
 /// The Coder's Glob: worktree paths, newest first.
