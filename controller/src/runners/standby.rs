@@ -9,12 +9,12 @@
 
 use std::path::PathBuf;
 
-use codebutler_proto::runner::v1::RunnerCommand;
+use codebutler_proto::runner::v1::{RunnerCommand, RunnerEvent};
 use tokio::sync::mpsc;
-use tokio_util::sync::DropGuard;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::launcher::RunnerProcess;
 use super::request::{Reporting, RunRequest, Workspace};
-use super::supervisor::Runner;
 use crate::domain::ThreadKey;
 use crate::workspace::checkpoint::Snapshot;
 
@@ -121,5 +121,41 @@ impl Standby {
         } = self;
         stop.disarm();
         (run_id, commands, Box::new(waiting))
+    }
+}
+
+/// A launched runner: its process, the events its hub receives, and the hub.
+pub(super) struct Runner {
+    pub(super) child: RunnerProcess,
+    pub(super) events: mpsc::Receiver<RunnerEvent>,
+    pub(super) hub_stop: CancellationToken,
+    pub(super) hub_task: tokio::task::JoinHandle<()>,
+}
+
+impl Runner {
+    /// Starts killing the runner's process (its end is awaited by whoever waits on it).
+    pub(super) fn start_kill(&mut self, run_id: &str) {
+        if let Err(e) = self.child.start_kill() {
+            tracing::warn!(run = run_id, "kill the runner: {e}");
+        }
+    }
+
+    /// Waits for the runner's process to end. `None` when its status could not be read.
+    pub(super) async fn wait(&mut self, run_id: &str) -> Option<std::process::ExitStatus> {
+        match self.child.wait().await {
+            Ok(status) => Some(status),
+            Err(e) => {
+                tracing::warn!(run = run_id, "wait for the runner: {e}");
+                None
+            }
+        }
+    }
+
+    /// Stops the run's hub once the runner is gone.
+    pub(super) async fn stop_hub(self, run_id: &str) {
+        self.hub_stop.cancel();
+        if let Err(e) = self.hub_task.await {
+            tracing::error!(run = run_id, "the run's hub ended abnormally: {e}");
+        }
     }
 }

@@ -21,9 +21,9 @@ use tokio_util::task::TaskTracker;
 use super::ending::ending_of;
 use super::fetch::FetchPolicy;
 use super::hub::RunHub;
-use super::launcher::{LaunchError, LaunchRequest, Launcher, RunnerProcess};
+use super::launcher::{LaunchError, LaunchRequest, Launcher};
 pub use super::request::{Prepared, Reporting, Resume, RunRequest, UNATTENDED_ANSWER, Workspace};
-use super::standby::{Launch, Waiting};
+use super::standby::{Launch, Runner, Waiting};
 pub use super::standby::{RunSite, Standby};
 use crate::domain::{RunRecord, RunState};
 use crate::gateway::{CallContext, Gateway};
@@ -492,42 +492,6 @@ enum RunnerStartError {
     Mount(#[from] WorktreeError),
     #[error(transparent)]
     Launch(#[from] LaunchError),
-}
-
-/// A launched runner: its process, the events its hub receives, and the hub.
-pub(super) struct Runner {
-    pub(super) child: RunnerProcess,
-    events: mpsc::Receiver<RunnerEvent>,
-    pub(super) hub_stop: CancellationToken,
-    hub_task: tokio::task::JoinHandle<()>,
-}
-
-impl Runner {
-    /// Starts killing the runner's process (its end is awaited by whoever waits on it).
-    pub(super) fn start_kill(&mut self, run_id: &str) {
-        if let Err(e) = self.child.start_kill() {
-            tracing::warn!(run = run_id, "kill the runner: {e}");
-        }
-    }
-
-    /// Waits for the runner's process to end. `None` when its status could not be read.
-    pub(super) async fn wait(&mut self, run_id: &str) -> Option<std::process::ExitStatus> {
-        match self.child.wait().await {
-            Ok(status) => Some(status),
-            Err(e) => {
-                tracing::warn!(run = run_id, "wait for the runner: {e}");
-                None
-            }
-        }
-    }
-
-    /// Stops the run's hub once the runner is gone.
-    pub(super) async fn stop_hub(self, run_id: &str) {
-        self.hub_stop.cancel();
-        if let Err(e) = self.hub_task.await {
-            tracing::error!(run = run_id, "the run's hub ended abnormally: {e}");
-        }
-    }
 }
 
 /// The exit code of a runner that ended with `exit`.

@@ -1,5 +1,5 @@
 //! Writing a base commit's files into a new thread worktree, and its index: the checkout
-//! of [`super::thread_repo::init`], done in parallel like git's `checkout.workers`.
+//! of the thread repository's `init`, done in parallel like git's `checkout.workers`.
 //!
 //! libgit2's checkout writes one file after another and looks up `.gitattributes` for each
 //! of them; this one reads the blobs (inflating them) and writes the files on several
@@ -26,9 +26,10 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use codebutler_sandbox::worktree_wire;
-use git2::{FileMode, IndexEntry, IndexTime, Oid, Repository, TreeWalkMode, TreeWalkResult};
-
-use super::thread_repo::{self, ThreadRepoError};
+use git2::{
+    FileMode, IndexEntry, IndexTime, Oid, Repository, RepositoryOpenFlags, TreeWalkMode,
+    TreeWalkResult,
+};
 
 /// Most threads writing files at once.
 const MAX_WORKERS: usize = 8;
@@ -44,13 +45,13 @@ struct Entry {
 
 /// Writes the files of the tree `tree` of the repository `repo` into its worktree
 /// `worktree` (an empty directory but for `.git`) and replaces the index with them.
-pub fn check_out(repo: &Repository, worktree: &Path, tree: Oid) -> Result<(), ThreadRepoError> {
+pub fn check_out(repo: &Repository, worktree: &Path, tree: Oid) -> Result<(), CheckoutError> {
     let (dirs, files) = list(repo, tree)?;
     for dir in &dirs {
         let path = worktree.join(OsStr::from_bytes(dir));
         fs::create_dir(&path).map_err(io_err(format!("create {}", path.display())))?;
     }
-    let mut entries = write_files(worktree, &files)?;
+    let mut entries = write_files(repo.path(), worktree, &files)?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     let mut index = repo.index().map_err(git("open the index"))?;
     index.clear().map_err(git("clear the index"))?;
@@ -65,7 +66,7 @@ pub fn check_out(repo: &Repository, worktree: &Path, tree: Oid) -> Result<(), Th
 
 /// The tree's directories (parents first) and its files, submodules and symlinks, each
 /// path checked.
-fn list(repo: &Repository, tree: Oid) -> Result<(Vec<Vec<u8>>, Vec<Entry>), ThreadRepoError> {
+fn list(repo: &Repository, tree: Oid) -> Result<(Vec<Vec<u8>>, Vec<Entry>), CheckoutError> {
     let tree = repo.find_tree(tree).map_err(git("read the base's tree"))?;
     let (mut dirs, mut files) = (Vec::new(), Vec::new());
     let mut refused = None;
@@ -115,32 +116,36 @@ fn list(repo: &Repository, tree: Oid) -> Result<(Vec<Vec<u8>>, Vec<Entry>), Thre
         TreeWalkResult::Ok
     })
     .map_err(|e| match refused.take() {
-        Some(reason) => ThreadRepoError::Invalid(reason),
-        None => ThreadRepoError::Git {
+        Some(reason) => CheckoutError::Invalid(reason),
+        None => CheckoutError::Git {
             step: "list the base's files".into(),
             source: e,
         },
     })?;
     if let Some(reason) = refused {
-        return Err(ThreadRepoError::Invalid(reason));
+        return Err(CheckoutError::Invalid(reason));
     }
     Ok((dirs, files))
 }
 
 /// Writes `files` under `worktree` on up to [`MAX_WORKERS`] threads, each reading blobs
-/// through its own handle on the repository; returns their index entries.
-fn write_files(worktree: &Path, files: &[Entry]) -> Result<Vec<IndexEntry>, ThreadRepoError> {
+/// through its own handle on the repository at `git_dir`; returns their index entries.
+fn write_files(
+    git_dir: &Path,
+    worktree: &Path,
+    files: &[Entry],
+) -> Result<Vec<IndexEntry>, CheckoutError> {
     let workers = std::thread::available_parallelism()
         .map_or(1, usize::from)
         .clamp(1, MAX_WORKERS)
         .min(files.len().div_ceil(CHUNK).max(1));
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let outcomes: Vec<Result<Vec<IndexEntry>, ThreadRepoError>> = std::thread::scope(|scope| {
+    let outcomes: Vec<Result<Vec<IndexEntry>, CheckoutError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 scope.spawn(|| {
-                    let outcome = work(worktree, files, &next, &failed);
+                    let outcome = work(git_dir, worktree, files, &next, &failed);
                     if outcome.is_err() {
                         failed.store(true, Ordering::Relaxed);
                     }
@@ -152,7 +157,7 @@ fn write_files(worktree: &Path, files: &[Entry]) -> Result<Vec<IndexEntry>, Thre
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(ThreadRepoError::Invalid(
+                    Err(CheckoutError::Invalid(
                         "a checkout thread panicked".to_owned(),
                     ))
                 })
@@ -169,12 +174,20 @@ fn write_files(worktree: &Path, files: &[Entry]) -> Result<Vec<IndexEntry>, Thre
 /// One worker: takes [`CHUNK`] entries at a time from `next` until none are left or
 /// another worker `failed`, and writes them.
 fn work(
+    git_dir: &Path,
     worktree: &Path,
     files: &[Entry],
     next: &AtomicUsize,
     failed: &AtomicBool,
-) -> Result<Vec<IndexEntry>, ThreadRepoError> {
-    let repo = thread_repo::open(worktree)?;
+) -> Result<Vec<IndexEntry>, CheckoutError> {
+    // The thread's repository, already opened and checked by the caller: a handle of this
+    // worker's own on the same git directory.
+    let repo = Repository::open_ext(
+        git_dir,
+        RepositoryOpenFlags::NO_SEARCH | RepositoryOpenFlags::BARE,
+        std::iter::empty::<&str>(),
+    )
+    .map_err(git(format!("open {}", git_dir.display())))?;
     let odb = repo.odb().map_err(git("open the repository's objects"))?;
     let mut entries = Vec::new();
     loop {
@@ -193,7 +206,7 @@ fn write_one(
     odb: &git2::Odb<'_>,
     worktree: &Path,
     file: &Entry,
-) -> Result<IndexEntry, ThreadRepoError> {
+) -> Result<IndexEntry, CheckoutError> {
     let path = worktree.join(OsStr::from_bytes(&file.path));
     let shown = || worktree_wire::show(&file.path);
     let meta = match file.mode {
@@ -260,14 +273,34 @@ fn index_entry(file: &Entry, meta: &fs::Metadata) -> IndexEntry {
     }
 }
 
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ThreadRepoError {
-    let step = step.into();
-    move |source| ThreadRepoError::Git { step, source }
+/// Why a base could not be checked out.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckoutError {
+    #[error("{step}: {}", source.message())]
+    Git {
+        step: String,
+        #[source]
+        source: git2::Error,
+    },
+    #[error("{step}: {source}")]
+    Io {
+        step: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A path or mode the checkout refuses, said for people.
+    #[error("{0}")]
+    Invalid(String),
 }
 
-fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> ThreadRepoError {
+fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> CheckoutError {
     let step = step.into();
-    move |source| ThreadRepoError::Io { step, source }
+    move |source| CheckoutError::Git { step, source }
+}
+
+fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> CheckoutError {
+    let step = step.into();
+    move |source| CheckoutError::Io { step, source }
 }
 
 #[cfg(test)]

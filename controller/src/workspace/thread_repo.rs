@@ -72,6 +72,8 @@ pub enum ThreadRepoError {
     Invalid(String),
     #[error("pack the base commit's history: {0}")]
     Pack(String),
+    #[error(transparent)]
+    Checkout(#[from] base_checkout::CheckoutError),
 }
 
 fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ThreadRepoError {
@@ -175,7 +177,7 @@ pub fn init(
         )
         .map_err(git(format!("record {upstream}")))?;
     }
-    base_checkout::check_out(&repo, worktree, commit.tree_id())
+    Ok(base_checkout::check_out(&repo, worktree, commit.tree_id())?)
 }
 
 /// The directory of the base store for `commit` under `stores` (`.codebutler/git/bases`).
