@@ -363,6 +363,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         events,
         commands: Mutex::new(Some(command_rx)),
         cancel: stop.clone(),
+        tasked: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         calls_per_hour: 0,
         worktree: "/w".into(),
         repo: "/w".into(),

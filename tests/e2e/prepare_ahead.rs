@@ -406,3 +406,97 @@ async fn a_restart_leaves_no_preparation_behind() {
     );
     assert!(!branch_exists(&env, "work-on-ahead-crash"));
 }
+
+/// A runner launched ahead of its plan's approval is answered nothing but its session: a
+/// model call through its hub is refused before it reaches the model, whatever the process
+/// tries; once the task is sent, the same call goes through.
+#[tokio::test]
+async fn a_runner_without_its_task_is_answered_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    use codebutler_agent::conversation::ChatMessage;
+    use codebutler_agent::tool_loop::ChatModel;
+    use codebutler_controller::config::OpenRouterConfig;
+    use codebutler_controller::domain::ThreadKey;
+    use codebutler_controller::gateway::{CallContext, Gateway};
+    use codebutler_controller::runners::fetch::FetchPolicy;
+    use codebutler_controller::runners::hub::RunHub;
+    use codebutler_controller::secret::Secret;
+    use codebutler_controller::store::Store;
+    use codebutler_runner::hub::{HubModel, connect};
+    use codebutler_test_support::model::FakeModel;
+    use tokio_util::sync::CancellationToken;
+
+    let model = FakeModel::start().await;
+    model.script("", vec![Reply::text("ok")]);
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("s.db")).await.unwrap();
+    let gateway = Arc::new(
+        Gateway::new(
+            &OpenRouterConfig {
+                api_key: Secret::new("sk-or-test"),
+                base_url: model.base_url(),
+                timeout_secs: 30,
+                max_retries: 0,
+            },
+            store.clone(),
+        )
+        .unwrap(),
+    );
+    let thread = ThreadKey {
+        channel: "C".into(),
+        thread_ts: "1.1".into(),
+    };
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    ours.set_nonblocking(true).unwrap();
+    let (events, _event_rx) = tokio::sync::mpsc::channel(8);
+    let (_commands, command_rx) = tokio::sync::mpsc::channel(8);
+    let stop = CancellationToken::new();
+    let tasked = Arc::new(AtomicBool::new(false));
+    let hub = RunHub {
+        run_id: "standby".into(),
+        ctx: CallContext {
+            thread,
+            role: "coder",
+            model: "m".into(),
+        },
+        gateway,
+        store,
+        fetch: Arc::new(FetchPolicy::new(vec![], vec![]).unwrap()),
+        events,
+        commands: Mutex::new(Some(command_rx)),
+        cancel: stop.clone(),
+        tasked: tasked.clone(),
+        calls_per_hour: 0,
+        worktree: "/w".into(),
+        repo: "/w".into(),
+        helper: codebutler_controller::workspace::stage::Helper {
+            runner_bin: "/nonexistent".into(),
+            spec: codebutler_sandbox::SandboxSpec::for_worktree("/w"),
+        },
+        branch: "codebutler/standby".into(),
+        gh: "gh".into(),
+        memory: codebutler_controller::memory::source::DefaultBranchMemory::new(Path::new(
+            "/nonexistent",
+        )),
+        thread_link: None,
+        stored: Default::default(),
+    };
+    tokio::spawn(hub.serve(
+        tokio::net::UnixStream::from_std(ours).unwrap(),
+        stop.clone(),
+    ));
+    let client = HubModel::new(connect(theirs).await.unwrap());
+    let messages = vec![ChatMessage::system("s"), ChatMessage::user("hello")];
+
+    let refused = client.complete(&messages, &[]).await.unwrap_err();
+    assert!(refused.to_string().contains("no task yet"), "{refused}");
+    assert!(model.requests().is_empty(), "the model was called");
+
+    tasked.store(true, Ordering::Release);
+    let reply = client.complete(&messages, &[]).await.unwrap();
+    assert_eq!(reply.content.as_deref(), Some("ok"));
+    assert_eq!(model.requests().len(), 1);
+    stop.cancel();
+}

@@ -12,6 +12,7 @@
 use crate::memory::seed;
 use crate::memory::source::DefaultBranchMemory;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use codebutler_agent::conversation::ChatMessage;
@@ -49,6 +50,11 @@ pub struct RunHub {
     pub commands: Mutex<Option<mpsc::Receiver<RunnerCommand>>>,
     /// Cancels model calls in flight when the run ends.
     pub cancel: CancellationToken,
+    /// Whether the runner has its task. A runner launched ahead of its plan's approval
+    /// ([`super::standby`]) has not: until the task is sent, the hub answers nothing but the
+    /// session, so nothing speculative calls a model, fetches, commits or reads memory,
+    /// whatever the process in the sandbox tries.
+    pub tasked: Arc<AtomicBool>,
     /// Coder model calls allowed per hour across all runs (`access.maxClaudeCallsPerHour`);
     /// beyond it the hub refuses and the runner stops, saying why. 0: no limit.
     pub calls_per_hour: u32,
@@ -97,6 +103,18 @@ impl RunHub {
                 "store pull request {} with the thread: {e}",
                 pr.url
             ),
+        }
+    }
+
+    /// Refuses a call from a runner that has no task yet (see [`RunHub::tasked`]).
+    fn require_task(&self) -> Result<(), Status> {
+        if self.tasked.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            tracing::warn!(run = %self.run_id, "a call from a runner without a task refused");
+            Err(Status::failed_precondition(
+                "this runner has no task yet: nothing is answered before its plan is approved",
+            ))
         }
     }
 
@@ -239,6 +257,7 @@ impl RunnerHub for RunHub {
         &self,
         request: Request<CompleteRequest>,
     ) -> Result<Response<ChunkStream>, Status> {
+        self.require_task()?;
         let request = request.into_inner();
         if let Some(reason) = self.refusal().await {
             tracing::warn!(tag = "CLD", run = %self.run_id, "model call refused: {reason}");
@@ -292,6 +311,7 @@ impl RunnerHub for RunHub {
         &self,
         request: Request<FetchRequest>,
     ) -> Result<Response<FetchResponse>, Status> {
+        self.require_task()?;
         let request = request.into_inner();
         self.fetch
             .fetch(&request.url, request.max_bytes)
@@ -303,6 +323,7 @@ impl RunnerHub for RunHub {
         &self,
         request: Request<CommitRequest>,
     ) -> Result<Response<CommitResponse>, Status> {
+        self.require_task()?;
         let message = request.into_inner().message;
         let (helper, repo, worktree) = (
             self.helper.clone(),
@@ -338,6 +359,7 @@ impl RunnerHub for RunHub {
         &self,
         request: Request<OpenPullRequestRequest>,
     ) -> Result<Response<OpenPullRequestResponse>, Status> {
+        self.require_task()?;
         let request = request.into_inner();
         if request.title.trim().is_empty() {
             return Err(forge_status(&ForgeError::EmptyTitle));
@@ -366,6 +388,7 @@ impl RunnerHub for RunHub {
         &self,
         request: Request<ReadMemoryRequest>,
     ) -> Result<Response<ReadMemoryResponse>, Status> {
+        self.require_task()?;
         let role = match request.into_inner().role.trim() {
             "" => "pm".to_owned(),
             role => role.to_ascii_lowercase(),

@@ -8,6 +8,8 @@
 //! drop, and which ends anyway when its hub socket closes).
 
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use codebutler_proto::runner::v1::{RunnerCommand, RunnerEvent};
 use tokio::sync::mpsc;
@@ -130,6 +132,8 @@ pub(super) struct Runner {
     pub(super) events: mpsc::Receiver<RunnerEvent>,
     pub(super) hub_stop: CancellationToken,
     pub(super) hub_task: tokio::task::JoinHandle<()>,
+    /// Whether the hub answers the runner's calls (see [`super::hub::RunHub::tasked`]).
+    pub(super) tasked: Arc<AtomicBool>,
 }
 
 impl Runner {

@@ -5,6 +5,7 @@
 use crate::memory::source::DefaultBranchMemory;
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -289,7 +290,11 @@ impl Supervisor {
         let snapshot = tokio::task::spawn_blocking(move || {
             crate::workspace::checkpoint::snapshot(&helper, &tree)
         });
-        let runner = match self.inner.launch(&run_id, &request, command_rx).await {
+        let runner = match self
+            .inner
+            .launch(&run_id, &request, command_rx, false)
+            .await
+        {
             Ok(runner) => runner,
             Err(RunnerStartError::Launch(e)) => return Err(e),
             Err(RunnerStartError::Mount(e)) => return Err(LaunchError(e.to_string())),
@@ -555,6 +560,7 @@ impl Inner {
             Launch::Waiting(waiting) => {
                 let Waiting { runner, snapshot } = *waiting;
                 let task = self.task(&request, resume_messages);
+                runner.tasked.store(true, Ordering::Release);
                 if commands.send(task).await.is_err() {
                     tracing::error!(
                         run = run_id,
@@ -566,7 +572,7 @@ impl Inner {
                 runner
             }
             Launch::Fresh(command_rx) => {
-                let runner = match self.launch(run_id, &request, command_rx).await {
+                let runner = match self.launch(run_id, &request, command_rx, true).await {
                     Ok(runner) => runner,
                     Err(e) => {
                         return self
@@ -589,6 +595,7 @@ impl Inner {
                 }
                 self.checkpoint(run_id, &request).await;
                 let task = self.task(&request, resume_messages);
+                runner.tasked.store(true, Ordering::Release);
                 if commands.send(task).await.is_err() {
                     tracing::error!(
                         run = run_id,
@@ -635,6 +642,7 @@ impl Inner {
         run_id: &str,
         request: &RunRequest,
         command_rx: mpsc::Receiver<RunnerCommand>,
+        tasked: bool,
     ) -> Result<Runner, RunnerStartError> {
         self.worktrees.ensure_mounted(&request.worktree).await?;
         let launched = self
@@ -647,13 +655,15 @@ impl Inner {
             .await?;
         let (event_tx, events) = mpsc::channel(64);
         let hub_stop = CancellationToken::new();
-        let hub = self.hub(run_id, request, event_tx, command_rx, &hub_stop);
+        let tasked = Arc::new(AtomicBool::new(tasked));
+        let hub = self.hub(run_id, request, event_tx, command_rx, &hub_stop, &tasked);
         let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
         Ok(Runner {
             child: launched.process,
             events,
             hub_stop,
             hub_task,
+            tasked,
         })
     }
 
@@ -666,6 +676,7 @@ impl Inner {
         events: mpsc::Sender<RunnerEvent>,
         command_rx: mpsc::Receiver<RunnerCommand>,
         hub_stop: &CancellationToken,
+        tasked: &Arc<AtomicBool>,
     ) -> RunHub {
         RunHub {
             run_id: run_id.to_owned(),
@@ -680,6 +691,7 @@ impl Inner {
             events,
             commands: Mutex::new(Some(command_rx)),
             cancel: hub_stop.clone(),
+            tasked: tasked.clone(),
             calls_per_hour: self.limits.calls_per_hour,
             worktree: request.worktree.clone(),
             repo: self.worktrees.repo.clone(),
