@@ -180,7 +180,7 @@ async fn an_approved_plan_runs_in_the_worktree_and_runner_prepared_before_the_ap
 }
 
 #[tokio::test]
-async fn a_cancelled_plan_leaves_nothing_of_its_preparation() {
+async fn a_cancelled_declined_or_closed_plan_leaves_nothing_of_its_preparation() {
     let env = env_with(json!({})).await;
     let _daemon = env.start().await;
     let thread = proposed(&env, "maybe later", "Work on AHEAD-CANCEL").await;
@@ -208,6 +208,13 @@ async fn a_cancelled_plan_leaves_nothing_of_its_preparation() {
     env.reply(&thread, "no");
     assert!(wait_gone(&env, &worktree).await, "declined, yet prepared");
     assert!(!branch_exists(&env, "work-on-ahead-decline"));
+
+    // Closing the thread with its plan still pending discards the preparation as well.
+    let thread = proposed(&env, "never mind", "Work on AHEAD-CLOSE").await;
+    let worktree = wait_prepared(&env, "work-on-ahead-close").await;
+    env.reply(&thread, "done");
+    assert!(wait_gone(&env, &worktree).await, "closed, yet prepared");
+    assert!(!branch_exists(&env, "work-on-ahead-close"));
     env.assert_clean();
 }
 

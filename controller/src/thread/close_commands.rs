@@ -140,6 +140,10 @@ impl ThreadHandler {
         pr: Option<&PullRequestRef>,
     ) -> Settle {
         let thread = msg.thread();
+        // A plan still pending is closed with the thread: its preparation ahead goes too.
+        self.coder
+            .ahead
+            .discard(&thread.thread_ts, "the thread was closed");
         let tree = match self.store.latest_run(&thread.thread_ts).await {
             Ok(run) => run.as_ref().and_then(worktree_of),
             Err(e) => {
