@@ -434,6 +434,16 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
     })
 }
 
+/// The characters the request's tool definitions count for in the prompt: their JSON, as a
+/// provider counts the definitions it is sent among the prompt's tokens (and caches them as
+/// the start of every prefix).
+fn tools_chars(request: &Value) -> usize {
+    match &request["tools"] {
+        Value::Array(tools) if !tools.is_empty() => request["tools"].to_string().chars().count(),
+        _ => 0,
+    }
+}
+
 /// The characters a message counts for in the prompt.
 fn message_chars(m: &Value) -> usize {
     content_text(m.get("content")).chars().count()
@@ -455,8 +465,8 @@ fn message_chars(m: &Value) -> usize {
 /// Emulates explicit prompt caching as Anthropic models do it through OpenRouter: a text
 /// part with `cache_control` writes the prompt up to and including its message to the
 /// cache; a later request whose messages start with a written prefix (same model, same
-/// tools) reads that prefix from the cache. Returns the prompt characters read from the
-/// cache and records this request's breakpoints.
+/// tools) reads that prefix, the tool definitions included, from the cache. Returns the
+/// prompt characters read from the cache and records this request's breakpoints.
 fn prompt_cache(cache: &mut HashSet<u64>, request: &Value) -> usize {
     use std::hash::{Hash, Hasher};
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
@@ -464,7 +474,7 @@ fn prompt_cache(cache: &mut HashSet<u64>, request: &Value) -> usize {
     request["model"].to_string().hash(&mut hasher);
     request["tools"].to_string().hash(&mut hasher);
     let mut cached = 0;
-    let mut chars = 0;
+    let mut chars = tools_chars(request);
     for m in &messages {
         // What the message says, whatever its breakpoints.
         m["role"].to_string().hash(&mut hasher);
@@ -542,7 +552,7 @@ async fn answer(prepared: Prepared) -> Response {
         tokio::time::sleep(delay).await;
     }
 
-    let prompt_chars: usize = messages.iter().map(message_chars).sum();
+    let prompt_chars = tools_chars(&request) + messages.iter().map(message_chars).sum::<usize>();
     let prompt_tokens = prompt_chars / 4;
     let cached_tokens = cached_chars / 4;
     let model = request["model"].clone();

@@ -68,7 +68,9 @@ async fn scripts_follow_their_conversation() {
     let call_id = call0["id"].as_str().unwrap().to_owned();
     assert!(call_id.starts_with("call_"));
     let usage = &body["usage"];
-    let prompt_chars = "You are CodeButler.".len() + "please fix the login bug".len();
+    // The tool definitions count among the prompt's tokens, as a provider counts them.
+    let prompt_chars =
+        tools().to_string().len() + "You are CodeButler.".len() + "please fix the login bug".len();
     assert_eq!(usage["prompt_tokens"], prompt_chars / 4);
     assert_eq!(
         usage["completion_tokens"],
@@ -321,4 +323,52 @@ async fn a_responder_answers_each_request_from_its_content_and_never_runs_out() 
     }
     assert_eq!(fake.requests_for("RESPOND").len(), 3);
     assert!(fake.unscripted().is_empty());
+}
+
+/// The emulated prompt cache: a breakpoint writes the prompt up to its message; a later
+/// request starting with that prefix, with the same model and tools, reads it back, the
+/// tools' definitions included, as a provider counts them. Other tools, another model or
+/// another beginning read nothing.
+#[tokio::test]
+async fn the_prompt_cache_serves_a_written_prefix_with_its_tools() {
+    let fake = FakeModel::start().await;
+    fake.respond("CACHE-TEST", |_| Reply::text("ok"));
+    let marked = |text: &str| json!({"role": "user", "content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]});
+    let system = "You are the Coder. ".repeat(20);
+    let first = json!({
+        "model": "anthropic/claude-sonnet-4.5",
+        "tools": tools(),
+        "messages": [{"role": "system", "content": system}, marked("CACHE-TEST task")],
+    });
+    let (status, _, body) = call(&fake, &first).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+
+    let tools_chars = tools().to_string().len();
+    let prefix_chars = tools_chars + system.len() + "CACHE-TEST task".len();
+    let mut second = first.clone();
+    second["messages"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "user", "content": "and more"}));
+    let (_, _, body) = call(&fake, &second).await;
+    assert_eq!(
+        body["usage"]["prompt_tokens"],
+        (prefix_chars + "and more".len()) / 4
+    );
+    assert_eq!(
+        body["usage"]["prompt_tokens_details"]["cached_tokens"],
+        prefix_chars / 4
+    );
+
+    // The prefix hashes the tools and the model with the messages.
+    let mut other_tools = second.clone();
+    other_tools["tools"][0]["function"]["description"] = json!("Read a file, changed");
+    let (_, _, body) = call(&fake, &other_tools).await;
+    assert_eq!(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    let mut other_model = second.clone();
+    other_model["model"] = json!("anthropic/claude-opus-4.1");
+    let (_, _, body) = call(&fake, &other_model).await;
+    assert_eq!(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
