@@ -158,6 +158,7 @@ async fn turns<M: ChatModel>(
     events: &mpsc::Sender<RunnerEvent>,
 ) -> Ending {
     let specs = tools.specs();
+    let compaction = compaction.with_tools(&specs);
     // User messages that arrive during a model call or tool run, for the next turn.
     let mut pending = Vec::new();
     for turn in 1..=task.max_turns {
@@ -630,10 +631,12 @@ mod tests {
             messages: &[ChatMessage],
             tools: &[codebutler_agent::conversation::ToolSpec],
         ) -> Result<AssistantReply, Exhausted> {
+            // The prompt as the window holds it: the messages and the tools' definitions.
+            let tools_tokens = Compaction::default().with_tools(tools).tool_tokens;
             self.sizes
                 .lock()
                 .unwrap()
-                .push(codebutler_agent::compaction::estimate_tokens(messages));
+                .push(codebutler_agent::compaction::estimate_tokens(messages) + tools_tokens);
             if tools.is_empty() || codebutler_agent::compaction::is_summary_turn(messages) {
                 *self.summaries.lock().unwrap() += 1;
                 return Ok(AssistantReply {

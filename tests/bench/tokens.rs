@@ -4,16 +4,22 @@
 //!
 //! One scripted 40-turn session (each turn reads a different 3 KB file, so the conversation
 //! grows by about 750 tokens a turn) runs through the real Coder loop, tools and gateway
-//! against the fake model, four ways:
+//! against the fake model:
 //! - no compaction (a 1M-token window), a model without explicit caching;
 //! - compaction at 80 % of a 16k-token window, the same model;
 //! - no compaction, a Claude model (cache breakpoints on the system prompt and last message);
-//! - compaction and caching together.
+//! - compaction and caching together, with the default head (55 % of the window), and
+//!   beside it with no head (only the system prompt and the task before the summary) and
+//!   heads of 50 % and 60 % of the window, to show what the head's share trades.
 //!
-//! Tokens are counted as the fake model counts them (4 characters a token) and recorded by
-//! the gateway in the store, as in production; the fake's cache follows Anthropic's rules
-//! (written at a breakpoint, read back when a later request starts with that prefix). The
-//! figures are deterministic: no timing is involved.
+//! Tokens are counted as the fake model counts them (4 characters a token, the tools'
+//! definitions included, as a provider counts them) and recorded by the gateway in the
+//! store, as in production; the fake's cache follows Anthropic's rules (written at a
+//! breakpoint, read back when a later request starts with that prefix, the tools first).
+//! Beside the tokens, what the session would cost at Claude Sonnet 4.5's list prices ($3 a
+//! million prompt tokens, $3.75 written to the cache, $0.30 read from it, $15 completion):
+//! the cached share alone rewards sending more, the cost does not. The figures are
+//! deterministic: no timing is involved.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,7 +27,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use codebutler_agent::compaction::{Compaction, SUMMARY_PROMPT};
+use codebutler_agent::compaction::{Compaction, HEAD_SHARE, SUMMARY_PROMPT};
 use codebutler_agent::tool::ToolRegistry;
 use codebutler_agent::tools::path::RepoRoot;
 use codebutler_controller::config::OpenRouterConfig;
@@ -47,33 +53,39 @@ async fn run() {
     println!(
         "prompt tokens of a {TURNS}-turn Coder session (tokens sent / of which cached / not cached)"
     );
-    for (name, window, model) in [
-        ("no compaction, no caching", 1_000_000, "openai/gpt-5"),
+    let claude = "anthropic/claude-sonnet-4.5";
+    let gpt = "openai/gpt-5";
+    for (name, window, model, head_share) in [
+        ("no compaction, no caching", 1_000_000, gpt, HEAD_SHARE),
         (
             "compaction (16k window), no caching",
             16_000,
-            "openai/gpt-5",
+            gpt,
+            HEAD_SHARE,
         ),
+        ("no compaction, caching", 1_000_000, claude, HEAD_SHARE),
         (
-            "no compaction, caching",
-            1_000_000,
-            "anthropic/claude-sonnet-4.5",
-        ),
-        (
-            "compaction and caching",
+            "compaction and caching (head 55 %)",
             16_000,
-            "anthropic/claude-sonnet-4.5",
+            claude,
+            HEAD_SHARE,
         ),
+        ("the same, no head", 16_000, claude, 0.0),
+        ("the same, head 50 %", 16_000, claude, 0.5),
+        ("the same, head 60 %", 16_000, claude, 0.6),
     ] {
-        let figures = session(window, model).await;
+        let figures = session(window, model, head_share).await;
+        let uncached = figures.sent - figures.cached;
+        let caching = model == claude;
         println!(
-            "  {name:<38} {:>9} / {:>9} / {:>9}  {:>5.1} % cached  ({} calls, largest prompt {} tokens)",
+            "  {name:<38} {:>9} / {:>9} / {:>9}  {:>6.2} % cached  ({} calls, largest prompt {} tokens, ${:.3})",
             figures.sent,
             figures.cached,
-            figures.sent - figures.cached,
+            uncached,
             figures.cached as f64 * 100.0 / figures.sent as f64,
             figures.calls,
-            figures.largest
+            figures.largest,
+            figures.cost_usd(caching),
         );
         assert!(
             u64::try_from(figures.largest).unwrap() < window,
@@ -86,11 +98,28 @@ async fn run() {
 struct Figures {
     sent: i64,
     cached: i64,
+    completion: i64,
     calls: usize,
     largest: i64,
 }
 
-async fn session(context_window: u64, model_id: &str) -> Figures {
+impl Figures {
+    /// What the session would cost at Claude Sonnet 4.5's list prices: with caching, every
+    /// uncached prompt token is written to the cache at the last breakpoint (1.25× the
+    /// prompt price) and every cached one read (0.1×); without, every prompt token is sent
+    /// at the prompt price.
+    fn cost_usd(&self, caching: bool) -> f64 {
+        const PROMPT: f64 = 3.0;
+        let prompt = if caching {
+            (self.sent - self.cached) as f64 * PROMPT * 1.25 + self.cached as f64 * PROMPT * 0.1
+        } else {
+            self.sent as f64 * PROMPT
+        };
+        (prompt + self.completion as f64 * 15.0) / 1e6
+    }
+}
+
+async fn session(context_window: u64, model_id: &str, head_share: f64) -> Figures {
     let model = FakeModel::start().await;
     let mut replies: VecDeque<Reply> = (0..TURNS)
         .map(|i| {
@@ -177,6 +206,7 @@ async fn session(context_window: u64, model_id: &str) -> Figures {
     };
     let compaction = Compaction {
         context_window,
+        head_share,
         ..Compaction::default()
     };
     let (inbox_tx, mut inbox) = tokio::sync::mpsc::channel(1);
@@ -196,15 +226,23 @@ async fn session(context_window: u64, model_id: &str) -> Figures {
     let largest = requests
         .iter()
         .map(|r| {
-            r.body["messages"]
-                .as_array()
-                .map_or(0, |m| m.iter().map(message_chars).sum::<usize>())
+            let tools = match &r.body["tools"] {
+                serde_json::Value::Array(tools) if !tools.is_empty() => {
+                    r.body["tools"].to_string().chars().count()
+                }
+                _ => 0,
+            };
+            tools
+                + r.body["messages"]
+                    .as_array()
+                    .map_or(0, |m| m.iter().map(message_chars).sum::<usize>())
         })
         .max()
         .unwrap_or(0);
     Figures {
         sent: usage.prompt_tokens,
         cached: usage.cached_tokens,
+        completion: usage.completion_tokens,
         calls: requests.len(),
         largest: i64::try_from(largest / 4).unwrap(),
     }
@@ -221,7 +259,8 @@ fn text_of(content: &serde_json::Value) -> String {
     }
 }
 
-/// A message's characters as the fake model counts them: its text and its tool calls.
+/// A message's characters as the fake model counts them: its text and its tool calls (the
+/// request's tool definitions count beside them).
 fn message_chars(m: &serde_json::Value) -> usize {
     let text = match &m["content"] {
         serde_json::Value::String(s) => s.chars().count(),

@@ -21,7 +21,7 @@
 //! Sizes are estimated at four characters per token: cheap, needs no tokenizer, and errs on
 //! the side of compacting early for code-heavy conversations.
 
-use crate::conversation::ChatMessage;
+use crate::conversation::{ChatMessage, ToolSpec};
 
 /// When to compact.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,6 +33,9 @@ pub struct Compaction {
     /// Largest fraction of the window the compacted conversation keeps of the
     /// conversation's beginning, word for word (see the module's documentation).
     pub head_share: f64,
+    /// Estimated tokens of the tool definitions every call sends beside the messages: they
+    /// fill the window too ([`Compaction::with_tools`]).
+    pub tool_tokens: u64,
 }
 
 impl Default for Compaction {
@@ -41,14 +44,19 @@ impl Default for Compaction {
             context_window: 200_000,
             threshold: 0.8,
             head_share: HEAD_SHARE,
+            tool_tokens: 0,
         }
     }
 }
 
-/// The default [`Compaction::head_share`]: half the window, so with compaction at 80 % a
-/// compaction frees at least 30 % of it. A larger head serves more from the cache but
-/// compacts more often (README, Performance: prompt tokens of a long Coder session).
-pub const HEAD_SHARE: f64 = 0.5;
+/// The default [`Compaction::head_share`]: 55 % of the window, so with compaction at 80 % a
+/// compaction frees at least a quarter of it. A larger head serves more of the prompts from
+/// the cache but compacts more often and sends more (cached) tokens, so it costs more; a
+/// smaller one costs less and serves less from the cache. 55 % is the smallest share that
+/// serves 92 % of a long session's prompt tokens from the cache (README, Performance:
+/// prompt tokens of a long Coder session, where the costs of the other shares are beside
+/// it).
+pub const HEAD_SHARE: f64 = 0.55;
 
 /// How the compaction's summary starts in the compacted conversation.
 const SUMMARY_HEADER: &str =
@@ -67,9 +75,19 @@ pub const SUMMARY_PROMPT: &str = "Summarise the work so far for yourself, to con
      Be specific: paths, function names, exact commands. Do not call tools.";
 
 impl Compaction {
-    /// Whether `messages` have grown past the threshold.
+    /// The same compaction for calls that send `tools`' definitions with every prompt.
+    pub fn with_tools(self, tools: &[ToolSpec]) -> Self {
+        let chars: usize = tools.iter().map(|t| t.to_openai().to_string().len()).sum();
+        Self {
+            tool_tokens: (chars / 4) as u64,
+            ..self
+        }
+    }
+
+    /// Whether `messages` (and the tools sent with them) have grown past the threshold.
     pub fn needed(&self, messages: &[ChatMessage]) -> bool {
-        estimate_tokens(messages) as f64 > self.context_window as f64 * self.threshold
+        (estimate_tokens(messages) + self.tool_tokens) as f64
+            > self.context_window as f64 * self.threshold
     }
 
     /// The summary call as the conversation's next turn, made with the conversation's
@@ -80,7 +98,7 @@ impl Compaction {
         let mut turn = messages.to_vec();
         turn.push(ChatMessage::user(SUMMARY_PROMPT));
         let limit = self.context_window as f64 * SUMMARY_TURN_SHARE;
-        (estimate_tokens(&turn) as f64 <= limit).then_some(turn)
+        ((estimate_tokens(&turn) + self.tool_tokens) as f64 <= limit).then_some(turn)
     }
 }
 
@@ -260,6 +278,7 @@ mod tests {
             context_window: 20_000,
             threshold: 0.8,
             head_share: HEAD_SHARE,
+            tool_tokens: 0,
         };
         let turn = roomy.summary_turn(&m).unwrap();
         assert_eq!(
@@ -277,8 +296,36 @@ mod tests {
             context_window: 13_000,
             threshold: 0.8,
             head_share: HEAD_SHARE,
+            tool_tokens: 0,
         };
         assert_eq!(tight.summary_turn(&m), None);
+    }
+
+    /// The tools' definitions go with every call, so they fill the window beside the
+    /// messages: a conversation under the threshold alone is over it with large tools.
+    #[test]
+    fn the_tools_definitions_count_toward_the_threshold() {
+        let m = long_conversation();
+        let c = Compaction {
+            context_window: 20_000,
+            threshold: 0.8,
+            head_share: HEAD_SHARE,
+            tool_tokens: 0,
+        };
+        assert!(!c.needed(&m), "12.5k tokens are under 16k");
+        let big = ToolSpec {
+            name: "Big",
+            description: "a tool with a long schema",
+            parameters: serde_json::json!({"type": "object", "description": "x".repeat(16_000)}),
+        };
+        let with_tools = c.with_tools(&[big]);
+        assert!(
+            with_tools.tool_tokens >= 4_000,
+            "{}",
+            with_tools.tool_tokens
+        );
+        assert!(with_tools.needed(&m));
+        assert_eq!(c.with_tools(&[]).tool_tokens, 0);
     }
 
     #[test]
@@ -287,6 +334,7 @@ mod tests {
             context_window: 10_000,
             threshold: 0.8,
             head_share: HEAD_SHARE,
+            tool_tokens: 0,
         };
         let m = long_conversation();
         assert!(estimate_tokens(&m) > 12_000);
@@ -335,6 +383,7 @@ mod tests {
             context_window: 10_000,
             threshold: 0.8,
             head_share: 0.3,
+            tool_tokens: 0,
         };
         let first = c.compacted(&m, "did things");
         assert_eq!(first[..6], m[..6]);
@@ -375,6 +424,7 @@ mod tests {
             context_window: 1_000,
             threshold: 1.0,
             head_share: 0.15,
+            tool_tokens: 0,
         };
         let out = c.compacted(&m, "s");
         assert_eq!(out[..2], m[..2]);
@@ -401,6 +451,7 @@ mod tests {
             context_window: 10_000,
             threshold: 0.8,
             head_share: 0.4,
+            tool_tokens: 0,
         };
         let out = c.compacted(&m, &"word ".repeat(5_000));
         assert_eq!(out[..2], m[..2]);
