@@ -13,6 +13,11 @@
 //!   `write(2)`/`pwrite(2)`; nothing else in the process writes during the session (no
 //!   logging, the tools only read, the model is in-process), so it is what SQLite wrote to
 //!   its WAL and, at checkpoints, to the database file;
+//! - the same split in two, from a second session whose checkpoints are held off (a read
+//!   transaction opened before it pins the WAL, so SQLite's automatic checkpoint cannot
+//!   copy the session's pages): what the commits wrote to the WAL, then what one
+//!   checkpoint of the whole WAL afterwards writes to the database file. In WAL mode
+//!   every page is written twice, once by its commit and once by a checkpoint;
 //! - `write_bytes` of `/proc/self/io` beside it (bytes the kernel counted as dirtied for
 //!   the storage layer; a page dirtied twice before writeback counts once);
 //! - the WAL's growth: every frame (page) the session's commits wrote, none checkpointed
@@ -63,6 +68,9 @@ fn main() {
         ("bytes dirtied (write_bytes)", |f| f.dirtied),
         ("WAL growth", |f| f.wal),
         ("page_count growth", |f| f.pages),
+        ("written by the commits", |f| f.commits),
+        ("WAL growth, no checkpoint", |f| f.held_wal),
+        ("written by one checkpoint", |f| f.checkpoint),
     ] {
         let v = values(key);
         println!(
@@ -81,6 +89,24 @@ struct Figures {
     dirtied: u64,
     wal: u64,
     pages: u64,
+    /// With checkpoints held off: `wchar` during the session, the WAL's growth, and
+    /// `wchar` of the checkpoint after it.
+    commits: u64,
+    held_wal: u64,
+    checkpoint: u64,
+}
+
+/// One session as the daemon runs it, and one with its checkpoints held off.
+async fn session() -> Figures {
+    let open = session_in(false).await;
+    let held = session_in(true).await;
+    assert_eq!(open.conversation, held.conversation);
+    Figures {
+        commits: held.written,
+        held_wal: held.wal,
+        checkpoint: held.checkpoint,
+        ..open
+    }
 }
 
 /// Answers from a script and records each call as the runner's hub does.
@@ -120,7 +146,10 @@ impl ChatModel for Recording {
     }
 }
 
-async fn session() -> Figures {
+/// One scripted session into a new store; with `hold_checkpoints`, a read transaction
+/// holds SQLite's checkpoints off until the session ended, and then one checkpoint copies
+/// the whole WAL into the database (measured as `checkpoint`).
+async fn session_in(hold_checkpoints: bool) -> Figures {
     let worktree = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(worktree.path().join("src")).unwrap();
     for i in 0..TURNS {
@@ -190,11 +219,20 @@ async fn session() -> Figures {
 
     let wal_before = wal_size(&db);
     let pages_before = page_bytes(&db).await;
+    let reader = if hold_checkpoints {
+        Some(pin_wal(&db).await)
+    } else {
+        None
+    };
     let io_before = io();
     let (ending, _) = run_coder(&model, &tools, task, compaction, &mut inbox, &events).await;
     let io_after = io();
     let wal_after = wal_size(&db);
     let pages_after = page_bytes(&db).await;
+    let checkpoint = match reader {
+        Some(reader) => checkpoint_after(reader).await,
+        None => 0,
+    };
 
     drop((inbox_tx, events));
     drain.await.unwrap();
@@ -216,7 +254,44 @@ async fn session() -> Figures {
         dirtied: io_after.1 - io_before.1,
         wal: wal_after.saturating_sub(wal_before),
         pages: pages_after.saturating_sub(pages_before),
+        commits: 0,
+        held_wal: 0,
+        checkpoint,
     }
+}
+
+/// A connection to `db` inside a read transaction: while it lasts, no checkpoint can
+/// copy what later commits write to the WAL.
+async fn pin_wal(db: &Path) -> sqlx::SqliteConnection {
+    use sqlx::{ConnectOptions, Executor};
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(db)
+        .connect()
+        .await
+        .unwrap();
+    conn.execute("BEGIN").await.unwrap();
+    let runs: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM runs")
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(runs, 1);
+    conn
+}
+
+/// Ends `reader`'s transaction, then checkpoints the whole WAL into the database on its
+/// connection; the bytes written meanwhile.
+async fn checkpoint_after(mut reader: sqlx::SqliteConnection) -> u64 {
+    use sqlx::{Connection, Executor};
+    reader.execute("COMMIT").await.unwrap();
+    let before = io().0;
+    let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+        .fetch_one(&mut reader)
+        .await
+        .unwrap();
+    let written = io().0 - before;
+    assert_eq!(busy, 0, "the checkpoint could not finish");
+    reader.close().await.unwrap();
+    written
 }
 
 /// `wchar` and `write_bytes` of this process.
