@@ -3,7 +3,8 @@
 //! then only sends the task to that runner in that worktree. A cancelled plan's
 //! preparation is removed whole, an approval during the preparation waits for it and says
 //! so, a failed preparation is reported at the approval as at a cold start, and past
-//! `build.maxPreparedAhead` the oldest preparation goes.
+//! `build.maxPreparedAhead`, or when `access.maxWorktreeDiskMB` leaves no room, the oldest
+//! preparation goes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -345,6 +346,81 @@ async fn past_the_limit_the_oldest_preparation_goes_and_its_approval_starts_cold
     );
     assert!(one.is_dir());
     assert_eq!(env.model.requests_for("AHEAD-ONE").len(), 1);
+    env.assert_clean();
+}
+
+/// What `access.maxWorktreeDiskMB` counts: the worktrees, their disks and the base stores.
+fn worktrees_disk_usage(repo: &Path) -> u64 {
+    use codebutler_controller::workspace::worktree::{branches_dir, disk_usage, disks_dir};
+    disk_usage(&branches_dir(repo))
+        + disk_usage(&disks_dir(repo))
+        + disk_usage(&repo.join(".codebutler/git"))
+}
+
+/// Allocates `bytes` of disk to a new file at `path` without writing them.
+fn allocate(path: &Path, bytes: u64) {
+    use nix::fcntl::{FallocateFlags, fallocate};
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let file = std::fs::File::create(path).unwrap();
+    fallocate(
+        &file,
+        FallocateFlags::empty(),
+        0,
+        i64::try_from(bytes).unwrap(),
+    )
+    .unwrap();
+}
+
+#[tokio::test]
+async fn with_the_worktrees_disk_full_the_oldest_preparation_makes_room() {
+    const LIMIT_MB: u64 = 2048;
+    let env = env_with(json!({"access": {"maxWorktreeDiskMB": LIMIT_MB}})).await;
+    env.model
+        .script("AHEAD-ROOM-ONE", vec![Reply::text("Done cold.")]);
+    let daemon = env.start().await;
+    let repo = env.repo_path().to_owned();
+    let first = proposed(&env, "first plan", "Work on AHEAD-ROOM-ONE").await;
+    let one = wait_prepared(&env, "work-on-ahead-room-one").await;
+
+    // Fill the disk so that a second worktree fits only without the first one's: past the
+    // limit by half of what the first preparation holds (its worktree and its disk; the
+    // base store stays).
+    use codebutler_controller::workspace::worktree::{
+        branches_dir, checkout_estimate, disk_usage, disks_dir,
+    };
+    let used = worktrees_disk_usage(&repo);
+    let own = disk_usage(&branches_dir(&repo)) + disk_usage(&disks_dir(&repo));
+    assert!(
+        own > 1 << 20,
+        "the first preparation holds only {own} bytes"
+    );
+    let filler = (LIMIT_MB << 20) - used - checkout_estimate(&repo) + own / 2;
+    // Made once the daemon runs: at start it would have been removed as an orphan.
+    allocate(&branches_dir(&repo).join("old-thread/build.bin"), filler);
+
+    proposed(&env, "second plan", "Work on AHEAD-ROOM-TWO").await;
+    let two = wait_prepared(&env, "work-on-ahead-room-two").await;
+    assert!(wait_gone(&env, &one).await, "the oldest preparation stayed");
+    assert!(
+        daemon
+            .log()
+            .contains("the oldest preparation goes to make room (access.maxWorktreeDiskMB)"),
+        "{}",
+        daemon.log()
+    );
+
+    // The first plan's approval takes the cold path, which makes room the same way: the
+    // second thread's preparation goes, and the first plan runs.
+    let approval = env.reply(&first, "yes");
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}\n{}",
+        thread_texts(&env, &first),
+        daemon.log()
+    );
+    assert!(wait_gone(&env, &two).await, "the second preparation stayed");
+    assert_eq!(env.model.requests_for("AHEAD-ROOM-ONE").len(), 1);
+    assert!(one.is_dir());
     env.assert_clean();
 }
 
