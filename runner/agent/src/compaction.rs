@@ -84,8 +84,21 @@ impl Compaction {
         }
     }
 
-    /// Whether `messages` (and the tools sent with them) have grown past the threshold.
+    /// Whether `messages` should be compacted: they (and the tools sent with them) have
+    /// grown past the threshold, and there is a turn to summarise since the task or the
+    /// last compaction — a conversation that is only its beginning cannot get smaller, so
+    /// compacting it again would only repeat the summary call.
     pub fn needed(&self, messages: &[ChatMessage]) -> bool {
+        let since = summary_index(messages).map_or(2, |summary| summary + 1);
+        let new_turn = messages
+            .iter()
+            .skip(since)
+            .any(|m| matches!(m, ChatMessage::Assistant { .. }));
+        new_turn && self.over_threshold(messages)
+    }
+
+    /// Whether `messages` and the tools sent with them pass the threshold.
+    fn over_threshold(&self, messages: &[ChatMessage]) -> bool {
         (estimate_tokens(messages) + self.tool_tokens) as f64
             > self.context_window as f64 * self.threshold
     }
@@ -182,7 +195,7 @@ impl Compaction {
     pub fn compacted(&self, messages: &[ChatMessage], summary: &str) -> Vec<ChatMessage> {
         let budget = (self.context_window as f64 * self.head_share) as u64;
         let out = compacted_with_head(messages, summary, head_len(messages, budget));
-        if self.needed(&out) {
+        if self.over_threshold(&out) {
             compacted_with_head(messages, summary, head_len(messages, 0))
         } else {
             out
@@ -326,6 +339,20 @@ mod tests {
         );
         assert!(with_tools.needed(&m));
         assert_eq!(c.with_tools(&[]).tool_tokens, 0);
+
+        // Tools past the threshold on their own: a conversation without a turn since its
+        // task, or since its last compaction, has nothing to summarise.
+        let tiny = Compaction {
+            context_window: 4_000,
+            ..with_tools
+        };
+        assert!(!tiny.needed(&m[..2]), "only the system prompt and the task");
+        assert!(tiny.needed(&m[..4]), "a turn to summarise");
+        let compacted = tiny.compacted(&m, "did things");
+        assert!(!tiny.needed(&compacted), "nothing new since the summary");
+        let mut grown = compacted.clone();
+        grown.extend_from_slice(&m[2..4]);
+        assert!(tiny.needed(&grown));
     }
 
     #[test]
