@@ -25,6 +25,10 @@ pub type Client = SlackClient<Connector>;
 
 /// How many times a call refused with 429 is retried.
 const MAX_RATE_LIMIT_RETRIES: u32 = 5;
+/// Longest one Web API call may go unanswered. Past it the call counts as failed with an
+/// unknown outcome (its effect is looked for in the thread before any retry), so a Slack
+/// that never answers cannot hold a thread's outbox, or anything else waiting, for ever.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// The metadata `event_type` of the bot's posts.
 pub const INTENT_EVENT: &str = "codebutler_post";
 /// The metadata `event_payload` key naming the outbox effect a post delivers.
@@ -41,6 +45,11 @@ pub enum SlackError {
     Api {
         method: &'static str,
         source: SlackClientError,
+    },
+    #[error("slack {method}: no answer within {}s", .after.as_secs())]
+    Timeout {
+        method: &'static str,
+        after: Duration,
     },
 }
 
@@ -61,6 +70,7 @@ impl SlackError {
     pub fn outcome(&self) -> Outcome {
         match self {
             Self::Setup(_) => Outcome::NotDone,
+            Self::Timeout { .. } => Outcome::Unknown,
             Self::Api { source, .. } => match source {
                 SlackClientError::ApiError(e) => match e.code.as_str() {
                     // "It's possible some aspect of the operation succeeded" (Slack's docs).
@@ -534,7 +544,8 @@ impl Sender {
         Ok(read)
     }
 
-    /// Runs `call`, waiting out HTTP 429 answers as long as their `Retry-After` says.
+    /// Runs `call`, waiting out HTTP 429 answers as long as their `Retry-After` says; an
+    /// attempt unanswered after [`CALL_TIMEOUT`] fails with [`SlackError::Timeout`].
     async fn retrying<T, F, Fut>(&self, method: &'static str, call: F) -> Result<T, SlackError>
     where
         F: Fn() -> Fut,
@@ -542,7 +553,17 @@ impl Sender {
     {
         let mut attempt = 0;
         loop {
-            match call().await {
+            let Ok(answer) = tokio::time::timeout(CALL_TIMEOUT, call()).await else {
+                tracing::warn!(
+                    "slack {method}: no answer within {}s",
+                    CALL_TIMEOUT.as_secs()
+                );
+                return Err(SlackError::Timeout {
+                    method,
+                    after: CALL_TIMEOUT,
+                });
+            };
+            match answer {
                 Err(SlackClientError::RateLimitError(e)) if attempt < MAX_RATE_LIMIT_RETRIES => {
                     let wait = e.retry_after.unwrap_or(Duration::from_secs(1));
                     tracing::warn!(
@@ -602,6 +623,29 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A call Slack never answers fails after [`CALL_TIMEOUT`], its outcome unknown (it may
+    /// have happened), instead of holding its caller for ever.
+    #[tokio::test(start_paused = true)]
+    async fn an_unanswered_call_times_out_with_an_unknown_outcome() {
+        let client = build_client("http://127.0.0.1:9/api").unwrap();
+        let sender = Sender::new(client, &Secret::new("xoxb-test"), 0.0);
+        let start = Instant::now();
+        let result: Result<(), SlackError> = sender
+            .retrying("chat.postMessage", std::future::pending)
+            .await;
+        let e = result.unwrap_err();
+        assert_eq!(start.elapsed(), CALL_TIMEOUT);
+        assert_eq!(e.outcome(), Outcome::Unknown);
+        assert_eq!(
+            e.to_string(),
+            "slack chat.postMessage: no answer within 30s"
+        );
+        // An answer within the time is passed on.
+        let answered: Result<u8, SlackError> =
+            sender.retrying("chat.update", || async { Ok(7) }).await;
+        assert_eq!(answered.unwrap(), 7);
+    }
 
     #[tokio::test(start_paused = true)]
     async fn pace_spaces_posts_per_channel() {
