@@ -93,21 +93,6 @@ fn branch_exists(env: &Env, slug: &str) -> bool {
         .is_ok()
 }
 
-/// The texts of the thread's posts, each with its last update applied.
-fn thread_texts(env: &Env, thread: &str) -> Vec<String> {
-    let updates = env.slack.updates();
-    env.thread_posts(thread)
-        .into_iter()
-        .map(|p| {
-            updates
-                .iter()
-                .rev()
-                .find(|u| u.ts == p.ts)
-                .map_or(p.text, |u| u.text.clone())
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn an_approved_plan_runs_in_the_worktree_and_runner_prepared_before_the_approval() {
     let env = env_with(json!({"build": {"initCommand": "echo ran >> init-count.txt"}})).await;
@@ -139,7 +124,7 @@ async fn an_approved_plan_runs_in_the_worktree_and_runner_prepared_before_the_ap
     assert!(
         env.wait_reaction(&approval.ts, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
     // The same worktree (not created again, its init not run again), the same runner.
     assert_eq!(std::fs::metadata(&worktree).unwrap().ino(), inode);
@@ -238,9 +223,9 @@ async fn an_approval_during_the_preparation_waits_for_it_and_says_so() {
     assert!(
         env.wait_reaction(&approval.ts, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     let waiting = texts
         .iter()
         .position(|t| t.starts_with("*Coder:* waiting for the worktree"))
@@ -296,12 +281,12 @@ async fn a_failed_preparation_ahead_says_nothing_until_the_approval_then_reports
     let ok = env
         .slack
         .wait_until(WAIT, || {
-            thread_texts(&env, &thread)
+            env.thread_texts(&thread)
                 .iter()
                 .any(|t| t.contains("approve it again to retry"))
         })
         .await;
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     assert!(ok, "{texts:?}");
     assert!(
         texts.iter().any(|t| t.starts_with(
@@ -342,7 +327,7 @@ async fn past_the_limit_the_oldest_preparation_goes_and_its_approval_starts_cold
     assert!(
         env.wait_reaction(&approval.ts, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &first)
+        env.thread_texts(&first)
     );
     assert!(one.is_dir());
     assert_eq!(env.model.requests_for("AHEAD-ONE").len(), 1);
@@ -415,7 +400,7 @@ async fn with_the_worktrees_disk_full_the_oldest_preparation_makes_room() {
     assert!(
         env.wait_reaction(&approval.ts, "white_check_mark").await,
         "{:?}\n{}",
-        thread_texts(&env, &first),
+        env.thread_texts(&first),
         daemon.log()
     );
     assert!(wait_gone(&env, &two).await, "the second preparation stayed");
@@ -446,7 +431,7 @@ async fn a_revised_plan_keeps_the_preparation_and_a_quiet_thread_loses_it() {
     assert!(
         env.wait_reaction(&approval.ts, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
     // The revised plan ran in the first plan's worktree, on its branch.
     assert!(!worktree_of(&env, "work-on-ahead-revised").exists());

@@ -34,21 +34,6 @@ async fn wait_reaction(env: &Env, approval: &Sent, name: &str) -> bool {
     env.wait_reaction(&approval.ts, name).await
 }
 
-/// The texts of the thread's posts, each with its last update applied.
-fn thread_texts(env: &Env, thread: &str) -> Vec<String> {
-    let updates = env.slack.updates();
-    env.thread_posts(thread)
-        .into_iter()
-        .map(|p| {
-            updates
-                .iter()
-                .rev()
-                .find(|u| u.ts == p.ts)
-                .map_or(p.text, |u| u.text.clone())
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_node_worktree_is_prepared_in_the_sandbox_before_the_coder_starts() {
     // npm needs more address space than the other tests' 768 MB (the default is 4096).
@@ -86,9 +71,9 @@ async fn a_node_worktree_is_prepared_in_the_sandbox_before_the_coder_starts() {
     assert!(
         wait_reaction(&env, &approval, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     let prepared = texts
         .iter()
         .find(|t| t.starts_with("*Coder:* prepared the worktree: `npm ci` ("))
@@ -153,7 +138,7 @@ async fn the_init_has_the_network_and_no_secret_and_the_coder_has_neither() {
     assert!(
         wait_reaction(&env, &approval, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
     let worktree = env.repo_path().join(".codebutler/branches/try-net-token");
     let net = std::fs::read_to_string(worktree.join("init-net.txt")).unwrap();
@@ -174,7 +159,7 @@ async fn the_init_has_the_network_and_no_secret_and_the_coder_has_neither() {
     let bash = tool_results(&env.model.requests_for("NET-TOKEN")[1].body);
     assert!(!bash.contains("CODER-INET-OK"), "{bash}");
     assert!(bash.contains("PermissionError"), "{bash}");
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     assert!(
         texts
             .iter()
@@ -196,17 +181,17 @@ async fn a_failed_init_is_reported_and_the_coder_does_not_start() {
     assert!(
         wait_reaction(&env, &approval, "x").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
     let ok = env
         .slack
         .wait_until(WAIT, || {
-            thread_texts(&env, &thread)
+            env.thread_texts(&thread)
                 .iter()
                 .any(|t| t.contains("approve it again to retry"))
         })
         .await;
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     assert!(ok, "{texts:?}");
     assert!(
         texts.iter().any(|t| t.starts_with(
@@ -267,7 +252,7 @@ async fn worktrees_branch_from_origin_and_a_failed_fetch_is_said() {
     assert!(worktree.join("UPSTREAM.md").is_file(), "not from origin");
     assert!(!worktree.join("LOCAL.md").exists(), "from the local HEAD");
     assert!(
-        !thread_texts(&env, &thread)
+        !env.thread_texts(&thread)
             .iter()
             .any(|t| t.contains("couldn't fetch")),
     );
@@ -277,7 +262,7 @@ async fn worktrees_branch_from_origin_and_a_failed_fetch_is_said() {
     let (thread, approval) = approved(&env, "second look", "Look BASE-TWO").await;
     assert!(wait_reaction(&env, &approval, "white_check_mark").await);
     let short_branch = branch.trim_start_matches("refs/heads/");
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     assert!(
         texts
             .iter()
@@ -305,12 +290,12 @@ async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
     let ok = env
         .slack
         .wait_until(WAIT, || {
-            thread_texts(&env, &thread)
+            env.thread_texts(&thread)
                 .iter()
                 .any(|t| t.contains("approve it again to retry"))
         })
         .await;
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     assert!(ok, "{texts:?}");
     let refusal = texts.last().unwrap();
     assert!(
@@ -331,7 +316,7 @@ async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
     assert!(
         wait_reaction(&env, &again, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
     assert_eq!(env.model.requests_for("DISK-TOKEN").len(), 1);
     env.assert_clean();
@@ -362,7 +347,7 @@ async fn the_runner_starts_during_the_init_and_its_first_step_waits_for_it() {
     let mut seen_during_init = false;
     let deadline = std::time::Instant::now() + WAIT;
     let preparing = || {
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
             .iter()
             .any(|t| t.contains("preparing the worktree"))
     };
@@ -384,13 +369,13 @@ async fn the_runner_starts_during_the_init_and_its_first_step_waits_for_it() {
     assert!(
         seen_during_init,
         "the runner never started while the worktree was prepared: {:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
 
     assert!(
         wait_reaction(&env, &approval, "white_check_mark").await,
         "{:?}",
-        thread_texts(&env, &thread)
+        env.thread_texts(&thread)
     );
     let requests = env.model.requests_for("OVERLAP-TOKEN");
     let bash = tool_results(&requests[1].body);
@@ -398,7 +383,7 @@ async fn the_runner_starts_during_the_init_and_its_first_step_waits_for_it() {
         bash.contains("ready"),
         "the first command ran before the init ended: {bash}"
     );
-    let texts = thread_texts(&env, &thread);
+    let texts = env.thread_texts(&thread);
     assert!(
         texts
             .iter()

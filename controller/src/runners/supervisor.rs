@@ -559,14 +559,8 @@ impl Inner {
             // what is recorded of its start (the checkpoint taken while it waited) after.
             Launch::Waiting(waiting) => {
                 let Waiting { runner, snapshot } = *waiting;
-                let task = self.task(&request, resume_messages);
-                runner.tasked.store(true, Ordering::Release);
-                if commands.send(task).await.is_err() {
-                    tracing::error!(
-                        run = run_id,
-                        "the runner's hub closed before the run got its task"
-                    );
-                }
+                self.hand_task(run_id, &request, resume_messages, &runner, &commands)
+                    .await;
                 self.started(run_id, &request, &runner).await;
                 self.record_checkpoint(run_id, &request, snapshot).await;
                 runner
@@ -594,14 +588,8 @@ impl Inner {
                         .await;
                 }
                 self.checkpoint(run_id, &request).await;
-                let task = self.task(&request, resume_messages);
-                runner.tasked.store(true, Ordering::Release);
-                if commands.send(task).await.is_err() {
-                    tracing::error!(
-                        run = run_id,
-                        "the runner's hub closed before the run got its task"
-                    );
-                }
+                self.hand_task(run_id, &request, resume_messages, &runner, &commands)
+                    .await;
                 runner
             }
         };
@@ -701,6 +689,25 @@ impl Inner {
             thread_link: request.reporting.thread_link().map(str::to_owned),
             memory: self.memory.clone(),
             stored: Default::default(),
+        }
+    }
+
+    /// Sends the run's task to `runner`, whose hub answers its calls from then on.
+    async fn hand_task(
+        &self,
+        run_id: &str,
+        request: &RunRequest,
+        resume_messages: &str,
+        runner: &Runner,
+        commands: &mpsc::Sender<RunnerCommand>,
+    ) {
+        let task = self.task(request, resume_messages);
+        runner.tasked.store(true, Ordering::Release);
+        if commands.send(task).await.is_err() {
+            tracing::error!(
+                run = run_id,
+                "the runner's hub closed before the run got its task"
+            );
         }
     }
 

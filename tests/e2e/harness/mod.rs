@@ -195,6 +195,21 @@ impl Env {
             .collect()
     }
 
+    /// The texts of the bot's posts in one thread, each with its last update applied.
+    pub fn thread_texts(&self, thread_ts: &str) -> Vec<String> {
+        let updates = self.slack.updates();
+        self.thread_posts(thread_ts)
+            .into_iter()
+            .map(|p| {
+                updates
+                    .iter()
+                    .rev()
+                    .find(|u| u.ts == p.ts)
+                    .map_or(p.text, |u| u.text.clone())
+            })
+            .collect()
+    }
+
     /// Waits until the thread has at least `n` bot posts and returns them.
     pub async fn wait_thread_posts(&self, thread_ts: &str, n: usize) -> Vec<Post> {
         let ok = self
