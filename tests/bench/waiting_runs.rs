@@ -18,7 +18,8 @@
 //!   divides each shared page among its sharers, so the PSS of all the runs adds up to the
 //!   memory they really hold;
 //! - the Slack ack latency of user messages (stored before the ack): `PROBES` messages at
-//!   `RATE` per second to each daemon in the same window, into 20 threads the PM answers.
+//!   `RATE` per second to each daemon in the same window, into 20 new threads per phase the
+//!   PM answers (so each phase's PM calls are the same size).
 //!   Sending to both at once keeps what else the machine does at that moment (other
 //!   builds, disk writes) out of the comparison; before any run the two daemons are
 //!   compared too, which shows the measure's own spread.
@@ -42,8 +43,11 @@ use serde_json::json;
 const SIZES: [usize; 2] = [10, 50];
 const REPEATS: usize = 3;
 /// Ack probes per phase, and their rate.
-const PROBES: usize = 1000;
-const RATE: u64 = 100;
+/// 25 a second: the probes and the PM's answers to them must not fill the two cores
+/// themselves (at 100 a second the two daemons' answering alone took most of them, and the
+/// comparison measured that contention more than the waiting runs).
+const PROBES: usize = 500;
+const RATE: u64 = 25;
 const PROBE_THREADS: usize = 20;
 /// Files of the fixture repository.
 const FILES: usize = 300;
@@ -131,8 +135,6 @@ struct Instance {
     _home: tempfile::TempDir,
     slack: FakeSlack,
     model: FakeModel,
-    /// The threads the ack probes go to (started by the first probes).
-    probe_threads: Vec<Option<String>>,
 }
 
 impl Instance {
@@ -205,7 +207,6 @@ impl Instance {
             _home: home,
             slack,
             model,
-            probe_threads: vec![None; PROBE_THREADS],
         }
     }
 }
@@ -328,7 +329,7 @@ async fn start_runs(slack: &FakeSlack, model: &FakeModel, from: usize, to: usize
 }
 
 /// Sends `PROBES` user messages at `RATE` to each daemon, to both at each tick (which one
-/// first alternates), into its probe threads (the first ones start them); waits for the PM
+/// first alternates), into new probe threads (the first probes start them); waits for the PM
 /// to answer every one, and returns the ack latencies of the idle daemon and the loaded one.
 async fn probe(
     idle: &mut Instance,
@@ -339,6 +340,9 @@ async fn probe(
     let posts_before = [&*idle, &*loaded].map(|d| d.slack.calls_of("chat.postMessage").len());
     let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
     let mut envelopes = [Vec::new(), Vec::new()];
+    // This phase's threads, started by their first probes.
+    let mut threads: [Vec<Option<String>>; 2] =
+        [vec![None; PROBE_THREADS], vec![None; PROBE_THREADS]];
     for i in 0..PROBES {
         tick.tick().await;
         let t = i % PROBE_THREADS;
@@ -346,11 +350,11 @@ async fn probe(
         let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
         for k in order {
             let d: &mut Instance = if k == 0 { idle } else { loaded };
-            let sent =
-                d.slack
-                    .user_message(slack::CHANNEL, USER, &text, d.probe_threads[t].as_deref());
-            if d.probe_threads[t].is_none() {
-                d.probe_threads[t] = Some(sent.ts.clone());
+            let sent = d
+                .slack
+                .user_message(slack::CHANNEL, USER, &text, threads[k][t].as_deref());
+            if threads[k][t].is_none() {
+                threads[k][t] = Some(sent.ts.clone());
             }
             envelopes[k].push(sent.envelope_id);
         }

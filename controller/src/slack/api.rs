@@ -182,13 +182,17 @@ struct ThreadPage {
 /// Builds the client for the Web API at `api_url` (no trailing slash).
 pub fn build_client(api_url: &str) -> Result<Arc<Client>, SlackError> {
     crate::tls::ensure_provider();
+    // Requests are small writes too: Nagle's algorithm would only hold them back.
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
         .map_err(|e| SlackError::Setup(format!("load system TLS roots: {e}")))?
         .https_or_http()
         .enable_http1()
         .enable_http2()
-        .build();
+        .wrap_connector(http);
     let connector = Connector::with_connector(https).with_slack_api_url(api_url);
     Ok(Arc::new(SlackClient::new(connector)))
 }

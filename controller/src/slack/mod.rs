@@ -7,5 +7,6 @@ pub mod effects;
 pub mod format;
 pub mod intake;
 pub mod interactive;
+pub mod nodelay;
 pub mod outbox;
 pub mod socket;

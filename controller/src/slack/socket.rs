@@ -183,6 +183,12 @@ async fn on_hello<E: Serialize>(event: E, _client: Arc<Client>, state: SlackClie
         "slack connected ({} connection(s) of this app open)",
         connections.map_or_else(|| "?".to_owned(), |n| n.to_string())
     );
+    // The new connection's acknowledgements go out at once (see `super::nodelay`).
+    match tokio::task::spawn_blocking(super::nodelay::disable_nagle).await {
+        Ok(Ok(sockets)) => tracing::debug!("TCP_NODELAY on {sockets} TCP socket(s)"),
+        Ok(Err(e)) => tracing::warn!("could not turn Nagle's algorithm off: {e}"),
+        Err(e) => tracing::warn!("could not turn Nagle's algorithm off: {e}"),
+    }
     let Some(connections) = connections else {
         tracing::warn!("slack hello without num_connections");
         return;
