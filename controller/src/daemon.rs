@@ -13,9 +13,9 @@
 //! connected, [`RepoService::connected`] delivers what the outbox still holds, answers the
 //! messages still pending (a close a stop cut off among them) and starts the PR watcher
 //! ([`crate::closing::watcher`]). [`RepoService::shutdown`] stops it in order: the watcher,
-//! work in flight within a bound, the runners, the admin socket, the store. Everything it
-//! says in Slack goes through the outbox ([`crate::slack::outbox`]), recorded with the change
-//! it reports.
+//! work in flight within a bound, the runners and the reports of their ends, the admin
+//! socket, the store. Everything it says in Slack goes through the outbox
+//! ([`crate::slack::outbox`]), recorded with the change it reports.
 //!
 //! On a PostgreSQL store other instances (hosts) may share the repository. Then this
 //! instance registers itself and beats, handles a thread only while it holds the thread's
@@ -31,6 +31,7 @@ use std::time::Duration;
 use codebutler_agent::tools::path::RepoRoot;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 use crate::closing::watcher::PrWatcher;
 use crate::coder::SlackCoder;
@@ -84,6 +85,8 @@ pub struct RepoService {
     supervisor: Supervisor,
     /// The preparations of plans still discussed, discarded at shutdown.
     ahead: Ahead,
+    /// The runs' followers, which report the runs the stop ends.
+    followers: TaskTracker,
     admin_stop: CancellationToken,
     admin: JoinHandle<std::io::Result<()>>,
     watcher_stop: CancellationToken,
@@ -181,8 +184,8 @@ impl RepoService {
     }
 
     /// Stops the repository in order: the PR watcher, work in flight (within
-    /// [`SHUTDOWN_GRACE`]), the preparations of plans not approved, the runners, the admin socket, the store; then lets go of the
-    /// lock.
+    /// [`SHUTDOWN_GRACE`]), the preparations of plans not approved, the runners and the
+    /// reports of their ends, the admin socket, the store; then lets go of the lock.
     pub async fn shutdown(self) {
         self.watcher_stop.cancel();
         if let Some(watcher) = self.watcher
@@ -198,6 +201,15 @@ impl RepoService {
         self.dispatcher.shutdown(SHUTDOWN_GRACE).await;
         self.ahead.shutdown().await;
         self.supervisor.shutdown().await;
+        self.followers.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.followers.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "runs' ends still being reported at the stop; the next start reports them"
+            );
+        }
         if let Some(shared) = self.shared {
             shared.stop.cancel();
             for task in shared.tasks {
@@ -262,6 +274,7 @@ impl LockedRepo {
         );
         let supervisor = handler.coder.supervisor.clone();
         let ahead = handler.coder.ahead.clone();
+        let followers = handler.coder.followers.clone();
         let coordination = handler.coder.coordination.clone();
         if !shared {
             // Before anything can start a run: what the last stop cut off. On a shared
@@ -337,6 +350,7 @@ impl LockedRepo {
             dispatcher,
             supervisor,
             ahead,
+            followers,
             admin_stop,
             admin,
             watcher_stop: CancellationToken::new(),
@@ -420,6 +434,7 @@ async fn thread_handler(
         coordination,
         prepare: supervisor.worktrees().clone(),
         ahead: Ahead::new(supervisor.worktrees().clone(), supervisor.clone()),
+        followers: TaskTracker::new(),
         supervisor,
         layout: layout.clone(),
         outbox: outbox.clone(),

@@ -257,11 +257,19 @@ async fn the_cancel_button_on_the_status_message_stops_the_run() {
             .wait_until(WAIT, || env.model.requests_for("LONG-JOB").len() == 1)
             .await
     );
-    let status = env
-        .thread_posts(&thread)
-        .into_iter()
-        .find(|p| p.text.starts_with("*Coder:* working on"))
-        .unwrap();
+    // Prepared ahead, the run's first model call can come before its status message is
+    // posted (that is recorded once the task went).
+    let status_post = || {
+        env.thread_posts(&thread)
+            .into_iter()
+            .find(|p| p.text.starts_with("*Coder:* working on"))
+    };
+    assert!(
+        env.slack.wait_until(WAIT, || status_post().is_some()).await,
+        "no status message: {:?}",
+        env.post_texts(&thread)
+    );
+    let status = status_post().unwrap();
     assert_eq!(env.slack.buttons(CHANNEL, &status.ts), [STOP_RUN]);
     env.slack
         .click(CHANNEL, USER, &status.ts, STOP_RUN)

@@ -50,7 +50,7 @@ impl SlackCoder {
             status_ts: None,
             status,
         };
-        tokio::spawn(follower.run(events));
+        self.followers.spawn(follower.run(events));
     }
 }
 

@@ -105,6 +105,9 @@ pub struct SlackCoder {
     pub after_pr: AfterPr,
     /// Coordination with other threads, after each run and each merge.
     pub coordination: crate::coordination::Coordination,
+    /// The runs' followers (status message, end report), waited for at shutdown so the
+    /// runs the stop ended are reported before the store closes.
+    pub followers: tokio_util::task::TaskTracker,
 }
 
 impl SlackCoder {
