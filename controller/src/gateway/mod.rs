@@ -637,7 +637,7 @@ mod tests {
             context_window: 100,
             threshold: 1.0,
             head_share: 0.3,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         let mut after = head.compacted(
             &before,

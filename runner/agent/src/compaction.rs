@@ -289,9 +289,7 @@ mod tests {
         let m = long_conversation();
         let roomy = Compaction {
             context_window: 20_000,
-            threshold: 0.8,
-            head_share: HEAD_SHARE,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         let turn = roomy.summary_turn(&m).unwrap();
         assert_eq!(
@@ -307,9 +305,7 @@ mod tests {
         // 12.5k tokens and the instruction are over 90 % of a 13,000-token window.
         let tight = Compaction {
             context_window: 13_000,
-            threshold: 0.8,
-            head_share: HEAD_SHARE,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         assert_eq!(tight.summary_turn(&m), None);
     }
@@ -321,9 +317,7 @@ mod tests {
         let m = long_conversation();
         let c = Compaction {
             context_window: 20_000,
-            threshold: 0.8,
-            head_share: HEAD_SHARE,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         assert!(!c.needed(&m), "12.5k tokens are under 16k");
         let big = ToolSpec {
@@ -359,9 +353,7 @@ mod tests {
     fn compaction_triggers_at_the_threshold() {
         let c = Compaction {
             context_window: 10_000,
-            threshold: 0.8,
-            head_share: HEAD_SHARE,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         let m = long_conversation();
         assert!(estimate_tokens(&m) > 12_000);
@@ -408,9 +400,8 @@ mod tests {
         // Each turn is about 1,260 tokens; 3,000 hold the task and two turns.
         let c = Compaction {
             context_window: 10_000,
-            threshold: 0.8,
             head_share: 0.3,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         let first = c.compacted(&m, "did things");
         assert_eq!(first[..6], m[..6]);
@@ -451,7 +442,7 @@ mod tests {
             context_window: 1_000,
             threshold: 1.0,
             head_share: 0.15,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         let out = c.compacted(&m, "s");
         assert_eq!(out[..2], m[..2]);
@@ -476,9 +467,8 @@ mod tests {
         let m = long_conversation();
         let c = Compaction {
             context_window: 10_000,
-            threshold: 0.8,
             head_share: 0.4,
-            tool_tokens: 0,
+            ..Compaction::default()
         };
         let out = c.compacted(&m, &"word ".repeat(5_000));
         assert_eq!(out[..2], m[..2]);
