@@ -1172,14 +1172,18 @@ def client():
     return s
 
 def race(connect):
-    counts = {"ok": 0, "refused": 0, "other": 0}
+    counts = {"ok": 0, "refused": 0}
+    others = []
     start = time.time()
     while time.time() - start < 10 and (
-        counts["ok"] == 0 or counts["refused"] == 0 or sum(counts.values()) < 300
+        counts["ok"] == 0 or counts["refused"] == 0 or sum(counts.values()) + len(others) < 300
     ):
         e = connect()
-        counts["ok" if e == 0 else "refused" if e == 13 else "other"] += 1
-    return f"{counts['ok'] > 0} {counts['refused'] > 0} {counts['other']}"
+        if e in (0, 13):
+            counts["ok" if e == 0 else "refused"] += 1
+        else:
+            others.append(e)
+    return f"{counts['ok'] > 0} {counts['refused'] > 0} {sorted(set(others))}"
 
 libc = ctypes.CDLL(None, use_errno=True)
 def addr(p):
@@ -1226,11 +1230,15 @@ os.kill(pid, 9)
         &["python3", "-c", script, host.to_str().unwrap()],
     );
     assert_eq!(out.code, Some(0), "{out:?}");
-    // Both targets were hit (the races ran), nothing else happened.
-    assert_eq!(
-        out.stdout, "memory True True 0\nsymlink True True 0\n",
-        "{out:?}"
-    );
+    // Both targets were hit (the races ran), and nothing else happened but, in the memory
+    // race, `ENOENT` (2): PID 1 may copy the buffer while the other thread is half-way
+    // through rewriting it, and that torn address names a file that does not exist (such
+    // as `/tmp/local/share/…`). A torn copy is a third address, checked and connected as
+    // copied; with the two addresses the same, no `ENOENT` ever comes.
+    let memory_ok = ["memory True True []\n", "memory True True [2]\n"]
+        .iter()
+        .any(|memory| out.stdout == format!("{memory}symlink True True []\n"));
+    assert!(memory_ok, "{out:?}");
     assert_never_accepted(&[(host, listener)], &out);
 }
 
