@@ -198,6 +198,7 @@ impl PrWatcher {
             user: WATCHER_USER.into(),
             text: event.to_text(pr.number),
             event_id: None,
+            origin: crate::domain::Origin::Watcher,
         };
         match self.store.record_message(&msg).await {
             Ok(true) => {

@@ -368,6 +368,7 @@ mod tests {
             user: "U1".into(),
             text: "work".into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         };
         store.record_message(&msg).await.unwrap();
         let plan = Plan {

@@ -8,8 +8,8 @@
 //! The marker starts with `<codebutler:coordination`: Slack escapes `<` in what people type
 //! (as `&lt;`), so no typed message can pass for a notice.
 
-use crate::domain::IncomingMessage;
 use crate::domain::ThreadKey;
+use crate::domain::{IncomingMessage, Origin};
 use crate::workspace::forge::thread_link;
 
 use super::overlap::Overlap;
@@ -29,15 +29,17 @@ pub fn notice_message(thread: &ThreadKey, ts: &str, markdown: &str) -> IncomingM
         user: NOTICE_USER.to_owned(),
         text: format!("{MARKER}{markdown}"),
         event_id: None,
+        origin: Origin::Notice,
     }
 }
 
-/// The notice a stored message (by `user`, saying `text`) carries, if it is one.
-pub fn parse_notice<'a>(user: &str, text: &'a str) -> Option<&'a str> {
-    if user != NOTICE_USER {
+/// The notice a stored message carries, if it is one: only a message the controller stored
+/// as a notice is one, whatever another's text says.
+pub fn parse_notice(msg: &IncomingMessage) -> Option<&str> {
+    if msg.origin != Origin::Notice {
         return None;
     }
-    text.strip_prefix(MARKER)
+    msg.text.strip_prefix(MARKER)
 }
 
 /// Another thread as a notice names it.
@@ -242,16 +244,17 @@ mod tests {
     fn notices_read_back_and_typed_text_never_passes_for_one() {
         let thread = other(None).thread;
         let msg = notice_message(&thread, "1.2", "⚠️ hi");
-        assert_eq!(parse_notice(&msg.user, &msg.text), Some("⚠️ hi"));
+        assert_eq!(parse_notice(&msg), Some("⚠️ hi"));
+        // The same text typed by a person, even under the notices' user id, is text.
         let typed = IncomingMessage {
-            user: "U1".into(),
+            origin: Origin::Person,
             ..msg.clone()
         };
-        assert_eq!(parse_notice(&typed.user, &typed.text), None);
+        assert_eq!(parse_notice(&typed), None);
         let escaped = IncomingMessage {
             text: "&lt;codebutler:coordination&gt;\nhi".into(),
             ..msg
         };
-        assert_eq!(parse_notice(&escaped.user, &escaped.text), None);
+        assert_eq!(parse_notice(&escaped), None);
     }
 }

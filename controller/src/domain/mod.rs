@@ -17,7 +17,7 @@ pub use memory::MemoryTarget;
 pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};
-pub use thread::{IncomingMessage, ThreadKey};
+pub use thread::{IncomingMessage, Origin, ThreadKey};
 pub use thread_state::{Closure, PullRequestRef, Stage, ThreadState};
 pub use usage::{ThreadSummary, UsageRecord, UsageTotals};
 

@@ -485,6 +485,7 @@ mod tests {
                 user: "U1".into(),
                 text: "hi".into(),
                 event_id: None,
+                origin: crate::domain::Origin::Person,
             };
             store.record_message(&msg).await.unwrap();
             if ts != "1.1" && ts != "5.1" {
@@ -584,6 +585,7 @@ mod tests {
             user: "U1".into(),
             text: "fix expiry".into(),
             event_id: Some("Ev1".into()),
+            origin: crate::domain::Origin::Person,
         };
         assert!(store.record_message(&first).await.unwrap());
         let thread = first.thread();

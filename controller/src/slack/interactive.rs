@@ -44,7 +44,7 @@ fn button_action(id: &str) -> Option<ButtonAction> {
 /// The message reactions about `msg` go on: for a click, the message with the button (the
 /// click itself is no Slack message); otherwise `msg` itself.
 pub fn reaction_target(msg: &IncomingMessage) -> IncomingMessage {
-    match Click::parse(&msg.text) {
+    match msg.click() {
         Some(click) => IncomingMessage {
             ts: click.message_ts,
             ..msg.clone()
@@ -139,6 +139,7 @@ pub fn classify(event: &SlackInteractionEvent, filter: &IntakeFilter) -> Intake 
         user: user.id.0.clone(),
         text: click.to_text(),
         event_id: Some(format!("click:{}", actions.trigger_id.0)),
+        origin: crate::domain::Origin::Click,
     })
 }
 

@@ -442,6 +442,7 @@ mod tests {
             user: "U1".into(),
             text: "hi".into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         };
         assert!(api.record_message(&msg).await.unwrap());
         assert_eq!(api.threads_with_pending().await.unwrap().len(), 1);

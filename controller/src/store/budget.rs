@@ -118,6 +118,7 @@ mod tests {
             user: "U1".into(),
             text: "hi".into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         };
         s.record_message(&msg).await.unwrap();
         s.set_plan(&t, "{}").await.unwrap();

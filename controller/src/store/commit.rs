@@ -329,6 +329,7 @@ mod tests {
             user: "U1".into(),
             text: format!("message {ts}"),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         }
     }
 

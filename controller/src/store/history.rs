@@ -4,16 +4,45 @@
 
 use codebutler_agent::conversation::ChatMessage;
 
-use super::{Store, StoreError, ThreadKey};
+use super::{Store, StoreError, ThreadKey, unknown_value};
+use crate::domain::Origin;
 
-/// A person's message in a thread, as stored.
-#[derive(Clone, Debug, PartialEq, sqlx::FromRow)]
+/// A thread's message, as stored.
+#[derive(Clone, Debug, PartialEq)]
 pub struct StoredMessage {
     pub ts: String,
-    #[sqlx(rename = "user_id")]
     pub user: String,
     pub text: String,
     pub received_at: String,
+    /// Who stored it (a person, a click, the PR watcher, a notice).
+    pub origin: Origin,
+}
+
+/// A `messages` row as [`Store::thread_messages`] selects it.
+#[derive(sqlx::FromRow)]
+struct StoredMessageRow {
+    ts: String,
+    user_id: String,
+    text: String,
+    received_at: String,
+    origin: String,
+}
+
+impl TryFrom<StoredMessageRow> for StoredMessage {
+    type Error = StoreError;
+
+    fn try_from(r: StoredMessageRow) -> Result<Self, StoreError> {
+        let Some(origin) = Origin::parse(&r.origin) else {
+            return Err(unknown_value("messages.origin", &r.ts, r.origin));
+        };
+        Ok(Self {
+            ts: r.ts,
+            user: r.user_id,
+            text: r.text,
+            received_at: r.received_at,
+            origin,
+        })
+    }
 }
 
 /// One of a thread's outbox intents: a Slack effect (JSON) under its group.
@@ -26,19 +55,22 @@ pub struct StoredEffect {
 }
 
 impl Store {
-    /// The thread's messages from people (button clicks included), oldest first.
+    /// The thread's messages (people's, clicks, the watcher's and notices), oldest first.
     pub async fn thread_messages(
         &self,
         thread: &ThreadKey,
     ) -> Result<Vec<StoredMessage>, StoreError> {
-        Ok(sqlx::query_as::<_, StoredMessage>(
-            "SELECT ts, user_id, text, received_at FROM messages \
+        sqlx::query_as::<_, StoredMessageRow>(
+            "SELECT ts, user_id, text, received_at, origin FROM messages \
              WHERE channel_id = $1 AND thread_ts = $2 ORDER BY received_at, ts",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_all(&self.pool)
-        .await?)
+        .await?
+        .into_iter()
+        .map(StoredMessage::try_from)
+        .collect()
     }
 
     /// Everything recorded to say in the thread, in the order it was recorded.

@@ -24,7 +24,9 @@ use std::path::Path;
 use codebutler_agent::conversation::ChatMessage;
 use sqlx::AnyPool;
 
-use crate::domain::{IncomingMessage, Stage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals};
+use crate::domain::{
+    IncomingMessage, Origin, Stage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals,
+};
 use crate::layout::Layout;
 
 mod backend;
@@ -131,18 +133,25 @@ struct MessageRow {
     user_id: String,
     text: String,
     event_id: Option<String>,
+    origin: String,
 }
 
-impl From<MessageRow> for IncomingMessage {
-    fn from(r: MessageRow) -> Self {
-        Self {
+impl TryFrom<MessageRow> for IncomingMessage {
+    type Error = StoreError;
+
+    fn try_from(r: MessageRow) -> Result<Self, StoreError> {
+        let Some(origin) = Origin::parse(&r.origin) else {
+            return Err(unknown_value("messages.origin", &r.ts, r.origin));
+        };
+        Ok(Self {
             channel: r.channel_id,
             ts: r.ts,
             thread_ts: r.thread_ts,
             user: r.user_id,
             text: r.text,
             event_id: r.event_id,
-        }
+            origin,
+        })
     }
 }
 
@@ -293,8 +302,8 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let inserted = sqlx::query(
-            "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (channel_id, ts) DO NOTHING",
+            "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at, origin) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (channel_id, ts) DO NOTHING",
         )
         .bind(&msg.channel)
         .bind(&msg.ts)
@@ -303,6 +312,7 @@ impl Store {
         .bind(&msg.text)
         .bind(&msg.event_id)
         .bind(&now)
+        .bind(msg.origin.as_str())
         .execute(&mut *tx)
         .await?
         .rows_affected()
@@ -351,14 +361,14 @@ impl Store {
         thread: &ThreadKey,
     ) -> Result<Option<IncomingMessage>, StoreError> {
         let row = sqlx::query_as::<_, MessageRow>(
-            "SELECT channel_id, ts, thread_ts, user_id, text, event_id FROM messages \
+            "SELECT channel_id, ts, thread_ts, user_id, text, event_id, origin FROM messages \
              WHERE state = 'pending' AND channel_id = $1 AND thread_ts = $2 ORDER BY ts LIMIT 1",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(IncomingMessage::from))
+        row.map(IncomingMessage::try_from).transpose()
     }
 
     /// Marks a message handled, with nothing to record or say about it.
@@ -626,6 +636,7 @@ mod tests {
             user: "U1".into(),
             text: format!("message {ts}"),
             event_id: Some(format!("Ev{ts}")),
+            origin: crate::domain::Origin::Person,
         }
     }
 

@@ -15,7 +15,7 @@ use sqlx::AnyConnection;
 use super::{Store, StoreError, ThreadKey, now, unknown_value};
 use crate::closing::event::WATCHER_USER;
 use crate::closing::review_event::ReviewEvent;
-use crate::domain::PullRequestRef;
+use crate::domain::{Origin, PullRequestRef};
 
 /// A comment the watcher saw for the first time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -311,8 +311,8 @@ async fn insert_watcher_message(
     text: &str,
 ) -> Result<(), StoreError> {
     sqlx::query(
-        "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at) \
-         VALUES ($1, $2, $3, $4, $5, NULL, $6) ON CONFLICT (channel_id, ts) DO NOTHING",
+        "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at, origin) \
+         VALUES ($1, $2, $3, $4, $5, NULL, $6, $7) ON CONFLICT (channel_id, ts) DO NOTHING",
     )
     .bind(&thread.channel)
     .bind(ts)
@@ -320,6 +320,7 @@ async fn insert_watcher_message(
     .bind(WATCHER_USER)
     .bind(text)
     .bind(now())
+    .bind(Origin::Watcher.as_str())
     .execute(&mut *conn)
     .await?;
     Ok(())
@@ -703,6 +704,7 @@ mod tests {
                 user: "U1".into(),
                 text: "start".into(),
                 event_id: None,
+                origin: crate::domain::Origin::Person,
             })
             .await
             .unwrap();

@@ -257,8 +257,8 @@ pub(super) async fn apply(
                 .await?;
             }
             sqlx::query(
-                "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (channel_id, ts) DO NOTHING",
+                "INSERT INTO messages (channel_id, ts, thread_ts, user_id, text, event_id, received_at, origin) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (channel_id, ts) DO NOTHING",
             )
             .bind(&message.channel)
             .bind(&message.ts)
@@ -267,6 +267,7 @@ pub(super) async fn apply(
             .bind(&message.text)
             .bind(&message.event_id)
             .bind(&now)
+            .bind(message.origin.as_str())
             .execute(&mut *conn)
             .await?;
             Ok(true)
@@ -328,6 +329,7 @@ mod tests {
             user: "U1".into(),
             text: "work".into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         };
         store.record_message(&msg).await.unwrap();
         let plan = Plan {
@@ -352,6 +354,7 @@ mod tests {
                 user: "U1".into(),
                 text: "hi".into(),
                 event_id: None,
+                origin: crate::domain::Origin::Person,
             })
             .await
             .unwrap();
@@ -435,6 +438,7 @@ mod tests {
             user: "codebutler:coordination".into(),
             text: "notice".into(),
             event_id: None,
+            origin: crate::domain::Origin::Notice,
         };
         let first = message("1.5");
         let notice = Change::Scope(ScopeChange::Notice {

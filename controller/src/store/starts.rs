@@ -48,7 +48,7 @@ impl TryFrom<CutOffRow> for CutOffStart {
             return Err(unknown_value("messages.run_start", &r.msg.ts, r.run_start));
         };
         Ok(Self {
-            msg: r.msg.into(),
+            msg: r.msg.try_into()?,
             kind,
             run_id: r.run_id,
         })
@@ -98,7 +98,7 @@ impl Store {
     /// so a run of its thread created after the start began is that start's run.
     pub async fn cut_off_starts(&self) -> Result<Vec<CutOffStart>, StoreError> {
         let rows = sqlx::query_as::<_, CutOffRow>(
-            "SELECT m.channel_id, m.ts, m.thread_ts, m.user_id, m.text, m.event_id, m.run_start, \
+            "SELECT m.channel_id, m.ts, m.thread_ts, m.user_id, m.text, m.event_id, m.origin, m.run_start, \
              (SELECT r.id FROM runs r WHERE r.channel_id = m.channel_id AND r.thread_ts = m.thread_ts \
               AND r.created_at >= m.run_start_at ORDER BY r.created_at LIMIT 1) AS run_id \
              FROM messages m WHERE m.state = 'pending' AND m.run_start IS NOT NULL ORDER BY m.ts",
@@ -123,6 +123,7 @@ mod tests {
             user: "U1".into(),
             text: "yes".into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         }
     }
 

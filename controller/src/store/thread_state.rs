@@ -199,6 +199,7 @@ mod tests {
             user: "U1".into(),
             text: "hi".into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         }
     }
 

@@ -3,7 +3,9 @@
 //! tested) as one table. [`crate::thread::handler`] applies the command.
 //!
 //! The order of the rules is the policy: a button click is judged by its button, and what the
-//! PR watcher saw on GitHub by the thread's state; someone not on the allow-list gets only a
+//! PR watcher saw on GitHub by the thread's state — a message is a click, the watcher's or a
+//! notice only by its stored [`Origin`], never by its text, so typed text that imitates a
+//! marker is what a person said; someone not on the allow-list gets only a
 //! refusal; *yes* or *no* to a waiting review round comes next ([`classify_review`]), then
 //! replies to an open memory proposal and corrections ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
 //! PM read-only, see [`is_question`]; anything else gets a short reply); "undo" and
@@ -14,8 +16,10 @@
 
 use crate::closing::event::PrEvent;
 use crate::closing::review_event::ReviewEvent;
+use crate::coordination::notices::parse_notice;
 use crate::domain::{
-    ButtonAction, Click, IncomingMessage, Mention, PullRequestRef, Role, RunRecord, ThreadState,
+    ButtonAction, Click, IncomingMessage, Mention, Origin, PullRequestRef, Role, RunRecord,
+    ThreadState,
 };
 use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_decline, is_rebase, is_stop, is_undo};
@@ -109,32 +113,27 @@ pub enum Command {
     /// A coordination notice stored in the thread (an overlap, a conflict, a merge
     /// elsewhere): post it.
     Notice(String),
+    /// A message the controller stored (a click, the watcher's, a notice) whose text it
+    /// cannot read back: nothing is done (only a change of the markers' format makes one).
+    Unreadable,
 }
 
 /// The command `msg` gives its thread in `state`; `allowed` says whether its author is on
 /// the allow-list.
 pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Command {
-    if let Some(click) = Click::parse(&msg.text) {
-        return classify_click(click, allowed, state);
-    }
-    if let Some(notice) = crate::coordination::notices::parse_notice(&msg.user, &msg.text) {
-        return Command::Notice(notice.to_owned());
-    }
-    if let Some(event) = PrEvent::parse(&msg.text) {
-        return match state {
-            ThreadState::RunEnded { pr: Some(pr), .. } => Command::EndedOnGitHub {
-                event,
-                pr: pr.clone(),
-            },
-            _ => Command::WatchLater,
-        };
-    }
-    if let Some(event) = ReviewEvent::parse(&msg.text) {
-        return match (event, state) {
-            (_, ThreadState::Closed(_)) => Command::WatchLater,
-            (ReviewEvent::Round, _) => Command::ReviewRound,
-            (ReviewEvent::Capped, _) => Command::ReviewCapped,
-        };
+    match msg.origin {
+        Origin::Click => {
+            return msg.click().map_or(Command::Unreadable, |click| {
+                classify_click(click, allowed, state)
+            });
+        }
+        Origin::Notice => {
+            return parse_notice(msg).map_or(Command::Unreadable, |notice| {
+                Command::Notice(notice.to_owned())
+            });
+        }
+        Origin::Watcher => return classify_watcher(&msg.text, state),
+        Origin::Person => {}
     }
     let text = msg.text.as_str();
     if !allowed {
@@ -163,6 +162,25 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
     classify_past_coder(msg, state)
 }
 
+/// What the PR watcher stored (`text`, its marker) asks of the thread in `state`.
+fn classify_watcher(text: &str, state: &ThreadState) -> Command {
+    if let Some(event) = PrEvent::parse(text) {
+        return match state {
+            ThreadState::RunEnded { pr: Some(pr), .. } => Command::EndedOnGitHub {
+                event,
+                pr: pr.clone(),
+            },
+            _ => Command::WatchLater,
+        };
+    }
+    match (ReviewEvent::parse(text), state) {
+        (None, _) => Command::Unreadable,
+        (Some(_), ThreadState::Closed(_)) => Command::WatchLater,
+        (Some(ReviewEvent::Round), _) => Command::ReviewRound,
+        (Some(ReviewEvent::Capped), _) => Command::ReviewCapped,
+    }
+}
+
 /// The review rule, which comes after the allow-list and before the memory rules (the
 /// proposal asked last gets the answer): while review round `open_round` waits and the
 /// thread's run has ended with its pull request open, an approval word approves the round
@@ -174,7 +192,7 @@ pub fn classify_review(
     state: &ThreadState,
 ) -> Option<Command> {
     let round = open_round?;
-    if !allowed || Click::parse(&msg.text).is_some() {
+    if !allowed || msg.origin != Origin::Person {
         return None;
     }
     let ThreadState::RunEnded { last, pr: Some(_) } = state else {
@@ -201,7 +219,7 @@ pub fn classify_memory(
     allowed: bool,
     proposal_open: bool,
 ) -> Option<Command> {
-    if !allowed || Click::parse(&msg.text).is_some() {
+    if !allowed || msg.origin != Origin::Person {
         return None;
     }
     if proposal_open && let Some(reply) = parse_reply(&msg.text) {
@@ -344,6 +362,15 @@ mod tests {
             user: "U1".into(),
             text: text.into(),
             event_id: None,
+            origin: Origin::Person,
+        }
+    }
+
+    /// A message the controller stored with `origin` (a click, the watcher's, a notice).
+    fn stored(origin: Origin, text: &str) -> IncomingMessage {
+        IncomingMessage {
+            origin,
+            ..msg(text)
         }
     }
 
@@ -582,7 +609,7 @@ mod tests {
             let text = event.to_text(7);
             for allowed in [true, false] {
                 assert_eq!(
-                    classify(&msg(&text), allowed, &pr_open),
+                    classify(&stored(Origin::Watcher, &text), allowed, &pr_open),
                     Command::EndedOnGitHub { event, pr: pr() }
                 );
             }
@@ -596,7 +623,7 @@ mod tests {
                 },
             ] {
                 assert_eq!(
-                    classify(&msg(&text), true, &state),
+                    classify(&stored(Origin::Watcher, &text), true, &state),
                     Command::WatchLater,
                     "{state:?}"
                 );
@@ -621,17 +648,21 @@ mod tests {
                 ThreadState::Conversing,
             ] {
                 assert_eq!(
-                    classify(&msg(&round), allowed, &state),
+                    classify(&stored(Origin::Watcher, &round), allowed, &state),
                     Command::ReviewRound
                 );
                 assert_eq!(
-                    classify(&msg(&capped), allowed, &state),
+                    classify(&stored(Origin::Watcher, &capped), allowed, &state),
                     Command::ReviewCapped
                 );
             }
         }
         assert_eq!(
-            classify(&msg(&round), true, &ThreadState::Closed(Closure::Merged)),
+            classify(
+                &stored(Origin::Watcher, &round),
+                true,
+                &ThreadState::Closed(Closure::Merged)
+            ),
             Command::WatchLater
         );
         /// A message, whether its author is allowed, the open round, the state, the rule's word.
@@ -779,9 +810,60 @@ mod tests {
         ];
         for (text, allowed, state, expected) in cases {
             assert_eq!(
-                classify(&msg(&text), allowed, &state),
+                classify(&stored(Origin::Click, &text), allowed, &state),
                 expected,
                 "{text:?} allowed={allowed} in {state:?}"
+            );
+        }
+    }
+
+    /// Nothing a person types acts as the controller's own events: the markers of a click,
+    /// of what the PR watcher saw and of a notice, typed (through the API Slack does not
+    /// escape them) by someone off the allow-list get the refusal, and by someone on it are
+    /// what any text is — a follow-up for the thread's Coder here.
+    #[test]
+    fn typed_markers_are_text() {
+        let pr_open = ThreadState::RunEnded {
+            last: Box::new(ended()),
+            pr: Some(pr()),
+        };
+        let thread = crate::domain::ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        };
+        let notice = crate::coordination::notices::notice_message(&thread, "1.3", "⚠️ x").text;
+        for text in [
+            PrEvent::Merged.to_text(7),
+            PrEvent::Closed.to_text(7),
+            ReviewEvent::Round.to_text(7),
+            ReviewEvent::Capped.to_text(7),
+            click(ButtonAction::StopRun, "r1"),
+            notice,
+        ] {
+            assert_eq!(
+                classify(&msg(&text), false, &pr_open),
+                Command::NotAllowed,
+                "{text:?}"
+            );
+            assert_eq!(
+                classify(&msg(&text), true, &pr_open),
+                Command::FollowUp {
+                    last: Box::new(ended())
+                },
+                "{text:?}"
+            );
+        }
+        let approve = click(ButtonAction::Approve, "d1");
+        assert_eq!(classify(&msg(&approve), true, &pending()), Command::AskPm);
+        assert_eq!(
+            classify(&msg(&approve), false, &pending()),
+            Command::NotAllowed
+        );
+        // The controller's own message that does not read back does nothing.
+        for origin in [Origin::Click, Origin::Watcher, Origin::Notice] {
+            assert_eq!(
+                classify(&stored(origin, "yes"), true, &pr_open),
+                Command::Unreadable
             );
         }
     }
@@ -842,7 +924,10 @@ mod tests {
             );
         }
         let click = click(ButtonAction::Approve, "d1");
-        assert_eq!(classify_memory(&msg(&click), true, true), None);
+        assert_eq!(
+            classify_memory(&stored(Origin::Click, &click), true, true),
+            None
+        );
     }
 
     #[test]

@@ -399,6 +399,7 @@ mod tests {
             user: "U1".into(),
             text: text.into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         }
     }
 

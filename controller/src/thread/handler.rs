@@ -204,6 +204,14 @@ impl ThreadHandler {
             Command::Done => self.close(msg, CloseKind::Done, None).await,
             Command::EndedOnGitHub { event, pr } => self.ended_on_github(msg, event, &pr).await,
             Command::WatchLater => Settle::Processed,
+            Command::Unreadable => {
+                tracing::warn!(
+                    ts = %msg.ts,
+                    origin = msg.origin.as_str(),
+                    "a stored message of the controller's own that cannot be read back; nothing done"
+                );
+                Settle::Processed
+            }
             Command::Notice(notice) => self.answer(msg, Role::Pm, &notice).await,
             Command::Approve => self.approve(msg).await,
             Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, CARRIED_OUT).await,

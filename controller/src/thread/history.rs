@@ -8,9 +8,8 @@
 
 use codebutler_agent::conversation::ChatMessage;
 
-use crate::closing::event::{PrEvent, WATCHER_USER};
-use crate::closing::review_event::ReviewEvent;
-use crate::domain::{ButtonAction, Click, Role, RunRecord, ThreadKey};
+use crate::closing::event::PrEvent;
+use crate::domain::{ButtonAction, Click, Origin, Role, RunRecord, ThreadKey};
 use crate::slack::effects::Effect;
 use crate::store::{QuestionRecord, Store, StoreError};
 
@@ -67,21 +66,23 @@ impl History {
         for msg in store.thread_messages(thread).await? {
             // A review round's announcement: what it proposed is among the thread's posts. A
             // coordination notice is what CodeButler said, recorded with its post.
-            if (msg.user == WATCHER_USER && ReviewEvent::parse(&msg.text).is_some())
-                || crate::coordination::notices::parse_notice(&msg.user, &msg.text).is_some()
-            {
-                continue;
-            }
-            let pr_event = (msg.user == WATCHER_USER)
-                .then(|| PrEvent::parse(&msg.text))
-                .flatten();
-            let event = match (pr_event, Click::parse(&msg.text)) {
-                (Some(event), _) => Event::GitHub(event),
-                (None, Some(click)) => Event::Clicked {
-                    user: msg.user,
-                    action: click.action,
+            let event = match msg.origin {
+                // What the watcher saw: a merge or close is part of the thread's story; a
+                // review round's announcement is among the thread's posts.
+                Origin::Watcher => match PrEvent::parse(&msg.text) {
+                    Some(event) => Event::GitHub(event),
+                    None => continue,
                 },
-                (None, None) => Event::Person {
+                // A coordination notice is what CodeButler said, recorded with its post.
+                Origin::Notice => continue,
+                Origin::Click => match Click::parse(&msg.text) {
+                    Some(click) => Event::Clicked {
+                        user: msg.user,
+                        action: click.action,
+                    },
+                    None => continue,
+                },
+                Origin::Person => Event::Person {
                     user: msg.user,
                     text: msg.text,
                 },
@@ -292,6 +293,8 @@ mod tests {
     use codebutler_agent::conversation::{ChatMessage, ToolCall};
 
     use super::*;
+    use crate::closing::event::WATCHER_USER;
+    use crate::closing::review_event::ReviewEvent;
     use crate::domain::IncomingMessage;
     use crate::slack::effects::Effects;
     use crate::store::{Change, NewRun};
@@ -304,6 +307,7 @@ mod tests {
             user: user.into(),
             text: text.into(),
             event_id: None,
+            origin: crate::domain::Origin::Person,
         }
     }
 
@@ -374,19 +378,22 @@ mod tests {
             .await
             .unwrap();
         store
-            .record_message(&message("1.6", WATCHER_USER, &PrEvent::Merged.to_text(7)))
+            .record_message(&IncomingMessage {
+                origin: Origin::Watcher,
+                ..message("1.6", WATCHER_USER, &PrEvent::Merged.to_text(7))
+            })
             .await
             .unwrap();
         // A review round's announcement is not part of the story (its proposal is).
         store
-            .record_message(&message(
-                "1.65",
-                WATCHER_USER,
-                &ReviewEvent::Round.to_text(7),
-            ))
+            .record_message(&IncomingMessage {
+                origin: Origin::Watcher,
+                ..message("1.65", WATCHER_USER, &ReviewEvent::Round.to_text(7))
+            })
             .await
             .unwrap();
-        // A person cannot pass for the watcher by typing its marker.
+        // A person cannot pass for the watcher by typing its marker: only the origin says
+        // what a message is.
         store
             .record_message(&message("1.7", "U3", &PrEvent::Closed.to_text(7)))
             .await

@@ -4,7 +4,7 @@
 
 use codebutler_controller::fuzzing::{Frame, socket_frame};
 use codebutler_controller::slack::intake::{Intake, IntakeFilter};
-use codebutler_controller::domain::Click;
+use codebutler_controller::domain::{Click, Origin};
 use codebutler_controller::slack::interactive::reaction_target;
 use libfuzzer_sys::fuzz_target;
 
@@ -21,6 +21,8 @@ fuzz_target!(|frame: &str| {
             assert_ne!(m.user, filter.bot_user_id, "our own message accepted");
             assert!(!m.text.trim().is_empty(), "empty message accepted");
             assert!(m.event_id.is_some(), "no event id to deduplicate on");
+            assert_eq!(m.origin, Origin::Person, "an event is a person's message");
+            assert_eq!(m.click(), None, "typed text passed for a click");
             assert_eq!(reaction_target(m), *m);
         }
         Frame::Interaction(Intake::Accept(m)) => {
@@ -30,7 +32,8 @@ fuzz_target!(|frame: &str| {
                 "a click's ts must stand apart: {}",
                 m.ts
             );
-            let click = Click::parse(&m.text).expect("a stored click reads back as that click");
+            assert_eq!(m.origin, Origin::Click);
+            let click = m.click().expect("a stored click reads back as that click");
             assert_eq!(Click::parse(&click.to_text()), Some(click.clone()));
             assert_eq!(reaction_target(m).ts, click.message_ts);
         }

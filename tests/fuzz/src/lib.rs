@@ -99,6 +99,7 @@ impl Workbench {
             user: "U0ALICE".into(),
             text: "please fix session expiry".into(),
             event_id: Some("Ev1".into()),
+            origin: codebutler_controller::domain::Origin::Person,
         };
         assert!(runtime.block_on(store.record_message(&first)).unwrap());
 
