@@ -3,9 +3,12 @@
 use std::path::{Path, PathBuf};
 
 const SCRIPT: &str = r#"#!/bin/sh
-# Fake `gh` written by codebutler-test-support. Logs every invocation to gh.log next to itself.
+# Fake `gh` written by codebutler-test-support. Logs every invocation to gh.log next to itself,
+# but a person's (FAKE_GH_PERSON set: merge_on_github, open_pr_on_github), which is not the
+# product's doing.
 here="$(dirname "$0")"
 log="$here/gh.log"
+[ -n "$FAKE_GH_PERSON" ] && log=/dev/null
 printf '%s\n' "$*" >> "$log"
 
 # What GitHub decides on its own, as the test set it (FakePr::set): the pull requests' state
@@ -406,7 +409,7 @@ if [ "$1" = "pr" ] && [ "$2" = "merge" ]; then
     echo "--merge, --rebase, or --squash required when not running interactively" >&2
     exit 1
   fi
-  printf '%s\n' "$strategy" >> "$here/merges.log"
+  [ -n "$FAKE_GH_PERSON" ] || printf '%s\n' "$strategy" >> "$here/merges.log"
   find_origin
   [ -n "$(pr_head "$number")" ] || not_found "$number"
   if [ -f "$here/merge.block" ]; then
@@ -606,14 +609,36 @@ impl FakePr {
     }
 }
 
+/// A person opens a pull request of `head` (a branch on origin) titled `title` on GitHub:
+/// the fake `gh` in `dir`, run in the repository `repo`, as `gh pr create` does. Panics with
+/// gh's error when GitHub would refuse. Not the product's doing: [`gh_log`] does not list
+/// it.
+pub fn open_pr_on_github(dir: &Path, repo: &Path, head: &str, title: &str) {
+    let out = std::process::Command::new(dir.join("gh"))
+        .args([
+            "pr", "create", "--head", head, "--title", title, "--body", "",
+        ])
+        .current_dir(repo)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("fake gh: run gh pr create");
+    assert!(
+        out.status.success(),
+        "fake gh: open a pull request of {head} on GitHub: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A person merges pull request `number` on GitHub with `strategy` (`squash`, `merge` or
 /// `rebase`): the fake `gh` in `dir`, run in the repository `repo` (whose `origin` is
 /// GitHub's repository), lands it on origin's base branch as `gh pr merge` does. Panics
-/// with gh's error when GitHub would refuse.
+/// with gh's error when GitHub would refuse. Not the product's doing: neither [`gh_log`] nor
+/// [`gh_merges`] lists it.
 pub fn merge_on_github(dir: &Path, repo: &Path, number: u64, strategy: &str) {
     let out = std::process::Command::new(dir.join("gh"))
         .args(["pr", "merge", &number.to_string(), &format!("--{strategy}")])
         .current_dir(repo)
+        .env("FAKE_GH_PERSON", "1")
         .stdin(std::process::Stdio::null())
         .output()
         .expect("fake gh: run gh pr merge");

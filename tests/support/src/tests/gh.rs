@@ -343,9 +343,20 @@ fn checks_and_closing_are_the_tests_to_set_and_refuse_a_merge() {
 
     // A person merges it on GitHub.
     FakePr::default().set(&w.gh_dir);
+    let calls = gh_log(&w.gh_dir).len();
     merge_on_github(&w.gh_dir, &w.repo, 7, "merge");
     assert_ne!(w.origin_tip(&w.base), base_before);
     assert_eq!(FakePr::state(&w.gh_dir), "MERGED");
+    assert_eq!(
+        gh_log(&w.gh_dir).len(),
+        calls,
+        "a person's merge is not the product's"
+    );
+    assert_eq!(
+        gh_merges(&w.gh_dir),
+        ["squash", "squash"],
+        "the refused ones"
+    );
 }
 
 #[test]
