@@ -403,3 +403,57 @@ async fn a_run_without_a_pull_request_keeps_its_commits_on_the_branch() {
     );
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_run_the_controllers_crash_cut_off_has_its_commits_pushed_at_the_next_start() {
+    let env = pushes_env().await;
+    let mut daemon = env.start().await;
+    let token = "PUSH-CRASH";
+    let (thread, origin, opened) = thread_with_pr(
+        &env,
+        token,
+        vec![
+            write("notes.txt", "one\ntwo\nthree\n"),
+            Reply::tool_call("GitCommit", r#"{"message": "Add a third note"}"#),
+            Reply::tool_call("Bash", r#"{"command": "sleep 300"}"#),
+        ],
+    )
+    .await;
+    env.reply(&thread, "also add a third note");
+    // The commit is made; the controller dies while the next command runs.
+    let committed = env
+        .slack
+        .wait_until(WAIT, || env.model.requests_for(token).len() == 7)
+        .await;
+    assert!(committed, "{:?}", env.post_texts(&thread));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    daemon.kill9().await;
+    assert_eq!(
+        origin_tip(&origin, &branch_of(token)).as_deref(),
+        Some(opened.as_str())
+    );
+
+    // The next start reports the run cut off, and pushes its commit with the report.
+    let _daemon = env.start().await;
+    let reported = env
+        .slack
+        .wait_until(WAIT, || {
+            last_coder_post(&env, &thread).contains("I was stopped while working on this")
+        })
+        .await;
+    assert!(reported, "{:?}", env.post_texts(&thread));
+    let tip = origin_tip(&origin, &branch_of(token)).unwrap();
+    assert_eq!(
+        git::git(&origin, &["log", "-1", "--format=%s%n%P", &tip]),
+        format!("Add a third note\n{opened}")
+    );
+    assert_eq!(github_head(&env, 7), tip);
+    assert!(
+        last_coder_post(&env, &thread).ends_with(&format!(
+            "\n\n{}",
+            pushed_line(&origin, &branch_of(token), &opened, &["notes.txt"], 7)
+        )),
+        "{:?}",
+        env.post_texts(&thread)
+    );
+}

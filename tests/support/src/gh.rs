@@ -240,6 +240,7 @@ if [ "$1" = "pr" ] && [ "$2" = "comment" ]; then
     echo "fake gh: unsupported invocation: gh $* (only 'pr comment <n> --body-file -')" >&2
     exit 1
   fi
+  [ -n "$(pr_head "$number")" ] || not_found "$number"
   body="$(cat)"
   printf '%s\n\036\n' "$body" >> "$here/pr-comments.log"
   id="$(next_id)"
