@@ -457,3 +457,30 @@ async fn a_run_the_controllers_crash_cut_off_has_its_commits_pushed_at_the_next_
         env.post_texts(&thread)
     );
 }
+
+#[tokio::test]
+async fn a_follow_up_that_commits_nothing_says_the_pr_is_unchanged() {
+    let env = pushes_env().await;
+    let _daemon = env.start().await;
+    let token = "PUSH-NOTHING";
+    let (thread, origin, opened) = thread_with_pr(
+        &env,
+        token,
+        vec![Reply::text("The notes already say that.")],
+    )
+    .await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "do the notes say two?").await,
+        "white_check_mark"
+    );
+    assert_eq!(
+        last_coder_post(&env, &thread),
+        "*Coder:* The notes already say that.\n\nNothing was committed in this run; PR #7 is unchanged."
+    );
+    assert_eq!(
+        origin_tip(&origin, &branch_of(token)).as_deref(),
+        Some(opened.as_str())
+    );
+    assert_eq!(github_head(&env, 7), opened);
+    env.assert_clean();
+}

@@ -97,13 +97,17 @@ impl SlackCoder {
             });
         };
         if tips.up_to_date() {
-            // Pushed already, with the Coder's OpenPR during the run, or nothing committed.
-            return Some(match start.filter(|s| *s != tips.local) {
-                Some(from) => EndPush::Pushed {
+            // Pushed already, with the Coder's OpenPR during the run, or nothing committed;
+            // which, only the run's start tells (without it, nothing is said rather than a
+            // guess).
+            let start = start?;
+            return Some(if start == tips.local {
+                EndPush::NothingCommitted { pr }
+            } else {
+                EndPush::Pushed {
                     pr,
-                    range: self.range(&worktree, from, tips.local).await,
-                },
-                None => EndPush::NothingCommitted { pr },
+                    range: self.range(&worktree, start, tips.local).await,
+                }
             });
         }
         let from = tips.on_origin_or_base();
