@@ -1,9 +1,11 @@
 //! A run's commits reach the open pull request, checked on origin and on the fake GitHub:
 //! an approved review round's fix (pushed, the PR's head moved, a reply on GitHub), a
 //! follow-up message after the PR, a failing check's fix and "continue" (each pushed at the
-//! run's end and named in its summary), a push origin refuses (said in the thread, pushed by
-//! "merge", which then lands it on origin's default branch), and a run of a thread with no
-//! pull request yet (its commits stay on the branch, not on origin).
+//! run's end and named in its summary), a run a crash cut off (pushed when the next start
+//! reports it), a follow-up that commits nothing (said), a push origin refuses (said in the
+//! thread; "merge" refuses to merge while it cannot push, then pushes and lands it on
+//! origin's default branch), and a run of a thread with no pull request yet (its commits
+//! stay on the branch, not on origin).
 
 use std::path::{Path, PathBuf};
 
@@ -323,8 +325,22 @@ async fn a_push_origin_refuses_is_said_and_merge_pushes_then_lands_it() {
         say_and_wait_run(&env, &thread, "also add a third note").await,
         "white_check_mark"
     );
-    std::fs::rename(&away, &origin).unwrap();
     let summary = last_coder_post(&env, &thread);
+    // "merge" while origin is still out of reach: it says the push failed and merges nothing.
+    let refused = crate::harness::say_and_wait_post(
+        &env,
+        &thread,
+        "merge",
+        "*PM:* I couldn't push the branch's last commits to PR #7",
+    )
+    .await;
+    assert!(
+        refused
+            .ends_with("so I didn't merge it. The thread stays open; say *merge* again to retry."),
+        "{refused}"
+    );
+    assert!(codebutler_test_support::gh::gh_merges(env.outside.path()).is_empty());
+    std::fs::rename(&away, &origin).unwrap();
     assert!(
         summary.starts_with("*Coder:* Added a third note.\n\nI couldn't push `")
             && summary.contains("(`notes.txt`) to PR #7 (`git push failed")
