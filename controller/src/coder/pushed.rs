@@ -88,8 +88,10 @@ impl SlackCoder {
             }
         };
         let Some(pr) = pr else {
-            // Not pushed: what the run committed, from where its branch stood at its start.
-            let from = start.filter(|s| *s != tips.local)?;
+            // Not pushed: what the run committed, from where its branch stood at its start
+            // (nothing to say when origin has it already: an OpenPR that pushed, then failed
+            // to open the pull request).
+            let from = start.filter(|s| *s != tips.local && !tips.up_to_date())?;
             let range = self.range(&worktree, from, tips.local).await;
             return Some(EndPush::NotPushedYet {
                 branch: run.branch.clone(),
