@@ -145,7 +145,27 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
     assert!(env.slack.wait_acked(&first.envelope_id, WAIT).await);
     assert!(env.slack.wait_acked(&second.envelope_id, WAIT).await);
 
-    wait_post(&env, &thread, |t| t == "*Coder:* Done: the PR is open.").await;
+    let base = git::git(
+        &env.outside.path().join("origin.git"),
+        &["rev-parse", "HEAD"],
+    );
+    let summary = wait_post(&env, &thread, |t| {
+        t.starts_with("*Coder:* Done: the PR is open.")
+    })
+    .await;
+    assert_eq!(
+        summary,
+        format!(
+            "*Coder:* Done: the PR is open.\n\n{}",
+            crate::harness::pushed_line(
+                &env.outside.path().join("origin.git"),
+                "codebutler/work-on-button-flow",
+                &base,
+                &["README.md"],
+                7
+            )
+        )
+    );
     let posts = env.post_texts(&thread);
     assert!(
         posts.contains(

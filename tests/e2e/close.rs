@@ -9,7 +9,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use codebutler_test_support::gh::{
-    FakePr, block_merge, gh_edited_body, gh_log, gh_merges, merge_waiting, release_merge,
+    FakePr, block_merge, gh_edited_body, gh_log, gh_merges, merge_on_github, merge_waiting,
+    release_merge,
 };
 use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
@@ -70,6 +71,19 @@ fn origin_has(origin: &Path, branch: &str) -> bool {
     git2::Repository::open_bare(origin)
         .unwrap()
         .find_reference(&format!("refs/heads/{branch}"))
+        .is_ok()
+}
+
+/// Whether origin's default branch holds the thread's journal.
+fn journal_on_head(origin: &Path, thread: &str) -> bool {
+    let path = codebutler_controller::journal::thread_journal::journal_path(thread);
+    git2::Repository::open_bare(origin)
+        .unwrap()
+        .head()
+        .unwrap()
+        .peel_to_tree()
+        .unwrap()
+        .get_path(Path::new(&path))
         .is_ok()
 }
 
@@ -168,8 +182,15 @@ async fn merge_describes_merges_once_deletes_the_branch_removes_the_worktree_and
              ## Decisions\n\n- (none recorded)\n\n## Participants\n\n- alice\n\n## Slack thread\n\n{permalink}\n"
         )
     );
-    // One squash merge, in the main repository.
+    // One squash merge, in the main repository: one commit on origin's default branch, with
+    // the branch's files and its journal.
     assert_eq!(gh_merges(env.outside.path()), ["squash"]);
+    assert_eq!(
+        git::git(&origin, &["log", "-1", "--format=%s", "HEAD"]),
+        "Add notes (#7)"
+    );
+    assert_eq!(git::git(&origin, &["show", "HEAD:notes.txt"]), "one\ntwo");
+    assert!(journal_on_head(&origin, &thread));
     assert_eq!(
         gh_log(env.outside.path())
             .iter()
@@ -301,11 +322,10 @@ async fn a_pr_merged_on_github_closes_its_thread_through_the_watcher() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(stage(&env, &thread).await, "pr_opened");
 
-    FakePr {
-        state: "MERGED",
-        ..FakePr::default()
-    }
-    .set(env.outside.path());
+    // A person merges it on GitHub: it lands on origin's default branch.
+    let main_before = git::git(&origin, &["rev-parse", "HEAD"]);
+    merge_on_github(env.outside.path(), env.repo_path(), 7, "squash");
+    assert_ne!(git::git(&origin, &["rev-parse", "HEAD"]), main_before);
     let ok = env
         .slack
         .wait_until(WAIT, || {

@@ -183,7 +183,21 @@ async fn from_a_slack_thread_to_a_pull_request_in_a_container() {
         ),
         "{posts:?}"
     );
-    assert_eq!(posts.last().unwrap(), "*Coder:* Done: the PR is open.");
+    let origin = env.outside.path().join("origin.git");
+    let base = git::git(&origin, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        posts.last().unwrap(),
+        &format!(
+            "*Coder:* Done: the PR is open.\n\n{}",
+            crate::harness::pushed_line(
+                &origin,
+                "codebutler/mark-the-deploy-section-boxed-token",
+                &base,
+                &["README.md"],
+                7
+            )
+        )
+    );
     // The command ran in the image (its marker file; the host has none) on the worktree.
     let results = tool_results(&env.model.requests_for("BOXED-TOKEN")[2].body);
     assert!(

@@ -567,7 +567,7 @@ async fn a_merge_from_the_thread_brings_the_merged_memory_to_the_next_threads_pm
     assert!(ok, "the memory step never ran");
     pool.close().await;
 
-    // What GitHub's merge puts on origin's default branch (the fake gh merges nothing).
+    // What another pull request merged on origin's default branch meanwhile.
     let other = push_memory_to_origin(
         &env,
         &origin,
@@ -576,9 +576,14 @@ async fn a_merge_from_the_thread_brings_the_merged_memory_to_the_next_threads_pm
     );
 
     say_and_wait_post(&env, &thread, "merge", "*PM:* PR #7 merged").await;
-    // No approval in between: the merge itself fetched the default branch.
+    // No approval in between: the merge itself fetched the default branch, as GitHub's
+    // merge of PR #7 left it on origin.
     let default = git::git(&other, &["rev-parse", "--abbrev-ref", "HEAD"]);
-    let merged = git::git(&other, &["rev-parse", "HEAD"]);
+    let merged = git::git(&origin, &["rev-parse", "HEAD"]);
+    assert_eq!(
+        git::git(&origin, &["log", "-1", "--format=%s", "HEAD"]),
+        "Parse (#7)"
+    );
     let ok = env
         .slack
         .wait_until(WAIT, || {

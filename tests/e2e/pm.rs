@@ -358,6 +358,20 @@ async fn messages_for_other_roles_get_the_role_list_without_a_model_call() {
 #[tokio::test]
 async fn conversation_continues_in_the_thread_and_gh_status_runs_gh() {
     let env = Env::new().await;
+    // Someone opened PR 7 on GitHub from a branch of origin.
+    let origin = env.outside.path().join("origin.git");
+    let (_, main) = codebutler_test_support::git::push_to_new_origin(env.repo_path(), &origin);
+    let git = |args: &[&str]| codebutler_test_support::git::git(env.repo_path(), args);
+    git(&["checkout", "-q", "-b", "feature"]);
+    codebutler_test_support::git::commit_files(env.repo_path(), &[("f.txt", "f\n")], "Add f");
+    git(&["push", "-q", "origin", "feature"]);
+    git(&["checkout", "-q", main.trim_start_matches("refs/heads/")]);
+    codebutler_test_support::gh::open_pr_on_github(
+        env.outside.path(),
+        env.repo_path(),
+        "feature",
+        "Fake PR 7",
+    );
     let q = "is PR 7 green?";
     env.model.script(
         q,
@@ -373,8 +387,12 @@ async fn conversation_continues_in_the_thread_and_gh_status_runs_gh() {
     let result = tool_results(&env.model.requests_for(q)[1].body);
     assert!(result.contains("\"title\":\"Fake PR 7\""), "{result}");
     let log = codebutler_test_support::gh::gh_log(env.outside.path());
-    assert_eq!(log.len(), 1);
-    assert!(log[0].starts_with("pr view 7 --json "), "{log:?}");
+    assert_eq!(
+        log.len(),
+        2,
+        "the PR's creation, then the PM's look: {log:?}"
+    );
+    assert!(log[1].starts_with("pr view 7 --json "), "{log:?}");
 
     env.reply(&thread, "what did I ask?");
     let posts = env.wait_thread_posts(&thread, 2).await;

@@ -801,7 +801,7 @@ async fn a_long_run_is_compacted_under_the_configured_context_window() {
 #[tokio::test]
 async fn from_a_slack_thread_to_a_pull_request() {
     let env = runner_env(json!({"maxTurns": 8, "timeout": 2})).await;
-    let (bare, _main, _id) = bare_origin(&env);
+    let (bare, _main, main_id) = bare_origin(&env);
     let plan = json!({
         "summary": "Mark the deploy section FLOW-TOKEN",
         "steps": ["Edit README.md", "Commit", "Open a pull request"],
@@ -845,7 +845,19 @@ async fn from_a_slack_thread_to_a_pull_request() {
         ),
         "{posts:?}"
     );
-    assert_eq!(posts.last().unwrap(), "*Coder:* Done: the PR is open.");
+    assert_eq!(
+        posts.last().unwrap(),
+        &format!(
+            "*Coder:* Done: the PR is open.\n\n{}",
+            crate::harness::pushed_line(
+                &env.outside.path().join("origin.git"),
+                "codebutler/mark-the-deploy-section-flow-token",
+                &main_id.to_string(),
+                &["README.md"],
+                7
+            )
+        )
+    );
     assert!(
         posts.contains(&"*Coder:* README *edited*; committing now.".to_owned()),
         "{posts:?}"

@@ -1,8 +1,10 @@
 //! Answering addressed comments on GitHub once the Coder's run for an approved round ended:
 //! each comment sorted as a change or a question gets one reply — a reply in its line
 //! comment's thread (`gh api …/pulls/N/comments/ID/replies`) or a conversation comment
-//! (`gh pr comment`) — saying what changed and the commit. A run that pushed nothing gets
-//! no replies (nothing was addressed on GitHub).
+//! (`gh pr comment`) — saying what changed and the commit. The replies wait for the run's
+//! end to be reported (its commits are pushed first, [`crate::coder`]) and, when that push
+//! failed, for the next push; a run that committed nothing gets no replies (nothing was
+//! addressed on GitHub).
 //!
 //! Each reply is recorded `attempted` before it is posted and `posted` after; a crash in
 //! between leaves it `attempted`, and the next poll first looks for its marker
@@ -33,6 +35,22 @@ fn changed_files(repo: &Path, from: &str, to: &str) -> Result<Vec<String>, git2:
         .collect();
     files.dedup();
     Ok(files)
+}
+
+/// Whether `branch` of the main repository `repo` (where every commit of a thread's branch
+/// is copied) has moved past `head`, the pull request's head on GitHub: commits that were
+/// not pushed.
+fn branch_ahead(repo: &Path, branch: &str, head: &str) -> bool {
+    let Ok(repo) = git2::Repository::open(repo) else {
+        return false;
+    };
+    let (Ok(local), Ok(head)) = (
+        repo.refname_to_id(&format!("refs/heads/{branch}")),
+        git2::Oid::from_str(head),
+    ) else {
+        return false;
+    };
+    local != head && repo.graph_descendant_of(local, head).unwrap_or(false)
 }
 
 /// How long an approved round may wait for its run to start.
@@ -106,6 +124,16 @@ impl PrWatcher {
             // Its run has not started or not ended yet.
             return true;
         }
+        match self.store.run_reported(&run.id).await {
+            // The run's end pushes its commits before it is reported: until then, GitHub's
+            // head may not have them yet.
+            Ok(false) => return true,
+            Ok(true) => {}
+            Err(e) => {
+                tracing::error!(thread = %thread, "pr watcher: read the run's report: {e}");
+                return true;
+            }
+        }
         if head != round.head_oid {
             let comments = match self.store.round_comments(thread, round.round).await {
                 Ok(comments) => comments,
@@ -167,10 +195,19 @@ impl PrWatcher {
                     return true;
                 }
             }
+        } else if branch_ahead(&self.repo, &run.branch, head) {
+            // The run committed, but its push failed: the replies wait for the next push (the
+            // next run's end, or "merge").
+            tracing::info!(
+                thread = %thread,
+                "pr watcher: round {}'s commits are not on GitHub yet; the replies wait",
+                round.round
+            );
+            return true;
         } else {
             tracing::info!(
                 thread = %thread,
-                "pr watcher: round {}'s run pushed nothing; no replies on GitHub",
+                "pr watcher: round {}'s run committed nothing; no replies on GitHub",
                 round.round
             );
         }

@@ -22,6 +22,7 @@
 pub mod ahead;
 mod follower;
 mod progress;
+mod pushed;
 mod report;
 mod resume;
 mod start;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use codebutler_proto::runner::v1::runner_event::Event;
 use prost::Message;
 
+use super::pushed::{EndPush, end_push_line};
 use super::status::plan_summary;
 use super::{
     PREFIX, SlackCoder, end_group, pull_request_group, pull_request_line, pull_request_url,
@@ -64,7 +65,9 @@ impl SlackCoder {
     }
 
     /// Reports how the run ended in its thread, once: its status message's final line, the
-    /// summary (the Coder's last words, or why it stopped), ✅ or ❌ on what started it.
+    /// summary (the Coder's last words, or why it stopped, and what became of its commits:
+    /// pushed to the open pull request, [`SlackCoder::push_at_end`]), ✅ or ❌ on what
+    /// started it.
     pub async fn report_end(&self, run_id: &str) {
         let Some(run) = self.ended(run_id).await else {
             return;
@@ -72,12 +75,15 @@ impl SlackCoder {
         let story = self.story(run_id).await;
         let unannounced = self.unannounced(run_id, story.pull_requests).await;
         let (status_post, approval_ts) = self.status_message(run_id).await;
+        // The run's commits reach its thread's open pull request before the end is said.
+        let pushed = self.push_at_end(&run).await;
         // What the run changed, against the other threads: recorded with the report, so a
         // crash neither loses nor repeats a notice.
         let coordination = self.coordination.after_run(&run).await;
         let effects = end_effects(
             &run,
             &story.last_text,
+            pushed.as_ref(),
             &unannounced,
             status_post.as_deref(),
             approval_ts.as_deref(),
@@ -262,10 +268,12 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
 
 /// The effects reporting a run's end: the status message's final line (when it was
 /// posted), the links of pull requests nobody announced (the follower died first), the
-/// summary, and ✅ or ❌ on the message that started the run (when known).
+/// summary with what became of the run's commits, and ✅ or ❌ on the message that started
+/// the run (when known).
 fn end_effects(
     run: &RunRecord,
     last_text: &str,
+    pushed: Option<&EndPush>,
     unannounced: &[String],
     status_post: Option<&str>,
     approval_ts: Option<&str>,
@@ -285,7 +293,12 @@ fn end_effects(
             blocks: None,
         });
     }
-    effects = effects.reply(&end_summary(run, last_text), PREFIX);
+    let mut summary = end_summary(run, last_text);
+    if let Some(pushed) = pushed {
+        summary.push_str("\n\n");
+        summary.push_str(&end_push_line(pushed));
+    }
+    effects = effects.reply(&summary, PREFIX);
     if let Some(ts) = approval_ts {
         let reaction = if succeeded(run) {
             "white_check_mark"
@@ -333,6 +346,7 @@ mod tests {
         let effects = end_effects(
             &run,
             "Fixed the expiry.",
+            None,
             &[],
             Some("status:42/1"),
             Some("1.2"),
@@ -359,7 +373,7 @@ mod tests {
     #[test]
     fn a_run_cut_off_says_so_and_how_to_go_on() {
         let run = ended(RunState::Interrupted, "the controller stopped while it ran");
-        let effects = end_effects(&run, "half way", &[], None, None);
+        let effects = end_effects(&run, "half way", None, &[], None, None);
         assert_eq!(
             effects.effects(),
             [Effect::Post {
@@ -372,6 +386,7 @@ mod tests {
         let effects = end_effects(
             &failed,
             "",
+            None,
             &["https://x/pull/7".into()],
             Some("s/1"),
             Some("1.2"),

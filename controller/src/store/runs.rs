@@ -307,6 +307,18 @@ impl Store {
         Ok(rows)
     }
 
+    /// Whether the run's end was reported in its thread (with its commits pushed to an open
+    /// pull request, [`crate::coder`]); false for an unknown run.
+    pub async fn run_reported(&self, id: &str) -> Result<bool, StoreError> {
+        let reported: Option<i64> = sqlx::query_scalar(
+            "SELECT CASE WHEN reported_at IS NULL THEN 0 ELSE 1 END FROM runs WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(reported == Some(1))
+    }
+
     /// Runs that ended without their end being reported in their thread, oldest first,
     /// leaving out the channel `except_channel` (runs started outside Slack).
     pub async fn unreported_runs(
@@ -494,10 +506,13 @@ mod tests {
             ["r1"],
             "r2 is still running; r3 has no Slack thread"
         );
+        assert!(!s.run_reported("r1").await.unwrap());
         s.commit(&[crate::store::Change::RunReported("r1")], &[])
             .await
             .unwrap();
         assert!(s.unreported_runs("runnerctl").await.unwrap().is_empty());
+        assert!(s.run_reported("r1").await.unwrap());
+        assert!(!s.run_reported("no-such-run").await.unwrap());
         s.interrupt_unfinished_runs().await.unwrap();
         assert_eq!(ids(s.unreported_runs("runnerctl").await.unwrap()), ["r2"]);
     }

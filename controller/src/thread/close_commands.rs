@@ -1,5 +1,6 @@
 //! Closing a thread: "merge" (or "done", "ship it", "merge it") once its pull request is
-//! open, "abandon" (or "close without merging"), "done" in a thread without one, and the PR
+//! open (the branch's unpushed commits pushed first, so GitHub merges what the thread
+//! made), "abandon" (or "close without merging"), "done" in a thread without one, and the PR
 //! watcher's word that the pull request was merged or closed on GitHub.
 //!
 //! A close is a fixed sequence of steps, each recorded once in the store with the shared
@@ -34,6 +35,7 @@ use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::history::History;
 use crate::workspace::disk::ThreadDisk;
 use crate::workspace::forge::ForgeError;
+use crate::workspace::publish::{self, PublishError};
 use crate::workspace::pull_request::{
     self, MergeBlocker, PrState, PullRequestError, VIEW_FIELDS, WATCH_FIELDS,
 };
@@ -62,6 +64,8 @@ enum StepError {
     Store(#[from] StoreError),
     #[error("the commit's task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
 }
 
 impl ThreadHandler {
@@ -73,6 +77,16 @@ impl ThreadHandler {
             Err(settle) => return settle,
         };
         if !merged {
+            // The pull request merges what the branch holds: commits a run's end could not
+            // push go first.
+            if let Err(e) = self.push_before_merge(&thread).await {
+                tracing::error!(thread = %thread, "push before merging #{}: {e}", pr.number);
+                let reply = format!(
+                    "I couldn't push the branch's last commits to PR #{} ({e}), so I didn't merge it. The thread stays open; say **merge** again to retry.",
+                    pr.number
+                );
+                return self.answer(msg, Role::Pm, &reply).await;
+            }
             let status = match pull_request::view(
                 &self.pm.gh,
                 &self.coder.layout.repo,
@@ -110,6 +124,26 @@ impl ThreadHandler {
             }
         }
         self.close(msg, CloseKind::Merge, Some(pr)).await
+    }
+
+    /// Pushes the commits of the thread's branch that `origin` lacks (none: nothing
+    /// happens).
+    async fn push_before_merge(&self, thread: &ThreadKey) -> Result<(), StepError> {
+        let Some(tree) = self
+            .store
+            .latest_run(&thread.thread_ts)
+            .await?
+            .as_ref()
+            .and_then(worktree_of)
+        else {
+            return Ok(());
+        };
+        self.coder.prepare.ensure_mounted(&tree.path).await?;
+        if !tree.path.exists() {
+            return Ok(());
+        }
+        publish::push_unpushed(&self.coder.layout.repo, &tree.path, &tree.branch).await?;
+        Ok(())
     }
 
     /// What the PR watcher saw on GitHub: the thread closes the same way.

@@ -483,9 +483,18 @@ mod tests {
 
     #[tokio::test]
     async fn a_pull_request_opened_already_is_the_one_returned_on_a_retry() {
-        let dir = tempfile::tempdir().unwrap();
-        let gh = codebutler_test_support::gh::install_fake_gh(&dir.path().join("bin"));
-        let open = || open_pr(&gh, dir.path(), "codebutler/x", "T", "body");
+        let f = ThreadFixture::new(&[("a.txt", "a\n")]);
+        let bare = with_bare_origin(&f);
+        let main_ref = main_repo(&f).head().unwrap().name().unwrap().to_owned();
+        codebutler_test_support::git::git(f.main(), &["push", "-q", "origin", &main_ref]);
+        bare.set_head(&main_ref).unwrap();
+        std::fs::write(f.worktree().join("a.txt"), "b\n").unwrap();
+        commit_in(&f, "Change a").unwrap();
+        push_branch(f.main(), f.worktree(), "codebutler/t")
+            .await
+            .unwrap();
+        let gh = codebutler_test_support::gh::install_fake_gh(&f.dir.path().join("bin"));
+        let open = || open_pr(&gh, f.main(), "codebutler/t", "T", "body");
         let first = open().await.unwrap();
         // gh refuses a second pull request for the branch and names the open one.
         assert_eq!(open().await.unwrap(), first);

@@ -108,10 +108,34 @@ pub(crate) async fn run(
         return Err(CommandError::Failed {
             what: what.to_owned(),
             status: output.status.to_string(),
-            output: quote(text.trim()),
+            output: quote(&without_credentials(text.trim())),
         });
     }
     Ok(stdout)
+}
+
+/// `text` with the credentials of any address in it (`https://user:token@host/…`) replaced
+/// by `***`: a remote's address in git's output must not carry a token into a thread or a
+/// log.
+pub(crate) fn without_credentials(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let authority_end = tail
+            .find(|c: char| c == '/' || c.is_whitespace() || c == '\'' || c == '"')
+            .unwrap_or(tail.len());
+        match tail[..authority_end].rfind('@') {
+            Some(user_end) => {
+                out.push_str("***");
+                rest = &tail[user_end..];
+            }
+            None => rest = tail,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `text` cut to [`MAX_QUOTED_OUTPUT`] bytes (on a character boundary).
@@ -124,4 +148,23 @@ pub(crate) fn quote(text: &str) -> String {
         end -= 1;
     }
     format!("{}…", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_in_addresses_are_hidden() {
+        assert_eq!(
+            without_credentials(
+                "fatal: unable to access 'https://x-access-token:ghs_SECRET@github.com/acme/app.git/': 403\n\
+                 To https://bot@example.com/r.git and ssh://git@host:22/r, file:///srv/o.git"
+            ),
+            "fatal: unable to access 'https://***@github.com/acme/app.git/': 403\n\
+             To https://***@example.com/r.git and ssh://***@host:22/r, file:///srv/o.git"
+        );
+        assert_eq!(without_credentials("no address"), "no address");
+        assert_eq!(without_credentials("ends with ://"), "ends with ://");
+    }
 }

@@ -17,6 +17,7 @@ pub mod forge;
 pub mod git_command;
 pub mod orphans;
 pub mod platform;
+pub mod publish;
 pub mod pull_request;
 pub mod stage;
 pub mod thread_repo;

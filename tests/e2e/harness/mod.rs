@@ -403,3 +403,16 @@ pub async fn open_store(env: &Env) -> sqlx::SqlitePool {
         .await
         .unwrap()
 }
+
+/// The line a run's summary ends with when it pushed `branch` of the bare repository
+/// `origin` from `from` to the branch's tip there, changing `files`, to PR #`pr`.
+pub fn pushed_line(origin: &Path, branch: &str, from: &str, files: &[&str], pr: u64) -> String {
+    let tip = git::git(origin, &["rev-parse", &format!("refs/heads/{branch}")]);
+    let files: Vec<String> = files.iter().map(|f| format!("`{f}`")).collect();
+    format!(
+        "Pushed `{}..{}` ({}) to PR #{pr}.",
+        &from[..7],
+        &tip[..7],
+        files.join(", ")
+    )
+}

@@ -3,20 +3,25 @@
 use std::path::{Path, PathBuf};
 
 const SCRIPT: &str = r#"#!/bin/sh
-# Fake `gh` written by codebutler-test-support. Logs every invocation to gh.log next to itself.
+# Fake `gh` written by codebutler-test-support. Logs every invocation to gh.log next to itself,
+# but a person's (FAKE_GH_PERSON set: merge_on_github, open_pr_on_github), which is not the
+# product's doing.
 here="$(dirname "$0")"
 log="$here/gh.log"
+[ -n "$FAKE_GH_PERSON" ] && log=/dev/null
 printf '%s\n' "$*" >> "$log"
 
-# The pull request's state, as the test set it (FakePr::set): state, mergeable, checks
-# (none|passing|failing|pending), merged_at, closed_at.
-state=OPEN; mergeable=MERGEABLE; checks=none; merged_at=null; closed_at=null
+# What GitHub decides on its own, as the test set it (FakePr::set): the pull requests' state
+# (OPEN, or CLOSED by a person), their checks (none|passing|failing|pending), merged_at,
+# closed_at. Everything else comes from origin: a pull request's head is origin's branch,
+# `mergeable` is computed from origin's branches, a merge lands on origin's base branch.
+state=OPEN; checks=none; merged_at=null; closed_at=null
 if [ -f "$here/pr.env" ]; then . "$here/pr.env"; fi
 
 save_state() {
   tmp="$here/.pr.env.tmp"
-  printf 'state=%s\nmergeable=%s\nchecks=%s\nmerged_at=%s\nclosed_at=%s\n' \
-    "$state" "$mergeable" "$checks" "$merged_at" "$closed_at" > "$tmp"
+  printf 'state=%s\nchecks=%s\nmerged_at=%s\nclosed_at=%s\n' \
+    "$state" "$checks" "$merged_at" "$closed_at" > "$tmp"
   mv "$tmp" "$here/pr.env"
 }
 
@@ -31,7 +36,108 @@ rollup() {
 
 quoted() { if [ "$1" = null ]; then printf 'null'; else printf '"%s"' "$1"; fi; }
 
-
+# --- origin: the repository GitHub holds ---------------------------------------------------
+# Found the way gh finds its repository: the `origin` remote of the repository gh runs in.
+# Only origin is read for a pull request's state, never the local repository's branches.
+find_origin() {
+  origin="$(git remote get-url origin 2>/dev/null)"
+  if [ -z "$origin" ]; then
+    echo "no git remotes found" >&2
+    exit 1
+  fi
+  origin="${origin#file://}"
+  if ! git -C "$origin" rev-parse --git-dir >/dev/null 2>&1; then
+    echo "fake gh: origin $origin is not a repository this fake can read" >&2
+    exit 1
+  fi
+}
+og() { git -C "$origin" -c core.hooksPath=/dev/null "$@"; }
+# The base branch of every pull request: origin's default branch.
+base_branch() { og symbolic-ref --short HEAD; }
+# A branch's commit on origin, or nothing.
+origin_tip() { og rev-parse -q --verify "refs/heads/$1^{commit}" 2>/dev/null; }
+# Pull request n's head branch (`prs/<n>/head`), or nothing for a number never created.
+pr_head() { cat "$here/prs/$1/head" 2>/dev/null; }
+# Pull request n's head commit: origin's tip of its branch; once the branch is gone (merged
+# and deleted), the last one GitHub saw.
+pr_head_oid() {
+  oid="$(origin_tip "$(pr_head "$1")")"
+  if [ -n "$oid" ]; then printf '%s' "$oid" > "$here/prs/$1/last-head"; else oid="$(cat "$here/prs/$1/last-head" 2>/dev/null)"; fi
+  printf '%s' "${oid:-0000000000000000000000000000000000000000}"
+}
+# MERGEABLE or CONFLICTING, from a merge of the head into the base on origin; UNKNOWN when
+# the pull request is not open or its branch is gone.
+mergeable_of() {
+  head_tip="$(origin_tip "$(pr_head "$1")")"
+  if [ "$state" != OPEN ] || [ -z "$head_tip" ]; then printf UNKNOWN; return; fi
+  og merge-tree --write-tree "refs/heads/$(base_branch)" "$head_tip" >/dev/null 2>&1
+  case $? in
+    0) printf MERGEABLE ;;
+    1) printf CONFLICTING ;;
+    *) printf UNKNOWN ;;
+  esac
+}
+not_found() {
+  echo "GraphQL: Could not resolve to a PullRequest with the number of $1. (repository.pullRequest)" >&2
+  exit 1
+}
+# Pull request n's state: MERGED once merged (`prs/<n>/merged` holds when), else what the
+# test set (OPEN, or CLOSED by a person).
+pr_state() {
+  if [ -f "$here/prs/$1/merged" ]; then
+    state=MERGED; merged_at="$(cat "$here/prs/$1/merged")"; closed_at="$merged_at"
+  fi
+}
+# The identity GitHub commits a merge as.
+as_github() {
+  GIT_AUTHOR_NAME=GitHub GIT_AUTHOR_EMAIL=noreply@github.com \
+  GIT_COMMITTER_NAME=GitHub GIT_COMMITTER_EMAIL=noreply@github.com "$@"
+}
+# Lands pull request $number's head on origin's base branch with $strategy, as GitHub does,
+# or fails as GitHub does when it cannot.
+land() {
+  head="$(pr_head "$number")"
+  base="$(base_branch)"
+  head_tip="$(origin_tip "$head")"
+  base_tip="$(origin_tip "$base")"
+  if [ -z "$head_tip" ]; then
+    echo "X Pull request #$number is not mergeable: the head branch $head is not on GitHub." >&2
+    exit 1
+  fi
+  conflict() {
+    echo "X Pull request #$number is not mergeable: the merge commit cannot be cleanly created." >&2
+    exit 1
+  }
+  tree="$(og merge-tree --write-tree "$base_tip" "$head_tip" 2>/dev/null | head -n 1)"
+  og merge-tree --write-tree "$base_tip" "$head_tip" >/dev/null 2>&1 || conflict
+  title="$(cat "$here/prs/$number/title" 2>/dev/null)"
+  case "$strategy" in
+    squash)
+      new="$(printf '%s (#%s)\n' "$title" "$number" | as_github og commit-tree "$tree" -p "$base_tip")" ;;
+    merge)
+      new="$(printf 'Merge pull request #%s from acme/%s\n\n%s\n' "$number" "$head" "$title" |
+        as_github og commit-tree "$tree" -p "$base_tip" -p "$head_tip")" ;;
+    rebase)
+      if [ -n "$(og rev-list --min-parents=2 "$base_tip..$head_tip")" ]; then
+        echo "X Pull request #$number is not mergeable: this branch can't be rebased." >&2
+        exit 1
+      fi
+      new="$base_tip"
+      for commit in $(og rev-list --reverse "$base_tip..$head_tip"); do
+        tree="$(og merge-tree --write-tree --merge-base="$commit^" "$new" "$commit" 2>/dev/null | head -n 1)"
+        og merge-tree --write-tree --merge-base="$commit^" "$new" "$commit" >/dev/null 2>&1 || conflict
+        new="$(og log -1 --format=%B "$commit" |
+          GIT_AUTHOR_NAME="$(og log -1 --format=%an "$commit")" \
+          GIT_AUTHOR_EMAIL="$(og log -1 --format=%ae "$commit")" \
+          GIT_AUTHOR_DATE="$(og log -1 --format=%aD "$commit")" \
+          GIT_COMMITTER_NAME=GitHub GIT_COMMITTER_EMAIL=noreply@github.com \
+          og commit-tree "$tree" -p "$new")"
+      done ;;
+  esac
+  og update-ref "refs/heads/$base" "$new" "$base_tip" || conflict
+  printf '%s' "$head_tip" > "$here/prs/$number/last-head"
+}
+# --- end of origin ---------------------------------------------------------------------------
 
 number_or_die() {
   case "$1" in
@@ -58,17 +164,6 @@ json_list() {
 json_string() {
   sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/\t/\\t/g' -e 's/\r/\\r/g' |
     awk 'BEGIN{ORS=""; print "\""} NR>1{print "\\n"} {print} END{print "\""}'
-}
-
-# The pull request's head commit: the tip of the branch the last `gh pr create` named, in the
-# repository gh runs in (where the controller copies its branches), as GitHub would see it
-# after the push.
-head_oid() {
-  if [ -f "$here/head-oid" ]; then cat "$here/head-oid"; return; fi
-  branch="$(tail -n 1 "$here/pr-heads" 2>/dev/null)"
-  oid=""
-  [ -n "$branch" ] && oid="$(git rev-parse --verify -q "refs/heads/$branch" 2>/dev/null)"
-  printf '%s' "${oid:-0000000000000000000000000000000000000000}"
 }
 
 # After GitHub took a comment: with `answer.lost` (once), the answer never reaches the
@@ -128,7 +223,7 @@ if [ "$1" = "api" ]; then
       body="$(cat)"
       printf '%s\t%s\n' "$parent" "$body" >> "$here/replies.log"
       id="$(next_id)"
-      printf '{"id":%s,"in_reply_to_id":%s,"user":{"login":"%s","type":"User"},"path":"%s","line":null,"original_line":null,"html_url":"https://github.com/acme/app/pull/%s#discussion_r%s",%s\n' \
+      printf '{"id":%s,"in_reply_to_id":%s,"user":{"login":"%s","type":"User"},"author_association":"NONE","path":"%s","line":null,"original_line":null,"html_url":"https://github.com/acme/app/pull/%s#discussion_r%s",%s\n' \
         "$id" "$parent" "$(login)" "$path" "$number" "$id" "${body#\{}" >> "$here/line-comments.jsonl"
       lost_answer
       printf '{"id":%s,"in_reply_to_id":%s}\n' "$id" "$parent"
@@ -145,6 +240,7 @@ if [ "$1" = "pr" ] && [ "$2" = "comment" ]; then
     echo "fake gh: unsupported invocation: gh $* (only 'pr comment <n> --body-file -')" >&2
     exit 1
   fi
+  [ -n "$(pr_head "$number")" ] || not_found "$number"
   body="$(cat)"
   printf '%s\n\036\n' "$body" >> "$here/pr-comments.log"
   id="$(next_id)"
@@ -261,13 +357,22 @@ if { [ "$1" = "pr" ] || [ "$1" = "issue" ]; } && [ "$2" = "view" ]; then
   for field in $(printf '%s' "$json" | tr ',' ' '); do
     case "$field" in
       number|title|state|url|author|statusCheckRollup|comments|mergeable|mergedAt|closedAt|body|headRefName) ;;
-      headRefOid|reviewDecision|reviews) ;;
+      headRefOid|baseRefName|reviewDecision|reviews) ;;
       *) echo "Unknown JSON field: \"$field\"" >&2; exit 1 ;;
     esac
   done
-  printf '{"number":%s,"title":"Fake PR %s","state":"%s","mergeable":"%s","mergedAt":%s,"closedAt":%s,"url":"https://github.com/acme/app/pull/%s","statusCheckRollup":%s,"comments":%s,"reviews":%s,"reviewDecision":"%s","headRefOid":"%s"}\n' \
-    "$number" "$number" "$state" "$mergeable" "$(quoted "$merged_at")" "$(quoted "$closed_at")" "$number" "$(rollup)" \
-    "$(json_list "$here/comments.jsonl")" "$(json_list "$here/reviews.jsonl")" "$(cat "$here/review-decision" 2>/dev/null)" "$(head_oid)"
+  if [ "$kind" = issue ]; then
+    printf '{"number":%s,"title":"Fake issue %s","state":"OPEN","url":"https://github.com/acme/app/issues/%s","author":{"login":"alice"},"comments":[]}\n' \
+      "$number" "$number" "$number"
+    exit 0
+  fi
+  find_origin
+  head="$(pr_head "$number")"
+  [ -n "$head" ] || not_found "$number"
+  pr_state "$number"
+  printf '{"number":%s,"title":%s,"state":"%s","mergeable":"%s","mergedAt":%s,"closedAt":%s,"url":"https://github.com/acme/app/pull/%s","statusCheckRollup":%s,"comments":%s,"reviews":%s,"reviewDecision":"%s","headRefName":"%s","baseRefName":"%s","headRefOid":"%s"}\n' \
+    "$number" "$(cat "$here/prs/$number/title" | json_string)" "$state" "$(mergeable_of "$number")" "$(quoted "$merged_at")" "$(quoted "$closed_at")" "$number" "$(rollup)" \
+    "$(json_list "$here/comments.jsonl")" "$(json_list "$here/reviews.jsonl")" "$(cat "$here/review-decision" 2>/dev/null)" "$head" "$(base_branch)" "$(pr_head_oid "$number")"
   exit 0
 fi
 
@@ -278,10 +383,7 @@ if [ "$1" = "pr" ] && [ "$2" = "edit" ]; then
     echo "fake gh: unsupported invocation: gh $* (only 'pr edit <n> --body-file -')" >&2
     exit 1
   fi
-  if [ "$state" != OPEN ] && [ "$state" != MERGED ] && [ "$state" != CLOSED ]; then
-    echo "GraphQL: Could not resolve to a PullRequest with the number of $number." >&2
-    exit 1
-  fi
+  [ -n "$(pr_head "$number")" ] || not_found "$number"
   cat > "$here/pr-edit-body.md"
   echo "https://github.com/acme/app/pull/$number"
   exit 0
@@ -308,31 +410,28 @@ if [ "$1" = "pr" ] && [ "$2" = "merge" ]; then
     echo "--merge, --rebase, or --squash required when not running interactively" >&2
     exit 1
   fi
-  printf '%s\n' "$strategy" >> "$here/merges.log"
+  [ -n "$FAKE_GH_PERSON" ] || printf '%s\n' "$strategy" >> "$here/merges.log"
+  find_origin
+  [ -n "$(pr_head "$number")" ] || not_found "$number"
   if [ -f "$here/merge.block" ]; then
     : > "$here/merge.waiting"
     while [ -f "$here/merge.block" ]; do sleep 0.05; done
     # GitHub decides when the merge reaches it: the state as it is now.
     if [ -f "$here/pr.env" ]; then . "$here/pr.env"; fi
   fi
+  pr_state "$number"
   case "$state" in
     MERGED) echo "X Pull request #$number was already merged" >&2; exit 1 ;;
     CLOSED) echo "X Pull request #$number is closed" >&2; exit 1 ;;
   esac
-  if [ "$mergeable" = CONFLICTING ]; then
-    echo "X Pull request #$number is not mergeable: the merge commit cannot be cleanly created." >&2
-    exit 1
-  fi
   if [ "$admin" = 0 ] && { [ "$checks" = failing ] || [ "$checks" = pending ]; }; then
     echo "X Pull request #$number is not mergeable: the base branch policy prohibits the merge." >&2
     echo "To have the pull request merged after all the requirements have been met, add the \`--auto\` flag." >&2
     echo "To use administrator privileges to immediately merge the pull request, add the \`--admin\` flag." >&2
     exit 1
   fi
-  state=MERGED
-  merged_at="2026-11-24T12:00:00Z"
-  closed_at="$merged_at"
-  save_state
+  land
+  printf '2026-11-24T12:00:00Z' > "$here/prs/$number/merged"
   case "$strategy" in
     squash) echo "✓ Squashed and merged pull request #$number" ;;
     merge) echo "✓ Merged pull request #$number" ;;
@@ -342,28 +441,47 @@ if [ "$1" = "pr" ] && [ "$2" = "merge" ]; then
 fi
 
 if [ "$1" = "pr" ] && [ "$2" = "create" ]; then
-  head=""
-  prev=""
+  head=""; title=""; prev=""
   for arg in "$@"; do
     [ "$prev" = "--head" ] && head="$arg"
+    [ "$prev" = "--title" ] && title="$arg"
     prev="$arg"
   done
-  # Like GitHub: one open pull request per head branch.
-  if [ -n "$head" ] && grep -qxF "$head" "$here/pr-heads" 2>/dev/null; then
-    echo "a pull request for branch \"$head\" into branch \"main\" already exists:" >&2
-    echo "https://github.com/acme/app/pull/7" >&2
-    exit 1
-  fi
-  [ -n "$head" ] && echo "$head" >> "$here/pr-heads"
+  find_origin
+  base="$(base_branch)"
   # The body comes on stdin (`--body-file -`); keep it for the test.
   cat > "$here/pr-body.md"
-  # #7, unless the test asked for numbers in order (7, 8, 9… one per head branch, as
-  # GitHub gives each pull request its own).
+  # Like GitHub: one open pull request per head branch.
+  for dir in "$here"/prs/*/; do
+    [ -f "$dir/head" ] || continue
+    n="$(basename "$dir")"
+    if [ "$(cat "$dir/head")" = "$head" ] && [ ! -f "$dir/merged" ] && [ "$state" = OPEN ]; then
+      echo "a pull request for branch \"$head\" into branch \"$base\" already exists:" >&2
+      echo "https://github.com/acme/app/pull/$n" >&2
+      exit 1
+    fi
+  done
+  # Like GitHub: the head must be a branch on origin, with commits the base lacks.
+  head_tip="$(origin_tip "$head")"
+  if [ -z "$head" ] || [ -z "$head_tip" ]; then
+    echo "pull request create failed: GraphQL: Head sha can't be blank, Base sha can't be blank, No commits between $base and $head, Head ref must be a branch (createPullRequest)" >&2
+    exit 1
+  fi
+  if [ -z "$(og rev-list -n 1 "refs/heads/$base..$head_tip")" ]; then
+    echo "pull request create failed: GraphQL: No commits between $base and $head (createPullRequest)" >&2
+    exit 1
+  fi
+  echo "$head" >> "$here/pr-heads"
+  # #7, unless the test asked for numbers in order (7, 8, 9… one per pull request, as
+  # GitHub gives each its own).
   created=7
   if [ -f "$here/pr-numbers" ]; then
     created=$((6 + $(wc -l < "$here/pr-heads")))
   fi
-  echo "Creating pull request for the branch"
+  mkdir -p "$here/prs/$created"
+  printf '%s' "$title" > "$here/prs/$created/title"
+  printf '%s' "$head" > "$here/prs/$created/head"
+  echo "Creating pull request for $head into $base in acme/app"
   echo
   echo "https://github.com/acme/app/pull/$created"
   exit 0
@@ -375,24 +493,33 @@ exit 1
 
 /// Writes an executable `gh` script into `dir` and returns its path.
 ///
-/// Every invocation appends its arguments (space-joined, one line) to `dir/gh.log`. The
-/// pull request's state is the one [`FakePr::set`] wrote (by default open, mergeable, no
-/// checks), shared by every number:
-/// - `gh pr view <n> --json …` and `gh issue view <n> --json …` print
-///   `{"number":n,"title":"Fake PR n","state":"OPEN","mergeable":"MERGEABLE","mergedAt":null,
-///   "closedAt":null,"url":"https://github.com/acme/app/pull/n","statusCheckRollup":[],"comments":[]}`
-///   with the state's values; an unknown JSON field or flag fails like `gh`;
+/// Every invocation appends its arguments (space-joined, one line) to `dir/gh.log`. Like
+/// `gh`, the fake finds its repository as the `origin` remote of the repository it runs in
+/// (`git remote get-url origin`), and every answer about a pull request comes from that
+/// repository (read with `git -C <origin>`), never from the local one's branches. The base
+/// of every pull request is origin's default branch (its `HEAD`). What GitHub decides on its
+/// own (a person closing the pull request, the checks) is what [`FakePr::set`] wrote (by
+/// default open, no checks):
+/// - `gh pr create --head B --title T …` fails like GitHub when origin has no branch `B`
+///   ("Head sha can't be blank, …") or `B` has no commit the base lacks ("No commits
+///   between …"), and when an open pull request of `B` exists ("a pull request for branch …
+///   already exists:" and its address); otherwise it saves its stdin (the body) to
+///   `dir/pr-body.md`, records pull request #7 (after [`number_prs_in_order`], #7, #8, #9…)
+///   of head `B` titled `T`, and prints its address as its last line;
+/// - `gh pr view <n> --json …` prints the pull request: `headRefOid` is origin's tip of its
+///   branch (the last one seen once the branch is gone), `mergeable` is `MERGEABLE` or
+///   `CONFLICTING` as `git merge-tree` of the base and the head on origin says (`UNKNOWN`
+///   unless it is open), its state `MERGED` once merged; a number never created fails like
+///   GitHub; an unknown JSON field or flag fails like `gh`;
 /// - `gh pr edit <n> --body-file -` saves its stdin to `dir/pr-edit-body.md`;
 /// - `gh pr merge <n> --squash|--merge|--rebase [--admin]` appends the strategy to
 ///   `dir/merges.log`, waits while `dir/merge.block` exists (having created
-///   `dir/merge.waiting`), then fails like `gh` when the PR is merged, closed, conflicting,
-///   or (without `--admin`) has failing or pending checks, and otherwise marks it merged;
-/// - `gh pr create …` saves its stdin (the body, given with `--body-file -`) to
-///   `dir/pr-body.md` and prints `https://github.com/acme/app/pull/7` as its last line
-///   (after [`number_prs_in_order`], #7, #8, #9… one per head branch); a
-///   second `--head` of the same branch fails like GitHub's one open PR per branch
-///   ("a pull request for branch … already exists:" and its address, on stderr);
-/// - `gh --version` prints a version line; anything else exits 1 with a message on stderr.
+///   `dir/merge.waiting`), then fails like `gh` when the PR is merged, closed, or (without
+///   `--admin`) has failing or pending checks; otherwise it lands the head on origin's base
+///   branch as GitHub does — one squash commit, a merge commit, or the head's commits
+///   replayed — or fails like GitHub when they conflict;
+/// - `gh issue view <n> --json …` prints an open issue; `gh --version` prints a version
+///   line; anything else exits 1 with a message on stderr.
 pub fn install_fake_gh(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).expect("fake gh: create dir");
@@ -417,13 +544,13 @@ pub fn gh_pr_body(dir: &Path) -> Option<String> {
     std::fs::read_to_string(dir.join("pr-body.md")).ok()
 }
 
-/// The fake's pull request state, as `gh pr view` reports it.
+/// What GitHub decides on its own about the fake's pull requests, as `gh pr view` reports
+/// it: a person closing them, the checks. A merge is not a state a test can set: it is
+/// done, on origin, by `gh pr merge` ([`merge_on_github`] for a person's).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FakePr {
-    /// `OPEN`, `MERGED` or `CLOSED`.
+    /// `OPEN` or `CLOSED`.
     pub state: &'static str,
-    /// `MERGEABLE`, `CONFLICTING` or `UNKNOWN`.
-    pub mergeable: &'static str,
     /// `none`, `passing`, `failing` (a `test` check failed) or `pending` (`test` running).
     pub checks: &'static str,
 }
@@ -432,30 +559,47 @@ impl Default for FakePr {
     fn default() -> Self {
         Self {
             state: "OPEN",
-            mergeable: "MERGEABLE",
             checks: "none",
         }
     }
 }
 
 impl FakePr {
-    /// Makes the fake `gh` in `dir` answer with this state from now on (a merged or closed
-    /// PR gets a fixed `mergedAt`/`closedAt`).
+    /// Makes the fake `gh` in `dir` answer with this state from now on (a closed PR gets a
+    /// fixed `closedAt`).
     pub fn set(&self, dir: &Path) {
-        let at = "2026-11-24T12:00:00Z";
-        let merged_at = if self.state == "MERGED" { at } else { "null" };
-        let closed_at = if self.state == "OPEN" { "null" } else { at };
+        assert!(
+            matches!(self.state, "OPEN" | "CLOSED"),
+            "fake gh: a pull request is merged by a merge on origin (merge_on_github), not set {}",
+            self.state
+        );
+        let closed_at = if self.state == "OPEN" {
+            "null"
+        } else {
+            "2026-11-24T12:00:00Z"
+        };
         let text = format!(
-            "state={}\nmergeable={}\nchecks={}\nmerged_at={merged_at}\nclosed_at={closed_at}\n",
-            self.state, self.mergeable, self.checks,
+            "state={}\nchecks={}\nmerged_at=null\nclosed_at={closed_at}\n",
+            self.state, self.checks,
         );
         let tmp = dir.join(".pr.env.set");
         std::fs::write(&tmp, text).expect("fake gh: write pr.env");
         std::fs::rename(&tmp, dir.join("pr.env")).expect("fake gh: rename pr.env");
     }
 
-    /// The state the fake `gh` in `dir` holds now.
+    /// The state of the fake `gh`'s pull requests in `dir`: `MERGED` once one was merged,
+    /// else what [`FakePr::set`] wrote (`OPEN` by default).
     pub fn state(dir: &Path) -> String {
+        let merged = std::fs::read_dir(dir.join("prs"))
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .any(|e| e.path().join("merged").exists())
+            })
+            .unwrap_or(false);
+        if merged {
+            return "MERGED".into();
+        }
         std::fs::read_to_string(dir.join("pr.env"))
             .ok()
             .and_then(|text| {
@@ -464,6 +608,46 @@ impl FakePr {
             })
             .unwrap_or_else(|| "OPEN".into())
     }
+}
+
+/// A person opens a pull request of `head` (a branch on origin) titled `title` on GitHub:
+/// the fake `gh` in `dir`, run in the repository `repo`, as `gh pr create` does. Panics with
+/// gh's error when GitHub would refuse. Not the product's doing: [`gh_log`] does not list
+/// it.
+pub fn open_pr_on_github(dir: &Path, repo: &Path, head: &str, title: &str) {
+    let out = std::process::Command::new(dir.join("gh"))
+        .args([
+            "pr", "create", "--head", head, "--title", title, "--body", "",
+        ])
+        .current_dir(repo)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("fake gh: run gh pr create");
+    assert!(
+        out.status.success(),
+        "fake gh: open a pull request of {head} on GitHub: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A person merges pull request `number` on GitHub with `strategy` (`squash`, `merge` or
+/// `rebase`): the fake `gh` in `dir`, run in the repository `repo` (whose `origin` is
+/// GitHub's repository), lands it on origin's base branch as `gh pr merge` does. Panics
+/// with gh's error when GitHub would refuse. Not the product's doing: neither [`gh_log`] nor
+/// [`gh_merges`] lists it.
+pub fn merge_on_github(dir: &Path, repo: &Path, number: u64, strategy: &str) {
+    let out = std::process::Command::new(dir.join("gh"))
+        .args(["pr", "merge", &number.to_string(), &format!("--{strategy}")])
+        .current_dir(repo)
+        .env("FAKE_GH_PERSON", "1")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("fake gh: run gh pr merge");
+    assert!(
+        out.status.success(),
+        "fake gh: merge #{number} on GitHub: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// The review loop's side of the fake `gh` (its own block of the script above):
@@ -476,8 +660,7 @@ impl FakePr {
 /// - `gh pr comment <n> --body-file -` records the comment ([`gh_pr_comments`]) and lists it
 ///   among the conversation comments;
 /// - `gh pr view` prints the reviews and conversation comments added ([`add_review`],
-///   [`add_conversation_comment`]), [`set_review_decision`]'s decision and as `headRefOid`
-///   the tip of the branch of the last `gh pr create` in the repository gh runs in;
+///   [`add_conversation_comment`]) and [`set_review_decision`]'s decision;
 /// - `gh run view <id> --log-failed` prints [`set_run_log`]'s log, or fails like `gh` for a
 ///   run it does not know; the `failing` checks' `test` run is 4242;
 /// - after [`lose_next_answer`] the next reply or comment is made but its answer is lost
@@ -541,6 +724,7 @@ pub fn add_line_comment_reply(dir: &Path, id: u64, in_reply_to: u64, author: &st
             "id": id,
             "in_reply_to_id": in_reply_to,
             "user": {"login": author, "id": 2, "type": "User"},
+            "author_association": "MEMBER",
             "body": body,
             "path": "notes.txt",
             "line": 1,

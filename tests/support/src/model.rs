@@ -360,6 +360,18 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
     }
 
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
+    // Like a provider: a prompt longer than the model's context window is refused, not
+    // answered.
+    let prompt_tokens =
+        (tools_chars(&request) + messages.iter().map(message_chars).sum::<usize>()) / 4;
+    if prompt_tokens > CONTEXT_LENGTH {
+        let msg = format!(
+            "This endpoint's maximum context length is {CONTEXT_LENGTH} tokens. However, you requested about {prompt_tokens} tokens. Please reduce the length of the messages."
+        );
+        st.violations.push(msg.clone());
+        record(&mut st, None, 400);
+        return Err((400, msg));
+    }
     let first_user = messages
         .iter()
         .find(|m| m["role"] == "user")
@@ -498,6 +510,10 @@ fn prompt_cache(cache: &mut HashSet<u64>, request: &Value) -> usize {
     cached
 }
 
+/// The context window of every model of the fake provider, in its tokens (four characters
+/// of the prompt each): what `/models` advertises, and the longest prompt it answers.
+pub const CONTEXT_LENGTH: usize = 200_000;
+
 /// OpenRouter's model list: one entry per priced model, prices as decimal strings of USD per
 /// token, the other fields as OpenRouter sends them.
 async fn models(State(inner): State<Arc<Inner>>) -> Response {
@@ -520,10 +536,10 @@ async fn models(State(inner): State<Arc<Inner>>) -> Response {
                 "name": id,
                 "created": 1_750_000_000,
                 "description": "a model of the fake provider",
-                "context_length": 200_000,
+                "context_length": CONTEXT_LENGTH,
                 "architecture": {"modality": "text->text", "input_modalities": ["text"], "output_modalities": ["text"], "tokenizer": "Other"},
                 "pricing": pricing,
-                "top_provider": {"context_length": 200_000, "max_completion_tokens": 32_000, "is_moderated": false},
+                "top_provider": {"context_length": CONTEXT_LENGTH, "max_completion_tokens": 32_000, "is_moderated": false},
                 "per_request_limits": null,
                 "supported_parameters": ["tools", "tool_choice", "max_tokens"],
             })

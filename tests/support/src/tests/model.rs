@@ -372,3 +372,36 @@ async fn the_prompt_cache_serves_a_written_prefix_with_its_tools() {
     assert_eq!(body["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
 }
+
+#[tokio::test]
+async fn a_prompt_beyond_the_context_window_is_refused_like_a_provider() {
+    let fake = FakeModel::start().await;
+    fake.script(
+        "long one",
+        vec![Reply::text("never"), Reply::text("short answer")],
+    );
+    let long = "x".repeat(crate::model::CONTEXT_LENGTH * 4 + 8);
+    let (status, _, body) = call(
+        &fake,
+        &json!({"model": "m", "messages": [{"role": "user", "content": format!("long one {long}")}]}),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], 400);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("This endpoint's maximum context length is 200000 tokens."),
+        "{body}"
+    );
+    assert_eq!(fake.violations().len(), 1);
+    // Nothing of the script was spent on it.
+    let (status, _, body) = call(
+        &fake,
+        &json!({"model": "m", "messages": [{"role": "user", "content": "long one, shorter"}]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], "never");
+}
