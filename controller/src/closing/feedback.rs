@@ -177,6 +177,11 @@ fn login_key(login: &str) -> String {
         .unwrap_or(login)
 }
 
+/// Whether `comment` was written by `login` (compared as logins are).
+pub fn written_by(comment: &NewComment, login: &str) -> bool {
+    login_key(&comment.author) == login_key(login)
+}
+
 /// Whether `comment` may start anything: not the controller's own (its marker, or written as
 /// `own_login`) and not by a login of `ignore_bots`.
 pub fn counts(comment: &NewComment, own_login: &str, ignore_bots: &[String]) -> bool {

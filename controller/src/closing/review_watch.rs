@@ -86,7 +86,7 @@ impl PrWatcher {
         let mut all = lines;
         all.extend(feedback.comments.iter().cloned());
         let mut ok = self
-            .post_replies(thread, pr, &feedback.head_oid, &all)
+            .post_replies(thread, pr, &feedback.head_oid, &all, &own)
             .await;
         ok &= self.gather(thread, pr, &all, &own).await;
         ok &= self.open_next_round(thread, pr, &feedback).await;
