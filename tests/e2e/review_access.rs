@@ -129,7 +129,11 @@ async fn a_passer_bys_planted_instruction_reaches_no_model_and_is_named_once() {
     insta::assert_snapshot!("review_access_passer_by_proposal", proposal);
     let sorted = sorting_texts(&env);
     assert_eq!(sorted.len(), 1, "{sorted:?}");
-    assert!(sorted[0].contains("Rename `one` to `uno`."), "{}", sorted[0]);
+    assert!(
+        sorted[0].contains("Rename `one` to `uno`."),
+        "{}",
+        sorted[0]
+    );
     assert!(!sorted[0].contains("mallory") && !sorted[0].contains("eve"));
 
     // Approved: the Coder's task carries the collaborator's comment only.
@@ -209,7 +213,11 @@ async fn write_access_is_what_github_says_not_the_association_alone() {
     let sorted = sorting_texts(&env);
     assert_eq!(sorted.len(), 1, "{sorted:?}");
     assert!(sorted[0].contains("Why a loop here?"), "{}", sorted[0]);
-    assert!(sorted[0].contains("Rename `two` to `dos`."), "{}", sorted[0]);
+    assert!(
+        sorted[0].contains("Rename `two` to `dos`."),
+        "{}",
+        sorted[0]
+    );
     assert!(!sorted[0].contains("olga"), "{}", sorted[0]);
     assert!(
         proposal.contains("1 comment from people without write access (@olga) was not acted on."),
@@ -227,8 +235,10 @@ async fn write_access_is_what_github_says_not_the_association_alone() {
 
 #[tokio::test]
 async fn review_from_anyone_widens_it_on_purpose() {
-    let env =
-        Env::with_runner(review_env_config(json!({"github": {"reviewFrom": "anyone"}}))).await;
+    let env = Env::with_runner(review_env_config(
+        json!({"github": {"reviewFrom": "anyone"}}),
+    ))
+    .await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
     let thread = thread_with_pr(&env, "ACCESS-ANYONE", vec![]).await;
@@ -247,7 +257,11 @@ async fn review_from_anyone_widens_it_on_purpose() {
     assert!(!proposal.contains("write access"), "{proposal}");
     let sorted = sorting_texts(&env);
     assert_eq!(sorted.len(), 1);
-    assert!(sorted[0].contains("\"author\": \"mallory\""), "{}", sorted[0]);
+    assert!(
+        sorted[0].contains("\"author\": \"mallory\""),
+        "{}",
+        sorted[0]
+    );
     assert!(
         !gh_log(gh).iter().any(|l| l.contains("/collaborators/")),
         "nobody is asked about: {:?}",
@@ -285,7 +299,15 @@ async fn a_flood_of_long_comments_is_cut_to_the_bounds_and_the_thread_says_so() 
     set_permission(gh, "carol", "write");
     for i in 0..300u64 {
         let body = format!("Rename note {i}: {}", "x".repeat(6_000));
-        add_line_comment_as(gh, 1_000 + i, "carol", "COLLABORATOR", "notes.txt", 1, &body);
+        add_line_comment_as(
+            gh,
+            1_000 + i,
+            "carol",
+            "COLLABORATOR",
+            "notes.txt",
+            1,
+            &body,
+        );
     }
     let proposal = wait_post_with(&env, &thread, "review comments").await;
     assert!(
@@ -313,11 +335,7 @@ async fn a_flood_of_long_comments_is_cut_to_the_bounds_and_the_thread_says_so() 
     let task = review_task(&env, "ACCESS-FLOOD");
     assert!(task.chars().count() < 20_000, "{}", task.len());
     assert!(task.contains("characters cut]"), "{task}");
-    let largest = every_request(&env)
-        .iter()
-        .map(String::len)
-        .max()
-        .unwrap();
+    let largest = every_request(&env).iter().map(String::len).max().unwrap();
     assert!(largest < 100_000, "a request of {largest} bytes");
     env.assert_clean();
 }

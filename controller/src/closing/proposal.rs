@@ -7,7 +7,9 @@
 //! failing checks' logs at most [`MAX_CHECK_LOGS_CHARS`] together.
 
 use crate::closing::feedback::OWN_MARKER;
-use crate::closing::review_input::{self, Batch, MAX_COMMENT_CHARS, MAX_ROUND_CHARS, MAX_ROUND_COMMENTS};
+use crate::closing::review_input::{
+    self, Batch, MAX_COMMENT_CHARS, MAX_ROUND_CHARS, MAX_ROUND_COMMENTS,
+};
 use crate::closing::sorting::{Kind, Sorted};
 use crate::domain::PullRequestRef;
 use crate::store::reviews::{CheckFailure, StoredComment};
@@ -142,7 +144,10 @@ pub fn left_out_note(batch: &Batch<'_>) -> Option<String> {
     let (left_out, cut) = (batch.not_shown, batch.cut());
     let what = match (left_out, cut) {
         (0, 0) => return None,
-        (n, 0) => format!("{} left out", plural(n, "more comment was", "more comments were")),
+        (n, 0) => format!(
+            "{} left out",
+            plural(n, "more comment was", "more comments were")
+        ),
         (0, c) => format!("{} shortened", plural(c, "comment was", "comments were")),
         (n, c) => format!(
             "{} left out and {c} shortened",

@@ -80,7 +80,10 @@ pub fn cut(text: &str, max: usize) -> (String, usize) {
     let room = max.saturating_sub(cut_marker(total).chars().count() + 1);
     let kept: String = text.chars().take(room).collect();
     let dropped = total - room;
-    (format!("{}\n{}", kept.trim_end(), cut_marker(dropped)), dropped)
+    (
+        format!("{}\n{}", kept.trim_end(), cut_marker(dropped)),
+        dropped,
+    )
 }
 
 /// `[… 4000 characters cut]`.
@@ -157,11 +160,7 @@ pub fn batch(comments: &[StoredComment]) -> Batch<'_> {
         let visible = visible_text(&comment.body);
         let (text, cut) = cut(visible.trim(), MAX_COMMENT_CHARS.min(room));
         room = room.saturating_sub(text.chars().count());
-        shown.push(Shown {
-            comment,
-            text,
-            cut,
-        });
+        shown.push(Shown { comment, text, cut });
     }
     Batch {
         not_shown: comments.len() - shown.len(),

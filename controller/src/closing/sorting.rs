@@ -216,9 +216,7 @@ mod tests {
             .collect();
         let batch = review_input::batch(&flood);
         let text = request(7, &batch);
-        let limit = review_input::MAX_ROUND_CHARS
-            + review_input::MAX_ROUND_COMMENTS * 500
-            + 200;
+        let limit = review_input::MAX_ROUND_CHARS + review_input::MAX_ROUND_COMMENTS * 500 + 200;
         assert!(text.chars().count() < limit, "{}", text.chars().count());
         assert!(text.contains("characters cut]"), "each comment is cut");
         let (head, list) = text.split_once("\n\n").unwrap();

@@ -244,8 +244,9 @@ impl GhStatus {
         if self.access.anyone() {
             return Ok(output.to_owned());
         }
-        let mut value: serde_json::Value = serde_json::from_str(output)
-            .map_err(|e| ToolError::Failed(format!("gh printed something that is not JSON: {e}")))?;
+        let mut value: serde_json::Value = serde_json::from_str(output).map_err(|e| {
+            ToolError::Failed(format!("gh printed something that is not JSON: {e}"))
+        })?;
         let authors: Vec<(String, Option<String>)> = comments(&value)
             .iter()
             .map(|c| {
@@ -519,7 +520,13 @@ mod tests {
             {"author":null,"body":"ghost text"}],
             "reviews":[{"author":{"login":"eve"},"authorAssociation":"NONE","body":"curl it"}]}"#;
         let nowhere = || PathBuf::from("/nonexistent/gh");
-        let tool = |from| GhStatus::new(nowhere(), nowhere(), WriteAccess::new(from, nowhere(), nowhere()));
+        let tool = |from| {
+            GhStatus::new(
+                nowhere(),
+                nowhere(),
+                WriteAccess::new(from, nowhere(), nowhere()),
+            )
+        };
         let shown = tool(crate::config::ReviewFrom::Write)
             .shown(output)
             .await

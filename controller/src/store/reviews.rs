@@ -386,8 +386,7 @@ async fn held(conn: &mut AnyConnection, new: &NewRound<'_>) -> Result<bool, Stor
         .iter()
         .filter(|(created_at, heeded)| {
             (*heeded > 0) == sorts
-                && chrono::DateTime::parse_from_rfc3339(created_at)
-                    .is_ok_and(|at| at >= since)
+                && chrono::DateTime::parse_from_rfc3339(created_at).is_ok_and(|at| at >= since)
         })
         .count();
     let allowed = if sorts {
@@ -838,7 +837,12 @@ mod tests {
         assert_eq!(added, 2);
         // Seen again: not stored twice, and the first sighting's time is kept.
         let again = store
-            .record_review_comments(&t, 7, &heeded(&[comment("line:1"), comment("review:3")]), 5000)
+            .record_review_comments(
+                &t,
+                7,
+                &heeded(&[comment("line:1"), comment("review:3")]),
+                5000,
+            )
             .await
             .unwrap();
         assert_eq!(again, 1);
@@ -1069,7 +1073,10 @@ mod tests {
             },
         ];
         assert_eq!(
-            store.record_review_comments(&t, 7, &seen, 1000).await.unwrap(),
+            store
+                .record_review_comments(&t, 7, &seen, 1000)
+                .await
+                .unwrap(),
             2
         );
         let limited = |ts| NewRound {
@@ -1145,12 +1152,17 @@ mod tests {
             store.open_round(&limited("4.5")).await.unwrap(),
             Opened::Held
         );
-        assert_eq!(store.newest_unbatched_comment(&t).await.unwrap(), Some(5000));
+        assert_eq!(
+            store.newest_unbatched_comment(&t).await.unwrap(),
+            Some(5000)
+        );
         // A round opened over an hour ago no longer counts.
-        sqlx::query("UPDATE review_rounds SET created_at = '2020-01-01T00:00:00.000000Z' WHERE round = 1")
-            .execute(&store.pool)
-            .await
-            .unwrap();
+        sqlx::query(
+            "UPDATE review_rounds SET created_at = '2020-01-01T00:00:00.000000Z' WHERE round = 1",
+        )
+        .execute(&store.pool)
+        .await
+        .unwrap();
         assert_eq!(
             store.open_round(&limited("4.6")).await.unwrap(),
             Opened::Round(4)

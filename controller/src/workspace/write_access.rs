@@ -48,7 +48,9 @@ pub fn user_login(login: &str) -> bool {
     !login.is_empty()
         && login.len() <= 39
         && !login.starts_with('-')
-        && login.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && login
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-')
         && !login.eq_ignore_ascii_case("ghost")
 }
 
@@ -289,9 +291,7 @@ mod tests {
     #[test]
     fn write_maintain_and_admin_are_write_access() {
         let answer = |p: &str| {
-            format!(
-                r#"{{"permission":"{p}","role_name":"{p}","user":{{"login":"alice","id":1}}}}"#
-            )
+            format!(r#"{{"permission":"{p}","role_name":"{p}","user":{{"login":"alice","id":1}}}}"#)
         };
         for (permission, write) in [
             ("admin", true),

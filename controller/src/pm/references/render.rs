@@ -416,12 +416,21 @@ mod tests {
             "{}",
             block.chars().count()
         );
-        assert!(!block.contains("\nSYSTEM: obey"), "a heading stays one line");
+        assert!(
+            !block.contains("\nSYSTEM: obey"),
+            "a heading stays one line"
+        );
         let task = with_background("plan".into(), &[ChatMessage::user(block.clone())]);
-        assert!(task.ends_with(&block), "the Coder gets the block the PM read");
+        assert!(
+            task.ends_with(&block),
+            "the Coder gets the block the PM read"
+        );
         // Two full blocks: the latest is kept.
         let older = block.replace("zzz", "yyy");
-        let conversation = [ChatMessage::user(older.clone()), ChatMessage::user(block.clone())];
+        let conversation = [
+            ChatMessage::user(older.clone()),
+            ChatMessage::user(block.clone()),
+        ];
         let task = with_background("plan".into(), &conversation);
         assert!(task.ends_with(&block) && !task.contains(&older));
     }
