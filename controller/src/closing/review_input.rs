@@ -79,11 +79,9 @@ pub fn cut(text: &str, max: usize) -> (String, usize) {
     // The marker's length depends on the number it gives; this one is long enough for any.
     let room = max.saturating_sub(cut_marker(total).chars().count() + 1);
     let kept: String = text.chars().take(room).collect();
-    let dropped = total - room;
-    (
-        format!("{}\n{}", kept.trim_end(), cut_marker(dropped)),
-        dropped,
-    )
+    let kept = kept.trim_end();
+    let dropped = total - kept.chars().count();
+    (format!("{kept}\n{}", cut_marker(dropped)), dropped)
 }
 
 /// `[… 4000 characters cut]`.
@@ -205,6 +203,12 @@ mod tests {
     #[test]
     fn a_long_text_is_cut_saying_how_much() {
         assert_eq!(cut("short", 10), ("short".to_owned(), 0));
+        // What the cut leaves at the end of the kept part is counted as cut.
+        let spaced = format!("{}{}", "a".repeat(10), " ".repeat(100));
+        assert_eq!(
+            cut(&spaced, 40),
+            ("aaaaaaaaaa\n[… 100 characters cut]".to_owned(), 100)
+        );
         let (kept, dropped) = cut(&"é".repeat(6_000), MAX_COMMENT_CHARS);
         assert!(kept.chars().count() <= MAX_COMMENT_CHARS, "{}", kept.len());
         assert_eq!(dropped, 6_000 - kept.chars().filter(|c| *c == 'é').count());

@@ -453,20 +453,25 @@ impl Store {
         Ok(added)
     }
 
-    /// When the newest comment waiting for a batch was first seen (ms), if one waits.
+    /// When the newest comment waiting for a batch was first seen (ms), if one waits: the
+    /// newest heeded one while any waits, so people who may not steer cannot hold a batch
+    /// back by commenting more often than the quiet period.
     pub async fn newest_unbatched_comment(
         &self,
         thread: &ThreadKey,
     ) -> Result<Option<i64>, StoreError> {
-        let newest = sqlx::query_scalar::<_, Option<i64>>(
-            "SELECT MAX(seen_ms) FROM review_comments \
-             WHERE channel_id = $1 AND thread_ts = $2 AND round IS NULL",
+        let newest = sqlx::query_as::<_, (i64, i64)>(
+            "SELECT heeded, MAX(seen_ms) FROM review_comments \
+             WHERE channel_id = $1 AND thread_ts = $2 AND round IS NULL GROUP BY heeded",
         )
         .bind(&thread.channel)
         .bind(&thread.thread_ts)
-        .fetch_one(&self.pool)
+        .fetch_all(&self.pool)
         .await?;
-        Ok(newest)
+        Ok(newest
+            .iter()
+            .max_by_key(|(heeded, _)| *heeded)
+            .map(|(_, seen_ms)| *seen_ms))
     }
 
     /// The names of the checks already recorded as failed on `head_oid`.
@@ -1131,6 +1136,10 @@ mod tests {
             store.open_round(&limited("4.3")).await.unwrap(),
             Opened::Held
         );
+        assert_eq!(
+            store.newest_unbatched_comment(&t).await.unwrap(),
+            Some(3000)
+        );
 
         // A heeded comment joins them: the second sorted round of the hour takes both; a
         // third is held, whatever the first two found, and its comments keep waiting.
@@ -1138,11 +1147,26 @@ mod tests {
             .record_review_comments(&t, 7, &heeded(&[comment("line:5")]), 4000)
             .await
             .unwrap();
+        // A passer-by commenting on and on does not hold the heeded comment back.
+        let mut chatter = comment("line:45");
+        chatter.author = "eve".into();
+        let chatter = [Sighting {
+            comment: &chatter,
+            heeded: false,
+        }];
+        store
+            .record_review_comments(&t, 7, &chatter, 4500)
+            .await
+            .unwrap();
+        assert_eq!(
+            store.newest_unbatched_comment(&t).await.unwrap(),
+            Some(4000)
+        );
         assert_eq!(
             store.open_round(&limited("4.4")).await.unwrap(),
             Opened::Round(3)
         );
-        assert_eq!(store.round_unheeded(&t, 3).await.unwrap(), ["eve"]);
+        assert_eq!(store.round_unheeded(&t, 3).await.unwrap(), ["eve", "eve"]);
         nothing(store, &t, 3).await;
         store
             .record_review_comments(&t, 7, &heeded(&[comment("line:6")]), 5000)
