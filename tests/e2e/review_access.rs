@@ -370,3 +370,36 @@ async fn sorting_calls_per_pull_request_stay_within_the_rate_whatever_they_find(
     assert_eq!(stored_comments(&env).await, 8);
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_passer_by_commenting_on_and_on_holds_no_round_back() {
+    let env = Env::with_runner(review_env_config(json!({}))).await;
+    let gh = env.outside.path();
+    let _daemon = env.start().await;
+    let thread = thread_with_pr(&env, "ACCESS-CHATTER", vec![]).await;
+    env.model.respond("got these comments", sort_like_a_pm);
+    add_conversation_comment(gh, "IC_real", "bob", "Why a loop here?");
+    // Far more often than the two quiet seconds, until the round is proposed.
+    let mut n = 0;
+    let proposed = loop {
+        if !posts_with(&env, &thread, "review comment").is_empty() {
+            break true;
+        }
+        if n == 120 {
+            break false;
+        }
+        add_conversation_comment_as(gh, &format!("IC_m{n}"), "mallory", "NONE", "+1 me too");
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    assert!(proposed, "the passer-by held the round back");
+    let proposal = posts_with(&env, &thread, "review comment").remove(0);
+    assert!(
+        proposal.contains("1 question (Why a loop here?)"),
+        "{proposal}"
+    );
+    let sorted = sorting_texts(&env);
+    assert_eq!(sorted.len(), 1);
+    assert!(!sorted[0].contains("me too"), "{}", sorted[0]);
+    env.assert_clean();
+}
