@@ -57,6 +57,7 @@ use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::IntakeSink;
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
+use crate::workspace::write_access::WriteAccess;
 
 /// How long shutdown waits for work in flight.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -91,6 +92,8 @@ pub struct RepoService {
     admin: JoinHandle<std::io::Result<()>>,
     watcher_stop: CancellationToken,
     watcher: Option<JoinHandle<()>>,
+    /// Who may steer the Coder from GitHub: the PM's GHStatus and the PR watcher share it.
+    write_access: WriteAccess,
     /// Coordination between threads: its merge-order refresh runs beside the watcher.
     coordination: Coordination,
     merge_order: Option<JoinHandle<()>>,
@@ -149,7 +152,9 @@ impl RepoService {
                     ignore_bots: self.config.github.ignore_bots.clone(),
                     max_rounds: self.config.github.max_review_rounds,
                     quiet: self.config.github.review_quiet,
+                    max_sorts_per_hour: self.config.github.max_sorts_per_hour,
                 },
+                access: self.write_access.clone(),
             }
             .run(self.watcher_stop.clone()),
         ));
@@ -276,6 +281,7 @@ impl LockedRepo {
         let ahead = handler.coder.ahead.clone();
         let followers = handler.coder.followers.clone();
         let coordination = handler.coder.coordination.clone();
+        let write_access = handler.pm.write_access.clone();
         if !shared {
             // Before anything can start a run: what the last stop cut off. On a shared
             // store this is done thread by thread as threads are taken (`adopt`).
@@ -355,6 +361,7 @@ impl LockedRepo {
             admin,
             watcher_stop: CancellationToken::new(),
             watcher: None,
+            write_access,
             coordination,
             merge_order: None,
             shared,
@@ -406,6 +413,11 @@ async fn thread_handler(
         model: config.product_manager.default_model().to_owned(),
         gh: PathBuf::from(&config.github.cli),
         memory: DefaultBranchMemory::new(&layout.repo),
+        write_access: WriteAccess::new(
+            config.github.review_from,
+            PathBuf::from(&config.github.cli),
+            layout.repo.clone(),
+        ),
     };
     let memory = Memory {
         store: store.clone(),

@@ -137,6 +137,11 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
         model: "pm-model".into(),
         gh: "gh".into(),
         memory: codebutler_controller::memory::source::DefaultBranchMemory::new(&layout.repo),
+        write_access: codebutler_controller::workspace::write_access::WriteAccess::new(
+            codebutler_controller::config::ReviewFrom::Write,
+            "gh".into(),
+            layout.repo.clone(),
+        ),
         layout,
     }
 }

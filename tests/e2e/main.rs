@@ -31,6 +31,7 @@ mod questions;
 mod rebase;
 mod references;
 mod resilience;
+mod review_access;
 mod reviews;
 mod runners;
 mod team;

@@ -23,7 +23,7 @@ use crate::harness::{
 
 /// The review loop's settings for the tests: the watcher polls every second, a batch waits
 /// for two quiet seconds, dependabot is a bot.
-fn review_env_config(extra: Value) -> Value {
+pub(crate) fn review_env_config(extra: Value) -> Value {
     let mut config = json!({
         "coder": {"maxTurns": 8, "timeout": 2},
         "github": {"prWatchIntervalSecs": 1, "reviewQuietSecs": 2, "ignoreBots": ["dependabot"]}
@@ -34,7 +34,7 @@ fn review_env_config(extra: Value) -> Value {
 
 /// A thread whose Coder wrote `notes.txt` and opened PR #7 (pushed to a bare `origin`), with
 /// `follow_up` scripted for the Coder's next run; returns the thread.
-async fn thread_with_pr(env: &Env, token: &str, follow_up: Vec<Reply>) -> String {
+pub(crate) async fn thread_with_pr(env: &Env, token: &str, follow_up: Vec<Reply>) -> String {
     let origin = env.outside.path().join("origin.git");
     git::push_to_new_origin(env.repo_path(), &origin);
     let mut script = vec![
@@ -54,7 +54,7 @@ async fn thread_with_pr(env: &Env, token: &str, follow_up: Vec<Reply>) -> String
 }
 
 /// The thread's posts that contain `needle`.
-fn posts_with(env: &Env, thread: &str, needle: &str) -> Vec<String> {
+pub(crate) fn posts_with(env: &Env, thread: &str, needle: &str) -> Vec<String> {
     env.post_texts(thread)
         .into_iter()
         .filter(|t| t.contains(needle))
@@ -62,7 +62,7 @@ fn posts_with(env: &Env, thread: &str, needle: &str) -> Vec<String> {
 }
 
 /// Waits for a post in the thread containing `needle`; returns it.
-async fn wait_post_with(env: &Env, thread: &str, needle: &str) -> String {
+pub(crate) async fn wait_post_with(env: &Env, thread: &str, needle: &str) -> String {
     let ok = env
         .slack
         .wait_until(WAIT, || !posts_with(env, thread, needle).is_empty())
@@ -72,7 +72,7 @@ async fn wait_post_with(env: &Env, thread: &str, needle: &str) -> String {
 }
 
 /// How many review comments the store keeps for the thread.
-async fn stored_comments(env: &Env) -> i64 {
+pub(crate) async fn stored_comments(env: &Env) -> i64 {
     let pool = open_store(env).await;
     let n = sqlx::query_scalar("SELECT COUNT(*) FROM review_comments")
         .fetch_one(&pool)
@@ -83,7 +83,7 @@ async fn stored_comments(env: &Env) -> i64 {
 }
 
 /// Waits until the store keeps `n` review comments.
-async fn wait_stored(env: &Env, n: i64) -> bool {
+pub(crate) async fn wait_stored(env: &Env, n: i64) -> bool {
     let deadline = Instant::now() + WAIT;
     while Instant::now() < deadline {
         if stored_comments(env).await == n {
@@ -96,7 +96,7 @@ async fn wait_stored(env: &Env, n: i64) -> bool {
 
 /// Answers the sorting call as a PM would: a comment asking to rename is a change, one
 /// asking why a question, anything else discussion.
-fn sort_like_a_pm(body: &Value) -> Reply {
+pub(crate) fn sort_like_a_pm(body: &Value) -> Reply {
     let users = user_messages(body);
     let list = users[0].split_once("\n\n").unwrap().1;
     let items: Vec<Value> = serde_json::from_str(list).unwrap();
@@ -118,7 +118,7 @@ fn sort_like_a_pm(body: &Value) -> Reply {
 }
 
 /// The sorting prompt's first line, which only the sorting call's system message carries.
-fn sorting_requests(env: &Env) -> usize {
+pub(crate) fn sorting_requests(env: &Env) -> usize {
     env.model
         .requests()
         .iter()

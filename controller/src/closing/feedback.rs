@@ -42,6 +42,9 @@ struct LineComment {
     html_url: String,
     #[serde(default)]
     in_reply_to_id: Option<i64>,
+    /// The author's association with the repository (`OWNER`, `MEMBER`, `NONE`…).
+    #[serde(default)]
+    author_association: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -58,6 +61,9 @@ struct GraphComment {
     body: String,
     #[serde(default)]
     url: Option<String>,
+    /// The author's association with the repository (`OWNER`, `MEMBER`, `NONE`…).
+    #[serde(default)]
+    author_association: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -115,6 +121,7 @@ pub fn parse_feedback(number: u64, pr_url: &str, output: &str) -> Result<Feedbac
                 body: c.body,
                 url: c.url.unwrap_or_else(|| pr_url.to_owned()),
                 reply_to: None,
+                association: c.author_association,
             });
         }
     }
@@ -145,6 +152,7 @@ pub fn parse_line_comments(number: u64, output: &str) -> Result<Vec<NewComment>,
                 body: c.body,
                 url: c.html_url,
                 reply_to: c.in_reply_to_id,
+                association: c.author_association,
             });
         }
     }
@@ -167,6 +175,11 @@ fn login_key(login: &str) -> String {
         .strip_suffix("[bot]")
         .map(str::to_owned)
         .unwrap_or(login)
+}
+
+/// Whether `comment` was written by `login` (compared as logins are).
+pub fn written_by(comment: &NewComment, login: &str) -> bool {
+    login_key(&comment.author) == login_key(login)
 }
 
 /// Whether `comment` may start anything: not the controller's own (its marker, or written as
@@ -201,6 +214,7 @@ mod tests {
                     body: "Rename this to `parse_all`.".into(),
                     url: "https://github.com/acme/app/pull/7#discussion_r101".into(),
                     reply_to: None,
+                    association: Some("MEMBER".into()),
                 },
                 NewComment {
                     key: "line:102".into(),
@@ -210,6 +224,7 @@ mod tests {
                     body: "Bump".into(),
                     url: "https://github.com/acme/app/pull/7#discussion_r102".into(),
                     reply_to: Some(101),
+                    association: None,
                 },
             ]
         );
@@ -264,19 +279,32 @@ mod tests {
         let feedback = parse_feedback(7, "https://github.com/acme/app/pull/7", output).unwrap();
         assert_eq!(feedback.head_oid, "0123abcd");
         assert_eq!(feedback.decision, "CHANGES_REQUESTED");
-        let keys: Vec<(&str, &str, &str)> = feedback
+        let keys: Vec<(&str, &str, &str, Option<&str>)> = feedback
             .comments
             .iter()
-            .map(|c| (c.key.as_str(), c.author.as_str(), c.url.as_str()))
+            .map(|c| {
+                (
+                    c.key.as_str(),
+                    c.author.as_str(),
+                    c.url.as_str(),
+                    c.association.as_deref(),
+                )
+            })
             .collect();
         assert_eq!(
             keys,
             [
-                ("review:PRR_1", "bob", "https://github.com/acme/app/pull/7"),
+                (
+                    "review:PRR_1",
+                    "bob",
+                    "https://github.com/acme/app/pull/7",
+                    Some("MEMBER")
+                ),
                 (
                     "conversation:IC_1",
                     "ghost",
-                    "https://github.com/acme/app/pull/7#issuecomment-1"
+                    "https://github.com/acme/app/pull/7#issuecomment-1",
+                    Some("NONE")
                 ),
             ]
         );
@@ -302,6 +330,7 @@ mod tests {
             body: body.into(),
             url: "u".into(),
             reply_to: None,
+            association: Some("MEMBER".into()),
         };
         let bots = vec!["dependabot".to_owned(), "Renovate[bot]".to_owned()];
         let cases = [

@@ -8,12 +8,13 @@
 //!
 //! Each reply is recorded `attempted` before it is posted and `posted` after; a crash in
 //! between leaves it `attempted`, and the next poll first looks for its marker
-//! ([`proposal::reply_marker`]) among the pull request's comments, so a reply is never
-//! posted twice. What changed is read with git2 from the main repository, where every
+//! ([`proposal::reply_marker`]) among the pull request's comments written as the login `gh`
+//! acts as (anyone can type a marker), so a reply is never posted twice. What changed is read with git2 from the main repository, where every
 //! commit of the thread's branch is copied (no hooks, nothing of the worktree's run).
 
 use std::path::Path;
 
+use crate::closing::feedback;
 use crate::closing::proposal::{self, reply_marker};
 use crate::closing::sorting::Kind;
 use crate::closing::watcher::PrWatcher;
@@ -53,6 +54,13 @@ fn branch_ahead(repo: &Path, branch: &str, head: &str) -> bool {
     local != head && repo.graph_descendant_of(local, head).unwrap_or(false)
 }
 
+/// Whether a reply carrying `marker` is among the pull request's comments `all`, written as
+/// `own` (the login `gh` acts as): anyone else's comment may quote a marker.
+fn posted_before(all: &[NewComment], marker: &str, own: &str) -> bool {
+    all.iter()
+        .any(|c| c.body.contains(marker) && feedback::written_by(c, own))
+}
+
 /// How long an approved round may wait for its run to start.
 const START_GRACE: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
@@ -72,6 +80,7 @@ impl PrWatcher {
         pr: &PullRequestRef,
         head: &str,
         all: &[NewComment],
+        own: &str,
     ) -> bool {
         let rounds = match self.store.rounds_in(thread, RoundState::Approved).await {
             Ok(rounds) => rounds,
@@ -82,7 +91,7 @@ impl PrWatcher {
         };
         let mut ok = true;
         for round in rounds {
-            ok &= self.answer_round(thread, pr, head, all, &round).await;
+            ok &= self.answer_round(thread, pr, head, all, own, &round).await;
         }
         ok
     }
@@ -93,6 +102,7 @@ impl PrWatcher {
         pr: &PullRequestRef,
         head: &str,
         all: &[NewComment],
+        own: &str,
         round: &RoundRecord,
     ) -> bool {
         let run = match self.store.latest_run(&thread.thread_ts).await {
@@ -165,9 +175,7 @@ impl PrWatcher {
                     continue;
                 }
                 let marker = reply_marker(&c.key);
-                if c.reply.as_deref() == Some("attempted")
-                    && all.iter().any(|o| o.body.contains(&marker))
-                {
+                if c.reply.as_deref() == Some("attempted") && posted_before(all, &marker, own) {
                     // Posted before a crash: found on GitHub.
                     if let Err(e) = self.store.mark_reply(thread, &c.key, "posted").await {
                         tracing::error!(thread = %thread, "pr watcher: record a reply: {e}");
@@ -270,6 +278,28 @@ mod tests {
             ["b.rs", "c.rs"]
         );
         assert!(changed_files(&path, "not-an-oid", &second.to_string()).is_err());
+    }
+
+    #[test]
+    fn only_the_controllers_own_comment_proves_a_reply_was_posted() {
+        let marker = reply_marker("line:7");
+        let by = |author: &str| NewComment {
+            key: "conversation:1".into(),
+            author: author.into(),
+            path: None,
+            line: None,
+            body: format!("Addressed.\n\n{marker}"),
+            url: "u".into(),
+            reply_to: None,
+            association: Some("NONE".into()),
+        };
+        assert!(!posted_before(&[by("mallory")], &marker, "codebutler-bot"));
+        assert!(posted_before(
+            &[by("mallory"), by("CodeButler-Bot")],
+            &marker,
+            "codebutler-bot"
+        ));
+        assert!(!posted_before(&[], &marker, "codebutler-bot"));
     }
 
     #[test]

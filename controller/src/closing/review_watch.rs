@@ -1,7 +1,10 @@
 //! The PR watcher's review loop, for each open pull request it polls: the comments people
 //! left (line comments, review bodies, conversation comments) are stored as first seen —
-//! never the controller's own nor those of `github.ignoreBots` ([`feedback::counts`]) — and
-//! gathered until none arrived for `github.reviewQuietSecs`; then they become one round.
+//! never the controller's own nor those of `github.ignoreBots` ([`feedback::counts`]); those
+//! of people who may not steer the Coder (`github.reviewFrom`, decided by
+//! [`crate::workspace::write_access`]) without their text — and gathered until none arrived for
+//! `github.reviewQuietSecs`; then they become one round, unless the pull request had as many
+//! rounds in the last hour as `github.maxSortsPerHour` allows (then they keep gathering).
 //! Checks that failed on the head commit become a round of their own, once per (check,
 //! head commit), with the end of each failed log. A round is opened with the watcher message
 //! that tells its thread (in one transaction, [`Store::open_round`]); the thread's own
@@ -15,8 +18,9 @@ use crate::closing::checks::{self, FailedCheck};
 use crate::closing::feedback::{self, Feedback};
 use crate::closing::watcher::PrWatcher;
 use crate::domain::{PullRequestRef, ThreadKey};
-use crate::store::reviews::{CheckFailure, NewComment, NewRound, Opened, RoundKind};
+use crate::store::reviews::{CheckFailure, NewComment, NewRound, Opened, RoundKind, Sighting};
 use crate::workspace::pull_request;
+use crate::workspace::write_access::Author;
 
 /// Milliseconds since the epoch, now.
 pub(super) fn now_ms() -> i64 {
@@ -82,14 +86,17 @@ impl PrWatcher {
         let mut all = lines;
         all.extend(feedback.comments.iter().cloned());
         let mut ok = self
-            .post_replies(thread, pr, &feedback.head_oid, &all)
+            .post_replies(thread, pr, &feedback.head_oid, &all, &own)
             .await;
         ok &= self.gather(thread, pr, &all, &own).await;
         ok &= self.open_next_round(thread, pr, &feedback).await;
         ok
     }
 
-    /// Stores the comments that count and were not seen before.
+    /// Stores the comments that count and were not seen before, each with whether its
+    /// author may steer the Coder; a comment whose author is not decided yet (GitHub not
+    /// asked yet, or the question failed) waits for a later poll. False when a question
+    /// failed.
     async fn gather(
         &self,
         thread: &ThreadKey,
@@ -104,30 +111,57 @@ impl PrWatcher {
                 return true;
             }
         };
-        let new: Vec<NewComment> = all
+        let new: Vec<&NewComment> = all
             .iter()
             .filter(|c| !known.contains(&c.key))
             .filter(|c| feedback::counts(c, own, &self.reviews.ignore_bots))
-            .cloned()
             .collect();
         if new.is_empty() {
             return true;
         }
+        let authors: Vec<Author<'_>> = new
+            .iter()
+            .map(|c| Author {
+                login: &c.author,
+                association: c.association.as_deref(),
+            })
+            .collect();
+        let decisions = self.access.decide(&authors).await;
+        let seen: Vec<Sighting<'_>> = new
+            .iter()
+            .filter_map(|comment| {
+                decisions
+                    .may_steer(&comment.author)
+                    .map(|heeded| Sighting { comment, heeded })
+            })
+            .collect();
+        let waiting = new.len() - seen.len();
+        if waiting > 0 {
+            tracing::info!(
+                thread = %thread,
+                "pr watcher: PR #{}: {waiting} comment(s) wait until their authors' write access is known",
+                pr.number
+            );
+        }
+        if seen.is_empty() {
+            return !decisions.failed;
+        }
         match self
             .store
-            .record_review_comments(thread, pr.number, &new, now_ms())
+            .record_review_comments(thread, pr.number, &seen, now_ms())
             .await
         {
             Ok(added) => {
+                let unheeded = seen.iter().filter(|s| !s.heeded).count();
                 tracing::info!(
                     tag = "MSG",
-                    "pr watcher: PR #{} of thread {thread}: {added} new review comment(s)",
+                    "pr watcher: PR #{} of thread {thread}: {added} new review comment(s), {unheeded} by people without write access",
                     pr.number
                 );
             }
             Err(e) => tracing::error!(thread = %thread, "pr watcher: store the comments: {e}"),
         }
-        true
+        !decisions.failed
     }
 
     /// Opens the thread's next round if one is due: failing checks first, then a batch of
@@ -199,6 +233,7 @@ impl PrWatcher {
             checks: &reported,
             max_rounds: self.reviews.max_rounds,
             message_ts: &ts,
+            max_sorts_per_hour: self.reviews.max_sorts_per_hour,
         };
         match self.store.open_round(&round).await {
             Ok(Opened::Round(n)) => {
@@ -217,6 +252,11 @@ impl PrWatcher {
                 );
                 self.dispatcher.notify(thread);
             }
+            Ok(Opened::Held) => tracing::debug!(
+                thread = %thread,
+                "pr watcher: PR #{}: comments wait for github.maxSortsPerHour",
+                pr.number
+            ),
             Ok(Opened::Capped { told: false } | Opened::Busy | Opened::Empty) => {}
             Err(e) => tracing::error!(thread = %thread, "pr watcher: open a round: {e}"),
         }

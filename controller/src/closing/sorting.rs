@@ -1,6 +1,8 @@
 //! The PM sorting a batch of review comments: one model call without tools, the prompt
 //! `prompts/review-comments.md` as the system message and the comments as JSON in the user
-//! message. Each comment becomes a change asked, a question, or discussion left alone. The
+//! message — what the round gives of them ([`review_input::Batch`]: the comments of people
+//! who may steer, visible text only, bounded, with markers saying what was cut or left
+//! out). Each comment given becomes a change asked, a question, or discussion left alone. The
 //! answer must be the JSON the prompt asks for, naming every comment once; anything else is a
 //! [`SortError`] the caller reports without proposing anything — never a guess, never a
 //! crash. The call's usage is recorded like the PM's other calls (role `pm`).
@@ -9,10 +11,10 @@ use codebutler_agent::conversation::ChatMessage;
 use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::closing::review_input::{self, Batch};
 use crate::domain::ThreadKey;
 use crate::gateway::{CallContext, GatewayError};
 use crate::pm::Pm;
-use crate::store::reviews::StoredComment;
 
 /// The sorting prompt (the system message).
 pub const PROMPT: &str = include_str!("../../../prompts/review-comments.md");
@@ -84,24 +86,32 @@ struct AnswerItem {
     summary: String,
 }
 
-/// The user message: the pull request and its comments as JSON (ids from 1, in order).
-pub fn request(pr_number: u64, comments: &[StoredComment]) -> String {
-    let items: Vec<serde_json::Value> = comments
+/// The user message: the pull request and the comments `batch` gives as JSON (ids from 1,
+/// in order), after a line saying how many more were left out, if any.
+pub fn request(pr_number: u64, batch: &Batch<'_>) -> String {
+    let items: Vec<serde_json::Value> = batch
+        .shown
         .iter()
         .enumerate()
-        .map(|(i, c)| {
+        .map(|(i, shown)| {
+            let c = shown.comment;
             serde_json::json!({
                 "id": i + 1,
-                "author": c.author,
-                "file": c.path,
+                "author": review_input::login(&c.author),
+                "file": c.path.as_deref().map(review_input::path),
                 "line": c.line,
-                "text": c.body,
+                "text": shown.text,
             })
         })
         .collect();
     let list = serde_json::Value::Array(items);
+    let left_out = if batch.not_shown > 0 {
+        format!("\n{}", review_input::not_shown_marker(batch.not_shown))
+    } else {
+        String::new()
+    };
     format!(
-        "Pull request #{pr_number} got these comments, in the order they were written:\n\n{list:#}"
+        "Pull request #{pr_number} got these comments, in the order they were written:{left_out}\n\n{list:#}"
     )
 }
 
@@ -130,12 +140,13 @@ pub fn parse(answer: &str, count: usize) -> Result<Vec<Sorted>, SortError> {
         .ok_or(SortError::Incomplete { expected: count })
 }
 
-/// Asks the PM to sort `comments` of pull request `pr_number`.
+/// Asks the PM to sort the comments `batch` gives of pull request `pr_number`: one
+/// [`Sorted`] per comment given, in order.
 pub async fn sort(
     pm: &Pm,
     thread: &ThreadKey,
     pr_number: u64,
-    comments: &[StoredComment],
+    batch: &Batch<'_>,
     cancel: &CancellationToken,
 ) -> Result<Vec<Sorted>, SortError> {
     let ctx = CallContext {
@@ -145,16 +156,17 @@ pub async fn sort(
     };
     let messages = [
         ChatMessage::system(PROMPT),
-        ChatMessage::user(request(pr_number, comments)),
+        ChatMessage::user(request(pr_number, batch)),
     ];
     let completion = pm.gateway.complete(&ctx, &messages, &[], cancel).await?;
     let answer = completion.reply.content.ok_or(SortError::Empty)?;
-    parse(&answer, comments.len())
+    parse(&answer, batch.shown.len())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::reviews::StoredComment;
 
     fn comment(author: &str, path: Option<&str>, line: Option<i64>, body: &str) -> StoredComment {
         StoredComment {
@@ -183,8 +195,41 @@ mod tests {
         ];
         insta::assert_snapshot!(
             "review_sorting_prompt",
-            format!("{PROMPT}\n---\n{}", request(7, &comments))
+            format!(
+                "{PROMPT}\n---\n{}",
+                request(7, &review_input::batch(&comments))
+            )
         );
+    }
+
+    #[test]
+    fn a_flood_is_sorted_within_the_bounds_saying_what_was_left_out() {
+        let flood: Vec<StoredComment> = (0..300)
+            .map(|i| {
+                comment(
+                    "mallory\n\"}",
+                    Some(&"d/".repeat(500)),
+                    Some(i),
+                    &"x".repeat(6_000),
+                )
+            })
+            .collect();
+        let batch = review_input::batch(&flood);
+        let text = request(7, &batch);
+        let limit = review_input::MAX_ROUND_CHARS + review_input::MAX_ROUND_COMMENTS * 500 + 200;
+        assert!(text.chars().count() < limit, "{}", text.chars().count());
+        assert!(text.contains("characters cut]"), "each comment is cut");
+        let (head, list) = text.split_once("\n\n").unwrap();
+        assert_eq!(
+            head,
+            format!(
+                "Pull request #7 got these comments, in the order they were written:\n[{} more comments not shown]",
+                batch.not_shown
+            )
+        );
+        let items: Vec<serde_json::Value> = serde_json::from_str(list).unwrap();
+        assert_eq!(items.len(), batch.shown.len());
+        assert_eq!(items[0]["author"], "mallory");
     }
 
     #[test]

@@ -24,13 +24,15 @@ use crate::runners::supervisor::Supervisor;
 use crate::store::Store;
 use crate::thread::dispatch::Dispatcher;
 use crate::workspace::pull_request::{self, PrState};
+use crate::workspace::write_access::WriteAccess;
 
 /// Longest wait between polls after failures.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// Most threads one poll looks at.
 const MAX_THREADS: usize = 500;
 
-/// The review loop's settings (`github.ignoreBots`, `.maxReviewRounds`, `.reviewQuietSecs`).
+/// The review loop's settings (`github.ignoreBots`, `.maxReviewRounds`, `.reviewQuietSecs`,
+/// `.maxSortsPerHour`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReviewSettings {
     /// Logins whose comments never count.
@@ -39,6 +41,8 @@ pub struct ReviewSettings {
     pub max_rounds: u32,
     /// How long no new comment must arrive before a batch is proposed.
     pub quiet: Duration,
+    /// Most rounds the PM sorts per pull request in any hour.
+    pub max_sorts_per_hour: u32,
 }
 
 /// Polls the open pull requests of the repository's threads.
@@ -56,6 +60,8 @@ pub struct PrWatcher {
     pub shared_as: Option<String>,
     /// The review loop's settings.
     pub reviews: ReviewSettings,
+    /// Whose comments may steer the Coder (`github.reviewFrom`), shared with the PM.
+    pub access: WriteAccess,
 }
 
 /// The lease that makes one instance of a shared store the PR watcher: a thread key no

@@ -1,6 +1,6 @@
 //! Who may use the bot and how much (`access`), and how it works with GitHub (`github`:
-//! the CLI, the merge strategy, the PR watcher's interval, the review loop's bots, cap and
-//! quiet period).
+//! the CLI, the merge strategy, the PR watcher's interval, the review loop's bots, cap,
+//! quiet period, whose comments it acts on and how often it sorts them).
 
 use std::time::Duration;
 
@@ -38,12 +38,47 @@ pub struct GithubConfig {
     pub max_review_rounds: u32,
     /// How long no new review comment must arrive before a batch is proposed.
     pub review_quiet: Duration,
+    /// Whose comments on a pull request the review loop acts on.
+    pub review_from: ReviewFrom,
+    /// Most sorting calls per pull request in any hour, whatever they find.
+    pub max_sorts_per_hour: u32,
+}
+
+/// Whose comments on a pull request the review loop acts on (`github.reviewFrom`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReviewFrom {
+    /// People with write access to the repository (the default): anyone else's comments are
+    /// named in the thread and never reach a model.
+    #[default]
+    Write,
+    /// Anyone who can comment: on a public repository, anyone on the internet.
+    Anyone,
+}
+
+impl ReviewFrom {
+    /// The configuration's name: `write` or `anyone`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Write => "write",
+            Self::Anyone => "anyone",
+        }
+    }
+
+    /// The setting a configuration names.
+    pub fn parse(name: &str) -> Option<Self> {
+        [Self::Write, Self::Anyone]
+            .into_iter()
+            .find(|r| r.as_str() == name)
+    }
 }
 
 /// Most `github.maxReviewRounds` may be.
 const MAX_REVIEW_ROUNDS: u32 = 100;
 /// Longest `github.reviewQuietSecs` may be: a day.
 const MAX_QUIET_SECS: u64 = 86_400;
+
+/// Most `github.maxSortsPerHour` may be.
+const MAX_SORTS_PER_HOUR: u32 = 60;
 
 /// Longest `github.prWatchIntervalSecs` may be: a day.
 const MAX_WATCH_INTERVAL_SECS: u64 = 86_400;
@@ -92,12 +127,16 @@ pub(super) struct GithubFile {
     ignore_bots: Option<Vec<String>>,
     max_review_rounds: Option<u32>,
     review_quiet_secs: Option<u64>,
+    review_from: Option<String>,
+    max_sorts_per_hour: Option<u32>,
 }
 
 impl GithubFile {
-    /// The section with its defaults: `gh`, squash, 60 s, no bots, 3 rounds, 90 s; the
-    /// strategy must be one of squash, merge, rebase, the interval between 1 s and a day,
-    /// the rounds at most 100, the quiet period at most a day, and no bot login empty.
+    /// The section with its defaults: `gh`, squash, 60 s, no bots, 3 rounds, 90 s, comments
+    /// from people with write access, 6 sorting calls an hour; the strategy must be one of
+    /// squash, merge, rebase, the interval between 1 s and a day, the rounds at most 100,
+    /// the quiet period at most a day, no bot login empty, `reviewFrom` one of write,
+    /// anyone, and the sorting calls between 1 and 60 an hour.
     pub fn resolve(self, origin: &Origin) -> Result<GithubConfig, ConfigError> {
         let merge_strategy = match self.merge_strategy {
             None => MergeStrategy::default(),
@@ -133,6 +172,22 @@ impl GithubFile {
                 format!("{quiet} is more than {MAX_QUIET_SECS} seconds"),
             ));
         }
+        let review_from = match self.review_from {
+            None => ReviewFrom::default(),
+            Some(name) => ReviewFrom::parse(&name).ok_or_else(|| {
+                origin.field_error(
+                    "github.reviewFrom",
+                    format!("`{name}` is not one of write, anyone"),
+                )
+            })?,
+        };
+        let max_sorts_per_hour = self.max_sorts_per_hour.unwrap_or(6);
+        if !(1..=MAX_SORTS_PER_HOUR).contains(&max_sorts_per_hour) {
+            return Err(origin.field_error(
+                "github.maxSortsPerHour",
+                format!("{max_sorts_per_hour} is not between 1 and {MAX_SORTS_PER_HOUR}"),
+            ));
+        }
         Ok(GithubConfig {
             cli: self.cli.unwrap_or_else(|| "gh".into()),
             merge_strategy,
@@ -140,6 +195,8 @@ impl GithubFile {
             ignore_bots,
             max_review_rounds,
             review_quiet: Duration::from_secs(quiet),
+            review_from,
+            max_sorts_per_hour,
         })
     }
 }

@@ -40,7 +40,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-pub use access::{AccessConfig, GithubConfig};
+pub use access::{AccessConfig, GithubConfig, ReviewFrom};
 pub use error::ConfigError;
 pub use provider::{OpenAiConfig, OpenRouterConfig};
 pub use repositories::{Repository, RepositoryEntry, entries, load_repositories, sanitized_name};

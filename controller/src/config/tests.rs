@@ -783,10 +783,15 @@ fn github_review_loop_keys_default_and_are_checked() {
         ),
         (Vec::<String>::new(), 3, std::time::Duration::from_secs(90))
     );
+    assert_eq!(
+        (c.github.review_from, c.github.max_sorts_per_hour),
+        (super::ReviewFrom::Write, 6),
+        "only people with write access, six sorting calls an hour"
+    );
     let f = files(
         Some(GLOBAL),
         Some(
-            r#"{"slack":{"channelID":"C1"},"github":{"ignoreBots":["dependabot","renovate[bot]"],"maxReviewRounds":1,"reviewQuietSecs":0}}"#,
+            r#"{"slack":{"channelID":"C1"},"github":{"ignoreBots":["dependabot","renovate[bot]"],"maxReviewRounds":1,"reviewQuietSecs":0,"reviewFrom":"anyone","maxSortsPerHour":60}}"#,
         ),
     );
     let c = load(&f.sources, no_env).unwrap();
@@ -802,6 +807,10 @@ fn github_review_loop_keys_default_and_are_checked() {
             std::time::Duration::ZERO
         )
     );
+    assert_eq!(
+        (c.github.review_from, c.github.max_sorts_per_hour),
+        (super::ReviewFrom::Anyone, 60)
+    );
     for (github, expected) in [
         (
             r#"{"ignoreBots":["dependabot",""]}"#,
@@ -816,6 +825,18 @@ fn github_review_loop_keys_default_and_are_checked() {
         (
             r#"{"reviewQuietSecs":86401}"#,
             "field `github.reviewQuietSecs`: 86401 is more than 86400 seconds",
+        ),
+        (
+            r#"{"reviewFrom":"members"}"#,
+            "field `github.reviewFrom`: `members` is not one of write, anyone",
+        ),
+        (
+            r#"{"maxSortsPerHour":0}"#,
+            "field `github.maxSortsPerHour`: 0 is not between 1 and 60",
+        ),
+        (
+            r#"{"maxSortsPerHour":61}"#,
+            "field `github.maxSortsPerHour`: 61 is not between 1 and 60",
         ),
     ] {
         let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"github":{github}}}"#);

@@ -26,6 +26,7 @@ use crate::gateway::{CallContext, Gateway, GatewayError, RoleModel};
 use crate::layout::Layout;
 use crate::memory::source::DefaultBranchMemory;
 use crate::store::{Store, StoreError};
+use crate::workspace::write_access::WriteAccess;
 
 /// Model calls that may use tools before the PM must answer.
 pub const MAX_ITERATIONS: usize = 15;
@@ -76,6 +77,8 @@ pub struct Pm {
     pub gh: PathBuf,
     /// The PM's memory, from the default branch's latest commit.
     pub memory: DefaultBranchMemory,
+    /// Whose comments GHStatus shows (`github.reviewFrom`); shared with the PR watcher.
+    pub write_access: WriteAccess,
 }
 
 impl Pm {
@@ -104,6 +107,7 @@ impl Pm {
             .register(Arc::new(tools::GhStatus::new(
                 self.gh.clone(),
                 self.layout.repo.clone(),
+                self.write_access.clone(),
             )));
         registry
     }

@@ -1,16 +1,17 @@
-//! The thread's side of the review loop: the PR watcher's round is sorted by the PM (a
-//! batch of comments) or shown as it is (failing checks) and proposed in one message; *yes*
+//! The thread's side of the review loop: the PR watcher's round is sorted by the PM (what
+//! the round gives of the comments of people who may steer the Coder, bounded), or shown as
+//! it is (failing checks), and proposed in one message that also names the comments of
+//! people who may not, and says what was left out or cut; *yes*
 //! hands it to the Coder as a follow-up run, *no* leaves it; the cap is said once. What the
 //! thread says and the round's new state are recorded together ([`Change::Review`]), so a
 //! round is proposed, approved or declined once, whatever crashes.
 
 use tokio_util::sync::CancellationToken;
 
-use crate::closing::proposal;
-use crate::closing::sorting;
-use crate::domain::{IncomingMessage, Role, RunRecord};
+use crate::closing::{proposal, review_input, sorting};
+use crate::domain::{IncomingMessage, Role, RunRecord, ThreadKey};
 use crate::slack::effects::Effects;
-use crate::store::reviews::{ReviewChange, RoundKind, RoundRecord, RoundState};
+use crate::store::reviews::{ReviewChange, RoundKind, RoundRecord, RoundState, StoredComment};
 use crate::store::{Change, RunStart};
 use crate::thread::handler::{Settle, ThreadHandler};
 
@@ -58,41 +59,28 @@ impl ThreadHandler {
                 }
             },
             RoundKind::Review => {
-                let comments = match self.store.round_comments(&thread, round.round).await {
-                    Ok(comments) => comments,
+                let read = async {
+                    let comments = self.store.round_comments(&thread, round.round).await?;
+                    let unheeded = self.store.round_unheeded(&thread, round.round).await?;
+                    Ok::<_, crate::store::StoreError>((comments, unheeded))
+                };
+                let (comments, unheeded) = match read.await {
+                    Ok(read) => read,
                     Err(e) => {
                         tracing::error!(thread = %thread, "read the round's comments: {e}");
                         return Settle::Failed;
                     }
                 };
-                match sorting::sort(&self.pm, &thread, round.pr.number, &comments, cancel).await {
-                    Ok(sorted) => {
-                        let pairs: Vec<_> = comments.into_iter().zip(sorted).collect();
-                        let (text, propose) =
-                            proposal::batch_message(&round.pr, &round.decision, &pairs);
-                        let keys = pairs
-                            .iter()
-                            .map(|(c, s)| (c.key.clone(), s.kind.as_str().to_owned()))
-                            .collect();
-                        let state = if propose {
-                            RoundState::Proposed
-                        } else {
-                            RoundState::Nothing
-                        };
-                        (text, state, keys)
-                    }
-                    Err(e) => {
-                        tracing::warn!(
-                            thread = %thread,
-                            "review round {}: {e}; reported without sorting",
-                            round.round
-                        );
-                        (
-                            proposal::unsorted_message(&round.pr, &comments),
-                            RoundState::Unsorted,
-                            Vec::new(),
-                        )
-                    }
+                if comments.is_empty() {
+                    // Only people who may not steer: named, nothing sorted.
+                    (
+                        proposal::unheeded_message(&round.pr, &unheeded),
+                        RoundState::Nothing,
+                        Vec::new(),
+                    )
+                } else {
+                    self.sort_round(&thread, &round, &comments, &unheeded, cancel)
+                        .await
                 }
             }
         };
@@ -112,6 +100,53 @@ impl ThreadHandler {
             Change::Processed(msg),
         ];
         self.said_once(msg, &text, &changes).await
+    }
+
+    /// The PM sorts what the review `round` gives of its `comments` (those of people who may
+    /// steer): the thread's message, the round's new state and each comment given with its
+    /// kind. The message also says what was left out or cut, and names the `unheeded`.
+    async fn sort_round(
+        &self,
+        thread: &ThreadKey,
+        round: &RoundRecord,
+        comments: &[StoredComment],
+        unheeded: &[String],
+        cancel: &CancellationToken,
+    ) -> (String, RoundState, Vec<(String, String)>) {
+        let batch = review_input::batch(comments);
+        let notes = [
+            proposal::left_out_note(&batch),
+            proposal::unheeded_note(unheeded),
+        ];
+        match sorting::sort(&self.pm, thread, round.pr.number, &batch, cancel).await {
+            Ok(sorted) => {
+                let (text, propose) = proposal::batch_message(&round.pr, &round.decision, &sorted);
+                let keys = batch
+                    .shown
+                    .iter()
+                    .zip(&sorted)
+                    .map(|(c, s)| (c.comment.key.clone(), s.kind.as_str().to_owned()))
+                    .collect();
+                let state = if propose {
+                    RoundState::Proposed
+                } else {
+                    RoundState::Nothing
+                };
+                (proposal::with_notes(text, &notes), state, keys)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    thread = %thread,
+                    "review round {}: {e}; reported without sorting",
+                    round.round
+                );
+                (
+                    proposal::with_notes(proposal::unsorted_message(&round.pr, &batch), &notes),
+                    RoundState::Unsorted,
+                    Vec::new(),
+                )
+            }
+        }
     }
 
     /// The pull request reached `github.maxReviewRounds`: said once (the watcher stores
@@ -153,7 +188,10 @@ impl ThreadHandler {
                 .store
                 .round_comments(&thread, round.round)
                 .await
-                .map(|c| proposal::coder_review_task(&round.pr, round.round, &msg.user, &c)),
+                .map(|c| {
+                    let batch = review_input::batch(&c);
+                    proposal::coder_review_task(&round.pr, round.round, &msg.user, &batch)
+                }),
             RoundKind::Checks => self
                 .store
                 .round_checks(&thread, round.round)

@@ -5,7 +5,8 @@
 //! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]). The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
 //! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
-//! by [`pull_request`]; a branch is brought up to date with the default branch by
+//! by [`pull_request`] (whose commenters' write access [`write_access`] decides); a branch
+//! is brought up to date with the default branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
 
 pub mod base_checkout;
@@ -23,6 +24,7 @@ pub mod stage;
 pub mod thread_repo;
 pub mod update_branch;
 pub mod worktree;
+pub mod write_access;
 
 use std::path::{Path, PathBuf};
 

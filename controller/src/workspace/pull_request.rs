@@ -5,8 +5,9 @@
 //!
 //! For the review loop it also reads what `gh` prints for the PR watcher ([`view_output`],
 //! [`api_get`], [`failed_log`]) — parsed by [`crate::closing::feedback`] and
-//! [`crate::closing::checks`] — and answers comments ([`reply_to_review_comment`],
-//! [`comment`]).
+//! [`crate::closing::checks`] — answers comments ([`reply_to_review_comment`],
+//! [`comment`]), and asks who has write access ([`collaborator_permission`], for
+//! [`super::write_access`]).
 //!
 //! Like [`super::forge`], every command runs in the main repository (never in a worktree)
 //! with fixed arguments: `gh` with prompts off, `git` with [`super::git_command::safe_git`]
@@ -342,6 +343,19 @@ pub async fn api_get(
     }
     command.arg(endpoint);
     Ok(run(command, None, "gh api", GH_TIMEOUT).await?)
+}
+
+/// What `gh api repos/{owner}/{repo}/collaborators/<login>/permission` prints: `login`'s
+/// permission on the repository. `login` must be a user login
+/// ([`super::write_access::user_login`]), so it cannot change the endpoint's path; GitHub
+/// answers 404 for someone who is not a collaborator.
+pub async fn collaborator_permission(
+    cli: &Path,
+    main: &Path,
+    login: &str,
+) -> Result<String, PullRequestError> {
+    let endpoint = format!("repos/{{owner}}/{{repo}}/collaborators/{login}/permission");
+    api_get(cli, main, &endpoint, false).await
 }
 
 /// What `gh run view <run id> --log-failed` prints: the failed steps' log lines.

@@ -197,6 +197,28 @@ if [ "$1" = "api" ]; then
     shift
   done
   case "$method $endpoint" in
+    "GET repos/{owner}/{repo}/collaborators/"*/permission)
+      # A login's permission, as the test set it (set_permission); GitHub answers 404 for
+      # someone who is not a collaborator. `permission` holds the legacy base role
+      # (maintain reads as write, triage as read); `role_name` the role itself.
+      who="${endpoint#repos/\{owner\}/\{repo\}/collaborators/}"; who="${who%/permission}"
+      case "$who" in
+        ''|*/*|*[!A-Za-z0-9-]*) echo "fake gh: bad login '$who' in $endpoint" >&2; exit 1 ;;
+      esac
+      key="$(printf '%s' "$who" | tr 'A-Z' 'a-z')"
+      if [ ! -f "$here/permissions/$key" ]; then
+        printf '{"message":"Not Found","documentation_url":"https://docs.github.com/rest/collaborators/collaborators#get-repository-permissions-for-a-user","status":"404"}\n'
+        echo "gh: Not Found (HTTP 404)" >&2
+        exit 1
+      fi
+      role="$(cat "$here/permissions/$key")"
+      case "$role" in
+        maintain) permission=write ;;
+        triage) permission=read ;;
+        *) permission="$role" ;;
+      esac
+      printf '{"permission":"%s","role_name":"%s","user":{"login":"%s","id":7,"type":"User"}}\n' "$permission" "$role" "$who"
+      exit 0 ;;
     "GET user")
       printf '{"login":"%s","id":4242,"node_id":"U_fake","type":"User","site_admin":false}\n' "$(login)"
       exit 0 ;;
@@ -652,6 +674,9 @@ pub fn merge_on_github(dir: &Path, repo: &Path, number: u64, strategy: &str) {
 
 /// The review loop's side of the fake `gh` (its own block of the script above):
 /// - `gh api user` prints `{"login": …}` with [`set_login`]'s login (`codebutler-bot`);
+/// - `gh api repos/{owner}/{repo}/collaborators/<login>/permission` answers with the role
+///   [`set_permission`] gave the login (`permission` the legacy base role, `role_name` the
+///   role), or GitHub's 404 for a login without one;
 /// - `gh api [--paginate] repos/{owner}/{repo}/pulls/<n>/comments` prints the line comments
 ///   [`add_line_comment`] added, in the REST API's shape, and the replies posted;
 /// - `gh api --method POST repos/{owner}/{repo}/pulls/<n>/comments/<id>/replies --input -`
@@ -680,8 +705,47 @@ fn append_line(dir: &Path, file: &str, value: &serde_json::Value) {
     std::fs::rename(&tmp, path).expect("fake gh: rename comments");
 }
 
-/// A line comment on `path:line` by `author`, as the REST API lists it.
+/// `login`'s role on the repository from now on (`admin`, `maintain`, `write`, `triage`,
+/// `read`), as `gh api repos/{owner}/{repo}/collaborators/<login>/permission` answers it; a
+/// login without one is no collaborator (GitHub's 404).
+pub fn set_permission(dir: &Path, login: &str, role: &str) {
+    let roles = dir.join("permissions");
+    std::fs::create_dir_all(&roles).expect("fake gh: create permissions");
+    std::fs::write(roles.join(login.to_ascii_lowercase()), role)
+        .expect("fake gh: write permission");
+}
+
+/// `author` is a member of the team with write access, unless the test gave them a role.
+fn team_member(dir: &Path, author: &str) {
+    if !dir
+        .join("permissions")
+        .join(author.to_ascii_lowercase())
+        .exists()
+    {
+        set_permission(dir, author, "write");
+    }
+}
+
+/// A line comment on `path:line` by `author`, a member of the team with write access
+/// (association `MEMBER`, role `write` unless [`set_permission`] gave another), as the REST
+/// API lists it.
 pub fn add_line_comment(dir: &Path, id: u64, author: &str, path: &str, line: u64, body: &str) {
+    team_member(dir, author);
+    add_line_comment_as(dir, id, author, "MEMBER", path, line, body);
+}
+
+/// A line comment on `path:line` by `author`, whose `author_association` with the repository
+/// is `association` (`OWNER`, `MEMBER`, `COLLABORATOR`, `CONTRIBUTOR`, `NONE`…), as the REST
+/// API lists it.
+pub fn add_line_comment_as(
+    dir: &Path,
+    id: u64,
+    author: &str,
+    association: &str,
+    path: &str,
+    line: u64,
+    body: &str,
+) {
     let bot = author.ends_with("[bot]");
     append_line(
         dir,
@@ -702,7 +766,7 @@ pub fn add_line_comment(dir: &Path, id: u64, author: &str, path: &str, line: u64
             "created_at": "2026-11-25T10:00:00Z",
             "updated_at": "2026-11-25T10:00:00Z",
             "html_url": format!("https://github.com/acme/app/pull/7#discussion_r{id}"),
-            "author_association": "MEMBER",
+            "author_association": association,
             "start_line": null,
             "original_start_line": null,
             "start_side": null,
@@ -714,9 +778,10 @@ pub fn add_line_comment(dir: &Path, id: u64, author: &str, path: &str, line: u64
     );
 }
 
-/// A line comment answering the line comment `in_reply_to` (in its thread), as the REST
-/// API lists it.
+/// A line comment answering the line comment `in_reply_to` (in its thread) by `author`, a
+/// member of the team with write access, as the REST API lists it.
 pub fn add_line_comment_reply(dir: &Path, id: u64, in_reply_to: u64, author: &str, body: &str) {
+    team_member(dir, author);
     append_line(
         dir,
         "line-comments.jsonl",
@@ -730,20 +795,35 @@ pub fn add_line_comment_reply(dir: &Path, id: u64, in_reply_to: u64, author: &st
             "line": 1,
             "original_line": 1,
             "html_url": format!("https://github.com/acme/app/pull/7#discussion_r{id}"),
+            "author_association": "MEMBER",
             "created_at": "2026-11-25T10:05:00Z"
         }),
     );
 }
 
-/// A comment on the pull request's conversation, as `gh pr view --json comments` prints it.
+/// A comment on the pull request's conversation by `author`, a member of the team with write
+/// access, as `gh pr view --json comments` prints it.
 pub fn add_conversation_comment(dir: &Path, id: &str, author: &str, body: &str) {
+    team_member(dir, author);
+    add_conversation_comment_as(dir, id, author, "MEMBER", body);
+}
+
+/// A comment on the pull request's conversation by `author`, whose `authorAssociation` is
+/// `association`, as `gh pr view --json comments` prints it.
+pub fn add_conversation_comment_as(
+    dir: &Path,
+    id: &str,
+    author: &str,
+    association: &str,
+    body: &str,
+) {
     append_line(
         dir,
         "comments.jsonl",
         &serde_json::json!({
             "id": id,
             "author": {"login": author},
-            "authorAssociation": "MEMBER",
+            "authorAssociation": association,
             "body": body,
             "createdAt": "2026-11-25T10:00:00Z",
             "includesCreatedEdit": false,
@@ -756,16 +836,30 @@ pub fn add_conversation_comment(dir: &Path, id: &str, author: &str, body: &str) 
     );
 }
 
-/// A review (`APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`) with its body, as
-/// `gh pr view --json reviews` prints it.
+/// A review (`APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`) with its body by `author`, a
+/// member of the team with write access, as `gh pr view --json reviews` prints it.
 pub fn add_review(dir: &Path, id: &str, author: &str, state: &str, body: &str) {
+    team_member(dir, author);
+    add_review_as(dir, id, author, "MEMBER", state, body);
+}
+
+/// A review with its body by `author`, whose `authorAssociation` is `association`, as
+/// `gh pr view --json reviews` prints it.
+pub fn add_review_as(
+    dir: &Path,
+    id: &str,
+    author: &str,
+    association: &str,
+    state: &str,
+    body: &str,
+) {
     append_line(
         dir,
         "reviews.jsonl",
         &serde_json::json!({
             "id": id,
             "author": {"login": author},
-            "authorAssociation": "MEMBER",
+            "authorAssociation": association,
             "body": body,
             "submittedAt": "2026-11-25T10:00:00Z",
             "includesCreatedEdit": false,
