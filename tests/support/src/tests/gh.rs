@@ -493,11 +493,10 @@ fn fake_gh_answers_who_has_write_access_as_the_test_set_it() {
     use crate::gh::{
         add_conversation_comment, add_conversation_comment_as, add_line_comment_as, set_permission,
     };
-    let dir = tempfile::tempdir().unwrap();
-    install_fake_gh(dir.path());
+    let world = World::new();
+    let dir = world.gh_dir.as_path();
     let permission = |login: &str| {
-        gh(
-            dir.path(),
+        world.gh(
             &[
                 "api",
                 &format!("repos/{{owner}}/{{repo}}/collaborators/{login}/permission"),
@@ -511,8 +510,8 @@ fn fake_gh_answers_who_has_write_access_as_the_test_set_it() {
     assert_eq!(err.trim(), "gh: Not Found (HTTP 404)");
     assert!(out.contains(r#""message":"Not Found""#), "{out}");
     // Roles as set (logins without case); maintain and triage read as their base roles.
-    set_permission(dir.path(), "Carol", "maintain");
-    set_permission(dir.path(), "trent", "triage");
+    set_permission(dir, "Carol", "maintain");
+    set_permission(dir, "trent", "triage");
     for (login, expected, role) in [
         ("carol", "write", "maintain"),
         ("CAROL", "write", "maintain"),
@@ -529,26 +528,22 @@ fn fake_gh_answers_who_has_write_access_as_the_test_set_it() {
     assert_eq!(code, 1);
 
     // Comments carry the association the test gave; the plain helpers are a team member's.
-    add_line_comment_as(dir.path(), 1, "mallory", "NONE", "a.rs", 1, "x");
-    add_conversation_comment_as(dir.path(), "IC_1", "dave", "CONTRIBUTOR", "y");
-    add_conversation_comment(dir.path(), "IC_2", "alice", "z");
-    let (_, lines, _) = gh(
-        dir.path(),
-        &["api", "repos/{owner}/{repo}/pulls/7/comments"],
-        "",
-    );
+    world.branch("codebutler/x", &[("b.txt", "b\n")], "Add b");
+    world.push("codebutler/x");
+    let (code, _, err) = world.create("codebutler/x", "Add b");
+    assert_eq!(code, 0, "{err}");
+    add_line_comment_as(dir, 1, "mallory", "NONE", "a.rs", 1, "x");
+    add_conversation_comment_as(dir, "IC_1", "dave", "CONTRIBUTOR", "y");
+    add_conversation_comment(dir, "IC_2", "alice", "z");
+    let (_, lines, _) = world.gh(&["api", "repos/{owner}/{repo}/pulls/7/comments"], "");
     let lines: serde_json::Value = serde_json::from_str(&lines).unwrap();
     assert_eq!(lines[0]["author_association"], "NONE");
-    let v = view_comments(dir.path());
+    let (code, out, err) = world.gh(&["pr", "view", "7", "--json", "comments"], "");
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["comments"][0]["authorAssociation"], "CONTRIBUTOR");
     assert_eq!(v["comments"][1]["authorAssociation"], "MEMBER");
     let (code, out, _) = permission("alice");
     assert_eq!(code, 0);
     assert!(out.contains(r#""permission":"write""#), "{out}");
-}
-
-fn view_comments(dir: &std::path::Path) -> serde_json::Value {
-    let (code, out, err) = gh(dir, &["pr", "view", "7", "--json", "comments"], "");
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(&out).unwrap()
 }
