@@ -1,5 +1,6 @@
 //! Preparing a worktree for an approved plan: the disk limit, the base, the worktree, then
-//! the platforms' init in the sandbox, reported in the thread through a [`Progress`].
+//! the platforms' init in the sandbox, reported in the thread through a [`Progress`], and a
+//! record of what the init left, which the Coder's commits leave out ([`prepared`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,7 +13,7 @@ use super::{
 use super::{checkout_estimate, disk_refusal, disk_usage};
 use crate::config::{BuildConfig, SandboxConfig};
 use crate::workspace::platform::{self, InitEnd, InitRequest};
-use crate::workspace::{disk, stage};
+use crate::workspace::{disk, prepared, stage};
 
 /// How worktree preparation reports in the thread.
 #[async_trait]
@@ -40,6 +41,16 @@ pub enum PrepareError {
     /// The init failed or timed out; the worktree was removed again.
     #[error("preparing the worktree failed: `{command}` {how}")]
     Init { command: String, how: String },
+    /// What the init left could not be recorded (so it could not be kept out of commits);
+    /// the worktree was removed again.
+    #[error(
+        "preparing the worktree failed: what `{command}` left could not be recorded ({source})"
+    )]
+    Record {
+        command: String,
+        #[source]
+        source: prepared::RecordError,
+    },
 }
 
 /// Prepares worktrees for Coder runs (see the module's documentation).
@@ -160,11 +171,39 @@ impl Preparer {
         Err(e)
     }
 
-    /// Detects the platforms, makes the ignored directories and runs the init.
+    /// Detects the platforms, makes the ignored directories, runs the init and records what
+    /// it left ([`prepared`]), so the Coder's commits leave it out.
     async fn init(&self, tree: &Worktree, progress: &dyn Progress) -> Result<(), PrepareError> {
-        match self.init_command(tree, progress).await? {
-            Some(command) => self.run_init(tree, command, progress).await,
-            None => Ok(()),
+        let Some(command) = self.init_command(tree, progress).await? else {
+            return Ok(());
+        };
+        self.run_init(tree, command.clone(), progress).await?;
+        let (helper, path) = (self.helper(&tree.path), tree.path.clone());
+        let recorded = {
+            let command = command.clone();
+            tokio::task::spawn_blocking(move || prepared::record(&helper, &path, &command))
+                .await
+                .map_err(|e| WorktreeError {
+                    slug: String::new(),
+                    message: format!("record the preparation: {e}"),
+                })?
+        };
+        match recorded {
+            Ok(changed) => {
+                tracing::info!(
+                    tag = "CLD",
+                    "worktree {}: the preparation created, changed or deleted {changed} paths; \
+                     commits leave them out",
+                    tree.path.display()
+                );
+                Ok(())
+            }
+            Err(source) => {
+                let e = PrepareError::Record { command, source };
+                tracing::warn!(tag = "CLD", "{e}");
+                progress.post(&e.to_string()).await;
+                Err(e)
+            }
         }
     }
 
@@ -331,10 +370,19 @@ mod tests {
     }
 
     /// A stand-in for `codebutler-runner sandbox-exec --spec F -- CMD…` that runs CMD
-    /// unsandboxed (the real sandbox is tested in the runner's and the e2e suites).
+    /// unsandboxed (the real sandbox is tested in the runner's and the e2e suites); the
+    /// worktree helper, which records what the init left, is the real one.
     fn fake_runner(dir: &Path) -> PathBuf {
         let path = dir.join("fake-runner");
-        std::fs::write(&path, "#!/bin/sh\nshift 4\nexec \"$@\"\n").unwrap();
+        let real = crate::workspace::stage::test_support::runner_bin();
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n[ \"$1\" = worktree-io ] && exec '{}' \"$@\"\nshift 4\nexec \"$@\"\n",
+                real.display()
+            ),
+        )
+        .unwrap();
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         path

@@ -5,12 +5,13 @@ use std::path::Path;
 
 use super::base::offline_head;
 use super::{Base, Worktree, WorktreeError, blocking, branches_dir, disks_dir, slug, stores_dir};
-use crate::workspace::{disk, thread_repo};
+use crate::workspace::{byproducts, disk, thread_repo};
 
 /// Creates the worktree for `plan` in the repository at `repo`, starting from `base` (the
 /// local HEAD when `None`): a slug unique among branches and worktrees, a disk of
 /// `disk_mb` MB for it (none when 0; see [`crate::workspace::disk`]), the thread's own repository in
-/// it with the base commit's history only (see [`crate::workspace::thread_repo`]), the base's files
+/// it with the base commit's history only (see [`crate::workspace::thread_repo`]) and the
+/// build by-products ignored in it ([`crate::workspace::byproducts`]), the base's files
 /// checked out, and the branch `codebutler/<slug>` in the main repository too. Anything made
 /// is removed again when a step fails.
 pub async fn create(
@@ -60,7 +61,9 @@ pub async fn create(
                 &commit,
                 upstream.as_deref(),
             )
-            .map_err(|e| fail(format!("make the thread's repository for {short}: {e}")))
+            .map_err(|e| fail(format!("make the thread's repository for {short}: {e}")))?;
+            byproducts::write_exclude(&thread_repo::git_dir(&path))
+                .map_err(|e| fail(format!("write the thread repository's ignore rules: {e}")))
         })
         .await
     };
