@@ -340,7 +340,7 @@ pub mod test_support {
     use codebutler_sandbox::SandboxSpec;
 
     use super::Helper;
-    use crate::workspace::worktree::{self, Worktree};
+    use crate::workspace::worktree::{self, DiskBudget, Worktree};
 
     /// The workspace's `codebutler-runner` (built by `cargo nextest run --workspace`).
     pub fn runner_bin() -> PathBuf {
@@ -397,7 +397,7 @@ pub mod test_support {
                     .enable_all()
                     .build()
                     .unwrap()
-                    .block_on(worktree::create(&main, "T", None, 0))
+                    .block_on(worktree::create(&main, "T", None, DiskBudget::NONE))
                     .unwrap()
             })
             .join()
