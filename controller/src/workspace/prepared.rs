@@ -199,10 +199,14 @@ pub fn include_paths(include: &[String]) -> Result<Vec<String>, IncludeError> {
             let trimmed = raw.trim();
             let path = trimmed.strip_prefix("./").unwrap_or(trimmed);
             let path = path.trim_end_matches('/');
-            wire::check_path(path.as_bytes()).map_err(|reason| IncludeError::Invalid {
-                path: raw.clone(),
+            let invalid = |reason| IncludeError::Invalid {
+                path: raw.chars().take(200).collect(),
                 reason,
-            })?;
+            };
+            if path.len() > wire::MAX_PATH_BYTES {
+                return Err(invalid("too long"));
+            }
+            wire::check_path(path.as_bytes()).map_err(invalid)?;
             Ok(path.to_owned())
         })
         .collect()
@@ -452,11 +456,13 @@ mod tests {
                 left(Why::Byproduct, "node_modules"),
             ]
         );
+        let long = "a/".repeat(3000);
         for (bad, why) in [
             ("no/such/file", "nothing there"),
             ("../outside", "not a path in the worktree"),
             (".git/config", "not a path in the worktree"),
             ("/etc/passwd", "not a path in the worktree"),
+            (long.as_str(), "too long"),
         ] {
             let e = commit(&f, "Bad", &[bad]).unwrap_err();
             assert!(matches!(e, ForgeError::Include(_)), "{bad}: {e}");

@@ -28,6 +28,8 @@ pub struct DiskBudget {
     /// `sandbox.diskMB`: each worktree's own disk at most; 0 for worktrees without one.
     pub disk_mb: u64,
     /// `access.maxWorktreeDiskMB`: all the worktrees' disks together; 0 for no limit.
+    /// Held by the disks, so checked only when `disk_mb` is above 0 (the configuration
+    /// refuses a total without them).
     pub total_mb: u64,
 }
 
