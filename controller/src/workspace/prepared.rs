@@ -57,11 +57,11 @@ fn git(step: &str) -> impl FnOnce(git2::Error) -> RecordError + '_ {
     }
 }
 
-/// Records the files of `worktree` as its preparation (`command`) left them (see the
-/// module's documentation); returns how many paths the preparation created, changed or
-/// deleted. Nothing is recorded when it changed none. Blocking: call it from
-/// `spawn_blocking`, with no process of the run alive in the worktree.
-pub fn record(helper: &Helper, worktree: &Path, command: &str) -> Result<usize, RecordError> {
+/// Records the files of `worktree` as its preparation left them (see the module's
+/// documentation); returns how many paths the preparation created, changed or deleted.
+/// Nothing is recorded when it changed none. Blocking: call it from `spawn_blocking`, with
+/// no process of the run alive in the worktree.
+pub fn record(helper: &Helper, worktree: &Path) -> Result<usize, RecordError> {
     let repo = thread_repo::open(worktree)?;
     let head = repo
         .head()
@@ -86,12 +86,12 @@ pub fn record(helper: &Helper, worktree: &Path, command: &str) -> Result<usize, 
         .find_tree(tree_id)
         .map_err(git("read the prepared tree"))?;
     let signature = git2::Signature::now(BOT_NAME, BOT_EMAIL).map_err(git("make the signature"))?;
-    let message = format!(
-        "What the worktree's preparation left (`{command}`)\n\n\
-         Recorded by CodeButler so that the Coder's commits leave it out; never pushed."
-    );
+    // The command is not named: the runner reads this repository, and an operator's
+    // `build.initCommand` is none of its business.
+    let message = "What the worktree's preparation left\n\n\
+                   Recorded by CodeButler so that the Coder's commits leave it out; never pushed.";
     let commit = repo
-        .commit(None, &signature, &signature, &message, &tree, &[&head])
+        .commit(None, &signature, &signature, message, &tree, &[&head])
         .map_err(git("record the preparation"))?;
     repo.reference(PREPARED_REF, commit, true, "codebutler: prepared")
         .map_err(git("record the preparation"))?;
@@ -368,7 +368,7 @@ mod tests {
         std::fs::write(wt.join("widgets.egg-info/PKG-INFO"), "Name: widgets\n").unwrap();
         std::fs::create_dir_all(wt.join("node_modules/is-number")).unwrap();
         std::fs::write(wt.join("node_modules/is-number/index.js"), "x\n").unwrap();
-        let changed = record(&f.helper(), wt, "npm install").unwrap();
+        let changed = record(&f.helper(), wt).unwrap();
         assert_eq!(
             changed, 3,
             "the lock file, the generated file, the deletion"
@@ -481,7 +481,7 @@ mod tests {
         assert_eq!(made.files_changed, ["a.txt"]);
         assert!(made.left_out.is_empty());
         // A preparation that changed nothing records nothing.
-        assert_eq!(record(&f.helper(), f.worktree(), "true").unwrap(), 0);
+        assert_eq!(record(&f.helper(), f.worktree()).unwrap(), 0);
         assert!(repo.find_reference(PREPARED_REF).is_err());
     }
 }

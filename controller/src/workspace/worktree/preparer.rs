@@ -184,15 +184,12 @@ impl Preparer {
         };
         self.run_init(tree, command.clone(), progress).await?;
         let (helper, path) = (self.helper(&tree.path), tree.path.clone());
-        let recorded = {
-            let command = command.clone();
-            tokio::task::spawn_blocking(move || prepared::record(&helper, &path, &command))
-                .await
-                .map_err(|e| WorktreeError {
-                    slug: String::new(),
-                    message: format!("record the preparation: {e}"),
-                })?
-        };
+        let recorded = tokio::task::spawn_blocking(move || prepared::record(&helper, &path))
+            .await
+            .map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("record the preparation: {e}"),
+            })?;
         match recorded {
             Ok(changed) => {
                 tracing::info!(
