@@ -11,16 +11,16 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
 use codebutler_proto::runner::v1::{
-    CommitRequest, CompleteRequest, FetchRequest, OpenPullRequestRequest, ReadMemoryRequest,
-    RunnerEvent, complete_chunk::Chunk, runner_event,
+    CommitRequest, CompleteRequest, FetchRequest, LeftOutReason as ProtoReason,
+    OpenPullRequestRequest, ReadMemoryRequest, RunnerEvent, complete_chunk::Chunk, runner_event,
 };
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint, Uri};
 
 use crate::tools::{
-    CommitResult, FetchFailure, FetchedPage, Forge, ForgeFailure, MemoryFailure, MemorySource,
-    WebSource,
+    CommitResult, FetchFailure, FetchedPage, Forge, ForgeFailure, LeftOut, LeftOutReason,
+    MemoryFailure, MemorySource, WebSource,
 };
 use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec};
 use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
@@ -145,7 +145,11 @@ impl HubForge {
 
 #[async_trait]
 impl Forge for HubForge {
-    async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure> {
+    async fn commit(
+        &self,
+        message: &str,
+        include: &[String],
+    ) -> Result<CommitResult, ForgeFailure> {
         let stopped = self
             .quiescer
             .stop_others()
@@ -161,14 +165,31 @@ impl Forge for HubForge {
             .clone()
             .commit(CommitRequest {
                 message: message.to_owned(),
+                include: include.to_vec(),
             })
             .await
             .map_err(|s| ForgeFailure::Refused(s.message().to_owned()))?
             .into_inner();
+        let left_out = reply
+            .left_out
+            .into_iter()
+            .filter_map(|left| {
+                let reason = match ProtoReason::try_from(left.reason) {
+                    Ok(ProtoReason::Prepared) => LeftOutReason::Prepared,
+                    Ok(ProtoReason::Byproduct) => LeftOutReason::Byproduct,
+                    Ok(ProtoReason::Unspecified) | Err(_) => return None,
+                };
+                Some(LeftOut {
+                    path: left.path,
+                    reason,
+                })
+            })
+            .collect();
         Ok(CommitResult {
             sha: reply.sha,
             files_changed: reply.files_changed,
             nothing_to_commit: reply.nothing_to_commit,
+            left_out,
         })
     }
 

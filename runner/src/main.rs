@@ -82,6 +82,12 @@ enum WorktreeOperation {
         /// Regular files larger than this are reported as left out, not read.
         #[arg(long)]
         max_file_bytes: u64,
+        /// Also list what git ignores (for a commit's report of what it left out).
+        #[arg(long)]
+        list_ignored: bool,
+        /// A path whose ignored files are sent too (what the Coder commits on purpose).
+        #[arg(long)]
+        include: Vec<OsString>,
     },
     /// Put the tree with this id (of the worktree's object store) back.
     Restore {
@@ -148,8 +154,20 @@ fn worktree_io(spec_json: &str, operation: &WorktreeOperation) -> ExitCode {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     let result = match operation {
-        WorktreeOperation::Snapshot { max_file_bytes } => {
-            worktree_io::snapshot(&root, *max_file_bytes, &mut out)
+        WorktreeOperation::Snapshot {
+            max_file_bytes,
+            list_ignored,
+            include,
+        } => {
+            let options = worktree_io::Snapshot {
+                max_file_bytes: *max_file_bytes,
+                list_ignored: *list_ignored,
+                include: include
+                    .iter()
+                    .map(|p| p.as_os_str().as_bytes().to_vec())
+                    .collect(),
+            };
+            worktree_io::snapshot(&root, &options, &mut out)
         }
         WorktreeOperation::Restore { tree } => worktree_io::restore(&root, tree, &mut out),
     };

@@ -30,6 +30,7 @@ use codebutler_controller::runners::fetch::FetchPolicy;
 use codebutler_controller::runners::hub::RunHub;
 use codebutler_controller::secret::Secret;
 use codebutler_controller::store::Store;
+use codebutler_controller::workspace::worktree::DiskBudget;
 use codebutler_proto::runner::v1::StartRunRequest;
 use codebutler_proto::runner::v1::admin_client::AdminClient;
 use codebutler_runner::hub::{HubModel, connect};
@@ -68,7 +69,7 @@ async fn run() {
             repo.path(),
             &format!("bench {i}"),
             None,
-            0,
+            DiskBudget::NONE,
         )
         .await
         .unwrap();
@@ -86,10 +87,14 @@ async fn run() {
     }
 
     // Sandbox start vs a bare process.
-    let tree =
-        codebutler_controller::workspace::worktree::create(repo.path(), "sandbox bench", None, 0)
-            .await
-            .unwrap();
+    let tree = codebutler_controller::workspace::worktree::create(
+        repo.path(),
+        "sandbox bench",
+        None,
+        DiskBudget::NONE,
+    )
+    .await
+    .unwrap();
     let spec = repo.path().join("spec.json");
     std::fs::write(&spec, json!({"worktree": tree.path}).to_string()).unwrap();
     let mut sandboxed = Vec::new();

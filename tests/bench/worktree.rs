@@ -68,7 +68,9 @@ async fn run() {
         // Warm-up, and the first creation on a new base commit (packs its base store). The
         // worktree is kept: it holds the base store for the measured ones, as a thread does.
         let start = Instant::now();
-        let kept = worktree::create(&repo, "kept", None, 0).await.unwrap();
+        let kept = worktree::create(&repo, "kept", None, worktree::DiskBudget::NONE)
+            .await
+            .unwrap();
         println!(
             "  first creation on a new base commit (packs the base store): {:.1} ms",
             ms(start.elapsed())
@@ -88,7 +90,9 @@ async fn run() {
                     git.0.push(git_add(&repo, &target, &commit));
                 }
                 let start = Instant::now();
-                let tree = worktree::create(&repo, &name, None, 0).await.unwrap();
+                let tree = worktree::create(&repo, &name, None, worktree::DiskBudget::NONE)
+                    .await
+                    .unwrap();
                 ours.0.push(start.elapsed());
                 if !git_first {
                     git.0.push(git_add(&repo, &target, &commit));
@@ -98,9 +102,14 @@ async fn run() {
                 git_remove(&repo, &target);
                 if can_disk && files <= 3_000 {
                     let start = Instant::now();
-                    let tree = worktree::create(&repo, &format!("{name} disk"), None, DISK_MB)
-                        .await
-                        .unwrap();
+                    let tree = worktree::create(
+                        &repo,
+                        &format!("{name} disk"),
+                        None,
+                        worktree::DiskBudget::per_disk(DISK_MB),
+                    )
+                    .await
+                    .unwrap();
                     on_disk.0.push(start.elapsed());
                     worktree::remove(&repo, &tree).await.unwrap();
                 }
@@ -148,7 +157,9 @@ async fn run() {
         // git status in a fresh worktree of each kind.
         let target = outside.join("status");
         git_add(&repo, &target, &commit);
-        let ours = worktree::create(&repo, "status", None, 0).await.unwrap();
+        let ours = worktree::create(&repo, "status", None, worktree::DiskBudget::NONE)
+            .await
+            .unwrap();
         let (mut in_git, mut in_ours) = (Samples::default(), Samples::default());
         for _ in 0..3 {
             in_ours.0.push(git_status(&ours.path));

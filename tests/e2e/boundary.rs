@@ -248,6 +248,60 @@ async fn a_runner_sees_only_its_own_threads_history() {
 }
 
 #[tokio::test]
+async fn a_run_cannot_pass_the_worktrees_disk_total() {
+    const TOTAL_MB: u64 = 64;
+    // Each worktree's own disk may be 4096 MB, but all of them together only 64.
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 10, "timeout": 2},
+        "sandbox": {"diskMB": 4096},
+        "access": {"maxWorktreeDiskMB": TOTAL_MB}
+    }))
+    .await;
+    env.model.script(
+        "TOTAL-FLOOD",
+        vec![
+            bash("dd if=/dev/zero of=flood bs=1M count=200 2>&1 | tail -1; echo dd-done"),
+            bash("echo still going > after.txt"),
+            Reply::text("Flooded."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "please flood the total", "TOTAL-FLOOD").await;
+    assert_eq!(say_and_wait_run(&env, &thread, "go").await, "x");
+
+    // On the host, the worktrees' disks together stay within the total, and so does what
+    // the run wrote.
+    let disks = env.repo_path().join(".codebutler/disks");
+    let images: Vec<std::fs::Metadata> = std::fs::read_dir(&disks)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "img"))
+        .map(|e| e.metadata().unwrap())
+        .collect();
+    assert_eq!(images.len(), 1);
+    let size = images[0].len();
+    assert!(size <= TOTAL_MB << 20, "a disk of {size} bytes");
+    let allocated = std::os::unix::fs::MetadataExt::blocks(&images[0]) * 512;
+    assert!(allocated <= TOTAL_MB << 20, "{allocated} bytes allocated");
+    let tree = worktree_of(&env, "work-on-total-flood");
+    let written = std::fs::metadata(tree.join("flood")).unwrap().len();
+    assert!(written < TOTAL_MB << 20, "{written} bytes written");
+    assert!(!tree.join("after.txt").exists());
+
+    // The thread says the disk is full, with its size and where that size came from.
+    let texts = env.thread_texts(&thread);
+    let full = format!(
+        "the worktree's disk is full ({} MB: what access.maxWorktreeDiskMB, {TOTAL_MB} MB for \
+         all worktrees, had left when it was made)",
+        size >> 20
+    );
+    assert!(
+        texts.iter().any(|t| t.contains(&full)),
+        "no {full:?} in {texts:?}"
+    );
+}
+
+#[tokio::test]
 async fn a_run_that_fills_its_disk_stops_and_nothing_else_fills() {
     let env = boundary_env(64).await;
     env.model.script(

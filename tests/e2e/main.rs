@@ -7,6 +7,7 @@ mod harness;
 
 mod approval;
 mod boundary;
+mod byproducts;
 mod caching;
 mod chaos;
 mod close;

@@ -334,54 +334,42 @@ async fn past_the_limit_the_oldest_preparation_goes_and_its_approval_starts_cold
     env.assert_clean();
 }
 
-/// What `access.maxWorktreeDiskMB` counts: the worktrees, their disks and the base stores.
-fn worktrees_disk_usage(repo: &Path) -> u64 {
-    use codebutler_controller::workspace::worktree::{branches_dir, disk_usage, disks_dir};
-    disk_usage(&branches_dir(repo))
-        + disk_usage(&disks_dir(repo))
-        + disk_usage(&repo.join(".codebutler/git"))
-}
-
-/// Allocates `bytes` of disk to a new file at `path` without writing them.
-fn allocate(path: &Path, bytes: u64) {
-    use nix::fcntl::{FallocateFlags, fallocate};
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let file = std::fs::File::create(path).unwrap();
-    fallocate(
-        &file,
-        FallocateFlags::empty(),
-        0,
-        i64::try_from(bytes).unwrap(),
-    )
-    .unwrap();
+/// The sizes of the worktrees' disks (their images' lengths: what their runs may fill).
+fn disk_sizes(repo: &Path) -> Vec<u64> {
+    let disks = codebutler_controller::workspace::worktree::disks_dir(repo);
+    std::fs::read_dir(disks)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "img"))
+                .map(|e| e.metadata().unwrap().len())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[tokio::test]
 async fn with_the_worktrees_disk_full_the_oldest_preparation_makes_room() {
-    const LIMIT_MB: u64 = 2048;
-    let env = env_with(json!({"access": {"maxWorktreeDiskMB": LIMIT_MB}})).await;
+    // Each worktree's disk may be 4096 MB, all of them together 256: the first preparation
+    // takes what the total has, and a second one finds no room.
+    const LIMIT_MB: u64 = 256;
+    let env = env_with(json!({
+        "access": {"maxWorktreeDiskMB": LIMIT_MB},
+        "sandbox": {"diskMB": 4096}
+    }))
+    .await;
     env.model
         .script("AHEAD-ROOM-ONE", vec![Reply::text("Done cold.")]);
     let daemon = env.start().await;
     let repo = env.repo_path().to_owned();
     let first = proposed(&env, "first plan", "Work on AHEAD-ROOM-ONE").await;
     let one = wait_prepared(&env, "work-on-ahead-room-one").await;
-
-    // Fill the disk so that a second worktree fits only without the first one's: past the
-    // limit by half of what the first preparation holds (its worktree and its disk; the
-    // base store stays).
-    use codebutler_controller::workspace::worktree::{
-        branches_dir, checkout_estimate, disk_usage, disks_dir,
-    };
-    let used = worktrees_disk_usage(&repo);
-    let own = disk_usage(&branches_dir(&repo)) + disk_usage(&disks_dir(&repo));
+    let sizes = disk_sizes(&repo);
+    assert_eq!(sizes.len(), 1);
     assert!(
-        own > 1 << 20,
-        "the first preparation holds only {own} bytes"
+        sizes[0] <= LIMIT_MB << 20 && sizes[0] > (LIMIT_MB - 16) << 20,
+        "{sizes:?}"
     );
-    let filler = (LIMIT_MB << 20) - used - checkout_estimate(&repo) + own / 2;
-    // Made once the daemon runs: at start it would have been removed as an orphan.
-    allocate(&branches_dir(&repo).join("old-thread/build.bin"), filler);
 
     proposed(&env, "second plan", "Work on AHEAD-ROOM-TWO").await;
     let two = wait_prepared(&env, "work-on-ahead-room-two").await;
@@ -393,6 +381,7 @@ async fn with_the_worktrees_disk_full_the_oldest_preparation_makes_room() {
         "{}",
         daemon.log()
     );
+    assert!(disk_sizes(&repo).iter().sum::<u64>() <= LIMIT_MB << 20);
 
     // The first plan's approval takes the cold path, which makes room the same way: the
     // second thread's preparation goes, and the first plan runs.
@@ -406,6 +395,7 @@ async fn with_the_worktrees_disk_full_the_oldest_preparation_makes_room() {
     assert!(wait_gone(&env, &two).await, "the second preparation stayed");
     assert_eq!(env.model.requests_for("AHEAD-ROOM-ONE").len(), 1);
     assert!(one.is_dir());
+    assert!(disk_sizes(&repo).iter().sum::<u64>() <= LIMIT_MB << 20);
     env.assert_clean();
 }
 

@@ -279,13 +279,13 @@ async fn worktrees_branch_from_origin_and_a_failed_fetch_is_said() {
 
 #[tokio::test]
 async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
-    let env = env_with(json!({"access": {"maxWorktreeDiskMB": 1}})).await;
+    let env = env_with(json!({"access": {"maxWorktreeDiskMB": 64}})).await;
     env.model.script("DISK-TOKEN", vec![Reply::text("Done.")]);
     let _daemon = env.start().await;
     // Made once the daemon runs: at start it would have been removed as an orphan.
     let old = env.repo_path().join(".codebutler/branches/old-thread");
     std::fs::create_dir_all(&old).unwrap();
-    std::fs::write(old.join("build.bin"), vec![7u8; 2 << 20]).unwrap();
+    std::fs::write(old.join("build.bin"), vec![7u8; 60 << 20]).unwrap();
     let (thread, _approval) = approved(&env, "fill the disk", "Fill DISK-TOKEN").await;
     let ok = env
         .slack
@@ -299,7 +299,7 @@ async fn the_disk_limit_refuses_politely_and_the_plan_can_be_approved_again() {
     assert!(ok, "{texts:?}");
     let refusal = texts.last().unwrap();
     assert!(
-        refusal.starts_with("*PM:* I couldn't start the Coder (the worktrees in .codebutler/branches already use 3 MB"),
+        refusal.starts_with("*PM:* I couldn't start the Coder (the worktrees' disks already take 61 MB of the 64 MB that access.maxWorktreeDiskMB allows, and a new worktree needs at least 17 MB"),
         "{refusal}"
     );
     assert!(refusal.contains("access.maxWorktreeDiskMB"), "{refusal}");

@@ -152,6 +152,19 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin)?;
     let github = file.github.resolve(origin)?;
+    let sandbox = file.sandbox.resolve();
+    if access.max_worktree_disk_mb > 0 && sandbox.disk_mb == 0 {
+        // The total is held by the worktrees' own disks; without them a run could pass it.
+        return Err(origin.field_error(
+            "access.maxWorktreeDiskMB",
+            format!(
+                "{} MB cannot hold with sandbox.diskMB 0: without a disk of its own per \
+                 worktree nothing caps what a run writes. Set sandbox.diskMB (per-thread \
+                 disks need root and loop devices), or set access.maxWorktreeDiskMB to 0",
+                access.max_worktree_disk_mb
+            ),
+        ));
+    }
     Ok(Config {
         slack,
         openrouter,
@@ -161,7 +174,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         artist: file.artist.resolve(),
         access,
         github,
-        sandbox: file.sandbox.resolve(),
+        sandbox,
         fetch: file.fetch,
         build: file.build.resolve(origin)?,
         runner: file.runner.resolve(origin)?,

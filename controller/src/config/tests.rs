@@ -111,8 +111,31 @@ fn the_example_configs_load() {
         Some(include_str!("../../../deploy/repo-config.example.json")),
     );
     let c = load(&f.sources, no_env).unwrap();
-    assert_eq!(c.access.max_worktree_disk_mb, 2000);
+    assert_eq!(c.access.max_worktree_disk_mb, 10000);
+    assert_eq!(c.sandbox.disk_mb, 2000);
     assert_eq!(c.build.project_type, ProjectType::Auto);
+}
+
+#[test]
+fn a_worktree_disk_total_needs_per_thread_disks_to_hold() {
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"access":{"maxWorktreeDiskMB":64},"sandbox":{"diskMB":0}}"#,
+        ),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("field `access.maxWorktreeDiskMB`: 64 MB cannot hold with sandbox.diskMB 0"),
+        "{e}"
+    );
+    assert!(e.contains("set access.maxWorktreeDiskMB to 0"), "{e}");
+    // Without a total, no disk per worktree is fine.
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"diskMB":0}}"#),
+    );
+    assert_eq!(load(&f.sources, no_env).unwrap().sandbox.disk_mb, 0);
 }
 
 #[test]

@@ -4,10 +4,40 @@
 use codebutler_proto::runner::v1::{FinishReason, RunnerEvent, runner_event::Event};
 
 use crate::domain::RunState;
+use crate::workspace::worktree::DiskBudget;
 
-/// The run state and words an ending event stands for, if it ends the run; `disk_mb` is the
-/// worktree's disk (`sandbox.diskMB`).
-pub(super) fn ending_of(event: &RunnerEvent, disk_mb: u64) -> Option<(RunState, String)> {
+/// The disk of a run's worktree, for the words of a run its filling stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct RunDisk {
+    /// Its size in MB; `None` when the worktree has no disk of its own.
+    pub size_mb: Option<u64>,
+    /// What the worktrees' disks may take (`sandbox.diskMB`, `access.maxWorktreeDiskMB`).
+    pub budget: DiskBudget,
+}
+
+impl RunDisk {
+    /// Why a full disk stopped the run, with its figures and what to do.
+    fn full(&self, summary: &str) -> String {
+        let DiskBudget { disk_mb, total_mb } = self.budget;
+        match self.size_mb {
+            None => format!("stopped: {summary} (the host's disk has no room left)"),
+            Some(mb) if mb == disk_mb => format!(
+                "stopped: {summary} (sandbox.diskMB is {mb} MB); remove build outputs from it \
+                 or raise the limit"
+            ),
+            Some(mb) if total_mb > 0 && mb < disk_mb => format!(
+                "stopped: {summary} ({mb} MB: what access.maxWorktreeDiskMB, {total_mb} MB for \
+                 all worktrees, had left when it was made); remove build outputs from it, or \
+                 close finished threads so that new worktrees get more room"
+            ),
+            Some(mb) => format!("stopped: {summary} ({mb} MB); remove build outputs from it"),
+        }
+    }
+}
+
+/// The run state and words an ending event stands for, if it ends the run; `disk` is the
+/// worktree's disk.
+pub(super) fn ending_of(event: &RunnerEvent, disk: &RunDisk) -> Option<(RunState, String)> {
     match &event.event {
         Some(Event::Finished(f)) => {
             let reason = FinishReason::try_from(f.reason).unwrap_or(FinishReason::Unspecified);
@@ -17,18 +47,7 @@ pub(super) fn ending_of(event: &RunnerEvent, disk_mb: u64) -> Option<(RunState, 
                 }
                 FinishReason::MaxTurns => (RunState::Finished, "stopped at the turn limit".into()),
                 FinishReason::Timeout => (RunState::Finished, "stopped at the time limit".into()),
-                FinishReason::DiskFull if disk_mb > 0 => (
-                    RunState::Finished,
-                    format!(
-                        "stopped: {} (sandbox.diskMB is {disk_mb} MB); remove build outputs \
-                         from it or raise the limit",
-                        f.summary
-                    ),
-                ),
-                FinishReason::DiskFull => (
-                    RunState::Finished,
-                    format!("stopped: {} (the host's disk has no room left)", f.summary),
-                ),
+                FinishReason::DiskFull => (RunState::Finished, disk.full(&f.summary)),
                 FinishReason::Completed | FinishReason::Unspecified => (
                     RunState::Finished,
                     format!("completed: {}", first_line(&f.summary)),
@@ -50,4 +69,50 @@ fn first_line(text: &str) -> String {
         .chars()
         .take(200)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use codebutler_proto::runner::v1::Finished;
+
+    fn full(size_mb: Option<u64>, disk_mb: u64, total_mb: u64) -> String {
+        let event = RunnerEvent {
+            event: Some(Event::Finished(Finished {
+                reason: FinishReason::DiskFull as i32,
+                summary: "the worktree's disk is full".into(),
+            })),
+        };
+        let disk = RunDisk {
+            size_mb,
+            budget: DiskBudget { disk_mb, total_mb },
+        };
+        let (state, text) = ending_of(&event, &disk).unwrap();
+        assert_eq!(state, RunState::Finished);
+        text
+    }
+
+    #[test]
+    fn a_full_disk_is_said_with_its_size_and_where_the_size_came_from() {
+        assert_eq!(
+            full(Some(64), 64, 0),
+            "stopped: the worktree's disk is full (sandbox.diskMB is 64 MB); remove build \
+             outputs from it or raise the limit"
+        );
+        assert_eq!(
+            full(Some(63), 4096, 64),
+            "stopped: the worktree's disk is full (63 MB: what access.maxWorktreeDiskMB, 64 MB \
+             for all worktrees, had left when it was made); remove build outputs from it, or \
+             close finished threads so that new worktrees get more room"
+        );
+        assert_eq!(
+            full(None, 0, 0),
+            "stopped: the worktree's disk is full (the host's disk has no room left)"
+        );
+        // A disk made under another configuration.
+        assert_eq!(
+            full(Some(512), 64, 0),
+            "stopped: the worktree's disk is full (512 MB); remove build outputs from it"
+        );
+    }
 }

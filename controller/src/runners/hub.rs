@@ -19,8 +19,9 @@ use codebutler_agent::conversation::ChatMessage;
 use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
 use codebutler_proto::runner::v1::{
     CommitRequest, CommitResponse, CompleteChunk, CompleteRequest, FetchRequest, FetchResponse,
-    OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest, ReadMemoryResponse,
-    Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
+    LeftOut, LeftOutReason, OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest,
+    ReadMemoryResponse, Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage,
+    complete_chunk::Chunk,
 };
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
@@ -35,6 +36,7 @@ use crate::store::Store;
 use super::fetch::FetchPolicy;
 use super::resume::StoredConversation;
 use crate::workspace::forge::{self, ForgeError};
+use crate::workspace::prepared::Why;
 
 /// The hub of one run.
 #[derive(Debug)]
@@ -324,14 +326,14 @@ impl RunnerHub for RunHub {
         request: Request<CommitRequest>,
     ) -> Result<Response<CommitResponse>, Status> {
         self.require_task()?;
-        let message = request.into_inner().message;
+        let CommitRequest { message, include } = request.into_inner();
         let (helper, repo, worktree) = (
             self.helper.clone(),
             self.repo.clone(),
             self.worktree.clone(),
         );
         let commit = tokio::task::spawn_blocking(move || {
-            forge::commit_all(&helper, &repo, &worktree, &message)
+            forge::commit_all(&helper, &repo, &worktree, &message, &include)
         })
         .await
         .map_err(joined)?
@@ -352,6 +354,17 @@ impl RunnerHub for RunHub {
             sha: commit.sha,
             files_changed: commit.files_changed,
             nothing_to_commit: commit.nothing_to_commit,
+            left_out: commit
+                .left_out
+                .into_iter()
+                .map(|left| LeftOut {
+                    path: left.path,
+                    reason: match left.why {
+                        Why::Prepared => LeftOutReason::Prepared,
+                        Why::Byproduct => LeftOutReason::Byproduct,
+                    } as i32,
+                })
+                .collect(),
         }))
     }
 

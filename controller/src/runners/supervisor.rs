@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::ending::ending_of;
+use super::ending::{RunDisk, ending_of};
 use super::fetch::FetchPolicy;
 use super::hub::RunHub;
 use super::launcher::{LaunchError, LaunchRequest, Launcher};
@@ -739,13 +739,22 @@ impl Inner {
     ) -> (Option<std::process::ExitStatus>, Option<(RunState, String)>) {
         let mut seq = 0;
         let mut ending: Option<(RunState, String)> = None;
+        let disk = RunDisk {
+            size_mb: {
+                let (worktrees, tree) = (self.worktrees.clone(), request.worktree.clone());
+                tokio::task::spawn_blocking(move || worktrees.disk_size_mb(&tree))
+                    .await
+                    .unwrap_or_default()
+            },
+            budget: self.worktrees.disks(),
+        };
         let hard_limit = Instant::now() + self.limits.timeout + HARD_LIMIT_GRACE;
         let mut kill_at: Option<Instant> = None;
         let exit = loop {
             let kill_deadline = kill_at.unwrap_or(hard_limit).min(hard_limit);
             tokio::select! {
                 Some(event) = runner.events.recv() => {
-                    if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
+                    if let Some(end) = ending_of(&event, &disk) {
                         ending = Some(end);
                     }
                     if let Some(answer) = request.reporting.answer_for(&event)
@@ -780,7 +789,7 @@ impl Inner {
         };
         // Events sent just before the exit.
         while let Ok(event) = runner.events.try_recv() {
-            if let Some(end) = ending_of(&event, self.worktrees.sandbox.disk_mb) {
+            if let Some(end) = ending_of(&event, &disk) {
                 ending = Some(end);
             }
             self.record_event(run_id, &mut seq, event).await;

@@ -185,6 +185,7 @@ pub fn commit_on_new_branch(
                 sha: existing.to_string(),
                 files_changed,
                 nothing_to_commit: false,
+                left_out: Vec::new(),
             });
         }
         return Err(ForgeError::Thread(ThreadRepoError::Invalid(format!(
@@ -217,6 +218,7 @@ pub fn commit_on_new_branch(
         sha: oid.to_string(),
         files_changed,
         nothing_to_commit: false,
+        left_out: Vec::new(),
     })
 }
 

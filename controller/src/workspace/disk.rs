@@ -3,7 +3,9 @@
 //!
 //! A worktree (its files and its `.git`: the thread's commits and checkpoints) lives on an
 //! ext4 filesystem in a sparse image file, `.codebutler/disks/<slug>.img` of
-//! `sandbox.diskMB` MB, loop-mounted at `.codebutler/branches/<slug>` (`nosuid,nodev`).
+//! `sandbox.diskMB` MB (or what `access.maxWorktreeDiskMB` has left, see
+//! [`super::worktree::new_disk_mb`]), loop-mounted at `.codebutler/branches/<slug>`
+//! (`nosuid,nodev`).
 //! A run that fills it gets `ENOSPC`, and so does the controller when it copies a
 //! checkpoint into the same filesystem: nothing else on the host fills. The image is sparse,
 //! so it takes only what is written; before one is made, the host must have room for all of
@@ -168,6 +170,31 @@ impl ThreadDisk {
             .arg(&self.mount);
         run(mount, "mount")
     }
+}
+
+/// An exclusive lock on the disk images in `images` (a `flock` on `.lock` there), held
+/// while a new disk is sized and made, across processes too. Blocking.
+pub fn lock_images(images: &Path) -> Result<nix::fcntl::Flock<fs::File>, DiskError> {
+    fs::create_dir_all(images).map_err(io_err(format!("create {}", images.display())))?;
+    let path = images.join(".lock");
+    let file = fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(io_err(format!("open {}", path.display())))?;
+    nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
+        .map_err(|(_, e)| io_err(format!("lock {}", path.display()))(io::Error::from(e)))
+}
+
+/// The size in MB of the disk of the worktree `worktree` (its image's length), if it has
+/// one. Blocking.
+pub fn size_mb(images: &Path, worktree: &Path) -> Option<u64> {
+    let disk = ThreadDisk::of(images, worktree);
+    fs::symlink_metadata(&disk.image)
+        .ok()
+        .filter(fs::Metadata::is_file)
+        .map(|m| m.len() / MB)
 }
 
 /// Whether this process can make per-thread disks: it runs as root, the kernel has loop

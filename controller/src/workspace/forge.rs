@@ -6,6 +6,9 @@
 //! - a commit's files come from the sandboxed worktree helper ([`super::stage`]), never from
 //!   the controller reading the worktree, and every process of the run but the runner
 //!   itself is gone by then (its GitCommit tool ends them first);
+//! - what the worktree's preparation left and build by-products stay out of a commit unless
+//!   the Coder names them in its `include` ([`super::prepared`], [`super::byproducts`]); the
+//!   commit says what it left out;
 //! - commits are made with git2 (libgit2 runs no hooks and no filter programs) in the
 //!   thread's own repository ([`super::thread_repo`]), only on a `codebutler/` branch, with a
 //!   fixed bot identity that no repository config can change, then copied to the main
@@ -30,6 +33,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 use super::git_command::{CommandError, quote, run, safe_git};
+use super::prepared::{self, IncludeError, LeftOut, Prepared};
 use super::stage::{self, Helper};
 use super::thread_repo::{self, BOT_EMAIL, BOT_NAME, BRANCH_PREFIX, MAX_COMMIT_FILE_BYTES};
 use super::update_branch;
@@ -74,6 +78,8 @@ pub enum ForgeError {
     NoUrl { output: String },
     #[error("{0}")]
     Thread(#[from] super::thread_repo::ThreadRepoError),
+    #[error(transparent)]
+    Include(#[from] IncludeError),
     #[error("read the worktree's files: {0}")]
     Stage(#[from] super::stage::StageError),
     #[error(
@@ -102,6 +108,7 @@ impl ForgeError {
             | Self::NotOurBranch { .. }
             | Self::Git { .. }
             | Self::Thread(_)
+            | Self::Include(_)
             | Self::Merge(_)
             | Self::MarkersLeft(_)
             | Self::TooLarge(_) => true,
@@ -124,6 +131,8 @@ pub struct Commit {
     pub files_changed: Vec<String>,
     /// The worktree had no change, so no commit was made.
     pub nothing_to_commit: bool,
+    /// What the commit left out: what the worktree's preparation left, build by-products.
+    pub left_out: Vec<LeftOut>,
 }
 
 impl Commit {
@@ -133,6 +142,7 @@ impl Commit {
             sha: String::new(),
             files_changed: Vec::new(),
             nothing_to_commit: true,
+            left_out: Vec::new(),
         }
     }
 }
@@ -186,24 +196,33 @@ fn head_branch(repo: &git2::Repository) -> Result<String, ForgeError> {
 /// Stages every change of the worktree (added, modified and deleted files; ignored files and
 /// anything under `.git` stay out; read by the sandboxed `helper`) and commits it on the
 /// worktree's current branch as CodeButler, then copies the branch to the main repository
-/// `main`. Refuses unless HEAD is on a `codebutler/` branch, and files over
-/// [`MAX_COMMIT_FILE_BYTES`]. Blocking (git2): call it from `spawn_blocking`.
+/// `main`. What the worktree's preparation left, still as it left it, stays out too
+/// ([`prepared::select`]), and the build by-products git ignores are named as left out;
+/// the paths of `include` (GitCommit's) are committed as they are in the worktree whatever
+/// leaves them out. Refuses unless HEAD is on a `codebutler/` branch, files over
+/// [`MAX_COMMIT_FILE_BYTES`], and an `include` that names nothing there. Blocking (git2):
+/// call it from `spawn_blocking`.
 pub fn commit_all(
     helper: &Helper,
     main: &Path,
     worktree: &Path,
     message: &str,
+    include: &[String],
 ) -> Result<Commit, ForgeError> {
     if message.trim().is_empty() {
         return Err(ForgeError::EmptyMessage);
     }
+    let include = prepared::include_paths(include)?;
     let repo = thread_repo::open(worktree)?;
     let branch = head_branch(&repo)?;
     let parent = repo
         .head()
         .and_then(|h| h.peel_to_commit())
         .map_err(git("read the branch's last commit"))?;
-    let files = stage::snapshot(helper, &repo, MAX_COMMIT_FILE_BYTES)?;
+    let parent_tree = parent.tree().map_err(git("read the parent tree"))?;
+    let record = Prepared::read(&repo).map_err(git("read the preparation's record"))?;
+    let files = stage::snapshot_for_commit(helper, &repo, MAX_COMMIT_FILE_BYTES, &include)?;
+    prepared::check_include(&files.files, &parent_tree, &record, &include)?;
     if !files.skipped.is_empty() {
         return Err(ForgeError::TooLarge(
             files
@@ -213,14 +232,18 @@ pub fn commit_all(
                 .collect(),
         ));
     }
-    let tree_id = stage::write_index(&repo, &files.files)?;
+    let selection = prepared::select(files.files, &files.ignored, &parent_tree, &record, &include);
+    let tree_id = stage::write_index(&repo, &selection.files)?;
     // A merge of the default branch whose conflicts this commit resolves: its second parent.
     let merging = update_branch::merge_in_progress(&repo, parent.id())?
         .map(|id| repo.find_commit(id))
         .transpose()
         .map_err(git("read the commit being merged"))?;
     if tree_id == parent.tree_id() && merging.is_none() {
-        return Ok(Commit::nothing());
+        return Ok(Commit {
+            left_out: selection.left_out,
+            ..Commit::nothing()
+        });
     }
     if merging.is_some() {
         let left = update_branch::markers_left(&repo, parent.tree_id(), tree_id)?;
@@ -229,9 +252,8 @@ pub fn commit_all(
         }
     }
     let tree = repo.find_tree(tree_id).map_err(git("read the new tree"))?;
-    let old_tree = parent.tree().map_err(git("read the parent tree"))?;
     let diff = repo
-        .diff_tree_to_tree(Some(&old_tree), Some(&tree), None)
+        .diff_tree_to_tree(Some(&parent_tree), Some(&tree), None)
         .map_err(git("diff the commit"))?;
     let mut files_changed: Vec<String> = diff
         .deltas()
@@ -254,7 +276,10 @@ pub fn commit_all(
     if let Some(theirs) = &merging {
         update_branch::merge_committed(&repo, theirs.id())?;
     }
-    Ok(commit)
+    Ok(Commit {
+        left_out: selection.left_out,
+        ..commit
+    })
 }
 
 /// Commits `tree` on top of `parents` (the branch's head first) as the thread branch's new
@@ -278,6 +303,7 @@ pub(super) fn commit_as_bot(
         sha: oid.to_string(),
         files_changed,
         nothing_to_commit: false,
+        left_out: Vec::new(),
     })
 }
 
@@ -478,7 +504,7 @@ mod tests {
     }
 
     fn commit_in(f: &ThreadFixture, message: &str) -> Result<Commit, ForgeError> {
-        commit_all(&f.helper(), f.main(), f.worktree(), message)
+        commit_all(&f.helper(), f.main(), f.worktree(), message, &[])
     }
 
     #[tokio::test]
@@ -558,7 +584,8 @@ mod tests {
             Commit {
                 sha: String::new(),
                 files_changed: vec![],
-                nothing_to_commit: true
+                nothing_to_commit: true,
+                left_out: vec![],
             }
         );
     }
@@ -573,7 +600,7 @@ mod tests {
         // The main checkout is on `main`.
         let main = f.main();
         std::fs::write(main.join("a.txt"), "changed\n").unwrap();
-        let err = commit_all(&f.helper(), main, main, "change").unwrap_err();
+        let err = commit_all(&f.helper(), main, main, "change", &[]).unwrap_err();
         assert!(matches!(err, ForgeError::NotOurBranch { .. }), "{err}");
         assert_eq!(
             err.to_string(),

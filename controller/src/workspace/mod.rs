@@ -2,7 +2,9 @@
 //! each a repository of its own with only its thread's history ([`thread_repo`], its files
 //! written by [`base_checkout`]) on a disk of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
-//! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]). The controller's
+//! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]). What the
+//! preparation left is recorded and kept out of commits ([`prepared`]), and build
+//! by-products are ignored in each thread's own repository ([`byproducts`]). The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
 //! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
 //! by [`pull_request`] (whose commenters' write access [`write_access`] decides); a branch
@@ -12,12 +14,14 @@
 pub mod base_checkout;
 pub mod branch_diff;
 pub mod branch_files;
+pub mod byproducts;
 pub mod checkpoint;
 pub mod disk;
 pub mod forge;
 pub mod git_command;
 pub mod orphans;
 pub mod platform;
+pub mod prepared;
 pub mod publish;
 pub mod pull_request;
 pub mod stage;

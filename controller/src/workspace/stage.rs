@@ -22,6 +22,9 @@ use git2::{Oid, Repository};
 const HELPER_TIMEOUT: Duration = Duration::from_secs(600);
 /// Most bytes of the helper's stderr kept for an error.
 const STDERR_TAIL: usize = 2000;
+/// Most ignored entries kept from a helper (it sends at most 200; this bounds one that
+/// sends more).
+const MAX_IGNORED: usize = 256;
 
 /// How to start the helper for one worktree.
 #[derive(Clone, Debug)]
@@ -81,6 +84,9 @@ pub struct Files {
     pub files: Vec<Staged>,
     /// Files left out as larger than the limit, with their sizes.
     pub skipped: Vec<(String, u64)>,
+    /// What git ignores (a directory for everything in it), when asked for
+    /// ([`snapshot_for_commit`]); at most a couple of hundred entries.
+    pub ignored: Vec<String>,
 }
 
 /// Reads every file git would track in the worktree (regular files up to `max_file_bytes`)
@@ -100,6 +106,26 @@ pub fn snapshot(
         ],
         max_file_bytes,
     )
+}
+
+/// [`snapshot`] for a commit: also lists what git ignores ([`Files::ignored`]), and reads
+/// the ignored files under the worktree-relative paths `include` (checked by the caller)
+/// as if git tracked them. Blocking.
+pub fn snapshot_for_commit(
+    helper: &Helper,
+    repo: &Repository,
+    max_file_bytes: u64,
+    include: &[String],
+) -> Result<Files, StageError> {
+    let mut operation = vec![
+        "snapshot".to_owned(),
+        "--max-file-bytes".to_owned(),
+        max_file_bytes.to_string(),
+        "--list-ignored".to_owned(),
+    ];
+    // One argument each, `=`-joined, so a path cannot be taken for an option.
+    operation.extend(include.iter().map(|path| format!("--include={path}")));
+    run(helper, repo, &operation, max_file_bytes)
 }
 
 /// Puts the tree `tree` of the thread's object store back into the worktree; returns the
@@ -284,6 +310,11 @@ fn read_frames(
                 });
             }
             Frame::Skipped { path, size } => out.skipped.push((wire::show(&path), size)),
+            Frame::Ignored { path } => {
+                if out.ignored.len() < MAX_IGNORED {
+                    out.ignored.push(wire::show(&path));
+                }
+            }
             Frame::Done { entries } => {
                 if entries != out.files.len() as u64 {
                     return Err(StageError::Failed(format!(
@@ -309,7 +340,7 @@ pub mod test_support {
     use codebutler_sandbox::SandboxSpec;
 
     use super::Helper;
-    use crate::workspace::worktree::{self, Worktree};
+    use crate::workspace::worktree::{self, DiskBudget, Worktree};
 
     /// The workspace's `codebutler-runner` (built by `cargo nextest run --workspace`).
     pub fn runner_bin() -> PathBuf {
@@ -366,7 +397,7 @@ pub mod test_support {
                     .enable_all()
                     .build()
                     .unwrap()
-                    .block_on(worktree::create(&main, "T", None, 0))
+                    .block_on(worktree::create(&main, "T", None, DiskBudget::NONE))
                     .unwrap()
             })
             .join()
@@ -405,7 +436,7 @@ pub mod test_support {
     /// Commits every change of the fixture's worktree as the Coder's GitCommit does.
     pub fn commit_worktree(f: &ThreadFixture, message: &str) -> git2::Oid {
         let commit =
-            crate::workspace::forge::commit_all(&f.helper(), f.main(), f.worktree(), message)
+            crate::workspace::forge::commit_all(&f.helper(), f.main(), f.worktree(), message, &[])
                 .unwrap();
         git2::Oid::from_str(&commit.sha).unwrap()
     }

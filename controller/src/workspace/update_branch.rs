@@ -29,6 +29,7 @@ use std::path::Path;
 
 use git2::{IndexEntry, MergeFileOptions, Oid, Repository};
 
+use super::prepared::{self, Prepared};
 use super::stage::{self, Helper, StageError};
 use super::thread_repo::{
     self, BASE_REF, BOT_EMAIL, BOT_NAME, MAX_COMMIT_FILE_BYTES, ThreadRepoError,
@@ -227,7 +228,9 @@ pub fn compute(
 }
 
 /// Whether the worktree's files are the branch's head (nothing uncommitted, nothing
-/// untracked), read through the sandboxed `helper`.
+/// untracked), read through the sandboxed `helper`. What the worktree's preparation left
+/// and the Coder never changed does not count: no commit would take it
+/// ([`prepared::select`]).
 pub fn is_clean(helper: &Helper, worktree: &Path, branch: &str) -> Result<bool, UpdateError> {
     let repo = thread_repo::open(worktree)?;
     let head = repo
@@ -238,7 +241,10 @@ pub fn is_clean(helper: &Helper, worktree: &Path, branch: &str) -> Result<bool, 
     if !files.skipped.is_empty() {
         return Ok(false);
     }
-    let mut index = stage::index_of(&files.files).map_err(staged("index the files"))?;
+    let record = Prepared::read(&repo).map_err(git("read the preparation's record"))?;
+    let head_tree = head.tree().map_err(git("read the branch's files"))?;
+    let files = prepared::select(files.files, &[], &head_tree, &record, &[]).files;
+    let mut index = stage::index_of(&files).map_err(staged("index the files"))?;
     let tree = index
         .write_tree_to(&repo)
         .map_err(git("write the worktree's tree"))?;
@@ -769,8 +775,13 @@ mod tests {
         assert_eq!(branch_head(&repo, "codebutler/t").unwrap(), ours);
 
         // A commit that leaves the markers is refused; the merge stays in progress.
-        let refused =
-            crate::workspace::forge::commit_all(&f.helper(), f.main(), f.worktree(), "resolved?");
+        let refused = crate::workspace::forge::commit_all(
+            &f.helper(),
+            f.main(),
+            f.worktree(),
+            "resolved?",
+            &[],
+        );
         assert_eq!(
             refused.unwrap_err().to_string(),
             "conflict markers are still in a.txt: resolve them, then commit again"

@@ -8,6 +8,7 @@
 //! ```text
 //! frame   = 'E' path mode stat body          one file of the worktree
 //!         | 'S' path size:u64                a file left out (larger than the limit)
+//!         | 'I' path                         a file or directory git ignores (asked for only)
 //!         | 'D' entries:u64                  the end: that many 'E' frames were sent
 //!         | 'F' len:u32 utf-8                the helper failed; nothing it sent counts
 //! path    = len:u32 bytes                    relative, '/'-separated
@@ -71,6 +72,9 @@ pub enum Frame {
     },
     /// A file left out because it is larger than the limit.
     Skipped { path: Vec<u8>, size: u64 },
+    /// A file or directory git ignores (a directory stands for everything in it), listed
+    /// only when the controller asks, so it can say what a commit left out.
+    Ignored { path: Vec<u8> },
     /// The end; `entries` entries were sent.
     Done { entries: u64 },
     /// The helper failed.
@@ -133,6 +137,10 @@ pub fn write_frame(out: &mut impl Write, frame: &Frame) -> io::Result<()> {
             out.write_all(b"S")?;
             write_bytes32(out, path)?;
             out.write_all(&size.to_le_bytes())?;
+        }
+        Frame::Ignored { path } => {
+            out.write_all(b"I")?;
+            write_bytes32(out, path)?;
         }
         Frame::Done { entries } => {
             out.write_all(b"D")?;
@@ -228,6 +236,9 @@ pub fn read_frame(input: &mut impl Read, max_content: u64) -> Result<Option<Fram
             let size = read_u64(input)?;
             Frame::Skipped { path, size }
         }
+        b'I' => Frame::Ignored {
+            path: read_path(input)?,
+        },
         b'D' => Frame::Done {
             entries: read_u64(input)?,
         },
@@ -336,6 +347,9 @@ mod tests {
         round_trip(Frame::Skipped {
             path: b"big.bin".to_vec(),
             size: 1 << 40,
+        });
+        round_trip(Frame::Ignored {
+            path: b"pkg/__pycache__".to_vec(),
         });
         round_trip(Frame::Done { entries: 3 });
         round_trip(Frame::Failed {

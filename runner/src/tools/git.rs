@@ -25,7 +25,28 @@ pub struct CommitResult {
     pub files_changed: Vec<String>,
     /// There was nothing to commit.
     pub nothing_to_commit: bool,
+    /// What the commit left out, and why.
+    pub left_out: Vec<LeftOut>,
 }
+
+/// Why a commit left a path out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeftOutReason {
+    /// The worktree's preparation made or changed it, and it is still as it left it.
+    Prepared,
+    /// A build by-product git ignores (a directory stands for what it holds).
+    Byproduct,
+}
+
+/// A path a commit left out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeftOut {
+    pub path: String,
+    pub reason: LeftOutReason,
+}
+
+/// Most paths of one kind named in the line about what a commit left out.
+const MAX_LEFT_OUT_LISTED: usize = 10;
 
 /// Why a commit or a pull request did not happen; the model reads the message.
 #[derive(Debug, thiserror::Error)]
@@ -42,30 +63,73 @@ pub enum ForgeFailure {
 /// Who commits and opens pull requests for the run: the controller, over the hub.
 #[async_trait]
 pub trait Forge: Send + Sync {
-    /// Commits every change of the worktree on the run's branch.
-    async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure>;
+    /// Commits every change of the worktree on the run's branch, the paths of `include`
+    /// whatever leaves them out.
+    async fn commit(&self, message: &str, include: &[String])
+    -> Result<CommitResult, ForgeFailure>;
     /// Pushes the run's branch and opens a pull request; returns its address.
     async fn open_pr(&self, title: &str, body: &str) -> Result<String, ForgeFailure>;
 }
 
-/// The text the model reads for a commit.
+/// The text the model reads for a commit: what it committed, then on one line what it
+/// left out, why, and how to commit such a path on purpose.
 fn describe_commit(commit: &CommitResult) -> String {
-    if commit.nothing_to_commit {
-        return "nothing to commit".to_owned();
+    let done = if commit.nothing_to_commit {
+        "nothing to commit".to_owned()
+    } else {
+        let short: String = commit.sha.chars().take(7).collect();
+        let n = commit.files_changed.len();
+        let noun = if n == 1 { "file" } else { "files" };
+        format!(
+            "committed {short}: {n} {noun} ({})",
+            listing(&commit.files_changed, 20)
+        )
+    };
+    match describe_left_out(&commit.left_out) {
+        Some(line) => format!("{done}\n{line}"),
+        None => done,
     }
-    let short: String = commit.sha.chars().take(7).collect();
-    let n = commit.files_changed.len();
-    let noun = if n == 1 { "file" } else { "files" };
-    let mut listed: Vec<&str> = commit
-        .files_changed
-        .iter()
-        .take(20)
-        .map(String::as_str)
-        .collect();
-    if n > listed.len() {
+}
+
+/// Up to `max` of `items`, comma-separated, "…" for the rest.
+fn listing(items: &[String], max: usize) -> String {
+    let mut listed: Vec<&str> = items.iter().take(max).map(String::as_str).collect();
+    if items.len() > listed.len() {
         listed.push("…");
     }
-    format!("committed {short}: {n} {noun} ({})", listed.join(", "))
+    listed.join(", ")
+}
+
+/// The one line saying what a commit left out, if anything.
+fn describe_left_out(left_out: &[LeftOut]) -> Option<String> {
+    let of = |reason| -> Vec<String> {
+        left_out
+            .iter()
+            .filter(|l| l.reason == reason)
+            .map(|l| l.path.clone())
+            .collect()
+    };
+    let mut parts = Vec::new();
+    let prepared = of(LeftOutReason::Prepared);
+    if !prepared.is_empty() {
+        parts.push(format!(
+            "{} (as the worktree's preparation left them)",
+            listing(&prepared, MAX_LEFT_OUT_LISTED)
+        ));
+    }
+    let byproducts = of(LeftOutReason::Byproduct);
+    if !byproducts.is_empty() {
+        parts.push(format!(
+            "{} (build by-products)",
+            listing(&byproducts, MAX_LEFT_OUT_LISTED)
+        ));
+    }
+    (!parts.is_empty()).then(|| {
+        format!(
+            "left out: {}; to commit one on purpose, name it in GitCommit's include",
+            parts.join("; ")
+        )
+    })
 }
 
 /// The last number in a pull request's address, if any.
@@ -100,6 +164,9 @@ impl GitCommitTool {
 struct CommitArgs {
     /// The commit message: a short imperative subject line, optionally a blank line and details.
     message: String,
+    /// Paths (files or directories) to commit as they are although they would be left out: what the worktree's preparation left, build by-products, ignored files. Usually omitted.
+    #[serde(default)]
+    include: Vec<String>,
 }
 
 #[async_trait]
@@ -107,7 +174,7 @@ impl Tool for GitCommitTool {
     fn spec(&self) -> ToolSpec {
         ToolSpec {
             name: COMMIT,
-            description: "Commit all current changes of the worktree (new, changed and deleted files; ignored files stay out) on this task's branch. Commit when a coherent piece of work is done and checked.",
+            description: "Commit all current changes of the worktree (new, changed and deleted files) on this task's branch. Ignored files stay out, and so do build by-products (__pycache__, *.egg-info, coverage data, node_modules…) and what the worktree's preparation left that you did not change since (a lock file `npm install` rewrote); the result names what was left out. Commit when a coherent piece of work is done and checked.",
             parameters: parameters::<CommitArgs>(),
         }
     }
@@ -126,7 +193,7 @@ impl Tool for GitCommitTool {
         }
         let commit = self
             .forge
-            .commit(&args.message)
+            .commit(&args.message, &args.include)
             .await
             .map_err(|e| ToolError::Failed(format!("commit failed: {e}")))?;
         Ok(describe_commit(&commit))
@@ -208,8 +275,15 @@ mod tests {
 
     #[async_trait]
     impl Forge for FakeForge {
-        async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure> {
-            self.calls.lock().unwrap().push(format!("commit {message}"));
+        async fn commit(
+            &self,
+            message: &str,
+            include: &[String],
+        ) -> Result<CommitResult, ForgeFailure> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("commit {message} {include:?}"));
             self.commit
                 .clone()
                 .ok_or_else(|| ForgeFailure::Refused("refusing to commit \"main\"".to_owned()))
@@ -230,6 +304,7 @@ mod tests {
                 sha: "abc1234def".into(),
                 files_changed: vec!["src/a.rs".into(), "README.md".into()],
                 nothing_to_commit: false,
+                left_out: Vec::new(),
             }),
             ..FakeForge::default()
         });
@@ -239,7 +314,7 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(out, "committed abc1234: 2 files (src/a.rs, README.md)");
-        assert_eq!(*forge.calls.lock().unwrap(), ["commit Add a"]);
+        assert_eq!(*forge.calls.lock().unwrap(), ["commit Add a []"]);
         assert!(
             tool.call(serde_json::json!({"message": " "}))
                 .await
@@ -249,7 +324,8 @@ mod tests {
             describe_commit(&CommitResult {
                 sha: String::new(),
                 files_changed: vec![],
-                nothing_to_commit: true
+                nothing_to_commit: true,
+                left_out: Vec::new(),
             }),
             "nothing to commit"
         );
@@ -260,6 +336,64 @@ mod tests {
         assert_eq!(
             refused.to_string(),
             "commit failed: refusing to commit \"main\""
+        );
+    }
+
+    #[tokio::test]
+    async fn what_a_commit_left_out_is_one_line_saying_how_to_commit_it() {
+        let left = |path: &str, reason| LeftOut {
+            path: path.into(),
+            reason,
+        };
+        let mut left_out = vec![
+            left("package-lock.json", LeftOutReason::Prepared),
+            left("node_modules", LeftOutReason::Byproduct),
+            left("widgets.egg-info", LeftOutReason::Byproduct),
+        ];
+        let forge = Arc::new(FakeForge {
+            commit: Some(CommitResult {
+                sha: "abc1234def".into(),
+                files_changed: vec!["src/a.js".into()],
+                nothing_to_commit: false,
+                left_out: left_out.clone(),
+            }),
+            ..FakeForge::default()
+        });
+        let tool = GitCommitTool::new(forge.clone());
+        let out = tool
+            .call(serde_json::json!({"message": "Add a", "include": ["coverage/"]}))
+            .await
+            .unwrap();
+        assert_eq!(
+            out,
+            "committed abc1234: 1 file (src/a.js)\n\
+             left out: package-lock.json (as the worktree's preparation left them); \
+             node_modules, widgets.egg-info (build by-products); \
+             to commit one on purpose, name it in GitCommit's include"
+        );
+        assert_eq!(
+            *forge.calls.lock().unwrap(),
+            [r#"commit Add a ["coverage/"]"#]
+        );
+        // A long list is cut.
+        left_out.extend((0..12).map(|i| left(&format!("gen/{i}.js"), LeftOutReason::Prepared)));
+        let line = describe_left_out(&left_out).unwrap();
+        assert!(
+            line.starts_with("left out: package-lock.json, gen/0.js"),
+            "{line}"
+        );
+        assert!(line.contains("gen/8.js, … (as the worktree's"), "{line}");
+        assert_eq!(describe_left_out(&[]), None);
+        // Nothing committed still says what was left out.
+        let nothing = describe_commit(&CommitResult {
+            sha: String::new(),
+            files_changed: vec![],
+            nothing_to_commit: true,
+            left_out: vec![left("package-lock.json", LeftOutReason::Prepared)],
+        });
+        assert!(
+            nothing.starts_with("nothing to commit\nleft out: package-lock.json"),
+            "{nothing}"
         );
     }
 

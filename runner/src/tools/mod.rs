@@ -33,7 +33,9 @@ use std::sync::Arc;
 pub use ask_user::{AskUserTool, Questions};
 pub use bash::{BashConfig, BashTool};
 pub use edit::{EditTool, MultiEditTool};
-pub use git::{CommitResult, Forge, ForgeFailure, GitCommitTool, OpenPrTool};
+pub use git::{
+    CommitResult, Forge, ForgeFailure, GitCommitTool, LeftOut, LeftOutReason, OpenPrTool,
+};
 pub use notify::NotifyTool;
 pub use read_memory::{MemoryFailure, MemorySource, ReadMemoryTool};
 #[doc(hidden)]
@@ -130,7 +132,11 @@ pub(crate) mod tests {
 
     #[async_trait::async_trait]
     impl Forge for Unreachable {
-        async fn commit(&self, _message: &str) -> Result<CommitResult, ForgeFailure> {
+        async fn commit(
+            &self,
+            _message: &str,
+            _include: &[String],
+        ) -> Result<CommitResult, ForgeFailure> {
             Err(ForgeFailure::Refused(
                 "no controller in this test".to_owned(),
             ))

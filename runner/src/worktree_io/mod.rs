@@ -8,7 +8,8 @@
 //! at `~/.codebutler/config.json`. Here:
 //!
 //! - [`snapshot`] lists every file git would track (tracked and untracked, ignored ones left
-//!   out, judged by libgit2 on the worktree's read-only `.git`) and writes each as a
+//!   out, judged by libgit2 on the worktree's read-only `.git`, whose `info/exclude` the
+//!   controller wrote) and writes each as a
 //!   [`wire::Frame`]: unchanged files by their blob id (the controller checks it is already
 //!   in the thread's object store), changed and new ones with their content, read with
 //!   [`beneath`]'s no-symlink opens. The controller builds blobs and trees from the frames
@@ -17,6 +18,10 @@
 //!   every file git does not ignore, then writes the tree's files, never following a symlink
 //!   in any path component whatever the ignore rules say, and reports what it wrote so the
 //!   controller can rewrite the index.
+//!
+//! For a commit the controller also asks a snapshot what git ignores (to tell the Coder
+//! what its commit left out) and for the ignored files under paths the Coder named to
+//! commit on purpose ([`Snapshot`]).
 //!
 //! In the sandbox a symlink can only lead to the worktree itself or the helper's private
 //! `/tmp`; the no-follow file operations are a second layer that also holds with
@@ -80,29 +85,43 @@ fn rel(path: &[u8]) -> PathBuf {
     PathBuf::from(std::ffi::OsStr::from_bytes(path))
 }
 
+/// Most ignored entries a snapshot lists ([`Snapshot::list_ignored`]): they are only named
+/// to the Coder, so a repository ignoring thousands of scattered files costs nothing more.
+pub const MAX_IGNORED_LISTED: usize = 200;
+
+/// What a snapshot sends.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Regular files larger than this are sent as [`Frame::Skipped`], not read.
+    pub max_file_bytes: u64,
+    /// Also send what git ignores, as [`Frame::Ignored`] (a directory whose content git
+    /// ignores as one entry; at most [`MAX_IGNORED_LISTED`]).
+    pub list_ignored: bool,
+    /// Paths (files or directories, worktree-relative) whose ignored files are sent too, as
+    /// new files: what the Coder asked to commit although an ignore rule leaves it out.
+    pub include: Vec<Vec<u8>>,
+}
+
 /// Writes the worktree at `root` as frames on `out`: every file git would track, unchanged
-/// ones by id, others with their content; regular files over `max_file_bytes` as
-/// [`Frame::Skipped`]. Returns the number of entries.
-pub fn snapshot(
-    root: &Path,
-    max_file_bytes: u64,
-    out: &mut impl Write,
-) -> Result<u64, HelperError> {
+/// ones by id, others with their content; regular files over the limit as
+/// [`Frame::Skipped`]; and what `options` asks for besides. Returns the number of entries.
+pub fn snapshot(root: &Path, options: &Snapshot, out: &mut impl Write) -> Result<u64, HelperError> {
     let repo = open(root)?;
     let index = repo.index().map_err(git("read the index"))?;
     let files = Root::open(root).map_err(io("open the worktree"))?;
-    let mut options = StatusOptions::new();
-    options
+    let mut status = StatusOptions::new();
+    status
         .include_untracked(true)
         .recurse_untracked_dirs(true)
-        .include_ignored(false)
+        .include_ignored(options.list_ignored)
+        .recurse_ignored_dirs(false)
         .include_unmodified(true)
         .exclude_submodules(true)
         .renames_head_to_index(false)
         .renames_index_to_workdir(false)
         .update_index(false);
     let statuses = repo
-        .statuses(Some(&mut options))
+        .statuses(Some(&mut status))
         .map_err(git("list the worktree's files"))?;
     let changed = Status::WT_NEW
         | Status::WT_MODIFIED
@@ -110,14 +129,23 @@ pub fn snapshot(
         | Status::WT_RENAMED
         | Status::CONFLICTED;
     let mut entries = 0u64;
+    let mut listed_ignored = 0usize;
     let mut emit = |frame: &Frame| write_frame(out, frame).map_err(io("write to the controller"));
     for status in statuses.iter() {
         let path = status.path_bytes().to_vec();
+        let flags = status.status();
+        if flags.contains(Status::IGNORED) {
+            let path = path.strip_suffix(b"/").unwrap_or(&path).to_vec();
+            if listed_ignored < MAX_IGNORED_LISTED && check_path(&path).is_ok() {
+                emit(&Frame::Ignored { path })?;
+                listed_ignored += 1;
+            }
+            continue;
+        }
         // Directories (nested repositories) and anything git could not commit stay out.
         if path.ends_with(b"/") || check_path(&path).is_err() {
             continue;
         }
-        let flags = status.status();
         if flags.contains(Status::WT_DELETED) {
             continue;
         }
@@ -145,40 +173,10 @@ pub fn snapshot(
         if flags.contains(Status::INDEX_DELETED) && !flags.intersects(changed) {
             continue;
         }
-        let shown = wire::show(&path);
-        match files
-            .read(&rel(&path), max_file_bytes)
-            .map_err(io(format!("read {shown}")))?
-        {
-            Found::File {
-                content,
-                executable,
-                stat,
-            } => {
-                emit(&Frame::Entry {
-                    path,
-                    mode: if executable {
-                        MODE_EXECUTABLE
-                    } else {
-                        MODE_FILE
-                    },
-                    stat: index_stat(&stat),
-                    body: Body::Content(content),
-                })?;
-                entries += 1;
-            }
-            Found::Symlink { target, stat } => {
-                emit(&Frame::Entry {
-                    path,
-                    mode: MODE_SYMLINK,
-                    stat: index_stat(&stat),
-                    body: Body::Content(target),
-                })?;
-                entries += 1;
-            }
-            Found::TooLarge { size } => emit(&Frame::Skipped { path, size })?,
-            Found::Nothing => {}
-        }
+        entries += emit_content(&files, path, options.max_file_bytes, &mut emit)?;
+    }
+    if !options.include.is_empty() {
+        entries += send_included(&repo, &files, options, &mut emit)?;
     }
     // Submodules are never checked out in a worktree: their commits stay as the index has
     // them.
@@ -198,6 +196,94 @@ pub fn snapshot(
     }
     emit(&Frame::Done { entries })?;
     Ok(entries)
+}
+
+/// Sends the ignored files under the paths of [`Snapshot::include`] (the others were sent
+/// already) with their content; returns how many entries it sent.
+fn send_included(
+    repo: &Repository,
+    files: &Root,
+    options: &Snapshot,
+    emit: &mut impl FnMut(&Frame) -> Result<(), HelperError>,
+) -> Result<u64, HelperError> {
+    let mut status = StatusOptions::new();
+    status
+        .include_untracked(true)
+        .recurse_untracked_dirs(true)
+        .include_ignored(true)
+        .recurse_ignored_dirs(true)
+        .include_unmodified(false)
+        .exclude_submodules(true)
+        .disable_pathspec_match(true)
+        .update_index(false);
+    for path in &options.include {
+        check_path(path).map_err(|reason| {
+            HelperError::Invalid(format!("include {}: {reason}", wire::show(path)))
+        })?;
+        status.pathspec(std::ffi::OsStr::from_bytes(path));
+    }
+    let statuses = repo
+        .statuses(Some(&mut status))
+        .map_err(git("list the included files"))?;
+    let mut entries = 0;
+    for status in statuses.iter() {
+        let path = status.path_bytes().to_vec();
+        if !status.status().contains(Status::IGNORED)
+            || path.ends_with(b"/")
+            || check_path(&path).is_err()
+        {
+            continue;
+        }
+        entries += emit_content(files, path, options.max_file_bytes, emit)?;
+    }
+    Ok(entries)
+}
+
+/// Sends the file at `path` with its content (a symlink with its target, a file over
+/// `max_file_bytes` as skipped); returns 1 when it sent an entry.
+fn emit_content(
+    files: &Root,
+    path: Vec<u8>,
+    max_file_bytes: u64,
+    emit: &mut impl FnMut(&Frame) -> Result<(), HelperError>,
+) -> Result<u64, HelperError> {
+    let shown = wire::show(&path);
+    match files
+        .read(&rel(&path), max_file_bytes)
+        .map_err(io(format!("read {shown}")))?
+    {
+        Found::File {
+            content,
+            executable,
+            stat,
+        } => {
+            emit(&Frame::Entry {
+                path,
+                mode: if executable {
+                    MODE_EXECUTABLE
+                } else {
+                    MODE_FILE
+                },
+                stat: index_stat(&stat),
+                body: Body::Content(content),
+            })?;
+            Ok(1)
+        }
+        Found::Symlink { target, stat } => {
+            emit(&Frame::Entry {
+                path,
+                mode: MODE_SYMLINK,
+                stat: index_stat(&stat),
+                body: Body::Content(target),
+            })?;
+            Ok(1)
+        }
+        Found::TooLarge { size } => {
+            emit(&Frame::Skipped { path, size })?;
+            Ok(0)
+        }
+        Found::Nothing => Ok(0),
+    }
 }
 
 /// Puts the tree `tree` (hex id, in the worktree's object store) back into the worktree at

@@ -233,8 +233,9 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workspace::thread_repo;
     use crate::workspace::worktree::testing::{commit_files, repo_with};
-    use crate::workspace::{thread_repo, worktree::create};
+    use crate::workspace::worktree::{DiskBudget, create};
 
     /// A bare `origin` at `dir/origin.git` holding the repository's branch, then one more
     /// commit pushed to it from elsewhere (so origin is ahead of the local checkout).
@@ -315,7 +316,9 @@ mod tests {
         assert_eq!(base.warning, None);
         assert!(!marker.exists(), "a hook ran during the fetch");
 
-        let tree = create(&repo, "Use upstream", Some(&base), 0).await.unwrap();
+        let tree = create(&repo, "Use upstream", Some(&base), DiskBudget::NONE)
+            .await
+            .unwrap();
         assert_eq!(
             std::fs::read_to_string(tree.path.join("upstream.txt")).unwrap(),
             "new upstream work"

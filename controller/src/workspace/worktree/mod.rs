@@ -3,16 +3,17 @@
 //! commit's history ([`super::thread_repo`]) on a disk of its own ([`super::disk`]). A
 //! worktree's life, one module per step:
 //!
-//! 1. [`space`]: the disk the existing worktrees, their images and the base stores use is
-//!    measured (allocated blocks, like `du`; no hashing) plus an estimate of the new one from
-//!    the index's file sizes, against `access.maxWorktreeDiskMB`;
+//! 1. [`space`]: what the existing worktrees take of `access.maxWorktreeDiskMB` (each disk
+//!    at its full size, the base stores and worktrees without a disk by what they hold) and
+//!    so how large the new worktree's disk may be, refused when too little is left;
 //! 2. [`base`]: `origin`'s default branch is fetched ([`choose_base`]) with the controller's
 //!    safe git settings ([`super::git_command::safe_git`]: no hooks, no `ext::`, no repository
 //!    programs), from `remote.origin.url` directly, so no `remote.origin.*` setting applies; a
 //!    failed fetch falls back to the last fetched `origin/<default>` or the local `HEAD`, and
 //!    says so;
 //! 3. [`tree`]: the worktree is created on a new branch from that commit ([`create`]): its
-//!    slug claimed, the base store shared or packed, its disk made and mounted, its
+//!    slug claimed, the base store shared or packed, its disk sized by [`space`] (one
+//!    creation at a time, so two cannot both take what is left) and mounted, its
 //!    repository made and the base's files checked out — all undone again if a step fails —
 //!    and removed whole again ([`remove`]) when a preparation fails or the thread is done;
 //! 4. [`preparer`]: the steps above for an approved plan, then the platforms' init
@@ -30,7 +31,9 @@ use std::path::{Path, PathBuf};
 
 pub use base::{Base, FETCH_TIMEOUT, choose_base, default_branch};
 pub use preparer::{PrepareError, Preparer, Progress};
-pub use space::{checkout_estimate, disk_refusal, disk_usage};
+pub use space::{
+    DiskBudget, HEADROOM_MB, NoRoom, checkout_estimate, disk_usage, new_disk_mb, taken,
+};
 pub use tree::{create, remove, remove_keeping_branch};
 
 /// A created worktree.
@@ -46,6 +49,17 @@ pub struct Worktree {
 pub struct WorktreeError {
     slug: String,
     message: String,
+}
+
+/// Why a worktree was not created.
+#[derive(Debug, thiserror::Error)]
+pub enum CreateError {
+    /// `access.maxWorktreeDiskMB` has too little left for a new worktree's disk; nothing
+    /// was left behind.
+    #[error(transparent)]
+    NoRoom(#[from] NoRoom),
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
 }
 
 /// A branch-friendly slug of a plan's first line: lower-case words joined by `-`, at most

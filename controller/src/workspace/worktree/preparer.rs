@@ -1,5 +1,6 @@
 //! Preparing a worktree for an approved plan: the disk limit, the base, the worktree, then
-//! the platforms' init in the sandbox, reported in the thread through a [`Progress`].
+//! the platforms' init in the sandbox, reported in the thread through a [`Progress`], and a
+//! record of what the init left, which the Coder's commits leave out ([`prepared`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -7,12 +8,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use super::{
-    Worktree, WorktreeError, blocking, branches_dir, choose_base, create, disks_dir, remove, short,
+    CreateError, DiskBudget, NoRoom, Worktree, WorktreeError, blocking, choose_base, create,
+    disks_dir, remove, short,
 };
-use super::{checkout_estimate, disk_refusal, disk_usage};
 use crate::config::{BuildConfig, SandboxConfig};
 use crate::workspace::platform::{self, InitEnd, InitRequest};
-use crate::workspace::{disk, stage};
+use crate::workspace::{disk, prepared, stage};
 
 /// How worktree preparation reports in the thread.
 #[async_trait]
@@ -32,14 +33,25 @@ pub trait Progress: Send + Sync {
 /// Why a worktree could not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum PrepareError {
-    /// `access.maxWorktreeDiskMB` would be passed; nothing was created.
-    #[error("{0}")]
-    DiskLimit(String),
+    /// `access.maxWorktreeDiskMB` has too little left for a new worktree's disk; nothing
+    /// was left behind.
+    #[error(transparent)]
+    DiskLimit(#[from] NoRoom),
     #[error(transparent)]
     Worktree(#[from] WorktreeError),
     /// The init failed or timed out; the worktree was removed again.
     #[error("preparing the worktree failed: `{command}` {how}")]
     Init { command: String, how: String },
+    /// What the init left could not be recorded (so it could not be kept out of commits);
+    /// the worktree was removed again.
+    #[error(
+        "preparing the worktree failed: what `{command}` left could not be recorded ({source})"
+    )]
+    Record {
+        command: String,
+        #[source]
+        source: prepared::RecordError,
+    },
 }
 
 /// Prepares worktrees for Coder runs (see the module's documentation).
@@ -53,7 +65,8 @@ pub struct Preparer {
     pub runner_bin: PathBuf,
     pub sandbox: SandboxConfig,
     pub build: BuildConfig,
-    /// `access.maxWorktreeDiskMB`; 0 for no limit.
+    /// `access.maxWorktreeDiskMB`; 0 for no limit (the configuration allows one only with
+    /// `sandbox.diskMB` set: it is held by the worktrees' disks).
     pub max_disk_mb: u64,
 }
 
@@ -71,37 +84,26 @@ impl Preparer {
         Ok(tree)
     }
 
-    /// Checks the disk limit, fetches the base and creates the worktree for the plan titled
-    /// `summary` (not yet prepared: see [`Preparer::init_or_remove`]).
+    /// Fetches the base and creates the worktree for the plan titled `summary` on a disk
+    /// within `access.maxWorktreeDiskMB` (not yet prepared: see
+    /// [`Preparer::init_or_remove`]).
     pub async fn create(
         &self,
         summary: &str,
         progress: &dyn Progress,
     ) -> Result<Worktree, PrepareError> {
-        if self.max_disk_mb > 0 {
-            let repo = self.repo.clone();
-            let (used, needed) = tokio::task::spawn_blocking(move || {
-                // Plain worktrees, the worktrees' disk images and the shared base stores.
-                let used = disk_usage(&branches_dir(&repo))
-                    + disk_usage(&disks_dir(&repo))
-                    + disk_usage(&repo.join(".codebutler").join("git"));
-                (used, checkout_estimate(&repo))
-            })
-            .await
-            .map_err(|e| WorktreeError {
-                slug: String::new(),
-                message: format!("measure the worktrees: {e}"),
-            })?;
-            if let Some(refusal) = disk_refusal(used, needed, self.max_disk_mb) {
-                tracing::warn!("worktree refused: {refusal}");
-                return Err(PrepareError::DiskLimit(refusal));
-            }
-        }
         let base = choose_base(&self.repo).await?;
         if let Some(warning) = &base.warning {
             progress.post(warning).await;
         }
-        let tree = create(&self.repo, summary, Some(&base), self.sandbox.disk_mb).await?;
+        let tree = match create(&self.repo, summary, Some(&base), self.disks()).await {
+            Ok(tree) => tree,
+            Err(CreateError::NoRoom(refusal)) => {
+                tracing::warn!("worktree refused: {refusal}");
+                return Err(refusal.into());
+            }
+            Err(CreateError::Worktree(e)) => return Err(e.into()),
+        };
         tracing::info!(
             "worktree {} on {} from {} ({})",
             tree.path.display(),
@@ -114,8 +116,22 @@ impl Preparer {
 
     /// Creates a worktree for `plan` from the local HEAD, without fetching or preparing it
     /// (`runnerctl run`).
-    pub async fn create_from_head(&self, plan: &str) -> Result<Worktree, WorktreeError> {
-        create(&self.repo, plan, None, self.sandbox.disk_mb).await
+    pub async fn create_from_head(&self, plan: &str) -> Result<Worktree, CreateError> {
+        create(&self.repo, plan, None, self.disks()).await
+    }
+
+    /// What the worktrees' disks may take: `sandbox.diskMB` each, `access.maxWorktreeDiskMB`
+    /// together.
+    pub fn disks(&self) -> DiskBudget {
+        DiskBudget {
+            disk_mb: self.sandbox.disk_mb,
+            total_mb: self.max_disk_mb,
+        }
+    }
+
+    /// The size in MB of the disk of `worktree`, if it has one. Blocking.
+    pub fn disk_size_mb(&self, worktree: &Path) -> Option<u64> {
+        disk::size_mb(&disks_dir(&self.repo), worktree)
     }
 
     /// The sandbox spec of a Coder run in `worktree` (see [`crate::workspace::run_spec`]).
@@ -160,11 +176,36 @@ impl Preparer {
         Err(e)
     }
 
-    /// Detects the platforms, makes the ignored directories and runs the init.
+    /// Detects the platforms, makes the ignored directories, runs the init and records what
+    /// it left ([`prepared`]), so the Coder's commits leave it out.
     async fn init(&self, tree: &Worktree, progress: &dyn Progress) -> Result<(), PrepareError> {
-        match self.init_command(tree, progress).await? {
-            Some(command) => self.run_init(tree, command, progress).await,
-            None => Ok(()),
+        let Some(command) = self.init_command(tree, progress).await? else {
+            return Ok(());
+        };
+        self.run_init(tree, command.clone(), progress).await?;
+        let (helper, path) = (self.helper(&tree.path), tree.path.clone());
+        let recorded = tokio::task::spawn_blocking(move || prepared::record(&helper, &path))
+            .await
+            .map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: format!("record the preparation: {e}"),
+            })?;
+        match recorded {
+            Ok(changed) => {
+                tracing::info!(
+                    tag = "CLD",
+                    "worktree {}: the preparation created, changed or deleted {changed} paths; \
+                     commits leave them out",
+                    tree.path.display()
+                );
+                Ok(())
+            }
+            Err(source) => {
+                let e = PrepareError::Record { command, source };
+                tracing::warn!(tag = "CLD", "{e}");
+                progress.post(&e.to_string()).await;
+                Err(e)
+            }
         }
     }
 
@@ -331,10 +372,19 @@ mod tests {
     }
 
     /// A stand-in for `codebutler-runner sandbox-exec --spec F -- CMD…` that runs CMD
-    /// unsandboxed (the real sandbox is tested in the runner's and the e2e suites).
+    /// unsandboxed (the real sandbox is tested in the runner's and the e2e suites); the
+    /// worktree helper, which records what the init left, is the real one.
     fn fake_runner(dir: &Path) -> PathBuf {
         let path = dir.join("fake-runner");
-        std::fs::write(&path, "#!/bin/sh\nshift 4\nexec \"$@\"\n").unwrap();
+        let real = crate::workspace::stage::test_support::runner_bin();
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\n[ \"$1\" = worktree-io ] && exec '{}' \"$@\"\nshift 4\nexec \"$@\"\n",
+                real.display()
+            ),
+        )
+        .unwrap();
         std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .unwrap();
         path
@@ -472,22 +522,44 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_disk_limit_refuses_before_anything_is_created() {
+    async fn each_disk_gets_what_the_total_has_left_and_too_little_is_refused() {
+        disk::probe().expect("these machines run the tests as root with loop devices");
         let dir = tempfile::tempdir().unwrap();
         let repo = repo_with(dir.path(), &[("README.md", "hi")]);
         let old = repo.join(".codebutler/branches/old");
         std::fs::create_dir_all(&old).unwrap();
-        std::fs::write(old.join("blob"), vec![7u8; 3 << 20]).unwrap();
+        std::fs::write(old.join("blob"), vec![7u8; 40 << 20]).unwrap();
         let mut limited = preparer(dir.path(), &repo, None, 1.0);
-        limited.max_disk_mb = 2;
+        limited.sandbox.disk_mb = 4096;
+        limited.max_disk_mb = 48;
         let progress = Recorded::default();
         let e = limited.prepare("Too much", &progress).await.unwrap_err();
         assert!(matches!(e, PrepareError::DiskLimit(_)), "{e}");
-        assert!(e.to_string().contains("access.maxWorktreeDiskMB"), "{e}");
+        assert!(
+            e.to_string().starts_with(
+                "the worktrees' disks already take 41 MB of the 48 MB that access.maxWorktreeDiskMB allows"
+            ),
+            "{e}"
+        );
         assert!(!repo.join(".codebutler/branches/too-much").exists());
-        // After clean-up the same plan goes through.
-        std::fs::remove_file(old.join("blob")).unwrap();
-        limited.prepare("Too much", &progress).await.unwrap();
-        assert!(repo.join(".codebutler/branches/too-much").is_dir());
+        assert!(!repo.join(".codebutler/disks/too-much.img").exists());
+        assert!(
+            git2::Repository::open(&repo)
+                .unwrap()
+                .find_branch("codebutler/too-much", git2::BranchType::Local)
+                .is_err()
+        );
+        // After clean-up the same plan goes through, on a disk of what the total has left:
+        // the kernel holds the total while the run writes.
+        std::fs::remove_dir_all(&old).unwrap();
+        let tree = limited.prepare("Too much", &progress).await.unwrap();
+        let size = limited.disk_size_mb(&tree.path).unwrap();
+        assert!((40..=48).contains(&size), "{size}");
+        let stat = nix::sys::statvfs::statvfs(&tree.path).unwrap();
+        assert!(stat.blocks() * stat.fragment_size() <= 48 << 20);
+        // A second one finds no room left.
+        let e = limited.prepare("Another", &progress).await.unwrap_err();
+        assert!(matches!(e, PrepareError::DiskLimit(_)), "{e}");
+        remove(&repo, &tree).await.unwrap();
     }
 }

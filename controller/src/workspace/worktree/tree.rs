@@ -4,21 +4,26 @@
 use std::path::Path;
 
 use super::base::offline_head;
-use super::{Base, Worktree, WorktreeError, blocking, branches_dir, disks_dir, slug, stores_dir};
-use crate::workspace::{disk, thread_repo};
+use super::space::{DiskBudget, checkout_estimate, new_disk_mb, taken};
+use super::{
+    Base, CreateError, Worktree, WorktreeError, blocking, branches_dir, disks_dir, slug, stores_dir,
+};
+use crate::workspace::{byproducts, disk, thread_repo};
 
 /// Creates the worktree for `plan` in the repository at `repo`, starting from `base` (the
-/// local HEAD when `None`): a slug unique among branches and worktrees, a disk of
-/// `disk_mb` MB for it (none when 0; see [`crate::workspace::disk`]), the thread's own repository in
-/// it with the base commit's history only (see [`crate::workspace::thread_repo`]), the base's files
+/// local HEAD when `None`): a slug unique among branches and worktrees, a disk for it as
+/// `disks` allows ([`super::space::new_disk_mb`]; none when its `disk_mb` is 0; see
+/// [`crate::workspace::disk`]), the thread's own repository in
+/// it with the base commit's history only (see [`crate::workspace::thread_repo`]) and the
+/// build by-products ignored in it ([`crate::workspace::byproducts`]), the base's files
 /// checked out, and the branch `codebutler/<slug>` in the main repository too. Anything made
 /// is removed again when a step fails.
 pub async fn create(
     repo: &Path,
     plan: &str,
     base: Option<&Base>,
-    disk_mb: u64,
-) -> Result<Worktree, WorktreeError> {
+    disks: DiskBudget,
+) -> Result<Worktree, CreateError> {
     let wanted = slug(plan);
     let err = |message: String| WorktreeError {
         slug: wanted.clone(),
@@ -41,14 +46,19 @@ pub async fn create(
         let (path, branch, commit) = (tree.path.clone(), tree.branch.clone(), base.commit.clone());
         let upstream = (base.name != "HEAD").then(|| base.name.clone());
         let (images, main) = (disks_dir(repo), repo.to_owned());
-        blocking(move || {
+        let made = tokio::task::spawn_blocking(move || {
             let fail = |message: String| WorktreeError {
                 slug: branch.clone(),
                 message,
             };
-            if disk_mb > 0 {
+            if disks.disk_mb > 0 {
+                // One disk is sized and made at a time: two creations cannot both take
+                // what the total has left.
+                let _lock = disk::lock_images(&images)
+                    .map_err(|e| fail(format!("lock the worktrees' disks: {e}")))?;
+                let size = new_disk_mb(disks, taken(&main), checkout_estimate(&main))?;
                 disk::ThreadDisk::of(&images, &path)
-                    .create(disk_mb)
+                    .create(size)
                     .map_err(|e| fail(format!("make its disk: {e}")))?;
             }
             let short = branch.trim_start_matches(thread_repo::BRANCH_PREFIX);
@@ -60,9 +70,16 @@ pub async fn create(
                 &commit,
                 upstream.as_deref(),
             )
-            .map_err(|e| fail(format!("make the thread's repository for {short}: {e}")))
+            .map_err(|e| fail(format!("make the thread's repository for {short}: {e}")))?;
+            byproducts::write_exclude(&thread_repo::git_dir(&path))
+                .map_err(|e| fail(format!("write the thread repository's ignore rules: {e}")))?;
+            Ok::<_, CreateError>(())
         })
-        .await
+        .await;
+        made.map_err(|e| WorktreeError {
+            slug: wanted.clone(),
+            message: format!("blocking task: {e}"),
+        })?
     };
     match made.await {
         Ok(()) => Ok(tree),
@@ -198,7 +215,9 @@ mod tests {
             .set_str("http.extraheader", "AUTHORIZATION: basic c2VjcmV0")
             .unwrap();
 
-        let first = create(&repo, "Add a feature", None, 0).await.unwrap();
+        let first = create(&repo, "Add a feature", None, DiskBudget::NONE)
+            .await
+            .unwrap();
         assert_eq!(first.branch, "codebutler/add-a-feature");
         assert!(first.path.join("a.txt").is_file());
         assert!(
@@ -235,7 +254,9 @@ mod tests {
                 .is_ok()
         );
 
-        let second = create(&repo, "Add a feature", None, 0).await.unwrap();
+        let second = create(&repo, "Add a feature", None, DiskBudget::NONE)
+            .await
+            .unwrap();
         assert_eq!(second.branch, "codebutler/add-a-feature-2");
         assert_ne!(first.path, second.path);
         // Both share one base store for the one base commit.
@@ -269,7 +290,9 @@ mod tests {
             .status()
             .unwrap();
         assert!(cloned.success());
-        let tree = create(&main, "Shallow", None, 0).await.unwrap();
+        let tree = create(&main, "Shallow", None, DiskBudget::NONE)
+            .await
+            .unwrap();
         let log = std::process::Command::new("git")
             .args(["log", "--format=%s"])
             .current_dir(&tree.path)
@@ -284,7 +307,9 @@ mod tests {
         disk::probe().expect("these machines run the tests as root with loop devices");
         let dir = tempfile::tempdir().unwrap();
         let repo = repo_with(dir.path(), &[("a.txt", "a")]);
-        let tree = create(&repo, "On a disk", None, 32).await.unwrap();
+        let tree = create(&repo, "On a disk", None, DiskBudget::per_disk(32))
+            .await
+            .unwrap();
         let image = disks_dir(&repo).join("on-a-disk.img");
         assert!(image.is_file());
         assert_eq!(
@@ -304,7 +329,9 @@ mod tests {
     async fn remove_takes_away_the_worktree_and_its_branch() {
         let dir = tempfile::tempdir().unwrap();
         let repo = repo_with(dir.path(), &[("a.txt", "a")]);
-        let tree = create(&repo, "Short lived", None, 0).await.unwrap();
+        let tree = create(&repo, "Short lived", None, DiskBudget::NONE)
+            .await
+            .unwrap();
         std::fs::create_dir_all(tree.path.join(".codebutler-cache/npm")).unwrap();
         remove(&repo, &tree).await.unwrap();
         assert!(!tree.path.exists());
@@ -316,7 +343,10 @@ mod tests {
         assert!(r.find_worktree("short-lived").is_err());
         // The same plan gets the same slug again.
         assert_eq!(
-            create(&repo, "Short lived", None, 0).await.unwrap().path,
+            create(&repo, "Short lived", None, DiskBudget::NONE)
+                .await
+                .unwrap()
+                .path,
             tree.path
         );
     }
