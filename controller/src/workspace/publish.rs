@@ -160,7 +160,7 @@ mod tests {
 
         std::fs::write(wt.join("a.txt"), "b\n").unwrap();
         std::fs::write(wt.join("new.txt"), "n\n").unwrap();
-        let commit = forge::commit_all(&f.helper(), main, wt, "Change a").unwrap();
+        let commit = forge::commit_all(&f.helper(), main, wt, "Change a", &[]).unwrap();
         let pushed = push_unpushed(main, wt, "codebutler/t").await.unwrap();
         assert_eq!(
             pushed.before, before.base,
