@@ -16,6 +16,9 @@ pub const DEFAULT_PROMPTS: [(&str, &str); 5] = [
     ),
 ];
 
+/// Where the role prompts live, relative to the repository's root.
+pub const PROMPTS_DIR: &str = ".codebutler/prompts";
+
 /// Keeps everything in `.codebutler/` out of git except the prompts and memory, which are
 /// meant to be reviewed and committed.
 pub const GITIGNORE: &str = "# Written by CodeButler: runtime state stays out of git;\n\
@@ -55,7 +58,7 @@ impl Layout {
 
     /// `.codebutler/prompts/`.
     pub fn prompts(&self) -> PathBuf {
-        self.dir.join("prompts")
+        self.repo.join(PROMPTS_DIR)
     }
 
     /// `.codebutler/memory/`.
@@ -70,15 +73,55 @@ impl Layout {
 
     /// Creates `.codebutler/` and its `prompts/` and `memory/`, seeds missing prompts from
     /// the shipped defaults (never overwriting an edited one) and writes the git-ignore
-    /// rules if absent. Safe to run on every start.
+    /// rules if absent. Safe to run on every start. Each of the three must be a real
+    /// directory: a link there (which a repository could commit) would send the daemon's
+    /// state and seeds elsewhere on the host, so it is refused.
     pub fn init(&self) -> Result<(), LayoutError> {
         for dir in [self.dir.clone(), self.prompts(), self.memory()] {
-            std::fs::create_dir_all(&dir).map_err(|source| LayoutError { path: dir, source })?;
+            real_dir(&dir)?;
         }
         for (name, text) in DEFAULT_PROMPTS {
             create_new(&self.prompts().join(name), text)?;
         }
         create_new(&self.dir.join(".gitignore"), GITIGNORE)
+    }
+}
+
+/// Makes `dir` a directory unless it is one; a link or a file there is an error.
+fn real_dir(dir: &Path) -> Result<(), LayoutError> {
+    let err = |source| LayoutError {
+        path: dir.to_owned(),
+        source,
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(meta) if meta.is_symlink() => Err(err(std::io::Error::other(
+            "it is a symbolic link; CodeButler keeps its files in a real directory of the \
+             repository, so replace the link with a directory",
+        ))),
+        Ok(_) => Err(err(std::io::Error::other(
+            "it is not a directory; move it away so CodeButler can make one",
+        ))),
+        Err(e) if e.kind() == ErrorKind::NotFound => match std::fs::create_dir(dir) {
+            Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(err(e)),
+            _ => real_dir_made(dir),
+        },
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Checks the directory just made (or made by someone else meanwhile) is one.
+fn real_dir_made(dir: &Path) -> Result<(), LayoutError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(LayoutError {
+            path: dir.to_owned(),
+            source: std::io::Error::other("it is not a directory"),
+        }),
+        Err(source) => Err(LayoutError {
+            path: dir.to_owned(),
+            source,
+        }),
     }
 }
 
@@ -139,5 +182,26 @@ mod tests {
         assert!(ignored(".codebutler/branches/x/file"));
         assert!(!ignored(".codebutler/prompts/pm.md"));
         assert!(!ignored(".codebutler/memory/pm.md"));
+    }
+
+    /// A repository whose `.codebutler` or `.codebutler/prompts` is a link (committed, say)
+    /// is refused: nothing is seeded or kept through it, elsewhere on the host.
+    #[test]
+    fn init_refuses_its_directories_as_links() {
+        let outside = tempfile::tempdir().unwrap();
+        for linked in [".codebutler", ".codebutler/prompts", ".codebutler/memory"] {
+            let dir = tempfile::tempdir().unwrap();
+            let layout = Layout::new(dir.path());
+            let link = dir.path().join(linked);
+            std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+            let err = layout.init().unwrap_err().to_string();
+            assert!(err.contains("symbolic link"), "{linked}: {err}");
+            assert_eq!(
+                std::fs::read_dir(outside.path()).unwrap().count(),
+                0,
+                "{linked}: something was written through the link"
+            );
+        }
     }
 }

@@ -26,6 +26,7 @@ mod pm;
 mod postflight;
 mod postgres;
 mod prepare_ahead;
+mod prompt_links;
 mod questions;
 mod rebase;
 mod references;
