@@ -71,13 +71,18 @@ impl Layout {
         self.dir.join("store.db")
     }
 
-    /// Creates `.codebutler/` and its `prompts/` and `memory/`, seeds missing prompts from
-    /// the shipped defaults (never overwriting an edited one) and writes the git-ignore
-    /// rules if absent. Safe to run on every start. Each of the three must be a real
+    /// `.codebutler/run/`: the admin socket, the daemon's lock, runner and preparation logs.
+    pub fn run(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    /// Creates `.codebutler/` and its `prompts/`, `memory/` and `run/`, seeds missing
+    /// prompts from the shipped defaults (never overwriting an edited one) and writes the
+    /// git-ignore rules if absent. Safe to run on every start. Each of them must be a real
     /// directory: a link there (which a repository could commit) would send the daemon's
-    /// state and seeds elsewhere on the host, so it is refused.
+    /// state, logs and seeds elsewhere on the host, so it is refused.
     pub fn init(&self) -> Result<(), LayoutError> {
-        for dir in [self.dir.clone(), self.prompts(), self.memory()] {
+        for dir in [self.dir.clone(), self.prompts(), self.memory(), self.run()] {
             real_dir(&dir)?;
         }
         for (name, text) in DEFAULT_PROMPTS {
@@ -123,6 +128,27 @@ fn real_dir_made(dir: &Path) -> Result<(), LayoutError> {
             source,
         }),
     }
+}
+
+/// Creates (or empties) the file `path` of the daemon's own directories for writing, never
+/// through a link at its place: a link there (a repository could commit one under
+/// `.codebutler/`, and git replaces ignored files on checkout) makes it fail instead of
+/// writing the link's target.
+pub fn create_own_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Writes `bytes` into the file `path` of the daemon's own directories, as
+/// [`create_own_file`] opens it.
+pub fn write_own_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    create_own_file(path)?.write_all(bytes)
 }
 
 /// Writes `text` to `path` unless the file exists.
@@ -203,5 +229,23 @@ mod tests {
                 "{linked}: something was written through the link"
             );
         }
+    }
+
+    /// The daemon's own files are written only where no link stands: a link at a log's or
+    /// a spec's place (to a host file) makes the write fail and leaves the target as it was.
+    #[test]
+    fn own_files_are_never_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "kept").unwrap();
+        let link = dir.path().join("init-x.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(create_own_file(&link).is_err());
+        assert!(write_own_file(&link, b"written").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+        let own = dir.path().join("run-1.log");
+        write_own_file(&own, b"first").unwrap();
+        write_own_file(&own, b"2nd").unwrap();
+        assert_eq!(std::fs::read_to_string(&own).unwrap(), "2nd");
     }
 }
