@@ -15,6 +15,7 @@ mod config_errors;
 mod containers;
 mod coordination;
 mod followups;
+mod gh_cli;
 mod hosts;
 mod intake;
 mod lifecycle;

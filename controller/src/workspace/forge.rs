@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+use super::gh_cli::GhArgs;
 use super::git_command::{CommandError, quote, run, safe_git};
 use super::stage::{self, Helper};
 use super::thread_repo::{self, BOT_EMAIL, BOT_NAME, BRANCH_PREFIX, MAX_COMMIT_FILE_BYTES};
@@ -337,16 +338,7 @@ pub async fn open_pr(
     }
     let mut command = Command::new(gh);
     command
-        .args([
-            "pr",
-            "create",
-            "--head",
-            branch,
-            "--title",
-            title,
-            "--body-file",
-            "-",
-        ])
+        .args(GhArgs::PrCreate { branch, title }.to_args())
         .current_dir(main)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GH_PROMPT_DISABLED", "1");

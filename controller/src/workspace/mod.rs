@@ -5,7 +5,7 @@
 //! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]). The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
 //! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
-//! by [`pull_request`]; a branch is brought up to date with the default branch by
+//! by [`pull_request`] (every `gh` command line is built by [`gh_cli`]); a branch is brought up to date with the default branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
 
 pub mod base_checkout;
@@ -14,6 +14,7 @@ pub mod branch_files;
 pub mod checkpoint;
 pub mod disk;
 pub mod forge;
+pub mod gh_cli;
 pub mod git_command;
 pub mod orphans;
 pub mod platform;
