@@ -34,6 +34,7 @@ mod references;
 mod resilience;
 mod reviews;
 mod runners;
+mod setup;
 mod team;
 mod waiting_runs;
 mod worktree;

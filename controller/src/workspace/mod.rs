@@ -61,7 +61,9 @@ pub enum SetupError {
     /// `sandbox.diskMB` asks for a disk per worktree that this process cannot make.
     #[error(
         "sandbox.diskMB is {disk_mb} but this process cannot give each worktree its own disk ({source}); \
-         run codebutler as root, or set sandbox.diskMB to 0 to run without a per-thread disk cap"
+         run codebutler as root on a host with loop devices (a container needs /dev/loop-control \
+         and the loop devices passed in), or set sandbox.diskMB to 0 to run without a per-thread \
+         disk cap"
     )]
     NoDisks {
         disk_mb: u64,

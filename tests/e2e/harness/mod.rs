@@ -296,6 +296,17 @@ impl Daemon {
         Daemon { child, log }
     }
 
+    /// Spawns `cmd` with its stdout and its stderr both in the file `log`.
+    pub fn spawn_capturing(mut cmd: Command, log: PathBuf) -> Daemon {
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
+        Daemon { child, log }
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
