@@ -76,13 +76,28 @@ impl Layout {
         self.dir.join("run")
     }
 
-    /// Creates `.codebutler/` and its `prompts/`, `memory/` and `run/`, seeds missing
-    /// prompts from the shipped defaults (never overwriting an edited one) and writes the
-    /// git-ignore rules if absent. Safe to run on every start. Each of them must be a real
-    /// directory: a link there (which a repository could commit) would send the daemon's
-    /// state, logs and seeds elsewhere on the host, so it is refused.
+    /// The directories of `.codebutler/` the daemon keeps its own things in, the
+    /// committed `prompts/` and `memory/` among them: each must be a real directory.
+    fn own_dirs(&self) -> [PathBuf; 7] {
+        [
+            self.dir.clone(),
+            self.prompts(),
+            self.memory(),
+            self.run(),
+            self.dir.join("branches"),
+            self.dir.join("disks"),
+            self.dir.join("git"),
+        ]
+    }
+
+    /// Creates `.codebutler/` and its `prompts/`, `memory/`, `run/`, `branches/`, `disks/`
+    /// and `git/`, seeds missing prompts from the shipped defaults (never overwriting an
+    /// edited one) and writes the git-ignore rules if absent. Safe to run on every start.
+    /// Each of them must be a real directory: a link there (which a repository could commit,
+    /// and git puts in place of an ignored one on checkout) would send the daemon's state,
+    /// logs, worktrees and seeds elsewhere on the host, so it is refused.
     pub fn init(&self) -> Result<(), LayoutError> {
-        for dir in [self.dir.clone(), self.prompts(), self.memory(), self.run()] {
+        for dir in self.own_dirs() {
             real_dir(&dir)?;
         }
         for (name, text) in DEFAULT_PROMPTS {
@@ -215,7 +230,13 @@ mod tests {
     #[test]
     fn init_refuses_its_directories_as_links() {
         let outside = tempfile::tempdir().unwrap();
-        for linked in [".codebutler", ".codebutler/prompts", ".codebutler/memory"] {
+        for linked in [
+            ".codebutler",
+            ".codebutler/prompts",
+            ".codebutler/memory",
+            ".codebutler/run",
+            ".codebutler/branches",
+        ] {
             let dir = tempfile::tempdir().unwrap();
             let layout = Layout::new(dir.path());
             let link = dir.path().join(linked);

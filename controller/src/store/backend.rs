@@ -224,9 +224,21 @@ impl Backend {
     }
 }
 
-/// Opens (creating if needed) the SQLite file at `path`.
+/// Opens (creating if needed) the SQLite file at `path`. Neither it nor the files SQLite
+/// keeps beside it (`-wal`, `-shm`, `-journal`) may be a link: SQLite would read and write
+/// through it.
 pub(crate) async fn open_sqlite(path: &std::path::Path) -> Result<AnyPool, StoreError> {
     sqlx::any::install_default_drivers();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let file = std::path::PathBuf::from(name);
+        if std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(StoreError::Link {
+                path: file.display().to_string(),
+            });
+        }
+    }
     let open_err = |source| StoreError::Open {
         path: path.display().to_string(),
         source,
@@ -553,6 +565,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    /// The store's file, or its write-ahead log, made a link (to a host file) is refused
+    /// before SQLite opens anything: the host file is left as it was.
+    #[tokio::test]
+    async fn a_store_file_that_is_a_link_is_refused() {
+        for suffix in ["", "-wal"] {
+            let dir = tempfile::tempdir().unwrap();
+            let target = dir.path().join("target");
+            std::fs::write(&target, "kept").unwrap();
+            let store = dir.path().join("store.db");
+            let link = dir.path().join(format!("store.db{suffix}"));
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            let err = open_sqlite(&store).await.unwrap_err();
+            assert!(matches!(err, StoreError::Link { .. }), "{suffix}: {err:?}");
+            assert!(err.to_string().contains("symbolic link"), "{err}");
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+        }
     }
 
     /// Two repositories on one server each see only their own rows; a name that sanitizes
