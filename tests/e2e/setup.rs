@@ -264,6 +264,27 @@ async fn a_host_without_cgroups_is_named() {
     .await;
 }
 
+/// A `sandbox.readOnly` path that is not there is a setting to fix, said at the start.
+#[tokio::test]
+async fn sandbox_settings_that_cannot_work_are_named() {
+    let env = Env::with_config(json!({
+        "sandbox": {"readOnly": ["/nonexistent/codebutler-toolchain"]}
+    }))
+    .await;
+    let (code, log) = run_to_exit(&env, env.command()).await;
+    assert_one_line(
+        code,
+        &log,
+        2,
+        &[
+            "sandbox step `resolve_read_only` failed",
+            "/nonexistent/codebutler-toolchain",
+            "sandbox.readOnly",
+        ],
+        &[],
+    );
+}
+
 #[tokio::test]
 async fn a_host_without_loop_devices_is_named_for_sandbox_disk_mb() {
     a_host_without(

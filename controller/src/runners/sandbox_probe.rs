@@ -23,6 +23,9 @@ pub enum Feature {
     UserNamespaces,
     Seccomp,
     Cgroups,
+    /// A step about the `sandbox` settings themselves (a read-only path that is not there):
+    /// a setting to fix, not something the host lacks.
+    Settings,
     /// A step that names no one feature (mounts, `pivot_root`, …).
     Other,
 }
@@ -39,17 +42,19 @@ impl Feature {
             | "unshare_cgroup_namespace" => Self::UserNamespaces,
             "seccomp" | "connect_filter" => Self::Seccomp,
             "create_cgroup" | "join_cgroup" => Self::Cgroups,
+            "validate_spec" | "resolve_read_only" => Self::Settings,
             _ => Self::Other,
         }
     }
 
+    /// The missing feature, in the words of the start's line.
     fn what(self) -> &'static str {
         match self {
             Self::Landlock => "Landlock",
             Self::UserNamespaces => "user namespaces",
             Self::Seccomp => "seccomp filters",
             Self::Cgroups => "cgroups (the pids and memory controllers)",
-            Self::Other => "a step of the sandbox's set-up",
+            Self::Settings | Self::Other => "",
         }
     }
 
@@ -73,20 +78,40 @@ impl Feature {
                 "the sandbox caps each run's processes and memory with the pids and memory \
                  cgroups: mount them under /sys/fs/cgroup, writable by codebutler"
             }
-            Self::Other => "see the step's detail",
+            Self::Settings => {
+                "check the `sandbox` settings (`sandbox.readOnly` names host paths that must exist)"
+            }
+            Self::Other => "the step's detail says what the host refused",
         }
+    }
+}
+
+/// The line of a failed probe: what the host lacks (or the settings that do not work), the
+/// step and its detail, and the fix.
+fn unavailable(feature: Feature, step: &str, detail: &str) -> String {
+    match feature {
+        Feature::Settings => format!(
+            "the sandbox cannot be set up with these settings (sandbox step `{step}` failed: \
+             {detail}); {}",
+            feature.fix()
+        ),
+        Feature::Other => format!(
+            "this host cannot run the Coder's sandbox (sandbox step `{step}` failed: {detail}); {}",
+            feature.fix()
+        ),
+        _ => format!(
+            "this host cannot run the Coder's sandbox for lack of {} (sandbox step `{step}` \
+             failed: {detail}); {}",
+            feature.what(),
+            feature.fix()
+        ),
     }
 }
 
 /// Why the probe says the sandbox cannot run here.
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
-    #[error(
-        "this host cannot run the Coder's sandbox for lack of {} (sandbox step `{step}` failed: \
-         {detail}); {}",
-        feature.what(),
-        feature.fix()
-    )]
+    #[error("{}", unavailable(*feature, step, detail))]
     Unavailable {
         feature: Feature,
         step: String,
@@ -100,6 +125,19 @@ pub enum ProbeError {
     NoRunner { path: PathBuf },
     #[error("probe the sandbox with {}: {detail}", path.display())]
     Failed { path: PathBuf, detail: String },
+}
+
+impl ProbeError {
+    /// Whether a setting is to blame (exit code 2), rather than the host (5).
+    pub fn is_settings(&self) -> bool {
+        matches!(
+            self,
+            Self::Unavailable {
+                feature: Feature::Settings,
+                ..
+            }
+        )
+    }
 }
 
 /// Enters the sandbox `sandbox` and `build` describe, with the runner `runner_bin`, around
@@ -218,6 +256,7 @@ mod tests {
             ("write_uid_map", Feature::UserNamespaces),
             ("seccomp", Feature::Seccomp),
             ("create_cgroup", Feature::Cgroups),
+            ("resolve_read_only", Feature::Settings),
             ("pivot_root", Feature::Other),
         ] {
             assert_eq!(Feature::of_step(step), feature, "{step}");

@@ -121,6 +121,7 @@ impl SetupMistake {
     pub fn exit_code(&self) -> u8 {
         match self {
             Self::SlackUnreachable { .. } => 6,
+            Self::Sandbox(e) if e.is_settings() => 2,
             Self::GhMissing { .. } | Self::Sandbox(_) => 5,
             Self::SlackNotSlack { .. }
             | Self::BotTokenRefused { .. }
