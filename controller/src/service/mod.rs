@@ -11,12 +11,15 @@
 //! dispatcher, PR watcher, admin socket — is [`crate::daemon`].
 //!
 //! Start: every repository's lock, then the app's lock (a second daemon for a repository is
-//! told about that repository first), then Slack, then each repository, then Socket Mode;
-//! once connected each repository resumes what it left. One repository that cannot start
-//! fails the whole start, naming it, after stopping those already started: serving the
-//! others would acknowledge and drop its channel's events, which is the loss this service
-//! exists to prevent. Stop: Socket Mode first (no new events), then every repository in
-//! order.
+//! told about that repository first), then the set-up checks ([`preflight`]: Slack's tokens,
+//! each repository's channel, model key, `gh` and sandbox, each mistake one line with its
+//! fix), then each repository, then Socket Mode; once connected each repository resumes what
+//! it left. One repository that cannot start fails the whole start, naming it, after
+//! stopping those already started: serving the others would acknowledge and drop its
+//! channel's events, which is the loss this service exists to prevent. A channel the bot is
+//! not in (or cannot see) is different: Slack sends none of its events, so among several
+//! repositories it is said once and the others are served. Stop: Socket Mode first (no new
+//! events), then every repository in order.
 
 pub mod app_lock;
 pub mod connections;
