@@ -123,7 +123,8 @@ impl SlackCoder {
         workspace: Workspace,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let request = self.request(approval, plan, tree, resume, workspace);
+        let system_prompt = crate::prompts::coder_system_prompt(&self.layout).await;
+        let request = self.request(approval, plan, tree, resume, workspace, system_prompt);
         let run = self.supervisor.start(request).await?;
         Ok((run, events))
     }
@@ -137,12 +138,14 @@ impl SlackCoder {
         standby: Standby,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let request = self.request(approval, plan, tree, None, Workspace::Ready);
+        let system_prompt = crate::prompts::coder_system_prompt(&self.layout).await;
+        let request = self.request(approval, plan, tree, None, Workspace::Ready, system_prompt);
         let run = self.supervisor.start_on(request, standby).await?;
         Ok((run, events))
     }
 
-    /// The request of a run in `tree` for the thread of `approval`.
+    /// The request of a run in `tree` for the thread of `approval`, with the Coder's
+    /// `system_prompt`.
     fn request(
         &self,
         approval: &IncomingMessage,
@@ -150,6 +153,7 @@ impl SlackCoder {
         tree: &worktree::Worktree,
         resume: Option<Resume>,
         workspace: Workspace,
+        system_prompt: String,
     ) -> RunRequest {
         RunRequest {
             thread: approval.thread(),
@@ -159,7 +163,7 @@ impl SlackCoder {
             reporting: Reporting::Thread {
                 link: forge::thread_link(&approval.channel, &approval.thread_ts),
             },
-            system_prompt: crate::prompts::coder_system_prompt(&self.layout),
+            system_prompt,
             resume,
             workspace,
         }

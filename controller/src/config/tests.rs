@@ -920,3 +920,28 @@ fn preparing_ahead_is_on_by_default_and_zero_turns_it_off() {
         assert!(e.contains(expected), "{e}");
     }
 }
+
+/// The repository's config made a link (a repository can commit one: to a file of secrets,
+/// or to another config that runs another `gh`) is refused, never followed; the global
+/// file, the operator's own, may be one.
+#[test]
+fn a_repository_config_that_is_a_link_is_refused() {
+    let f = files(None, None);
+    let elsewhere = f.sources.global.parent().unwrap().join("elsewhere.json");
+    std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+    std::fs::write(&elsewhere, REPO).unwrap();
+    std::fs::write(&f.sources.global, GLOBAL).unwrap();
+    std::fs::create_dir_all(f.sources.repo.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &f.sources.repo).unwrap();
+    let err = load(&f.sources, no_env).unwrap_err();
+    assert!(matches!(err, ConfigError::NotRegular { .. }), "{err:?}");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+
+    // The global file as a link is the operator's choice.
+    std::fs::remove_file(&f.sources.repo).unwrap();
+    std::fs::write(&f.sources.repo, REPO).unwrap();
+    let global = f.sources.global.with_file_name("real.json");
+    std::fs::rename(&f.sources.global, &global).unwrap();
+    std::os::unix::fs::symlink(&global, &f.sources.global).unwrap();
+    assert!(load(&f.sources, no_env).is_ok());
+}

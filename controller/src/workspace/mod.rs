@@ -7,8 +7,9 @@
 //! by-products are ignored in each thread's own repository ([`byproducts`]). The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
 //! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
-//! by [`pull_request`] (whose commenters' write access [`write_access`] decides); a branch
-//! is brought up to date with the default branch by
+//! by [`pull_request`] (whose commenters' write access [`write_access`] decides; every `gh`
+//! command line is built by [`gh_cli`]); a branch is brought up to date with the default
+//! branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
 
 pub mod base_checkout;
@@ -18,6 +19,7 @@ pub mod byproducts;
 pub mod checkpoint;
 pub mod disk;
 pub mod forge;
+pub mod gh_cli;
 pub mod git_command;
 pub mod orphans;
 pub mod platform;
@@ -67,7 +69,9 @@ pub enum SetupError {
     /// `sandbox.diskMB` asks for a disk per worktree that this process cannot make.
     #[error(
         "sandbox.diskMB is {disk_mb} but this process cannot give each worktree its own disk ({source}); \
-         run codebutler as root, or set sandbox.diskMB to 0 to run without a per-thread disk cap"
+         run codebutler as root on a host with loop devices (a container needs /dev/loop-control \
+         and the loop devices passed in), or set sandbox.diskMB to 0 to run without a per-thread \
+         disk cap"
     )]
     NoDisks {
         disk_mb: u64,

@@ -25,6 +25,7 @@ use codebutler_sandbox::SandboxSpec;
 use codebutler_sandbox::spec::PATH_INSIDE;
 
 use crate::config::ProjectType;
+use crate::layout::{create_own_file, write_own_file};
 
 /// The worktree's directory of per-worktree caches (npm, pip, cargo, go), never committed.
 pub const CACHE_DIR: &str = ".codebutler-cache";
@@ -304,8 +305,8 @@ pub async fn run_init(request: &InitRequest) -> Result<InitOutcome, InitError> {
     }
     let json = serde_json::to_vec_pretty(&request.spec)
         .map_err(|e| write_error(&request.spec_path)(std::io::Error::other(e)))?;
-    std::fs::write(&request.spec_path, json).map_err(write_error(&request.spec_path))?;
-    let log = std::fs::File::create(&request.log_path).map_err(write_error(&request.log_path))?;
+    write_own_file(&request.spec_path, &json).map_err(write_error(&request.spec_path))?;
+    let log = create_own_file(&request.log_path).map_err(write_error(&request.log_path))?;
     let log_err = log.try_clone().map_err(write_error(&request.log_path))?;
 
     let mut command = tokio::process::Command::new(&request.runner_bin);
