@@ -404,6 +404,8 @@ async fn a_prompt_beyond_the_context_window_is_refused_like_a_provider() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "never");
+}
+
 /// `GET /key` answers as OpenRouter's does: the key's details, or 401 for a key the fake
 /// does not take.
 #[tokio::test]
