@@ -66,6 +66,10 @@ fn shapes() -> Vec<GhArgs<'static>> {
             endpoint: "repos/{owner}/{repo}/pulls/7/comments",
             paginate: true,
         },
+        GhArgs::Api {
+            endpoint: "repos/{owner}/{repo}/collaborators/alice/permission",
+            paginate: false,
+        },
         GhArgs::ApiReply {
             number: 7,
             comment: 500,

@@ -23,8 +23,8 @@ use serde::de::{Deserializer, Error as _, IntoDeserializer};
 use crate::domain::{Plan, Stage, ThreadKey};
 use crate::memory::source::DefaultBranchMemory;
 use crate::store::Store;
-use crate::workspace::write_access::{Author, Decisions, WriteAccess};
 use crate::workspace::gh_cli::GhArgs;
+use crate::workspace::write_access::{Author, Decisions, WriteAccess};
 
 /// How long a `gh` call may take.
 const GH_TIMEOUT: Duration = Duration::from_secs(30);
