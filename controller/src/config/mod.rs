@@ -24,6 +24,7 @@
 //! | `store` | `store` |
 
 mod access;
+mod build_env;
 mod error;
 mod file;
 mod origin;

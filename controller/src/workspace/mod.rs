@@ -1,4 +1,6 @@
-//! The worktrees Coder runs work in ([`worktree`], prepared per platform by [`platform`]):
+//! The worktrees Coder runs work in ([`worktree`], prepared per platform by [`platform`]
+//! from what the base commit's files declare, [`project_files`]: for Python
+//! [`python_deps`], with [`ini`] reading `setup.cfg` and `tox.ini`):
 //! each a repository of its own with only its thread's history ([`thread_repo`], its files
 //! written by [`base_checkout`]) on a disk of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
@@ -16,10 +18,13 @@ pub mod checkpoint;
 pub mod disk;
 pub mod forge;
 pub mod git_command;
+pub mod ini;
 pub mod orphans;
 pub mod platform;
+pub mod project_files;
 pub mod publish;
 pub mod pull_request;
+pub mod python_deps;
 pub mod stage;
 pub mod thread_repo;
 pub mod update_branch;
@@ -34,8 +39,9 @@ use crate::config::{BuildConfig, Config, SandboxConfig};
 use crate::layout::Layout;
 
 /// The sandbox spec of a Coder run in `worktree`: paths, limits and mode from the `sandbox`
-/// section, and the build-isolation environment of the worktree's platforms
-/// ([`platform::isolation_env`], `build.projectType` deciding them); no network.
+/// section, and the environment of the worktree's platforms with the operator's
+/// `build.env` and `build.path` ([`platform::environment`], `build.projectType` deciding
+/// the platforms); no network.
 pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -> SandboxSpec {
     let mut spec = SandboxSpec::for_worktree(worktree);
     spec.read_only = sandbox.read_only.iter().map(PathBuf::from).collect();
@@ -53,7 +59,7 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
         SandboxMode::Enforce => spec.mount_point.clone(),
     };
     let platforms = platform::platforms(worktree, build.project_type);
-    spec.env = platform::isolation_env(&platforms, &root);
+    spec.env = platform::environment(&platforms, &root, &build.env, &build.path);
     spec
 }
 
