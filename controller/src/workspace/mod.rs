@@ -1,6 +1,7 @@
 //! The worktrees Coder runs work in ([`worktree`], prepared per platform by [`platform`]
 //! from what the base commit's files declare, [`project_files`]: for Python
-//! [`python_deps`], with [`ini`] reading `setup.cfg` and `tox.ini`):
+//! [`python_deps`], with [`ini`] reading `setup.cfg` and `tox.ini`; the project's test
+//! command the Coder is told is [`test_command`]'s, CI's read by [`ci_workflow`]):
 //! each a repository of its own with only its thread's history ([`thread_repo`], its files
 //! written by [`base_checkout`]) on a disk of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
@@ -15,6 +16,7 @@ pub mod base_checkout;
 pub mod branch_diff;
 pub mod branch_files;
 pub mod checkpoint;
+pub mod ci_workflow;
 pub mod disk;
 pub mod forge;
 pub mod git_command;
@@ -26,6 +28,7 @@ pub mod publish;
 pub mod pull_request;
 pub mod python_deps;
 pub mod stage;
+pub mod test_command;
 pub mod thread_repo;
 pub mod update_branch;
 pub mod worktree;
