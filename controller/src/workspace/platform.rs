@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use codebutler_sandbox::SandboxSpec;
 use codebutler_sandbox::spec::PATH_INSIDE;
 
-use super::project_files::ProjectFiles;
+use super::project_files::{ProjectFiles, is_requirements_file};
 use super::python_deps::{self, Installer, PythonInstall};
 use crate::config::ProjectType;
 
@@ -40,7 +40,8 @@ pub enum Platform {
     Xcode,
     /// `package.json`.
     Node,
-    /// `requirements.txt` or `pyproject.toml`.
+    /// `pyproject.toml`, `setup.py`, `setup.cfg`, `tox.ini`, a requirements file or
+    /// directory, a Poetry or uv lock, pytest's configuration.
     Python,
     /// `Cargo.toml`.
     Rust,
@@ -62,7 +63,19 @@ pub fn detect_in(names: &BTreeSet<String>) -> Vec<Platform> {
     if has("package.json") {
         found.push(Platform::Node);
     }
-    if has("requirements.txt") || has("pyproject.toml") {
+    let python_files = [
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "tox.ini",
+        "Pipfile",
+        "poetry.lock",
+        "uv.lock",
+        "pytest.ini",
+        "conftest.py",
+        "requirements",
+    ];
+    if python_files.iter().any(|n| has(n)) || names.iter().any(|n| is_requirements_file(n)) {
         found.push(Platform::Python);
     }
     if has("Cargo.toml") {
@@ -537,10 +550,22 @@ mod tests {
             detect_in(&names(&["pyproject.toml"])),
             vec![Platform::Python]
         );
-        assert_eq!(
-            detect_in(&names(&["requirements.txt"])),
-            vec![Platform::Python]
-        );
+        for python in [
+            "requirements.txt",
+            "requirements-dev.txt",
+            "dev-requirements.txt",
+            "requirements",
+            "setup.py",
+            "setup.cfg",
+            "tox.ini",
+            "uv.lock",
+        ] {
+            assert_eq!(
+                detect_in(&names(&[python])),
+                vec![Platform::Python],
+                "{python}"
+            );
+        }
         assert_eq!(detect_in(&names(&["Cargo.toml"])), vec![Platform::Rust]);
         assert_eq!(detect_in(&names(&["go.mod"])), vec![Platform::Go]);
         assert_eq!(

@@ -517,31 +517,39 @@ pub fn plan(files: &ProjectFiles, has_uv: bool) -> PythonInstall {
             .and_then(|p| p.get("package-mode"))
             .and_then(Value::as_bool)
             == Some(false);
-    g.project = (packaged
-        || files.has("setup.py")
-        || files.has("setup.cfg")
-        || (files.has("pyproject.toml") && py.is_none()))
-        && !opted_out;
+    // pip installs a project with a `pyproject.toml` or a `setup.py`; `setup.cfg` alone is
+    // not one to pip, so its extras' requirements are installed one by one instead.
+    g.project =
+        (packaged || files.has("setup.py") || (files.has("pyproject.toml") && py.is_none()))
+            && !opted_out;
 
     // Extras of the project named for tests or development.
-    if let Some(extras) =
-        at(&table, &["project", "optional-dependencies"]).and_then(Value::as_table)
+    let mut extras: Vec<(String, Vec<String>)> = Vec::new();
+    if let Some(table) = at(&table, &["project", "optional-dependencies"]).and_then(Value::as_table)
     {
-        for (name, requirements) in extras {
-            if is_dev_name(name) {
-                g.extras.insert(name.clone());
-                for requirement in strings(Some(requirements)) {
-                    g.installed.add(&requirement);
-                }
-            }
+        for (name, requirements) in table {
+            extras.push((name.clone(), strings(Some(requirements))));
         }
     }
     let cfg = files.text("setup.cfg").map(ini::parse).unwrap_or_default();
-    if let Some(extras) = cfg.get("options.extras_require") {
-        for (name, value) in extras {
-            if is_dev_name(name) {
-                g.extras.insert(name.clone());
-                g.installed.add_lines(value.split([';', '\n']));
+    if let Some(table) = cfg.get("options.extras_require") {
+        for (name, value) in table {
+            let requirements = value.split([';', '\n']).map(|r| r.trim().to_owned());
+            extras.push((
+                name.clone(),
+                requirements.filter(|r| !r.is_empty()).collect(),
+            ));
+        }
+    }
+    for (name, requirements) in extras.into_iter().filter(|(n, _)| is_dev_name(n)) {
+        if g.project {
+            g.extras.insert(name);
+            for requirement in &requirements {
+                g.installed.add(requirement);
+            }
+        } else {
+            for requirement in requirements {
+                g.requirement(requirement);
             }
         }
     }
@@ -549,9 +557,6 @@ pub fn plan(files: &ProjectFiles, has_uv: bool) -> PythonInstall {
         for requirement in tests_require.split([';', '\n']) {
             g.requirement(requirement.to_owned());
         }
-    }
-    if !g.project && !g.extras.is_empty() {
-        g.extras.clear();
     }
 
     // Requirements files: the runtime one, and those for tests or development.
@@ -842,16 +847,29 @@ mod tests {
                     "`{[base]deps}` from tox.ini needs tox to expand it; left out",
                 ],
             ),
-            // setup.cfg extras and tests_require.
+            // setup.cfg extras and tests_require, with the usual setup.py shim.
             (
                 vec![
                     (
                         "setup.cfg",
                         "[metadata]\nname = calc\n[options]\ntests_require =\n    mock\n[options.extras_require]\ntesting =\n    pytest\nyaml = pyyaml\n",
                     ),
+                    ("setup.py", "from setuptools import setup\nsetup()\n"),
                     PYTEST_TEST,
                 ],
                 vec!["-e", ".[testing]", "mock"],
+                vec![],
+            ),
+            // setup.cfg alone is no project to pip: its extras' requirements instead.
+            (
+                vec![
+                    (
+                        "setup.cfg",
+                        "[metadata]\nname = calc\n[options.extras_require]\ntesting =\n    pytest>=8\n",
+                    ),
+                    PYTEST_TEST,
+                ],
+                vec!["pytest>=8"],
                 vec![],
             ),
             // Tests in pytest's style, pytest declared nowhere: installed, and said.
