@@ -26,6 +26,7 @@ mod pm;
 mod postflight;
 mod postgres;
 mod prepare_ahead;
+mod project_tests;
 mod pushes;
 mod questions;
 mod rebase;
