@@ -44,6 +44,10 @@ pub enum BuildEnvError {
     Nul(String),
     #[error("`{0}` is not an absolute directory without `:`")]
     Directory(String),
+    #[error(
+        "the sandbox cannot see `{0}`: add it (or the toolchain it belongs to) to sandbox.readOnly"
+    )]
+    Hidden(String),
 }
 
 /// Checks `build.env`: names, no `PATH`, nothing that looks like a secret.
@@ -81,6 +85,30 @@ pub fn check_path(path: &[String]) -> Result<(), BuildEnvError> {
         .find(|dir| !dir.starts_with('/') || dir.contains(':') || dir.contains('\0'))
     {
         Some(dir) => Err(BuildEnvError::Directory(dir.clone())),
+        None => Ok(()),
+    }
+}
+
+/// The host's system directories the sandbox shows (read-only), as its mount plan binds
+/// them.
+const SYSTEM_DIRS: [&str; 7] = [
+    "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// Checks that each `build.path` directory is one the sandbox shows: under a system
+/// directory or a `sandbox.readOnly` path (`read_only`). A toolchain's directory the
+/// sandbox cannot see would only fail later, in the worktree's preparation.
+pub fn check_path_visible(path: &[String], read_only: &[String]) -> Result<(), BuildEnvError> {
+    let under =
+        |dir: &str, root: &str| std::path::Path::new(dir).starts_with(std::path::Path::new(root));
+    match path.iter().find(|dir| {
+        !SYSTEM_DIRS
+            .iter()
+            .copied()
+            .chain(read_only.iter().map(String::as_str))
+            .any(|root| under(dir, root))
+    }) {
+        Some(dir) => Err(BuildEnvError::Hidden(dir.clone())),
         None => Ok(()),
     }
 }
@@ -158,6 +186,35 @@ mod tests {
         assert_eq!(
             check_path(&["/a:/b".into()]),
             Err(BuildEnvError::Directory("/a:/b".into()))
+        );
+    }
+
+    #[test]
+    fn path_directories_must_be_ones_the_sandbox_shows() {
+        let read_only = ["/root/.rustup/toolchains/stable".to_owned()];
+        assert_eq!(
+            check_path_visible(
+                &[
+                    "/root/.rustup/toolchains/stable/bin".into(),
+                    "/usr/lib/go-1.19/bin".into()
+                ],
+                &read_only
+            ),
+            Ok(())
+        );
+        assert_eq!(
+            check_path_visible(&["/root/.cargo/bin".into()], &read_only),
+            Err(BuildEnvError::Hidden("/root/.cargo/bin".into()))
+        );
+        // A prefix of a name is not a parent directory.
+        assert_eq!(
+            check_path_visible(
+                &["/root/.rustup/toolchains/stable-2/bin".into()],
+                &read_only
+            ),
+            Err(BuildEnvError::Hidden(
+                "/root/.rustup/toolchains/stable-2/bin".into()
+            ))
         );
     }
 }

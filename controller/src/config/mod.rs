@@ -153,6 +153,13 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin)?;
     let github = file.github.resolve(origin)?;
+    let sandbox = file.sandbox.resolve();
+    let build = file.build.resolve(origin)?;
+    if sandbox.mode == SandboxMode::Enforce
+        && let Err(e) = build_env::check_path_visible(&build.path, &sandbox.read_only)
+    {
+        return Err(origin.field_error("build.path", e.to_string()));
+    }
     Ok(Config {
         slack,
         openrouter,
@@ -162,9 +169,9 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         artist: file.artist.resolve(),
         access,
         github,
-        sandbox: file.sandbox.resolve(),
+        sandbox,
         fetch: file.fetch,
-        build: file.build.resolve(origin)?,
+        build,
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
     })

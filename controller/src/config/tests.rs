@@ -181,7 +181,8 @@ fn build_test_command_env_and_path() {
     let f = files(
         Some(
             r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},
-                "build":{"env":{"GOPROXY":"https://proxy.corp.example","GOFLAGS":"-mod=mod"},"path":["/opt/go/bin"]}}"#,
+                "build":{"env":{"GOPROXY":"https://proxy.corp.example","GOFLAGS":"-mod=mod"},"path":["/opt/go/bin"]},
+                "sandbox":{"readOnly":["/opt/go"]}}"#,
         ),
         Some(
             r#"{"slack":{"channelID":"C1"},"build":{"testCommand":"make check","env":{"GOFLAGS":"-tags=integration"}}}"#,
@@ -224,6 +225,10 @@ fn build_test_command_env_and_path() {
         (
             r#"{"slack":{"channelID":"C1"},"build":{"env":{"GOPROXY":3}}}"#,
             "field `build.env.GOPROXY`",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"path":["/root/.cargo/bin"]}}"#,
+            "field `build.path`: the sandbox cannot see `/root/.cargo/bin`: add it (or the toolchain it belongs to) to sandbox.readOnly",
         ),
     ] {
         let f = files(Some(GLOBAL), Some(repo));
