@@ -148,6 +148,9 @@ impl InitStep {
 /// Where the Python init writes a lock's pins for pip (the sandbox's own `/tmp`, which
 /// lives as long as the init's sandbox).
 const PINS_FILE: &str = "/tmp/codebutler-pins.txt";
+/// Most bytes of pins the init's command carries: one argument of `sh -c` may be at most
+/// 128 KiB (the kernel's `MAX_ARG_STRLEN`), and the rest of the command needs room.
+const MAX_PINS_BYTES: usize = 96 * 1024;
 
 /// The init steps of `platforms` for a worktree whose committed files are `files`, on
 /// this operating system (Xcode's `pod install` only on macOS); `has_program` says whether
@@ -182,6 +185,7 @@ pub fn init_plan(
 /// The Python init: a `.venv`, then what [`python_deps::plan`] says to install.
 fn python_step(install: &PythonInstall) -> InitStep {
     let venv = "python3 -m venv .venv";
+    let mut notes = install.notes.clone();
     let (command, shown) = match &install.installer {
         Installer::UvSync {
             extras,
@@ -209,20 +213,28 @@ fn python_step(install: &PythonInstall) -> InitStep {
         Installer::Pip { args, pins } => {
             let words: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
             let words = words.join(" ");
+            let lines: Vec<String> = pins.lines.iter().map(|l| shell_word(l)).collect();
+            let lines = lines.join(" ");
+            let fits = lines.len() <= MAX_PINS_BYTES;
+            match (pins.from, fits) {
+                (Some(from), false) => notes.push(format!(
+                    "`{from}` pins more versions than a command can carry, so pip chose the versions"
+                )),
+                (Some("uv.lock"), true) => notes.push(
+                    "no `uv` in the sandbox, so pip installed the versions `uv.lock` pins".into(),
+                ),
+                _ => {}
+            }
             match pins.from {
-                Some(from) if !pins.lines.is_empty() => {
-                    let lines: Vec<String> = pins.lines.iter().map(|l| shell_word(l)).collect();
-                    (
-                        format!(
-                            "{venv} && printf '%s\\n' {} > {PINS_FILE} && .venv/bin/pip install -c {PINS_FILE} {words}",
-                            lines.join(" ")
-                        ),
-                        format!(
-                            "{venv} && .venv/bin/pip install -c ({} versions {from} pins) {words}",
-                            pins.lines.len()
-                        ),
-                    )
-                }
+                Some(from) if !pins.lines.is_empty() && fits => (
+                    format!(
+                        "{venv} && printf '%s\\n' {lines} > {PINS_FILE} && .venv/bin/pip install -c {PINS_FILE} {words}"
+                    ),
+                    format!(
+                        "{venv} && .venv/bin/pip install -c ({} versions {from} pins) {words}",
+                        pins.lines.len()
+                    ),
+                ),
                 _ => {
                     let command = format!("{venv} && .venv/bin/pip install {words}");
                     (command.clone(), command)
@@ -235,7 +247,7 @@ fn python_step(install: &PythonInstall) -> InitStep {
         command,
         shown,
         program: "python3".to_owned(),
-        notes: install.notes.clone(),
+        notes,
     }
 }
 
@@ -681,6 +693,40 @@ mod tests {
             steps[0].shown,
             "python3 -m venv .venv && .venv/bin/pip install -c (2 versions uv.lock pins) -e . 'pytest>=8'"
         );
+        assert_eq!(
+            steps[0].notes,
+            ["no `uv` in the sandbox, so pip installed the versions `uv.lock` pins"]
+        );
+        // A lock too large for one command line: pip chooses, and the thread is told.
+        let mut huge = String::new();
+        for i in 0..5000 {
+            huge.push_str(&format!(
+                "[[package]]\nname = \"package-number-{i}\"\nversion = \"1.0.{i}\"\nsource = {{ registry = \"https://pypi.org/simple\" }}\n"
+            ));
+        }
+        let files = ProjectFiles::from_files(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"calc\"\n[dependency-groups]\ndev = [\"pytest>=8\"]\n",
+            ),
+            ("uv.lock", &huge),
+        ]);
+        let steps = init_plan(&[Platform::Python], &files, &|_| false);
+        assert_eq!(
+            steps[0].command,
+            "python3 -m venv .venv && .venv/bin/pip install -e . 'pytest>=8'"
+        );
+        assert_eq!(
+            steps[0].notes,
+            ["`uv.lock` pins more versions than a command can carry, so pip chose the versions"]
+        );
+        let files = ProjectFiles::from_files(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"calc\"\n[dependency-groups]\ndev = [\"pytest>=8\"]\n",
+            ),
+            ("uv.lock", lock),
+        ]);
         // With uv where the sandbox can run it, uv installs from its lock.
         let steps = init_plan(&[Platform::Python], &files, &|p| p == "uv");
         assert_eq!(

@@ -656,11 +656,6 @@ pub fn plan(files: &ProjectFiles, has_uv: bool) -> PythonInstall {
         }
     } else {
         let (from, locked) = if !uv_lock.is_empty() {
-            if files.text("uv.lock").is_some() {
-                notes.push(
-                    "no `uv` in the sandbox, so pip installed the versions `uv.lock` pins".into(),
-                );
-            }
             (Some("uv.lock"), uv_lock)
         } else if !poetry_lock.is_empty() {
             (Some("poetry.lock"), poetry_lock)
@@ -932,10 +927,7 @@ mod tests {
                 },
             }
         );
-        assert_eq!(
-            install.notes,
-            ["no `uv` in the sandbox, so pip installed the versions `uv.lock` pins"]
-        );
+        assert!(install.notes.is_empty(), "{:?}", install.notes);
         let install = plan(&files, true);
         assert_eq!(
             install.installer,
