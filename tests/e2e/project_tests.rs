@@ -440,7 +440,8 @@ async fn node_tests_run_with_a_test_runner_from_npm() {
                 "import { test } from 'uvu';\nimport * as assert from 'uvu/assert';\nimport { add } from '../src/calc.js';\n\ntest('adds', () => {\n  assert.is(add(1, 2), 3);\n});\n\ntest.run();\n".into(),
             ),
         ],
-        config: json!({}),
+        // Prepared after the approval (the cold path): the task names the tests there too.
+        config: json!({"build": {"prepareAheadIdleMinutes": 0}}),
         test_command: "npm test",
         passed: "Passed:    1",
     })

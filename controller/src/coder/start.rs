@@ -134,8 +134,12 @@ impl SlackCoder {
         while let Ok(said) = follow.try_recv() {
             deferred.push(said);
         }
-        let (tree, standby) = match outcome {
-            Ok(Outcome::Ready { tree, standby }) => (tree, standby),
+        let (tree, standby, test_command) = match outcome {
+            Ok(Outcome::Ready {
+                tree,
+                standby,
+                test_command,
+            }) => (tree, standby, test_command),
             Ok(Outcome::Failed(e)) => {
                 for said in deferred {
                     ahead::replay(said, progress, &mut posted).await;
@@ -151,7 +155,7 @@ impl SlackCoder {
             }
         };
         let mut standby = standby;
-        let plan_text = parts.text(&self.test_command(&tree.path).await);
+        let plan_text = parts.text(&test_command);
         let started = if standby.is_waiting() {
             self.begin_on(approval, plan_text, &tree, *standby).await
         } else {

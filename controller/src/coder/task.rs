@@ -3,9 +3,8 @@
 //! `build.testCommand` or [`test_command::detect`] on the worktree's base commit), and the
 //! background the PM planned with.
 //!
-//! The test command is read when the task is handed over, from files already checked out:
-//! a few committed blobs, so an approval prepared ahead still reaches the Coder's first step
-//! at once.
+//! The test command is read from committed blobs while the worktree is prepared ahead (so
+//! an approval only hands the task over), or, on the cold path, as the runner starts.
 
 use std::path::Path;
 
@@ -29,26 +28,31 @@ pub fn task_text(plan: &Plan, test_command: Option<&str>, conversation: &[ChatMe
 }
 
 impl SlackCoder {
-    /// The project's test command for the worktree at `worktree`: `build.testCommand`, else
-    /// detected from its base commit's files; `None` when nothing says, or the files
-    /// cannot be read (logged).
+    /// The project's test command for the worktree at `worktree` (see
+    /// [`project_test_command`]).
     pub(super) async fn test_command(&self, worktree: &Path) -> Option<String> {
-        let configured = self.prepare.build.test_command.clone();
-        if configured.is_some() {
-            return configured;
+        project_test_command(self.prepare.build.test_command.as_deref(), worktree).await
+    }
+}
+
+/// The project's test command for the worktree at `worktree`: `configured`
+/// (`build.testCommand`), else detected from its base commit's files; `None` when nothing
+/// says, or the files cannot be read (logged).
+pub async fn project_test_command(configured: Option<&str>, worktree: &Path) -> Option<String> {
+    if let Some(command) = configured {
+        return Some(command.to_owned());
+    }
+    let path = worktree.to_owned();
+    let read = tokio::task::spawn_blocking(move || project_files::read_base(&path)).await;
+    match read {
+        Ok(Ok(files)) => test_command::detect(&files, None),
+        Ok(Err(e)) => {
+            tracing::warn!("the project's test command: {e}");
+            None
         }
-        let path = worktree.to_owned();
-        let read = tokio::task::spawn_blocking(move || project_files::read_base(&path)).await;
-        match read {
-            Ok(Ok(files)) => test_command::detect(&files, None),
-            Ok(Err(e)) => {
-                tracing::warn!("the project's test command: {e}");
-                None
-            }
-            Err(e) => {
-                tracing::warn!("the project's test command: {e}");
-                None
-            }
+        Err(e) => {
+            tracing::warn!("the project's test command: {e}");
+            None
         }
     }
 }
