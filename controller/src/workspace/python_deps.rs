@@ -3,10 +3,10 @@
 //! dependencies, from whichever of the usual declarations the repository uses —
 //! `requirements*.txt` files for development and tests, `[project.optional-dependencies]`
 //! extras and PEP 735 `[dependency-groups]` named for tests or development, Poetry's
-//! groups, the `deps` of `tox.ini`'s `[testenv]`, `setup.cfg`'s extras and `tests_require`
-//! — at the versions `uv.lock` or `poetry.lock` pin when the repository has one. When the
-//! tests plainly use pytest and nothing installed declares it, pytest is installed too,
-//! and the thread is told.
+//! groups, the `deps` of `tox.ini`'s test environments, `setup.cfg`'s extras and
+//! `tests_require` — at the versions `uv.lock` or `poetry.lock` pin when the repository has
+//! one. When the tests plainly use pytest and nothing installed declares it, pytest is
+//! installed too, and the thread is told.
 //!
 //! Pure: [`plan`] reads [`ProjectFiles`] (the committed declarations) and says what to
 //! install; [`super::platform`] renders it as the init's shell command. A group or extra
@@ -508,198 +508,225 @@ pub fn plan(files: &ProjectFiles, has_uv: bool) -> PythonInstall {
         );
     }
     let table = py.clone().unwrap_or_default();
-    let poetry = at(&table, &["tool", "poetry"]).and_then(Value::as_table);
-    let packaged = table.contains_key("project")
-        || table.contains_key("build-system")
-        || poetry.is_some_and(|p| p.contains_key("name"));
-    let opted_out = at(&table, &["tool", "uv", "package"]).and_then(Value::as_bool) == Some(false)
-        || poetry
-            .and_then(|p| p.get("package-mode"))
-            .and_then(Value::as_bool)
-            == Some(false);
-    // pip installs a project with a `pyproject.toml` or a `setup.py`; `setup.cfg` alone is
-    // not one to pip, so its extras' requirements are installed one by one instead.
-    g.project =
-        (packaged || files.has("setup.py") || (files.has("pyproject.toml") && py.is_none()))
-            && !opted_out;
-
-    // Extras of the project named for tests or development.
-    let mut extras: Vec<(String, Vec<String>)> = Vec::new();
-    if let Some(table) = at(&table, &["project", "optional-dependencies"]).and_then(Value::as_table)
-    {
-        for (name, requirements) in table {
-            extras.push((name.clone(), strings(Some(requirements))));
-        }
-    }
+    g.project = installable(files, &table, py.is_some());
     let cfg = files.text("setup.cfg").map(ini::parse).unwrap_or_default();
-    if let Some(table) = cfg.get("options.extras_require") {
-        for (name, value) in table {
-            let requirements = value.split([';', '\n']).map(|r| r.trim().to_owned());
-            extras.push((
-                name.clone(),
-                requirements.filter(|r| !r.is_empty()).collect(),
-            ));
-        }
-    }
-    for (name, requirements) in extras.into_iter().filter(|(n, _)| is_dev_name(n)) {
-        if g.project {
-            g.extras.insert(name);
-            for requirement in &requirements {
-                g.installed.add(requirement);
-            }
-        } else {
-            for requirement in requirements {
-                g.requirement(requirement);
-            }
-        }
-    }
-    if let Some(tests_require) = cfg.get("options").and_then(|o| o.get("tests_require")) {
-        for requirement in tests_require.split([';', '\n']) {
-            g.requirement(requirement.to_owned());
-        }
-    }
-
-    // Requirements files: the runtime one, and those for tests or development.
-    for (path, _) in files.files_in("") {
-        if path == "requirements.txt"
-            || (is_requirements_file(path) && is_dev_name(&path.replace("requirements", "")))
-        {
-            g.requirements_file(files, path);
-        }
-    }
-    let dev_dir_files: Vec<String> = files
-        .files_in("requirements")
-        .map(|(path, _)| path.to_owned())
-        .filter(|path| {
-            is_dev_name(
-                path.trim_start_matches("requirements/")
-                    .trim_end_matches(".txt"),
-            )
-        })
-        .collect();
-    for path in dev_dir_files {
-        g.requirements_file(files, &path);
-    }
-
-    let uv_lock = uv_locked(files);
+    g.add_extras(&table, &cfg);
+    g.add_requirements_files(files);
+    g.add_dependency_groups(&table);
     let poetry_lock = poetry_locked(files);
-
-    // PEP 735 groups, and uv's older `dev-dependencies`.
-    if let Some(groups) = at(&table, &["dependency-groups"]).and_then(Value::as_table) {
-        for name in groups.keys().filter(|n| is_dev_name(n)) {
-            g.groups.insert(name.clone());
-            let mut requirements = Vec::new();
-            group_requirements(groups, name, 0, &mut requirements);
-            for requirement in requirements {
-                g.requirement(requirement);
-            }
+    g.add_poetry_groups(&table, &poetry_lock);
+    // tox's test environments: `[testenv]`, and `[testenv:<name>]` for tests.
+    let tox = files.text("tox.ini").map(ini::parse).unwrap_or_default();
+    for (section, keys) in &tox {
+        let for_tests =
+            section == "testenv" || section.strip_prefix("testenv:").is_some_and(is_dev_name);
+        if for_tests && let Some(deps) = keys.get("deps") {
+            tox_deps(deps, files, &mut g);
         }
     }
-    for requirement in strings(at(&table, &["tool", "uv", "dev-dependencies"])) {
-        g.requirement(requirement);
-    }
-
-    // Poetry: the groups `poetry install` installs (all but optional ones) and optional
-    // ones for tests or development, and the old `dev-dependencies`.
-    for (name, deps, optional) in poetry_groups(&table) {
-        if optional && !is_dev_name(name) {
-            continue;
-        }
-        for (dep, spec) in deps {
-            match poetry_requirement(dep, spec, &poetry_lock) {
-                Some(requirement) => g.requirement(requirement),
-                None if dep != "python" => g.notes.push(format!(
-                    "`{dep}` (not from a package index) was not installed"
-                )),
-                None => {}
-            }
-        }
-    }
-    if let Some(deps) =
-        at(&table, &["tool", "poetry", "dev-dependencies"]).and_then(Value::as_table)
-    {
-        for (dep, spec) in deps {
-            if let Some(requirement) = poetry_requirement(dep, spec, &poetry_lock) {
-                g.requirement(requirement);
-            }
-        }
-    }
-
-    // tox's test environment.
-    if let Some(deps) = files
-        .text("tox.ini")
-        .map(ini::parse)
-        .and_then(|sections| sections.get("testenv").and_then(|t| t.get("deps")).cloned())
-    {
-        tox_deps(&deps, files, &mut g);
-    }
-
-    if g.project
-        && let Some(deps) = at(&table, &["project", "dependencies"])
-    {
-        for requirement in strings(Some(deps)) {
+    if g.project {
+        for requirement in strings(at(&table, &["project", "dependencies"])) {
             g.installed.add(&requirement);
         }
     }
-
     let pytest_needed = tests_of(files) == Some(PythonTests::Pytest) && !g.installed.has_pytest();
-    let mut notes = std::mem::take(&mut g.notes);
     let installer = if has_uv && files.text("uv.lock").is_some() {
-        let mut extra = Vec::new();
-        if pytest_needed {
-            extra.push("pytest".to_owned());
-        }
-        Installer::UvSync {
-            extras: g.extras.iter().cloned().collect(),
-            groups: g.groups.iter().cloned().collect(),
-            extra,
-        }
+        g.uv_sync(pytest_needed)
     } else {
-        let (from, locked) = if !uv_lock.is_empty() {
-            (Some("uv.lock"), uv_lock)
+        let uv_lock = uv_locked(files);
+        let pins = if !uv_lock.is_empty() {
+            Pins::of("uv.lock", uv_lock)
         } else if !poetry_lock.is_empty() {
-            (Some("poetry.lock"), poetry_lock)
+            Pins::of("poetry.lock", poetry_lock)
         } else {
-            (None, BTreeMap::new())
+            Pins::default()
         };
-        let mut args = Vec::new();
-        if g.project {
-            args.push("-e".to_owned());
-            args.push(if g.extras.is_empty() {
-                ".".to_owned()
-            } else {
-                format!(
-                    ".[{}]",
-                    g.extras.iter().cloned().collect::<Vec<_>>().join(",")
-                )
-            });
-        }
-        for path in &g.requirement_files {
-            args.push("-r".to_owned());
-            args.push(path.clone());
-        }
-        args.extend(g.requirements.iter().cloned());
-        if pytest_needed {
-            args.push("pytest".to_owned());
-        }
-        Installer::Pip {
-            args,
-            pins: Pins {
-                from,
-                lines: locked
-                    .into_iter()
-                    .map(|(name, version)| format!("{name}=={version}"))
-                    .collect(),
-            },
-        }
+        g.pip(pins, pytest_needed)
     };
+    let mut notes = g.notes;
     if pytest_needed {
         notes.push("pytest, not declared, installed".into());
     }
     PythonInstall { installer, notes }
 }
 
-/// `tox.ini`'s `[testenv]` `deps`: requirements, and `-r`/`-c` files as pip arguments.
+/// Whether pip can install the project itself (`-e .`): a `pyproject.toml` that declares a
+/// project or its build (or cannot be read, so pip decides), or a `setup.py`, unless it
+/// opts out (`tool.uv.package = false`, Poetry's `package-mode = false`). `setup.cfg` alone
+/// is no project to pip.
+fn installable(files: &ProjectFiles, table: &Table, readable: bool) -> bool {
+    let poetry = at(table, &["tool", "poetry"]).and_then(Value::as_table);
+    let packaged = table.contains_key("project")
+        || table.contains_key("build-system")
+        || poetry.is_some_and(|p| p.contains_key("name"));
+    let opted_out = at(table, &["tool", "uv", "package"]).and_then(Value::as_bool) == Some(false)
+        || poetry
+            .and_then(|p| p.get("package-mode"))
+            .and_then(Value::as_bool)
+            == Some(false);
+    (packaged || files.has("setup.py") || (files.has("pyproject.toml") && !readable)) && !opted_out
+}
+
+impl Pins {
+    fn of(from: &'static str, locked: BTreeMap<String, String>) -> Self {
+        Self {
+            from: Some(from),
+            lines: locked
+                .into_iter()
+                .map(|(name, version)| format!("{name}=={version}"))
+                .collect(),
+        }
+    }
+}
+
+impl Gathered {
+    /// The extras for tests or development (`[project.optional-dependencies]`, `setup.cfg`'s
+    /// `extras_require`), installed with the project (`.[test]`), or their requirements one
+    /// by one when pip cannot install the project; `setup.cfg`'s `tests_require`.
+    fn add_extras(&mut self, table: &Table, cfg: &ini::Sections) {
+        let mut extras: Vec<(String, Vec<String>)> = Vec::new();
+        if let Some(declared) =
+            at(table, &["project", "optional-dependencies"]).and_then(Value::as_table)
+        {
+            for (name, requirements) in declared {
+                extras.push((name.clone(), strings(Some(requirements))));
+            }
+        }
+        if let Some(declared) = cfg.get("options.extras_require") {
+            for (name, value) in declared {
+                let requirements = value.split([';', '\n']).map(|r| r.trim().to_owned());
+                extras.push((
+                    name.clone(),
+                    requirements.filter(|r| !r.is_empty()).collect(),
+                ));
+            }
+        }
+        for (name, requirements) in extras.into_iter().filter(|(n, _)| is_dev_name(n)) {
+            if self.project {
+                self.extras.insert(name);
+                for requirement in &requirements {
+                    self.installed.add(requirement);
+                }
+            } else {
+                for requirement in requirements {
+                    self.requirement(requirement);
+                }
+            }
+        }
+        if let Some(tests_require) = cfg.get("options").and_then(|o| o.get("tests_require")) {
+            for requirement in tests_require.split([';', '\n']) {
+                self.requirement(requirement.to_owned());
+            }
+        }
+    }
+
+    /// `requirements.txt`, and the requirements files for tests or development at the top
+    /// level and in `requirements/`.
+    fn add_requirements_files(&mut self, files: &ProjectFiles) {
+        let top = files.files_in("").map(|(path, _)| path).filter(|path| {
+            *path == "requirements.txt"
+                || (is_requirements_file(path) && is_dev_name(&path.replace("requirements", "")))
+        });
+        let in_dir = files
+            .files_in("requirements")
+            .map(|(path, _)| path)
+            .filter(|path| {
+                is_dev_name(
+                    path.trim_start_matches("requirements/")
+                        .trim_end_matches(".txt"),
+                )
+            });
+        let paths: Vec<String> = top.chain(in_dir).map(str::to_owned).collect();
+        for path in paths {
+            self.requirements_file(files, &path);
+        }
+    }
+
+    /// PEP 735 groups for tests or development, and uv's older `dev-dependencies`.
+    fn add_dependency_groups(&mut self, table: &Table) {
+        if let Some(groups) = at(table, &["dependency-groups"]).and_then(Value::as_table) {
+            for name in groups.keys().filter(|n| is_dev_name(n)) {
+                self.groups.insert(name.clone());
+                let mut requirements = Vec::new();
+                group_requirements(groups, name, 0, &mut requirements);
+                for requirement in requirements {
+                    self.requirement(requirement);
+                }
+            }
+        }
+        for requirement in strings(at(table, &["tool", "uv", "dev-dependencies"])) {
+            self.requirement(requirement);
+        }
+    }
+
+    /// Poetry: the groups `poetry install` installs (all but optional ones) and optional ones
+    /// for tests or development, and the old `dev-dependencies`, at the lock's versions.
+    fn add_poetry_groups(&mut self, table: &Table, locked: &BTreeMap<String, String>) {
+        for (name, deps, optional) in poetry_groups(table) {
+            if optional && !is_dev_name(name) {
+                continue;
+            }
+            for (dep, spec) in deps {
+                match poetry_requirement(dep, spec, locked) {
+                    Some(requirement) => self.requirement(requirement),
+                    None if dep != "python" => self.notes.push(format!(
+                        "`{dep}` (not from a package index) was not installed"
+                    )),
+                    None => {}
+                }
+            }
+        }
+        if let Some(deps) =
+            at(table, &["tool", "poetry", "dev-dependencies"]).and_then(Value::as_table)
+        {
+            for (dep, spec) in deps {
+                if let Some(requirement) = poetry_requirement(dep, spec, locked) {
+                    self.requirement(requirement);
+                }
+            }
+        }
+    }
+
+    /// `uv sync` of the lock with the groups and extras gathered (pytest after it when the
+    /// tests need it and nothing declares it).
+    fn uv_sync(&self, pytest_needed: bool) -> Installer {
+        Installer::UvSync {
+            extras: self.extras.iter().cloned().collect(),
+            groups: self.groups.iter().cloned().collect(),
+            extra: if pytest_needed {
+                vec!["pytest".to_owned()]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    /// `pip install` of what was gathered, under `pins`.
+    fn pip(&self, pins: Pins, pytest_needed: bool) -> Installer {
+        let mut args = Vec::new();
+        if self.project {
+            args.push("-e".to_owned());
+            args.push(if self.extras.is_empty() {
+                ".".to_owned()
+            } else {
+                let extras: Vec<&str> = self.extras.iter().map(String::as_str).collect();
+                format!(".[{}]", extras.join(","))
+            });
+        }
+        for path in &self.requirement_files {
+            args.push("-r".to_owned());
+            args.push(path.clone());
+        }
+        args.extend(self.requirements.iter().cloned());
+        if pytest_needed {
+            args.push("pytest".to_owned());
+        }
+        Installer::Pip { args, pins }
+    }
+}
+
+/// The `deps` of a `tox.ini` test environment: requirements, and `-r` files as pip
+/// arguments.
 /// Lines conditional on a factor (`py38: mock`) and lines with a substitution other than
 /// `{toxinidir}` are left out (said in the thread): they belong to other environments, or
 /// would need tox to expand them.
@@ -825,18 +852,25 @@ mod tests {
                 vec!["-e", ".", "pytest==8.4.2"],
                 vec!["`local` (not from a package index) was not installed"],
             ),
-            // tox's test environment.
+            // tox's test environments (not its docs one).
             (
                 vec![
                     ("setup.py", "from setuptools import setup\nsetup()\n"),
                     (
                         "tox.ini",
-                        "[tox]\nenvlist = py311\n[testenv]\ndeps =\n    pytest\n    -r{toxinidir}/requirements-test.txt\n    py27: mock\n    {[base]deps}\ncommands = pytest\n",
+                        "[tox]\nenvlist = py311\n[testenv]\ndeps =\n    pytest\n    -r{toxinidir}/requirements-test.txt\n    py27: mock\n    {[base]deps}\ncommands = pytest\n[testenv:tests]\ndeps = pytest-timeout\n[testenv:docs]\ndeps = sphinx\n",
                     ),
                     ("requirements-test.txt", "hypothesis\n"),
                     PYTEST_TEST,
                 ],
-                vec!["-e", ".", "-r", "requirements-test.txt", "pytest"],
+                vec![
+                    "-e",
+                    ".",
+                    "-r",
+                    "requirements-test.txt",
+                    "pytest",
+                    "pytest-timeout",
+                ],
                 vec![
                     "`py27: mock` from tox.ini needs tox to expand it; left out",
                     "`{[base]deps}` from tox.ini needs tox to expand it; left out",
