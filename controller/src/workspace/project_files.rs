@@ -45,8 +45,9 @@ const SKIPPED_DIRS: [&str; 11] = [
     ".tox",
 ];
 /// Top-level files read when they are regular files.
-const TOP_LEVEL_FILES: [&str; 13] = [
+const TOP_LEVEL_FILES: [&str; 14] = [
     "pyproject.toml",
+    "Pipfile",
     "setup.cfg",
     "tox.ini",
     "pytest.ini",

@@ -4,7 +4,7 @@
 //! `requirements*.txt` files for development and tests, `[project.optional-dependencies]`
 //! extras and PEP 735 `[dependency-groups]` named for tests or development, Poetry's
 //! groups, the `deps` of `tox.ini`'s test environments, `setup.cfg`'s extras and
-//! `tests_require` — at the versions `uv.lock` or `poetry.lock` pin when the repository has
+//! `tests_require`, a `Pipfile`'s packages — at the versions `uv.lock` or `poetry.lock` pin when the repository has
 //! one. When the tests plainly use pytest and nothing installed declares it, pytest is
 //! installed too, and the thread is told.
 //!
@@ -203,6 +203,15 @@ fn mentions_pytest(files: &ProjectFiles, py: Option<&Table>) -> bool {
         let name = path.rsplit('/').next().unwrap_or(path);
         if path.starts_with("requirements/") || is_requirements_file(name) {
             all.add_lines(text.lines());
+        }
+    }
+    if let Some(pipfile) = files.text("Pipfile").and_then(|t| t.parse::<Table>().ok()) {
+        for section in ["packages", "dev-packages"] {
+            if let Some(packages) = pipfile.get(section).and_then(Value::as_table) {
+                for name in packages.keys() {
+                    all.add(name);
+                }
+            }
         }
     }
     if let Some(text) = files.text("tox.ini") {
@@ -515,6 +524,7 @@ pub fn plan(files: &ProjectFiles, has_uv: bool) -> PythonInstall {
     g.add_dependency_groups(&table);
     let poetry_lock = poetry_locked(files);
     g.add_poetry_groups(&table, &poetry_lock);
+    g.add_pipfile(files);
     // tox's test environments: `[testenv]`, and `[testenv:<name>]` for tests.
     let tox = files.text("tox.ini").map(ini::parse).unwrap_or_default();
     for (section, keys) in &tox {
@@ -682,6 +692,41 @@ impl Gathered {
             for (dep, spec) in deps {
                 if let Some(requirement) = poetry_requirement(dep, spec, locked) {
                     self.requirement(requirement);
+                }
+            }
+        }
+    }
+
+    /// A `Pipfile`'s `[packages]` and `[dev-packages]` (what `pipenv install --dev`
+    /// installs), each with its version when it gives one (`"*"` is any); one from a path,
+    /// a repository or a URL is left out and said.
+    fn add_pipfile(&mut self, files: &ProjectFiles) {
+        let Some(pipfile) = files.text("Pipfile").and_then(|t| t.parse::<Table>().ok()) else {
+            return;
+        };
+        for section in ["packages", "dev-packages"] {
+            let Some(packages) = pipfile.get(section).and_then(Value::as_table) else {
+                continue;
+            };
+            for (name, spec) in packages {
+                let version = match spec {
+                    Value::String(v) => Some(v.as_str()),
+                    Value::Table(t)
+                        if ["path", "git", "file", "url"]
+                            .iter()
+                            .any(|k| t.contains_key(*k)) =>
+                    {
+                        self.notes.push(format!(
+                            "`{name}` (not from a package index) was not installed"
+                        ));
+                        continue;
+                    }
+                    Value::Table(t) => t.get("version").and_then(Value::as_str),
+                    _ => None,
+                };
+                match version.map(str::trim) {
+                    Some(v) if v != "*" && !v.is_empty() => self.requirement(format!("{name}{v}")),
+                    _ => self.requirement(name.clone()),
                 }
             }
         }
@@ -921,6 +966,18 @@ mod tests {
                 ],
                 vec!["-r", "requirements.txt"],
                 vec![],
+            ),
+            // A Pipfile's packages, development ones included.
+            (
+                vec![
+                    (
+                        "Pipfile",
+                        "[packages]\nrequests = \"*\"\n[dev-packages]\npytest = \">=8\"\nlocal = {path = \".\"}\nblack = {version = \"==24.1.0\"}\n",
+                    ),
+                    PYTEST_TEST,
+                ],
+                vec!["requests", "black==24.1.0", "pytest>=8"],
+                vec!["`local` (not from a package index) was not installed"],
             ),
             // An option in a list of requirements is left out, and said.
             (
