@@ -1,7 +1,8 @@
 //! The worktrees Coder runs work in ([`worktree`], prepared per platform by [`platform`]
 //! from what the base commit's files declare, [`project_files`]: for Python
-//! [`python_deps`], with [`ini`] reading `setup.cfg` and `tox.ini`; the project's test
-//! command the Coder is told is [`test_command`]'s, CI's read by [`ci_workflow`]):
+//! [`python_deps`], with [`ini`] reading `setup.cfg` and `tox.ini` and [`python_locks`] the
+//! locks' versions; the project's test command the Coder is told is [`test_command`]'s,
+//! CI's read by [`ci_workflow`]):
 //! each a repository of its own with only its thread's history ([`thread_repo`], its files
 //! written by [`base_checkout`]) on a disk of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
@@ -27,6 +28,7 @@ pub mod project_files;
 pub mod publish;
 pub mod pull_request;
 pub mod python_deps;
+pub mod python_locks;
 pub mod stage;
 pub mod test_command;
 pub mod thread_repo;

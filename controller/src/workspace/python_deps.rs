@@ -19,6 +19,7 @@ use toml::{Table, Value};
 
 use super::ini;
 use super::project_files::{ProjectFiles, is_requirements_file};
+use super::python_locks::{normalise, poetry_locked, uv_locked};
 
 /// Words that make a group, an extra or a requirements file one for tests or development.
 pub const DEV_WORDS: [&str; 9] = [
@@ -97,10 +98,6 @@ pub fn requirement_name(requirement: &str) -> Option<String> {
         .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         .collect();
     (!name.is_empty()).then(|| normalise(&name))
-}
-
-fn normalise(name: &str) -> String {
-    name.to_lowercase().replace(['_', '.'], "-")
 }
 
 /// The parsed `pyproject.toml`, when it reads as TOML.
@@ -342,78 +339,6 @@ fn poetry_requirement(
         requirement.push_str(&format!("=={version}"));
     }
     Some(requirement)
-}
-
-/// The versions a lock pins, by normalised name: only packages from an index with a
-/// single version in the lock (a lock resolved for several Pythons may hold two).
-fn locked_versions(lock: &str, from_index: impl Fn(&Table) -> bool) -> BTreeMap<String, String> {
-    let Ok(table) = lock.parse::<Table>() else {
-        return BTreeMap::new();
-    };
-    let mut versions: BTreeMap<String, Option<String>> = BTreeMap::new();
-    for package in table
-        .get("package")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_table)
-    {
-        let (Some(name), Some(version)) = (
-            package.get("name").and_then(Value::as_str),
-            package.get("version").and_then(Value::as_str),
-        ) else {
-            continue;
-        };
-        if !from_index(package) || !is_plain_version(version) {
-            continue;
-        }
-        versions
-            .entry(normalise(name))
-            .and_modify(|v| {
-                if v.as_deref() != Some(version) {
-                    *v = None;
-                }
-            })
-            .or_insert_with(|| Some(version.to_owned()));
-    }
-    versions
-        .into_iter()
-        .filter_map(|(name, version)| Some((name, version?)))
-        .collect()
-}
-
-/// A version as a lock writes it (PEP 440 characters only), so a pin is one shell-safe word.
-fn is_plain_version(version: &str) -> bool {
-    !version.is_empty()
-        && version
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '!' | '-' | '_'))
-}
-
-/// `uv.lock`'s packages from an index (`source = { registry = … }`).
-fn uv_locked(files: &ProjectFiles) -> BTreeMap<String, String> {
-    files.text("uv.lock").map_or_else(BTreeMap::new, |lock| {
-        locked_versions(lock, |package| {
-            package
-                .get("source")
-                .and_then(Value::as_table)
-                .is_some_and(|s| s.contains_key("registry"))
-        })
-    })
-}
-
-/// `poetry.lock`'s packages from an index (no `[package.source]`, or a `legacy` index).
-fn poetry_locked(files: &ProjectFiles) -> BTreeMap<String, String> {
-    files
-        .text("poetry.lock")
-        .map_or_else(BTreeMap::new, |lock| {
-            locked_versions(lock, |package| {
-                match package.get("source").and_then(Value::as_table) {
-                    None => true,
-                    Some(source) => source.get("type").and_then(Value::as_str) == Some("legacy"),
-                }
-            })
-        })
 }
 
 /// What [`plan`] gathers.
