@@ -17,6 +17,7 @@
 //! | `slack` | `slack` |
 //! | `provider` | `openrouter`, `openai` |
 //! | `roles` | `productManager`, `coder`, `artist` |
+//! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
@@ -27,6 +28,7 @@ mod access;
 mod build_env;
 mod error;
 mod file;
+mod model_fields;
 mod origin;
 mod provider;
 mod repositories;
@@ -43,10 +45,12 @@ use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, GithubConfig, ReviewFrom};
 pub use error::ConfigError;
+pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
 pub use repositories::{Repository, RepositoryEntry, entries, load_repositories, sanitized_name};
 pub use roles::{
-    ArtistConfig, CoderConfig, DEFAULT_MAX_COST_PER_THREAD, ModelChoice, ProductManagerConfig,
+    ArtistConfig, CoderConfig, DEFAULT_CODER_MODEL, DEFAULT_MAX_COST_PER_THREAD, DEFAULT_PM_MODEL,
+    ModelChoice, ProductManagerConfig,
 };
 pub use runner::{ContainerConfig, DEFAULT_RUNNER_IMAGE, RunnerLauncher};
 pub use runs::{

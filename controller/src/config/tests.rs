@@ -1009,3 +1009,56 @@ fn a_repository_config_that_is_a_link_is_refused() {
     std::os::unix::fs::symlink(&global, &f.sources.global).unwrap();
     assert!(load(&f.sources, no_env).is_ok());
 }
+
+#[test]
+fn the_defaults_name_models_as_openrouter_does() {
+    let f = files(Some(GLOBAL), Some(r#"{"slack":{"channelID":"C1"}}"#));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.coder.model, "anthropic/claude-opus-4.6");
+    assert_eq!(c.product_manager.default_model(), "moonshotai/kimi-k2");
+    // The default Artist draws with OpenAI's own images API, not through OpenRouter.
+    assert_eq!(
+        (c.artist.provider.as_str(), c.artist.model.as_str()),
+        ("openai", "gpt-image-1")
+    );
+    let ids = c.provider_model_ids();
+    let pairs: Vec<(&str, &str)> = ids
+        .iter()
+        .map(|m| (m.field.as_str(), m.id.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("productManager.models.kimi.model", "moonshotai/kimi-k2"),
+            ("coder.model", "anthropic/claude-opus-4.6"),
+        ]
+    );
+}
+
+#[test]
+fn every_model_id_for_the_provider_is_listed_with_its_field() {
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},
+                "productManager":{"default":"b","memoryExtraction":"a","models":{
+                    "b":{"model":"openai/gpt-5"},"a":{"model":"moonshotai/kimi-k2","label":"Kimi"}}},
+                "coder":{"model":"anthropic/claude-sonnet-4.5"},
+                "artist":{"provider":"OpenRouter","model":"google/gemini-2.5-flash-image"}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    let pairs: Vec<(String, String)> = c
+        .provider_model_ids()
+        .into_iter()
+        .map(|m| (m.field, m.id))
+        .collect();
+    let expected = [
+        ("productManager.models.a.model", "moonshotai/kimi-k2"),
+        ("productManager.models.b.model", "openai/gpt-5"),
+        ("coder.model", "anthropic/claude-sonnet-4.5"),
+        ("artist.model", "google/gemini-2.5-flash-image"),
+    ]
+    .map(|(f, id)| (f.to_owned(), id.to_owned()));
+    assert_eq!(pairs, expected);
+}

@@ -5,7 +5,7 @@
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]); [`history`] reads a thread's past
-//! back.
+//! back; [`model_switch`] checks a PM model chosen from Slack against the provider's list.
 
 pub mod approval;
 pub mod budget;
@@ -19,6 +19,7 @@ pub mod history;
 pub mod intake;
 pub mod lease;
 mod memory_commands;
+pub mod model_switch;
 mod plan_commands;
 mod pm_turn;
 mod rebase_commands;

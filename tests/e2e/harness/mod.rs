@@ -29,6 +29,12 @@ pub const USER: &str = "U0ALICE";
 pub const DEFAULT_SUMMARY: &str =
     r#"{"summary": "The change the thread asked for.", "decisions": []}"#;
 pub const WAIT: Duration = Duration::from_secs(30);
+/// The PM's model in every env's config: an id of the test's own, listed by the fake
+/// provider.
+pub const PM_MODEL: &str = "test/pm-model";
+/// OpenRouter's id for Claude Opus 4.6, which the Coder uses when a test does not set
+/// `coder.model`: the fake provider lists it, as OpenRouter does.
+pub const CODER_MODEL: &str = "anthropic/claude-opus-4.6";
 
 /// The secret that lives outside the repository; no test output may contain it.
 pub const OUTSIDE_SECRET: &str = "outside-secret-7f3a9c";
@@ -59,6 +65,10 @@ impl Env {
             outside: tempfile::tempdir().unwrap(),
         };
         env.make_repo();
+        // The provider carries the models the config below names; a test that names others
+        // lists them itself.
+        env.model.list(PM_MODEL);
+        env.model.list(CODER_MODEL);
         std::fs::write(env.outside.path().join("secret.txt"), OUTSIDE_SECRET).unwrap();
         codebutler_test_support::gh::install_fake_gh(env.outside.path());
         // The PM's notes on a finished thread (the PR's summary, the report's tips) get a
@@ -78,7 +88,7 @@ impl Env {
         let mut repo_config = json!({
             "slack": {"channelID": slack::CHANNEL, "apiUrl": env.slack.api_url(), "messagesPerSecond": 100.0},
             "openrouter": {"baseUrl": env.model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
-            "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": PM_MODEL}}},
             "github": {"cli": env.outside.path().join("gh").display().to_string()}
         });
         merge(&mut repo_config, overrides);
