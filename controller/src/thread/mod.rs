@@ -4,8 +4,8 @@
 //! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`,
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
-//! (a memory proposal's in [`crate::memory::proposal`]); [`history`] reads a thread's past
-//! back.
+//! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
+//! [`replies`]; [`history`] reads a thread's past back.
 
 pub mod approval;
 pub mod budget;
@@ -22,6 +22,7 @@ mod memory_commands;
 mod plan_commands;
 mod pm_turn;
 mod rebase_commands;
+pub mod replies;
 mod review_commands;
 pub mod routing;
 pub mod state;

@@ -24,17 +24,10 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::{IncomingMessage, Plan, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler};
+use crate::thread::replies;
 use crate::workspace::update_branch::{self, Incoming, Outcome, UpdateError};
 use crate::workspace::{forge, thread_repo, worktree};
 
-/// The reply to "rebase" while the Coder runs.
-const WHILE_CODER_RUNS: &str =
-    "The Coder is still working: stop the Coder first (say **stop**), then say **rebase**.";
-/// The reply to "rebase" while a plan waits.
-const WHILE_PLAN_PENDING: &str =
-    "A plan is waiting for approval: approve it or cancel it first, then say **rebase**.";
-/// The reply to "rebase" in a thread without a branch.
-const NOTHING_TO_REBASE: &str = "This thread has no branch yet (the Coder makes one when a plan is approved), so there is nothing to bring up to date.";
 const UNCOMMITTED: &str = "The worktree has changes that are not committed, so I left the branch as it is. Ask the Coder to commit them, or say **undo** to drop them, then say **rebase** again.";
 
 /// What cancelling a plan did to a merge in progress.
@@ -51,17 +44,19 @@ pub(super) enum Aborted {
 impl ThreadHandler {
     /// "rebase" while the Coder runs or its run is being prepared: stop it first.
     pub(super) async fn rebase_while_coder_runs(&self, msg: &IncomingMessage) -> Settle {
-        self.answer(msg, Role::Pm, WHILE_CODER_RUNS).await
+        self.answer(msg, Role::Pm, replies::REBASE_WHILE_CODER_RUNS)
+            .await
     }
 
     /// "rebase" while a plan waits for approval: approve or cancel it first.
     pub(super) async fn rebase_while_plan_pending(&self, msg: &IncomingMessage) -> Settle {
-        self.answer(msg, Role::Pm, WHILE_PLAN_PENDING).await
+        self.answer(msg, Role::Pm, replies::REBASE_WHILE_PLAN_PENDING)
+            .await
     }
 
     /// "rebase" in a thread whose Coder has not run: there is no branch yet.
     pub(super) async fn nothing_to_rebase(&self, msg: &IncomingMessage) -> Settle {
-        self.answer(msg, Role::Pm, NOTHING_TO_REBASE).await
+        self.answer(msg, Role::Pm, replies::NOTHING_TO_REBASE).await
     }
 
     /// "rebase" after the thread's run `last` ended; `pr` is its open pull request.
