@@ -18,7 +18,7 @@ use sqlx::AnyConnection;
 
 use super::{Store, StoreError, ThreadKey, now, unknown_value};
 use crate::closing::event::WATCHER_USER;
-use crate::closing::review_event::ReviewEvent;
+use crate::closing::event::ReviewEvent;
 use crate::domain::{Origin, PullRequestRef};
 
 /// A comment the watcher saw for the first time.

@@ -16,8 +16,7 @@
 //! close word ("merge", "abandon", "done"), "rebase", a follow-up on an ended run, a message
 //! for another role, and last the PM.
 
-use crate::closing::event::PrEvent;
-use crate::closing::review_event::ReviewEvent;
+use crate::closing::event::{PrEvent, ReviewEvent};
 use crate::coordination::notices::parse_notice;
 use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, Origin, PullRequestRef, Role, RunRecord,
