@@ -16,9 +16,10 @@ use std::collections::HashSet;
 
 use sqlx::AnyConnection;
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, now, unknown_value};
-use crate::closing::event::WATCHER_USER;
 use crate::closing::event::ReviewEvent;
+use crate::closing::event::WATCHER_USER;
 use crate::domain::{Origin, PullRequestRef};
 
 /// A comment the watcher saw for the first time.
@@ -277,8 +278,7 @@ pub(super) async fn apply(
                      WHERE channel_id = $2 AND thread_ts = $3 AND comment_key = $4 AND round = $5",
                 )
                 .bind(kind)
-                .bind(&thread.channel)
-                .bind(&thread.thread_ts)
+                .bind_thread(thread)
                 .bind(key)
                 .bind(round)
                 .execute(&mut *conn)
@@ -314,8 +314,7 @@ pub(super) async fn apply(
     )
     .bind(to.as_str())
     .bind(approved_at)
-    .bind(&thread.channel)
-    .bind(&thread.thread_ts)
+    .bind_thread(thread)
     .bind(round)
     .bind(from.as_str())
     .execute(&mut *conn)
@@ -363,8 +362,7 @@ async fn held(conn: &mut AnyConnection, new: &NewRound<'_>) -> Result<bool, Stor
         "SELECT COUNT(*), CAST(COALESCE(SUM(heeded), 0) AS BIGINT) FROM review_comments \
          WHERE channel_id = $1 AND thread_ts = $2 AND round IS NULL",
     )
-    .bind(&thread.channel)
-    .bind(&thread.thread_ts)
+    .bind_thread(thread)
     .fetch_one(&mut *conn)
     .await?;
     if waiting == 0 {
@@ -378,8 +376,7 @@ async fn held(conn: &mut AnyConnection, new: &NewRound<'_>) -> Result<bool, Stor
          FROM review_rounds r \
          WHERE r.channel_id = $1 AND r.thread_ts = $2 AND r.kind = 'review'",
     )
-    .bind(&thread.channel)
-    .bind(&thread.thread_ts)
+    .bind_thread(thread)
     .fetch_all(&mut *conn)
     .await?;
     let since = chrono::Utc::now() - SORT_WINDOW;
@@ -407,8 +404,7 @@ impl Store {
         let keys = sqlx::query_scalar::<_, String>(
             "SELECT comment_key FROM review_comments WHERE channel_id = $1 AND thread_ts = $2",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?;
         Ok(keys.into_iter().collect())
@@ -434,8 +430,7 @@ impl Store {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
                  ON CONFLICT (channel_id, thread_ts, comment_key) DO NOTHING",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(&c.key)
             .bind(number)
             .bind(&c.author)
@@ -465,8 +460,7 @@ impl Store {
             "SELECT heeded, MAX(seen_ms) FROM review_comments \
              WHERE channel_id = $1 AND thread_ts = $2 AND round IS NULL GROUP BY heeded",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?;
         Ok(newest
@@ -485,8 +479,7 @@ impl Store {
             "SELECT check_name FROM check_failures \
              WHERE channel_id = $1 AND thread_ts = $2 AND head_oid = $3",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(head_oid)
         .fetch_all(&self.pool)
         .await?;
@@ -506,8 +499,7 @@ impl Store {
             "SELECT COUNT(*) FROM review_rounds WHERE channel_id = $1 AND thread_ts = $2 \
              AND state IN ('new', 'proposed', 'approved')",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_one(&mut *tx)
         .await?;
         if busy > 0 {
@@ -517,8 +509,7 @@ impl Store {
             "SELECT COUNT(*) FROM review_rounds WHERE channel_id = $1 AND thread_ts = $2 \
              AND state NOT IN ('nothing', 'unsorted')",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_one(&mut *tx)
         .await?;
         let capped = counted >= i64::from(new.max_rounds);
@@ -529,8 +520,7 @@ impl Store {
                 "SELECT COALESCE(MAX(round), 0) FROM review_rounds \
                  WHERE channel_id = $1 AND thread_ts = $2",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .fetch_one(&mut *tx)
             .await?;
             Some(last + 1)
@@ -541,8 +531,7 @@ impl Store {
                  VALUES ($1, $2, $3, $4, $5, $6) \
                  ON CONFLICT (channel_id, thread_ts, check_name, head_oid) DO NOTHING",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(&check.name)
             .bind(&check.head_oid)
             .bind(round)
@@ -555,8 +544,7 @@ impl Store {
                 "INSERT INTO thread_steps (channel_id, thread_ts, step, done_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (channel_id, thread_ts, step) DO NOTHING",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(CAP_STEP)
             .bind(now())
             .execute(&mut *tx)
@@ -580,8 +568,7 @@ impl Store {
                  WHERE channel_id = $2 AND thread_ts = $3 AND round IS NULL",
             )
             .bind(round)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -597,8 +584,7 @@ impl Store {
             "INSERT INTO review_rounds (channel_id, thread_ts, round, pr_number, pr_url, kind, \
              head_oid, decision, state, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'new', $9)",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(round)
         .bind(number)
         .bind(&new.pr.url)
@@ -620,8 +606,7 @@ impl Store {
             "SELECT COUNT(*) FROM review_rounds WHERE channel_id = $1 AND thread_ts = $2 \
              AND state IN ('new', 'proposed', 'approved')",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_one(&self.pool)
         .await?;
         Ok(n > 0)
@@ -637,8 +622,7 @@ impl Store {
             "SELECT {ROUND_COLUMNS} FROM review_rounds \
              WHERE channel_id = $1 AND thread_ts = $2 AND state = $3 ORDER BY round"
         ))
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(state.as_str())
         .fetch_all(&self.pool)
         .await?;
@@ -656,8 +640,7 @@ impl Store {
              WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 1 \
              ORDER BY seen_ms, comment_key",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(round)
         .fetch_all(&self.pool)
         .await?)
@@ -675,8 +658,7 @@ impl Store {
              WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 0 \
              ORDER BY seen_ms, comment_key",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(round)
         .fetch_all(&self.pool)
         .await?)
@@ -692,8 +674,7 @@ impl Store {
             "SELECT check_name, head_oid, log_tail FROM check_failures \
              WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 ORDER BY check_name",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(round)
         .fetch_all(&self.pool)
         .await?)
@@ -712,8 +693,7 @@ impl Store {
              WHERE channel_id = $2 AND thread_ts = $3 AND comment_key = $4",
         )
         .bind(state)
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(key)
         .execute(&self.pool)
         .await?;
@@ -726,8 +706,7 @@ impl Store {
             "UPDATE review_rounds SET state = 'done' \
              WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND state = 'approved'",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(round)
         .execute(&self.pool)
         .await?;
@@ -802,8 +781,7 @@ mod tests {
         sqlx::query_scalar::<_, String>(
             "SELECT text FROM messages WHERE channel_id = $1 AND thread_ts = $2 AND user_id = $3 ORDER BY ts",
         )
-        .bind(&t.channel)
-        .bind(&t.thread_ts)
+        .bind_thread(t)
         .bind(WATCHER_USER)
         .fetch_all(&store.pool)
         .await
