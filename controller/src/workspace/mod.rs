@@ -10,6 +10,7 @@
 //! by [`pull_request`] (whose commenters' write access [`write_access`] decides); a branch
 //! is brought up to date with the default branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
+//! Every module names a failed git2 or file system step the same way ([`step_error`]).
 
 pub mod base_checkout;
 pub mod branch_diff;
@@ -25,6 +26,7 @@ pub mod prepared;
 pub mod publish;
 pub mod pull_request;
 pub mod stage;
+pub mod step_error;
 pub mod thread_repo;
 pub mod update_branch;
 pub mod worktree;
