@@ -5,7 +5,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::{Closure, Role, ThreadKey};
+use crate::domain::{Closure, PullRequestRef, Role, ThreadKey};
 use crate::journal::description::Describer;
 use crate::journal::{notes, report, usage};
 use crate::memory::MemoryTarget;
@@ -23,28 +23,7 @@ impl ThreadHandler {
     /// the last word, recorded together (so each is said and done once).
     pub(super) async fn finish_close(&self, c: &Closing<'_>, notes_said: &[String]) -> Settle {
         let report = self.usage_report(&c.thread).await;
-        let mut last = match (c.kind, c.pr) {
-            (CloseKind::Merge, Some(pr)) => format!("PR #{} merged. Thread closed.", pr.number),
-            (CloseKind::MergedOnGitHub, Some(pr)) => {
-                format!("PR #{} was merged on GitHub. Thread closed.", pr.number)
-            }
-            (CloseKind::Abandon, Some(pr)) => format!(
-                "Thread closed without merging. PR #{} is left as it is on GitHub.",
-                pr.number
-            ),
-            (CloseKind::ClosedOnGitHub, Some(pr)) => format!(
-                "PR #{} was closed on GitHub without merging. Thread closed.",
-                pr.number
-            ),
-            (CloseKind::Abandon | CloseKind::ClosedOnGitHub, None) => {
-                "Thread closed without merging.".to_owned()
-            }
-            _ => "Thread closed.".to_owned(),
-        };
-        for note in notes_said {
-            last.push(' ');
-            last.push_str(note);
-        }
+        let last = last_word(c.kind, c.pr, notes_said);
         let closure = c.kind.closure();
         // The active threads that overlap what merged are told, with the close.
         let notices = match (closure, c.pr) {
@@ -175,5 +154,98 @@ impl ThreadHandler {
             }
         };
         first.unwrap_or_else(|| "this thread".to_owned())
+    }
+}
+
+/// The close's last word in the thread: how it ended, then the notes its steps left.
+fn last_word(kind: CloseKind, pr: Option<&PullRequestRef>, notes: &[String]) -> String {
+    let mut last = match (kind, pr) {
+        (CloseKind::Merge, Some(pr)) => format!("PR #{} merged. Thread closed.", pr.number),
+        (CloseKind::MergedOnGitHub, Some(pr)) => {
+            format!("PR #{} was merged on GitHub. Thread closed.", pr.number)
+        }
+        (CloseKind::Abandon, Some(pr)) => format!(
+            "Thread closed without merging. PR #{} is left as it is on GitHub.",
+            pr.number
+        ),
+        (CloseKind::ClosedOnGitHub, Some(pr)) => format!(
+            "PR #{} was closed on GitHub without merging. Thread closed.",
+            pr.number
+        ),
+        (CloseKind::Abandon | CloseKind::ClosedOnGitHub, None) => {
+            "Thread closed without merging.".to_owned()
+        }
+        _ => "Thread closed.".to_owned(),
+    };
+    for note in notes {
+        last.push(' ');
+        last.push_str(note);
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each way a close ends, with and without a pull request, and the steps' notes after.
+    #[test]
+    fn the_last_word_says_how_the_close_ended() {
+        let pr = PullRequestRef {
+            number: 7,
+            url: "https://github.com/acme/app/pull/7".into(),
+        };
+        let kept =
+            "The worktree is kept at `/w` on branch `codebutler/x`: its commits were never pushed."
+                .to_owned();
+        let cases: Vec<(CloseKind, Option<&PullRequestRef>, Vec<String>, String)> = vec![
+            (
+                CloseKind::Merge,
+                Some(&pr),
+                vec![],
+                "PR #7 merged. Thread closed.".into(),
+            ),
+            (
+                CloseKind::MergedOnGitHub,
+                Some(&pr),
+                vec![],
+                "PR #7 was merged on GitHub. Thread closed.".into(),
+            ),
+            (
+                CloseKind::Abandon,
+                Some(&pr),
+                vec![],
+                "Thread closed without merging. PR #7 is left as it is on GitHub.".into(),
+            ),
+            (
+                CloseKind::ClosedOnGitHub,
+                Some(&pr),
+                vec![],
+                "PR #7 was closed on GitHub without merging. Thread closed.".into(),
+            ),
+            (
+                CloseKind::Abandon,
+                None,
+                vec![kept.clone()],
+                format!("Thread closed without merging. {kept}"),
+            ),
+            (
+                CloseKind::ClosedOnGitHub,
+                None,
+                vec![],
+                "Thread closed without merging.".into(),
+            ),
+            (CloseKind::Done, None, vec![], "Thread closed.".into()),
+            (CloseKind::Merge, None, vec![], "Thread closed.".into()),
+            (
+                CloseKind::Done,
+                None,
+                vec!["one.".into(), "two.".into()],
+                "Thread closed. one. two.".into(),
+            ),
+        ];
+        for (kind, pr, notes, expected) in cases {
+            assert_eq!(last_word(kind, pr, &notes), expected, "{kind:?} {pr:?}");
+        }
     }
 }

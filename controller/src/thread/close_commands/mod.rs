@@ -17,18 +17,18 @@
 //! and the last word, recorded together — after a merge with the notices of the other
 //! active threads that overlap it ([`crate::coordination::Coordination::after_merge`]).
 //!
-//! Here: the checks before a merge and the close's order of steps; each step's effect is in
-//! [`steps`], the close's end in [`finish`].
+//! Here: the checks before a merge and a close's start; the order its steps run in, each
+//! once, is [`sequence`], each step's effect [`steps`], the close's end [`finish`].
 
 mod finish;
+mod sequence;
 mod steps;
 
 use std::path::PathBuf;
 
 use crate::closing::event::PrEvent;
 use crate::domain::{IncomingMessage, PullRequestRef, Role, RunRecord, ThreadKey};
-use crate::slack::effects::Effects;
-use crate::store::{Change, StoreError};
+use crate::store::StoreError;
 use crate::thread::close_plan::{CloseKind, Step};
 use crate::thread::handler::{Settle, ThreadHandler};
 use crate::workspace::forge::ForgeError;
@@ -36,6 +36,7 @@ use crate::workspace::publish::{self, PublishError};
 use crate::workspace::pull_request::{self, MergeBlocker, PullRequestError, VIEW_FIELDS};
 use crate::workspace::thread_repo;
 use crate::workspace::worktree::{Worktree, WorktreeError};
+use sequence::{Ran, run_steps};
 
 /// The close in progress: the thread, its pull request and its worktree (the latest run's).
 struct Closing<'a> {
@@ -193,41 +194,29 @@ impl ThreadHandler {
             closing.thread,
             msg.user
         );
-        let mut notes = Vec::new();
-        for &step in kind.steps().iter().filter(|s| **s != Step::Report) {
-            match self.step_done(&closing.thread, step).await {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(settle) => return settle,
-            }
-            match self.run_step(&closing, step).await {
-                Ok(note) => {
-                    notes.extend(note);
-                    let changes = [Change::StepDone {
-                        thread: &closing.thread,
-                        step: step.name(),
-                    }];
-                    if let Err(e) = self
-                        .outbox
-                        .commit(&changes, &Effects::new(&closing.thread))
-                        .await
-                    {
-                        tracing::error!(thread = %closing.thread, "record close step {}: {e}", step.name());
-                        return Settle::Failed;
-                    }
-                }
-                Err(e) => {
-                    tracing::error!(thread = %closing.thread, "close step {}: {e}", step.name());
-                    let reply = format!(
-                        "I couldn't {} ({e}). The thread stays open; say **{}** again to go on from there.",
-                        step.what(),
-                        kind.retry_word()
-                    );
-                    return self.answer(msg, Role::Pm, &reply).await;
-                }
+        let steps: Vec<Step> = kind
+            .steps()
+            .iter()
+            .copied()
+            .filter(|s| *s != Step::Report)
+            .collect();
+        let ran = run_steps(&self.store, &self.outbox, &closing.thread, &steps, |step| {
+            self.run_step(&closing, step)
+        })
+        .await;
+        match ran {
+            Ran::AllDone(notes) => self.finish_close(&closing, &notes).await,
+            Ran::NotRecorded => Settle::Failed,
+            Ran::Failed { step, error } => {
+                tracing::error!(thread = %closing.thread, "close step {}: {error}", step.name());
+                let reply = format!(
+                    "I couldn't {} ({error}). The thread stays open; say **{}** again to go on from there.",
+                    step.what(),
+                    kind.retry_word()
+                );
+                self.answer(msg, Role::Pm, &reply).await
             }
         }
-        self.finish_close(&closing, &notes).await
     }
 
     /// Whether `step` of the thread's close is done; a store failure settles the message as
@@ -252,4 +241,63 @@ fn worktree_of(run: &RunRecord) -> Option<Worktree> {
         path: PathBuf::from(&run.worktree),
         branch: run.branch.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::RunState;
+
+    fn run(worktree: &str, branch: &str) -> RunRecord {
+        RunRecord {
+            id: "r1".into(),
+            thread: ThreadKey {
+                channel: "C1".into(),
+                thread_ts: "1.1".into(),
+            },
+            state: RunState::Finished,
+            plan: String::new(),
+            model: "m".into(),
+            worktree: worktree.into(),
+            branch: branch.into(),
+            max_turns: 1,
+            turns: 1,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cost: 0.0,
+            ending: None,
+            exit_code: None,
+            runner_pid: None,
+            created_at: "t".into(),
+            started_at: None,
+            ended_at: None,
+        }
+    }
+
+    /// A close removes, pushes and deletes only a worktree on one of the controller's own
+    /// branches: a run with no worktree, or on any other branch, leaves the close nothing
+    /// to touch.
+    #[test]
+    fn a_close_touches_only_a_worktree_on_a_codebutler_branch() {
+        assert_eq!(
+            worktree_of(&run("/r/.codebutler/branches/fix", "codebutler/fix")),
+            Some(Worktree {
+                path: PathBuf::from("/r/.codebutler/branches/fix"),
+                branch: "codebutler/fix".into(),
+            })
+        );
+        for (worktree, branch) in [
+            ("", "codebutler/fix"),
+            ("/r/.codebutler/branches/fix", "main"),
+            ("/r/.codebutler/branches/fix", "feature/fix"),
+            ("/r/.codebutler/branches/fix", ""),
+            ("/r/.codebutler/branches/fix", "codebutler/"),
+        ] {
+            assert_eq!(
+                worktree_of(&run(worktree, branch)),
+                None,
+                "{worktree:?} {branch:?}"
+            );
+        }
+    }
 }
