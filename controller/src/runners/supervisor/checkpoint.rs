@@ -2,23 +2,39 @@
 //! worktree's files (a snapshot through the worktree helper) and the conversation as they
 //! are then.
 
+use std::path::PathBuf;
+
 use super::{Inner, RunRequest};
 use crate::store::CheckpointRecord;
-use crate::workspace::checkpoint::Snapshot;
+use crate::workspace::checkpoint::{self, CheckpointError, Snapshot};
+use crate::workspace::stage::Helper;
+
+/// Why the worktree's snapshot before a run's first step is missing.
+#[derive(Debug, thiserror::Error)]
+pub(in crate::runners) enum SnapshotError {
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
+
+/// Snapshots the worktree `tree` through `helper` on a blocking thread (git2), started at
+/// once; the future gives the snapshot when it is done.
+pub(super) fn snapshot(
+    helper: Helper,
+    tree: PathBuf,
+) -> impl Future<Output = Result<Snapshot, SnapshotError>> {
+    let task = tokio::task::spawn_blocking(move || checkpoint::snapshot(&helper, &tree));
+    async move { Ok(task.await??) }
+}
 
 impl Inner {
     /// Records the checkpoint "undo" returns to: the worktree's files and the conversation
     /// as they are before the run's first step. Without one the run still runs; only undoing
     /// it is unavailable.
     pub(super) async fn checkpoint(&self, run_id: &str, request: &RunRequest) {
-        let tree = request.worktree.clone();
-        let helper = self.worktrees.helper(&tree);
-        let snapshot = tokio::task::spawn_blocking(move || {
-            crate::workspace::checkpoint::snapshot(&helper, &tree)
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|s| s.map_err(|e| e.to_string()));
+        let helper = self.worktrees.helper(&request.worktree);
+        let snapshot = snapshot(helper, request.worktree.clone()).await;
         self.record_checkpoint(run_id, request, snapshot).await;
     }
 
@@ -27,7 +43,7 @@ impl Inner {
         &self,
         run_id: &str,
         request: &RunRequest,
-        snapshot: Result<Snapshot, String>,
+        snapshot: Result<Snapshot, SnapshotError>,
     ) {
         let conversation = match &request.resume {
             Some(resume) => Ok(resume.conversation.clone()),

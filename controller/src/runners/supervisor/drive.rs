@@ -17,7 +17,8 @@ use super::super::ending::{RunDisk, ending_of};
 use super::super::hub::RunHub;
 use super::super::launcher::{LaunchError, LaunchRequest};
 use super::super::standby::{Launch, Runner, Waiting};
-use super::{CANCEL_GRACE, HARD_LIMIT_GRACE, Inner, RunEvent, RunRequest};
+use super::deadline::KillClock;
+use super::{Inner, RunEvent, RunLimits, RunRequest};
 use crate::domain::RunState;
 use crate::gateway::CallContext;
 use crate::workspace::worktree::WorktreeError;
@@ -49,7 +50,7 @@ impl Inner {
         cancel: &CancellationToken,
     ) -> RunState {
         let permit = tokio::select! {
-            permit = self.admit(run_id) => permit,
+            permit = self.slots.admit(&self.store, run_id) => permit,
             () = cancel.cancelled() => None,
         };
         let Some(_permit) = permit else {
@@ -205,7 +206,7 @@ impl Inner {
         runner: &Runner,
         commands: &mpsc::Sender<RunnerCommand>,
     ) {
-        let task = self.task(request, resume_messages);
+        let task = task(&self.limits, request, resume_messages);
         runner.tasked.store(true, Ordering::Release);
         if commands.send(task).await.is_err() {
             tracing::error!(
@@ -215,23 +216,8 @@ impl Inner {
         }
     }
 
-    /// The run's task: its plan, prompt, model, limits and the conversation it resumes.
-    fn task(&self, request: &RunRequest, resume_messages: &str) -> RunnerCommand {
-        RunnerCommand {
-            command: Some(Command::Task(Task {
-                plan: request.plan.clone(),
-                system_prompt: request.system_prompt.clone(),
-                model: self.limits.model.clone(),
-                max_turns: self.limits.max_turns,
-                timeout_seconds: u32::try_from(self.limits.timeout.as_secs()).unwrap_or(u32::MAX),
-                resume_messages_json: resume_messages.to_owned(),
-                context_window: self.limits.context_window,
-            })),
-        }
-    }
-
-    /// Records the run's events until its runner exits: a cancel gives it
-    /// [`CANCEL_GRACE`] before the kill, the hard limit kills it. Returns its exit status
+    /// Records the run's events until its runner exits: a cancel gives it its grace before
+    /// the kill, the hard limit kills it ([`KillClock`]). Returns its exit status
     /// and how it ended, when an event or the kill said so.
     async fn watch(
         &self,
@@ -252,10 +238,8 @@ impl Inner {
             },
             budget: self.worktrees.disks(),
         };
-        let hard_limit = Instant::now() + self.limits.timeout + HARD_LIMIT_GRACE;
-        let mut kill_at: Option<Instant> = None;
+        let mut clock = KillClock::new(Instant::now(), self.limits.timeout);
         let exit = loop {
-            let kill_deadline = kill_at.unwrap_or(hard_limit).min(hard_limit);
             tokio::select! {
                 Some(event) = runner.events.recv() => {
                     if let Some(end) = ending_of(&event, &disk) {
@@ -275,16 +259,12 @@ impl Inner {
                         None
                     }
                 },
-                () = cancel.cancelled(), if kill_at.is_none() => {
-                    kill_at = Some(Instant::now() + CANCEL_GRACE);
+                () = cancel.cancelled(), if !clock.cancelled() => {
+                    clock.cancel(Instant::now());
                 }
-                () = tokio::time::sleep_until(kill_deadline) => {
+                () = tokio::time::sleep_until(clock.deadline()) => {
                     if ending.is_none() {
-                        ending = Some(if kill_at.is_some() {
-                            (RunState::Cancelled, "killed: it did not stop after the cancel".into())
-                        } else {
-                            (RunState::Finished, "killed at the hard time limit".into())
-                        });
+                        ending = Some(clock.ending());
                     }
                     runner.start_kill(run_id);
                     break runner.wait(run_id).await;
@@ -349,5 +329,76 @@ impl Inner {
         if self.events.send(event).is_err() {
             tracing::trace!("no follower for a run event");
         }
+    }
+}
+
+/// The run's task: its plan, prompt, model, limits and the conversation it resumes.
+fn task(limits: &RunLimits, request: &RunRequest, resume_messages: &str) -> RunnerCommand {
+    RunnerCommand {
+        command: Some(Command::Task(Task {
+            plan: request.plan.clone(),
+            system_prompt: request.system_prompt.clone(),
+            model: limits.model.clone(),
+            max_turns: limits.max_turns,
+            timeout_seconds: u32::try_from(limits.timeout.as_secs()).unwrap_or(u32::MAX),
+            resume_messages_json: resume_messages.to_owned(),
+            context_window: limits.context_window,
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::domain::ThreadKey;
+    use crate::runners::request::{Reporting, Workspace};
+
+    /// The task a runner gets carries the plan, the prompt and the conversation from the
+    /// request, and the model and limits every run gets; a time limit too long for the
+    /// wire's seconds is sent as the longest it holds.
+    #[test]
+    fn the_task_carries_the_request_and_the_limits() {
+        let mut limits = RunLimits {
+            model: "coder-model".into(),
+            max_turns: 40,
+            timeout: Duration::from_secs(1800),
+            max_concurrent: 2,
+            calls_per_hour: 0,
+            context_window: 200_000,
+        };
+        let request = RunRequest {
+            thread: ThreadKey {
+                channel: "C1".into(),
+                thread_ts: "1.1".into(),
+            },
+            plan: "Fix the expiry".into(),
+            worktree: PathBuf::from("/r/.codebutler/branches/fix"),
+            branch: "codebutler/fix".into(),
+            reporting: Reporting::Unattended,
+            system_prompt: "You are the Coder.".into(),
+            resume: None,
+            workspace: Workspace::Ready,
+        };
+        let sent = |limits: &RunLimits| match task(limits, &request, "[1]").command {
+            Some(Command::Task(task)) => task,
+            other => panic!("not a task: {other:?}"),
+        };
+        assert_eq!(
+            sent(&limits),
+            Task {
+                plan: "Fix the expiry".into(),
+                system_prompt: "You are the Coder.".into(),
+                model: "coder-model".into(),
+                max_turns: 40,
+                timeout_seconds: 1800,
+                resume_messages_json: "[1]".into(),
+                context_window: 200_000,
+            }
+        );
+        limits.timeout = Duration::from_secs(u64::MAX);
+        assert_eq!(sent(&limits).timeout_seconds, u32::MAX);
     }
 }

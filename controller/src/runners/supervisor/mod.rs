@@ -3,23 +3,29 @@
 //! limit from outside, cancel on request, reap the process and clean up its hub.
 //!
 //! Here: the supervisor's face (start, standby, cancel, messages and answers to a running
-//! Coder, shutdown); a run's Coder slot is [`admission`], its life from launch to outcome
-//! [`drive`], the checkpoint before its first step [`checkpoint`].
+//! Coder, shutdown); the threads' runs are [`active`], a run's Coder slot is [`admission`],
+//! its life from launch to outcome [`drive`] (killed from outside at [`deadline`]), the
+//! checkpoint before its first step [`checkpoint`].
 
+mod active;
 mod admission;
 mod checkpoint;
+mod deadline;
 mod drive;
 
+use active::{Active, ActiveRuns, StopHandle};
+use admission::Slots;
+pub(super) use checkpoint::SnapshotError;
+
 use crate::memory::source::DefaultBranchMemory;
-use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use codebutler_proto::runner::v1::{
     Answer, Cancel, RunnerCommand, RunnerEvent, UserMessage, runner_command::Command,
 };
-use tokio::sync::{Semaphore, broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -97,19 +103,10 @@ struct Inner {
     log_dir: PathBuf,
     gh: PathBuf,
     memory: DefaultBranchMemory,
-    slots: Arc<Semaphore>,
-    shared_as: Option<String>,
-    active: Mutex<HashMap<String, Active>>,
+    slots: Slots,
+    active: ActiveRuns,
     events: broadcast::Sender<RunEvent>,
     tracker: TaskTracker,
-}
-
-struct Active {
-    run_id: String,
-    commands: mpsc::Sender<RunnerCommand>,
-    cancel: CancellationToken,
-    /// The Coder's question waiting for the thread's next reply, if any (its id).
-    open_question: Option<String>,
 }
 
 /// A Coder question waiting for a reply in its thread.
@@ -161,8 +158,7 @@ impl Supervisor {
         let (events, _) = broadcast::channel(1024);
         Ok(Self {
             inner: Arc::new(Inner {
-                slots: Arc::new(Semaphore::new(parts.limits.max_concurrent.max(1))),
-                shared_as: parts.shared_as,
+                slots: Slots::new(parts.limits.max_concurrent, parts.shared_as),
                 store: parts.store,
                 gateway: parts.gateway,
                 launcher: parts.launcher,
@@ -172,7 +168,7 @@ impl Supervisor {
                 log_dir: parts.log_dir,
                 gh: parts.gh,
                 memory: parts.memory,
-                active: Mutex::new(HashMap::new()),
+                active: ActiveRuns::default(),
                 events,
                 tracker: TaskTracker::new(),
             }),
@@ -213,22 +209,10 @@ impl Supervisor {
                 (run_id, commands, Launch::Fresh(command_rx))
             }
         };
-        let busy = {
-            let mut active = self.lock_active();
-            let busy = active.contains_key(&thread_ts);
-            if !busy {
-                active.insert(
-                    thread_ts.clone(),
-                    Active {
-                        run_id: run_id.clone(),
-                        commands: commands.clone(),
-                        cancel: cancel.clone(),
-                        open_question: None,
-                    },
-                );
-            }
-            busy
-        };
+        let busy = !self.inner.active.claim(
+            &thread_ts,
+            Active::new(run_id.clone(), commands.clone(), cancel.clone()),
+        );
         if busy {
             launch.stop(&run_id).await;
             return Err(SupervisorError::Busy(thread_ts));
@@ -236,7 +220,7 @@ impl Supervisor {
         let (record, resume_messages) = match self.record_run(&run_id, &request).await {
             Ok(recorded) => recorded,
             Err(e) => {
-                self.lock_active().remove(&thread_ts);
+                self.inner.active.release(&thread_ts);
                 launch.stop(&run_id).await;
                 return Err(e);
             }
@@ -254,9 +238,7 @@ impl Supervisor {
                     &cancel,
                 )
                 .await;
-            if let Ok(mut active) = inner.active.lock() {
-                active.remove(&thread_ts);
-            }
+            inner.active.release(&thread_ts);
             tracing::info!(
                 tag = "CLD",
                 "thread {thread_ts} → run {run_id} {}",
@@ -275,10 +257,7 @@ impl Supervisor {
         let (commands, command_rx) = mpsc::channel(16);
         let request = site.request();
         let helper = self.inner.worktrees.helper(&request.worktree);
-        let tree = request.worktree.clone();
-        let snapshot = tokio::task::spawn_blocking(move || {
-            crate::workspace::checkpoint::snapshot(&helper, &tree)
-        });
+        let snapshot = checkpoint::snapshot(helper, request.worktree.clone());
         let runner = match self
             .inner
             .launch(&run_id, &request, command_rx, false)
@@ -288,10 +267,7 @@ impl Supervisor {
             Err(RunnerStartError::Launch(e)) => return Err(e),
             Err(RunnerStartError::Mount(e)) => return Err(LaunchError(e.to_string())),
         };
-        let snapshot = snapshot
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|s| s.map_err(|e| e.to_string()));
+        let snapshot = snapshot.await;
         let stop = runner.hub_stop.clone().drop_guard();
         Ok(Standby {
             run_id,
@@ -332,11 +308,12 @@ impl Supervisor {
 
     /// Asks the thread's run to stop. Returns whether a run was in progress.
     pub async fn cancel(&self, thread_ts: &str, reason: &str) -> bool {
-        let found = self
-            .lock_active()
-            .get(thread_ts)
-            .map(|a| (a.commands.clone(), a.cancel.clone(), a.run_id.clone()));
-        let Some((commands, cancel, run_id)) = found else {
+        let Some(StopHandle {
+            commands,
+            cancel,
+            run_id,
+        }) = self.inner.active.stop_handle(thread_ts)
+        else {
             return false;
         };
         tracing::info!(
@@ -360,17 +337,13 @@ impl Supervisor {
 
     /// Whether the thread has a run queued or in progress.
     pub fn is_active(&self, thread_ts: &str) -> bool {
-        self.lock_active().contains_key(thread_ts)
+        self.inner.active.contains(thread_ts)
     }
 
     /// Passes a message from the thread to its running Coder (added before its next turn).
     /// Returns whether a run was there to take it.
     pub async fn message(&self, thread_ts: &str, text: &str, author: &str) -> bool {
-        let commands = self
-            .lock_active()
-            .get(thread_ts)
-            .map(|a| a.commands.clone());
-        let Some(commands) = commands else {
+        let Some(commands) = self.inner.active.commands(thread_ts) else {
             return false;
         };
         commands
@@ -387,13 +360,7 @@ impl Supervisor {
     /// Sends the answer to the Coder's question `question_id`; it closes the question if the
     /// thread was waiting to answer it. Returns whether a run was there to take it.
     pub async fn answer(&self, thread_ts: &str, question_id: &str, text: &str) -> bool {
-        let commands = self.lock_active().get_mut(thread_ts).map(|a| {
-            if a.open_question.as_deref() == Some(question_id) {
-                a.open_question = None;
-            }
-            a.commands.clone()
-        });
-        let Some(commands) = commands else {
+        let Some(commands) = self.inner.active.answering(thread_ts, question_id) else {
             return false;
         };
         commands
@@ -411,25 +378,15 @@ impl Supervisor {
     /// [`Self::take_open_question`]). Returns false when the thread has no run (any more) or
     /// the run is another one.
     pub fn open_question(&self, thread_ts: &str, run_id: &str, question_id: &str) -> bool {
-        match self.lock_active().get_mut(thread_ts) {
-            Some(active) if active.run_id == run_id => {
-                active.open_question = Some(question_id.to_owned());
-                true
-            }
-            _ => false,
-        }
+        self.inner
+            .active
+            .open_question(thread_ts, run_id, question_id)
     }
 
     /// Takes the question the thread's run waits on people for, if any: the reply in hand
     /// answers it, and the next reply is a message again.
     pub fn take_open_question(&self, thread_ts: &str) -> Option<OpenQuestion> {
-        let mut active = self.lock_active();
-        let run = active.get_mut(thread_ts)?;
-        let question_id = run.open_question.take()?;
-        Some(OpenQuestion {
-            run_id: run.run_id.clone(),
-            question_id,
-        })
+        self.inner.active.take_open_question(thread_ts)
     }
 
     /// Follows every run's events.
@@ -454,8 +411,7 @@ impl Supervisor {
 
     /// Cancels every run and waits (bounded) for them to be reaped.
     pub async fn shutdown(&self) {
-        let all: Vec<String> = self.lock_active().keys().cloned().collect();
-        for thread in all {
+        for thread in self.inner.active.threads() {
             self.cancel(&thread, "the controller is stopping").await;
         }
         self.inner.tracker.close();
@@ -468,13 +424,6 @@ impl Supervisor {
                 "runs still going {}s after the stop; they are reported at the next start",
                 grace.as_secs()
             );
-        }
-    }
-
-    fn lock_active(&self) -> std::sync::MutexGuard<'_, HashMap<String, Active>> {
-        match self.inner.active.lock() {
-            Ok(guard) => guard,
-            Err(poisoned) => poisoned.into_inner(),
         }
     }
 }
