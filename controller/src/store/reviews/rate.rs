@@ -40,7 +40,25 @@ pub(super) async fn held(conn: &mut AnyConnection, new: &NewRound<'_>) -> Result
     .bind_thread(thread)
     .fetch_all(&mut *conn)
     .await?;
-    let since = chrono::Utc::now() - SORT_WINDOW;
+    Ok(over_the_rate(
+        sorts,
+        &rounds,
+        chrono::Utc::now(),
+        new.max_sorts_per_hour,
+    ))
+}
+
+/// Whether a waiting batch is over the rate at `now`: `sorts` says whether the PM is to sort
+/// it (it has a heeded comment); `rounds` are the pull request's review rounds, when each
+/// opened (RFC 3339) and how many heeded comments it took. Only rounds of the same sort, in
+/// the last hour, count.
+fn over_the_rate(
+    sorts: bool,
+    rounds: &[(String, i64)],
+    now: chrono::DateTime<chrono::Utc>,
+    max_sorts_per_hour: u32,
+) -> bool {
+    let since = now - SORT_WINDOW;
     let recent = rounds
         .iter()
         .filter(|(created_at, heeded)| {
@@ -49,9 +67,45 @@ pub(super) async fn held(conn: &mut AnyConnection, new: &NewRound<'_>) -> Result
         })
         .count();
     let allowed = if sorts {
-        usize::try_from(new.max_sorts_per_hour).unwrap_or(usize::MAX)
+        usize::try_from(max_sorts_per_hour).unwrap_or(usize::MAX)
     } else {
         NOTICES_PER_HOUR
     };
-    Ok(recent >= allowed)
+    recent >= allowed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_waits_once_the_last_hour_had_its_rounds_of_the_same_sort() {
+        let now = chrono::Utc::now();
+        let at = |minutes_ago: i64| (now - chrono::TimeDelta::minutes(minutes_ago)).to_rfc3339();
+        // (the batch is sorted, the rounds (opened, heeded comments), maxSortsPerHour, held)
+        let cases: Vec<(bool, Vec<(String, i64)>, u32, bool)> = vec![
+            (true, vec![], 2, false),
+            (true, vec![(at(10), 1)], 2, false),
+            (true, vec![(at(10), 1), (at(50), 3)], 2, true),
+            // A round more than an hour ago no longer counts.
+            (true, vec![(at(10), 1), (at(61), 3)], 2, false),
+            // Rounds that only named comments do not count against sorting.
+            (true, vec![(at(5), 0), (at(6), 0), (at(7), 1)], 2, false),
+            (true, vec![(at(5), 1)], 1, true),
+            // A batch of comments that are only named: one round an hour.
+            (false, vec![], 10, false),
+            (false, vec![(at(30), 0)], 10, true),
+            (false, vec![(at(61), 0)], 10, false),
+            (false, vec![(at(5), 2), (at(6), 1)], 10, false),
+            // A time that does not read back counts as none.
+            (true, vec![("yesterday".into(), 1)], 1, false),
+        ];
+        for (sorts, rounds, max, held) in cases {
+            assert_eq!(
+                over_the_rate(sorts, &rounds, now, max),
+                held,
+                "sorts={sorts} {rounds:?} max={max}"
+            );
+        }
+    }
 }
