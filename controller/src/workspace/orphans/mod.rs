@@ -37,7 +37,9 @@ use std::path::Path;
 use crate::domain::{Stage, ThreadKey};
 use crate::layout::Layout;
 use crate::store::{Store, StoreError};
-use crate::workspace::thread_repo::BRANCH_PREFIX;
+use crate::workspace::step_error::{GitStepError, IoStepError};
+use crate::workspace::thread_repo::{BRANCH_PREFIX, ThreadRepoError};
+use crate::workspace::worktree::WorktreeError;
 pub use decisions::{
     BranchFacts, BranchFate, Orphaned, RunFact, branch_fate, judge, stale_run_files,
 };
@@ -117,7 +119,7 @@ pub async fn clean_up(layout: &Layout, store: &Store) -> Cleanup {
     let listing = match blocking(move || Ok(list(&repo))).await {
         Ok(listing) => listing,
         Err(e) => {
-            cleanup.failures.push(e);
+            cleanup.failures.push(e.to_string());
             return cleanup;
         }
     };
@@ -154,7 +156,7 @@ pub async fn clean_up(layout: &Layout, store: &Store) -> Cleanup {
             cleanup.removed.extend(done.removed);
             cleanup.failures.extend(done.failures);
         }
-        Err(e) => cleanup.failures.push(e),
+        Err(e) => cleanup.failures.push(e.to_string()),
     }
     cleanup
 }
@@ -193,13 +195,29 @@ async fn run_facts(store: &Store) -> Result<Vec<RunFact>, StoreError> {
     Ok(facts)
 }
 
+/// Why one orphan could not be removed (the cleanup goes on with the others and says it).
+#[derive(Debug, thiserror::Error)]
+enum OrphanError {
+    #[error(transparent)]
+    Git(#[from] GitStepError),
+    #[error(transparent)]
+    Io(#[from] IoStepError),
+    #[error("copy {branch} to the repository: {source}")]
+    Copy {
+        branch: String,
+        source: ThreadRepoError,
+    },
+    #[error(transparent)]
+    Worktree(#[from] WorktreeError),
+    #[error("blocking task: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// Runs blocking git or file work off the runtime.
 async fn blocking<T: Send + 'static>(
-    work: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| format!("blocking task: {e}"))?
+    work: impl FnOnce() -> Result<T, OrphanError> + Send + 'static,
+) -> Result<T, OrphanError> {
+    tokio::task::spawn_blocking(work).await?
 }
 
 #[cfg(test)]

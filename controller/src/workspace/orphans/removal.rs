@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use super::{BranchFacts, BranchFate, Orphaned, Removal, blocking, branch_fate};
+use super::{BranchFacts, BranchFate, OrphanError, Orphaned, Removal, blocking, branch_fate};
+use crate::workspace::step_error::{GitStepError, git, io};
 use crate::workspace::thread_repo::{self, BASE_REF, BRANCH_PREFIX};
 use crate::workspace::worktree::{self, Worktree, branches_dir};
 
@@ -26,7 +27,7 @@ pub(super) async fn remove_orphan(
     repo: &Path,
     slug: &str,
     why: Orphaned,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, OrphanError> {
     let tree = Worktree {
         path: branches_dir(repo).join(slug),
         branch: format!("{BRANCH_PREFIX}{slug}"),
@@ -50,7 +51,7 @@ pub(super) async fn remove_orphan(
     } else {
         worktree::remove_keeping_branch(repo, &tree).await
     };
-    removed.map_err(|e| e.to_string())?;
+    removed?;
     let slug = slug.to_owned();
     Ok(Outcome::Removed(if existed {
         Removal::Worktree {
@@ -67,9 +68,8 @@ pub(super) async fn remove_orphan(
 /// unpushed commits to the repository when the branch is kept for them, and drops git's
 /// record of a linked worktree there. Returns the fate and whether the worktree (its
 /// directory or disk) exists. Blocking.
-fn settle(repo: &Path, tree: &Worktree) -> Result<(BranchFate, bool), String> {
-    let main = git2::Repository::open(repo)
-        .map_err(|e| format!("open {}: {}", repo.display(), e.message()))?;
+fn settle(repo: &Path, tree: &Worktree) -> Result<(BranchFate, bool), OrphanError> {
+    let main = git2::Repository::open(repo).map_err(git(format!("open {}", repo.display())))?;
     let repo_tip = main
         .find_branch(&tree.branch, git2::BranchType::Local)
         .ok()
@@ -103,15 +103,16 @@ fn settle(repo: &Path, tree: &Worktree) -> Result<(BranchFate, bool), String> {
     }
     let fate = branch_fate(facts);
     if let (BranchFate::KeepUnpushed(_), Some(thread)) = (fate, &thread) {
-        thread_repo::mirror(repo, thread, &tree.branch)
-            .map_err(|e| format!("copy {} to the repository: {e}", tree.branch))?;
+        thread_repo::mirror(repo, thread, &tree.branch).map_err(|source| OrphanError::Copy {
+            branch: tree.branch.clone(),
+            source,
+        })?;
     }
     if let Some(entry) = &entry
         && !entry.is_dir()
     {
         // Not a worktree but something in its place: removed itself, never followed.
-        std::fs::remove_file(&tree.path)
-            .map_err(|e| format!("remove {}: {e}", tree.path.display()))?;
+        std::fs::remove_file(&tree.path).map_err(io(format!("remove {}", tree.path.display())))?;
     }
     if fate != BranchFate::Conflict
         && let Some(name) = tree.path.file_name().map(|n| n.to_string_lossy())
@@ -121,15 +122,19 @@ fn settle(repo: &Path, tree: &Worktree) -> Result<(BranchFate, bool), String> {
         options.valid(true).locked(true).working_tree(false);
         linked
             .prune(Some(&mut options))
-            .map_err(|e| format!("forget the linked worktree {name}: {}", e.message()))?;
+            .map_err(git(format!("forget the linked worktree {name}")))?;
     }
     Ok((fate, existed))
 }
 
 /// The commits on `branch` (at `head`) of the thread repository `thread` that are neither
 /// in its base nor recorded as pushed.
-fn unpushed(thread: &git2::Repository, branch: &str, head: git2::Oid) -> Result<usize, String> {
-    let err = |e: git2::Error| format!("walk {branch}: {}", e.message());
+fn unpushed(
+    thread: &git2::Repository,
+    branch: &str,
+    head: git2::Oid,
+) -> Result<usize, GitStepError> {
+    let err = |e: git2::Error| git(format!("walk {branch}"))(e);
     let mut walk = thread.revwalk().map_err(err)?;
     walk.push(head).map_err(err)?;
     for name in [BASE_REF.to_owned(), format!("refs/remotes/origin/{branch}")] {
@@ -177,4 +182,59 @@ fn has_own_commits(repository: &git2::Repository, name: &str) -> bool {
         }
     }
     walk.next().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workspace::stage::test_support::{ThreadFixture, commit_worktree};
+
+    /// The thread's commits that would be lost with its worktree: those past its base that
+    /// its last push did not record.
+    #[test]
+    fn unpushed_commits_are_past_the_base_and_the_last_push() {
+        let f = ThreadFixture::new(&[("a.txt", "a")]);
+        let thread = thread_repo::open(f.worktree()).unwrap();
+        let branch = "codebutler/t";
+        let head = |thread: &git2::Repository| {
+            thread
+                .refname_to_id(&format!("refs/heads/{branch}"))
+                .unwrap()
+        };
+        assert_eq!(unpushed(&thread, branch, head(&thread)).unwrap(), 0);
+        std::fs::write(f.worktree().join("b.txt"), "b").unwrap();
+        let first = commit_worktree(&f, "one");
+        std::fs::write(f.worktree().join("c.txt"), "c").unwrap();
+        commit_worktree(&f, "two");
+        let thread = thread_repo::open(f.worktree()).unwrap();
+        assert_eq!(unpushed(&thread, branch, head(&thread)).unwrap(), 2);
+        thread
+            .reference(
+                &format!("refs/remotes/origin/{branch}"),
+                first,
+                true,
+                "pushed",
+            )
+            .unwrap();
+        assert_eq!(unpushed(&thread, branch, head(&thread)).unwrap(), 1);
+    }
+
+    /// A failure names the step and the path, as the cleanup's report says it.
+    #[test]
+    fn a_repository_that_cannot_be_opened_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("gone");
+        let tree = Worktree {
+            path: branches_dir(&missing).join("t"),
+            branch: "codebutler/t".into(),
+        };
+        let error = settle(&missing, &tree).unwrap_err();
+        assert!(matches!(error, OrphanError::Git(_)), "{error:?}");
+        assert!(
+            error
+                .to_string()
+                .starts_with(&format!("open {}: ", missing.display())),
+            "{error}"
+        );
+    }
 }
