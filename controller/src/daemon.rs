@@ -243,6 +243,21 @@ impl LockedRepo {
         self.repo.name.as_deref()
     }
 
+    /// The channel it serves.
+    pub fn channel(&self) -> &str {
+        &self.repo.config.slack.channel_id
+    }
+
+    /// Its `.codebutler/`.
+    pub fn layout(&self) -> &Layout {
+        &self.repo.layout
+    }
+
+    /// Its merged configuration.
+    pub fn config(&self) -> &Config {
+        &self.repo.config
+    }
+
     /// Opens the store, builds the thread handler, sorts out what the last stop cut off and
     /// opens the admin socket; events are not taken yet.
     pub async fn start(

@@ -16,6 +16,9 @@ pub const DEFAULT_PROMPTS: [(&str, &str); 5] = [
     ),
 ];
 
+/// Where the role prompts live, relative to the repository's root.
+pub const PROMPTS_DIR: &str = ".codebutler/prompts";
+
 /// Keeps everything in `.codebutler/` out of git except the prompts and memory, which are
 /// meant to be reviewed and committed.
 pub const GITIGNORE: &str = "# Written by CodeButler: runtime state stays out of git;\n\
@@ -55,7 +58,7 @@ impl Layout {
 
     /// `.codebutler/prompts/`.
     pub fn prompts(&self) -> PathBuf {
-        self.dir.join("prompts")
+        self.repo.join(PROMPTS_DIR)
     }
 
     /// `.codebutler/memory/`.
@@ -68,18 +71,99 @@ impl Layout {
         self.dir.join("store.db")
     }
 
-    /// Creates `.codebutler/` and its `prompts/` and `memory/`, seeds missing prompts from
-    /// the shipped defaults (never overwriting an edited one) and writes the git-ignore
-    /// rules if absent. Safe to run on every start.
+    /// `.codebutler/run/`: the admin socket, the daemon's lock, runner and preparation logs.
+    pub fn run(&self) -> PathBuf {
+        self.dir.join("run")
+    }
+
+    /// The directories of `.codebutler/` the daemon keeps its own things in, the
+    /// committed `prompts/` and `memory/` among them: each must be a real directory.
+    fn own_dirs(&self) -> [PathBuf; 7] {
+        [
+            self.dir.clone(),
+            self.prompts(),
+            self.memory(),
+            self.run(),
+            self.dir.join("branches"),
+            self.dir.join("disks"),
+            self.dir.join("git"),
+        ]
+    }
+
+    /// Creates `.codebutler/` and its `prompts/`, `memory/`, `run/`, `branches/`, `disks/`
+    /// and `git/`, seeds missing prompts from the shipped defaults (never overwriting an
+    /// edited one) and writes the git-ignore rules if absent. Safe to run on every start.
+    /// Each of them must be a real directory: a link there (which a repository could commit,
+    /// and git puts in place of an ignored one on checkout) would send the daemon's state,
+    /// logs, worktrees and seeds elsewhere on the host, so it is refused.
     pub fn init(&self) -> Result<(), LayoutError> {
-        for dir in [self.dir.clone(), self.prompts(), self.memory()] {
-            std::fs::create_dir_all(&dir).map_err(|source| LayoutError { path: dir, source })?;
+        for dir in self.own_dirs() {
+            real_dir(&dir)?;
         }
         for (name, text) in DEFAULT_PROMPTS {
             create_new(&self.prompts().join(name), text)?;
         }
         create_new(&self.dir.join(".gitignore"), GITIGNORE)
     }
+}
+
+/// Makes `dir` a directory unless it is one; a link or a file there is an error.
+fn real_dir(dir: &Path) -> Result<(), LayoutError> {
+    let err = |source| LayoutError {
+        path: dir.to_owned(),
+        source,
+    };
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(meta) if meta.is_symlink() => Err(err(std::io::Error::other(
+            "it is a symbolic link; CodeButler keeps its files in a real directory of the \
+             repository, so replace the link with a directory",
+        ))),
+        Ok(_) => Err(err(std::io::Error::other(
+            "it is not a directory; move it away so CodeButler can make one",
+        ))),
+        Err(e) if e.kind() == ErrorKind::NotFound => match std::fs::create_dir(dir) {
+            Err(e) if e.kind() != ErrorKind::AlreadyExists => Err(err(e)),
+            _ => real_dir_made(dir),
+        },
+        Err(e) => Err(err(e)),
+    }
+}
+
+/// Checks the directory just made (or made by someone else meanwhile) is one.
+fn real_dir_made(dir: &Path) -> Result<(), LayoutError> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(LayoutError {
+            path: dir.to_owned(),
+            source: std::io::Error::other("it is not a directory"),
+        }),
+        Err(source) => Err(LayoutError {
+            path: dir.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Creates (or empties) the file `path` of the daemon's own directories for writing, never
+/// through a link at its place: a link there (a repository could commit one under
+/// `.codebutler/`, and git replaces ignored files on checkout) makes it fail instead of
+/// writing the link's target.
+pub fn create_own_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
+
+/// Writes `bytes` into the file `path` of the daemon's own directories, as
+/// [`create_own_file`] opens it.
+pub fn write_own_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    create_own_file(path)?.write_all(bytes)
 }
 
 /// Writes `text` to `path` unless the file exists.
@@ -139,5 +223,50 @@ mod tests {
         assert!(ignored(".codebutler/branches/x/file"));
         assert!(!ignored(".codebutler/prompts/pm.md"));
         assert!(!ignored(".codebutler/memory/pm.md"));
+    }
+
+    /// A repository whose `.codebutler` or `.codebutler/prompts` is a link (committed, say)
+    /// is refused: nothing is seeded or kept through it, elsewhere on the host.
+    #[test]
+    fn init_refuses_its_directories_as_links() {
+        let outside = tempfile::tempdir().unwrap();
+        for linked in [
+            ".codebutler",
+            ".codebutler/prompts",
+            ".codebutler/memory",
+            ".codebutler/run",
+            ".codebutler/branches",
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let layout = Layout::new(dir.path());
+            let link = dir.path().join(linked);
+            std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(outside.path(), &link).unwrap();
+            let err = layout.init().unwrap_err().to_string();
+            assert!(err.contains("symbolic link"), "{linked}: {err}");
+            assert_eq!(
+                std::fs::read_dir(outside.path()).unwrap().count(),
+                0,
+                "{linked}: something was written through the link"
+            );
+        }
+    }
+
+    /// The daemon's own files are written only where no link stands: a link at a log's or
+    /// a spec's place (to a host file) makes the write fail and leaves the target as it was.
+    #[test]
+    fn own_files_are_never_written_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::write(&target, "kept").unwrap();
+        let link = dir.path().join("init-x.log");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(create_own_file(&link).is_err());
+        assert!(write_own_file(&link, b"written").is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+        let own = dir.path().join("run-1.log");
+        write_own_file(&own, b"first").unwrap();
+        write_own_file(&own, b"2nd").unwrap();
+        assert_eq!(std::fs::read_to_string(&own).unwrap(), "2nd");
     }
 }

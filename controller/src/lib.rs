@@ -25,7 +25,9 @@
 //! - [`gateway`] — every model call, and pricing;
 //! - [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
 //! - [`store`] — sqlx persistence; [`config`]: files and environment; [`layout`]:
-//!   `.codebutler/`; [`repo_lock`]: one daemon per repository; [`prompts`]: role prompts;
+//!   `.codebutler/`; [`repo_lock`]: one daemon per repository; [`repo_files`]: a repository's
+//!   files read without following a link (committed blobs, the working copy); [`prompts`]:
+//!   role prompts;
 //!   [`reconcile`]: what a crash left, sorted out at start; [`logging`], [`secret`], [`tls`];
 //! - [`service`] — one process for many repositories on one Slack app: the shared Slack
 //!   client, sender and Socket Mode connection, events routed by channel, one service per
@@ -50,6 +52,7 @@ pub mod pm;
 pub mod postflight;
 pub mod prompts;
 pub mod reconcile;
+pub mod repo_files;
 pub mod repo_lock;
 pub mod runners;
 pub mod secret;

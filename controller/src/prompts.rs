@@ -2,18 +2,30 @@
 //! effect at once: the PM's is `.codebutler/prompts/pm.md` + `shared.md` + the PM's memory (as
 //! the default branch's latest commit holds it, read by [`crate::memory::source`] and passed
 //! in); the Coder's is `coder.md` + `shared.md` (its plan comes as the first user message); the
-//! memory extraction's is `memory-extraction.md`. A missing prompt file falls back to the
-//! shipped default.
+//! memory extraction's is `memory-extraction.md`.
+//!
+//! A prompt goes into every model request, and the Coder's into the untrusted runner, so a
+//! prompt file is never read through a link (a merged pull request could make `shared.md` a
+//! link to the daemon's config, or `coder.md` one to `/proc/self/environ`). Each file is read
+//! with [`crate::repo_files`]: the working copy's, when it is a regular file reached without
+//! a link (an edit there takes effect at once); else the default branch's committed
+//! version, when it is a regular blob; else the shipped default. A file refused on the way
+//! is logged, and so is one over [`MAX_PROMPT_BYTES`] or not UTF-8.
 
 use std::path::Path;
 
-use crate::layout::{DEFAULT_PROMPTS, Layout};
+use crate::layout::{DEFAULT_PROMPTS, Layout, PROMPTS_DIR};
+use crate::repo_files::{self, Found};
+
+/// The longest prompt file read; a longer one is passed over for the next source.
+pub const MAX_PROMPT_BYTES: u64 = 256 * 1024;
 
 /// Assembles the PM's system prompt for the repository, with its `memory`.
-pub fn pm_system_prompt(layout: &Layout, memory: &str) -> String {
-    let mut prompt = read_prompt(&layout.prompts(), "pm.md");
+pub async fn pm_system_prompt(layout: &Layout, memory: &str) -> String {
+    let [role, shared] = read_prompts(layout, ["pm.md", "shared.md"]).await;
+    let mut prompt = role;
     prompt.push_str("\n\n");
-    prompt.push_str(&read_prompt(&layout.prompts(), "shared.md"));
+    prompt.push_str(&shared);
     if !memory.trim().is_empty() {
         prompt.push_str("\n\n# Memory (learned in earlier threads)\n\n");
         prompt.push_str(memory.trim());
@@ -32,25 +44,93 @@ pub fn pm_system_prompt(layout: &Layout, memory: &str) -> String {
 
 /// The memory extraction's prompt template (`memory-extraction.md`, with `{memory}` and
 /// `{history}` to fill in).
-pub fn memory_extraction_template(layout: &Layout) -> String {
-    read_prompt(&layout.prompts(), "memory-extraction.md")
+pub async fn memory_extraction_template(layout: &Layout) -> String {
+    let [template] = read_prompts(layout, ["memory-extraction.md"]).await;
+    template
 }
 
 /// Assembles the Coder's system prompt for the repository.
-pub fn coder_system_prompt(layout: &Layout) -> String {
+pub async fn coder_system_prompt(layout: &Layout) -> String {
+    let [role, shared] = read_prompts(layout, ["coder.md", "shared.md"]).await;
     format!(
-        "{}\n\n{}\n\nYou work in a git worktree of the repository, which is your current directory. \
-         Paths you pass to tools are relative to it. Your tools run inside a sandbox without network access.",
-        read_prompt(&layout.prompts(), "coder.md"),
-        read_prompt(&layout.prompts(), "shared.md")
+        "{role}\n\n{shared}\n\nYou work in a git worktree of the repository, which is your current directory. \
+         Paths you pass to tools are relative to it. Your tools run inside a sandbox without network access."
     )
 }
 
-/// The prompt file `name` of `dir`, else the shipped default of that name.
-fn read_prompt(dir: &Path, name: &str) -> String {
-    match read_optional(&dir.join(name)) {
-        Some(text) => text.trim_end().to_owned(),
-        None => default_prompt(name).trim_end().to_owned(),
+/// The prompt files `names`, each from the first source that has it (see the module doc),
+/// trimmed at the end. The reads are blocking (git, files), so they run off the runtime.
+async fn read_prompts<const N: usize>(layout: &Layout, names: [&'static str; N]) -> [String; N] {
+    let repo = layout.repo.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let tip = repo_files::default_branch_tip(&repo);
+        names.map(|name| read_prompt(&repo, tip.as_deref(), name))
+    })
+    .await;
+    match read {
+        Ok(texts) => texts,
+        Err(e) => {
+            tracing::warn!("read the prompts: {e}; using the defaults");
+            names.map(|name| default_prompt(name).trim_end().to_owned())
+        }
+    }
+}
+
+/// The prompt file `name`: the working copy's, else the one committed at `tip` (the default
+/// branch), else the shipped default. Blocking.
+fn read_prompt(repo: &Path, tip: Option<&str>, name: &str) -> String {
+    let path = format!("{PROMPTS_DIR}/{name}");
+    if let Some(text) = usable(&path, "in the working copy", || {
+        repo_files::working(repo, &path, MAX_PROMPT_BYTES)
+    }) {
+        return text;
+    }
+    if let Some(tip) = tip
+        && let Some(text) = usable(&path, "on the default branch", || {
+            let repository =
+                git2::Repository::open(repo).map_err(|source| repo_files::RepoFileError::Git {
+                    path: path.clone(),
+                    commit: tip.to_owned(),
+                    source,
+                })?;
+            let commit =
+                git2::Oid::from_str(tip).map_err(|source| repo_files::RepoFileError::Git {
+                    path: path.clone(),
+                    commit: tip.to_owned(),
+                    source,
+                })?;
+            repo_files::committed(&repository, commit, &path, MAX_PROMPT_BYTES)
+        })
+    {
+        return text;
+    }
+    default_prompt(name).trim_end().to_owned()
+}
+
+/// The text `read` found at `path` (`place` says where, for the log): `None` when there is
+/// none, or when what is there is refused, unreadable or not UTF-8 (each logged).
+fn usable(
+    path: &str,
+    place: &str,
+    read: impl FnOnce() -> Result<Found, repo_files::RepoFileError>,
+) -> Option<String> {
+    match read() {
+        Ok(Found::File(bytes)) => match String::from_utf8(bytes) {
+            Ok(text) => Some(text.trim_end().to_owned()),
+            Err(_) => {
+                tracing::warn!("{path} {place} is not UTF-8 text; not used");
+                None
+            }
+        },
+        Ok(Found::Absent) => None,
+        Ok(Found::Refused(why)) => {
+            tracing::warn!("{path} {place} is {why}; not read");
+            None
+        }
+        Err(e) => {
+            tracing::warn!("{e}; {path} {place} not used");
+            None
+        }
     }
 }
 
@@ -63,35 +143,25 @@ fn default_prompt(name: &str) -> &'static str {
         .map_or("", |(_, text)| text)
 }
 
-/// A file's text, or `None` when it is absent. A file that is there but cannot be read
-/// (permissions, not UTF-8) is treated as absent too, but logged: the prompt then differs
-/// from what its owner wrote.
-fn read_optional(path: &Path) -> Option<String> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Some(text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            tracing::warn!("read {}: {e}; using the default", path.display());
-            None
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::symlink;
+
+    use codebutler_test_support::git;
+
     use super::*;
 
-    #[test]
-    fn prompt_joins_role_shared_and_memory() {
+    #[tokio::test]
+    async fn prompt_joins_role_shared_and_memory() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
         layout.init().unwrap();
         std::fs::write(layout.prompts().join("pm.md"), "ROLE PROMPT").unwrap();
         std::fs::write(layout.prompts().join("shared.md"), "SHARED").unwrap();
-        let without = pm_system_prompt(&layout, "  \n");
+        let without = pm_system_prompt(&layout, "  \n").await;
         assert!(without.starts_with("ROLE PROMPT\n\nSHARED"), "{without}");
         assert!(!without.contains("# Memory"));
-        let with = pm_system_prompt(&layout, "deploys go through make ship\n");
+        let with = pm_system_prompt(&layout, "deploys go through make ship\n").await;
         assert!(
             with.contains("# Memory (learned in earlier threads)\n\ndeploys go through make ship")
         );
@@ -104,24 +174,65 @@ mod tests {
         }
     }
 
-    #[test]
-    fn an_unreadable_prompt_falls_back_to_the_default() {
+    #[tokio::test]
+    async fn an_unreadable_prompt_falls_back_to_the_default() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
         layout.init().unwrap();
         std::fs::write(layout.prompts().join("pm.md"), [0xff, 0xfe, b'x']).unwrap();
-        let prompt = pm_system_prompt(&layout, "");
+        let prompt = pm_system_prompt(&layout, "").await;
         assert!(prompt.starts_with("You are the PM"), "{prompt}");
     }
 
-    #[test]
-    fn missing_prompt_falls_back_to_the_default() {
+    #[tokio::test]
+    async fn missing_prompt_falls_back_to_the_default() {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
-        let prompt = pm_system_prompt(&layout, "");
+        let prompt = pm_system_prompt(&layout, "").await;
         assert!(prompt.starts_with("You are the PM"), "{prompt}");
-        let coder = coder_system_prompt(&layout);
+        let coder = coder_system_prompt(&layout).await;
         assert!(coder.starts_with("You are the Coder"), "{coder}");
         assert!(coder.contains("## The team"), "{coder}");
+    }
+
+    /// A prompt made a link — to a secret outside, to `/proc/self/environ` — is never read
+    /// through: the default branch's committed regular file stands in for the working copy's
+    /// link, and the shipped default for a link committed on the default branch too. An
+    /// edit of the working copy that is a regular file wins over the committed one.
+    #[tokio::test]
+    async fn prompts_are_never_read_through_links() {
+        let outside = tempfile::tempdir().unwrap();
+        let secret = outside.path().join("config.json");
+        std::fs::write(&secret, "xoxb-outside-secret").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        std::fs::create_dir(&root).unwrap();
+        let repo = git::init(&root);
+        let layout = Layout::new(&root);
+        let prompts = layout.prompts();
+        std::fs::create_dir_all(&prompts).unwrap();
+        std::fs::write(prompts.join("pm.md"), "COMMITTED PM").unwrap();
+        std::fs::write(prompts.join("shared.md"), "COMMITTED SHARED").unwrap();
+        symlink("/proc/self/environ", prompts.join("coder.md")).unwrap();
+        git::commit_all(&repo, "prompts");
+        // The working copy: pm.md edited, shared.md swapped for a link out (uncommitted).
+        std::fs::write(prompts.join("pm.md"), "EDITED PM").unwrap();
+        std::fs::remove_file(prompts.join("shared.md")).unwrap();
+        symlink(&secret, prompts.join("shared.md")).unwrap();
+        let pm = pm_system_prompt(&layout, "").await;
+        assert!(pm.starts_with("EDITED PM\n\nCOMMITTED SHARED"), "{pm}");
+        assert!(!pm.contains("outside-secret"), "{pm}");
+
+        let coder = coder_system_prompt(&layout).await;
+        assert!(coder.starts_with("You are the Coder"), "{coder}");
+        assert!(coder.contains("COMMITTED SHARED"), "{coder}");
+        assert!(!coder.contains("PATH="), "{coder}");
+
+        // Committed as a link too: the shipped default.
+        git::commit_all(&repo, "shared is a link now");
+        let pm = pm_system_prompt(&layout, "").await;
+        assert!(pm.starts_with("EDITED PM\n\n"), "{pm}");
+        assert!(pm.contains(default_prompt("shared.md").trim_end()), "{pm}");
+        assert!(!pm.contains("outside-secret"), "{pm}");
     }
 }

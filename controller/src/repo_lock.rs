@@ -12,6 +12,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use nix::fcntl::{Flock, FlockArg};
@@ -28,6 +29,12 @@ pub enum LockError {
         path.display()
     )]
     Held { path: PathBuf, pid: Option<u32> },
+    #[error(
+        "{} is a symbolic link (a repository can commit one there); the daemon never writes \
+         through one: remove it",
+        path.display()
+    )]
+    Link { path: PathBuf },
     #[error("{step} {}: {source}", path.display())]
     Io {
         step: &'static str,
@@ -71,13 +78,21 @@ pub fn exclusive(path: &Path) -> Result<Flock<File>, LockError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
     }
+    // Never through a link at its place (a repository could commit one under
+    // `.codebutler/run/`): the pid would be written into the link's target.
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)
-        .map_err(io_err("open", path))?;
+        .map_err(|source| match source.raw_os_error() {
+            Some(libc::ELOOP) => LockError::Link {
+                path: path.to_owned(),
+            },
+            _ => io_err("open", path)(source),
+        })?;
     let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         Ok(lock) => lock,
         Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
@@ -158,6 +173,24 @@ mod tests {
         let again = RepoLock::take(dir.path()).unwrap();
         drop(again);
         assert!(dir.path().join("run").join(LOCK_FILE).is_file());
+    }
+
+    /// A lock file made a link (to a host file) is refused, and the file it points at is
+    /// left as it was: the pid is never written through it.
+    #[test]
+    fn a_lock_file_that_is_a_link_is_refused_and_its_target_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("authorized_keys");
+        std::fs::write(&target, "ssh-ed25519 kept\n").unwrap();
+        std::fs::create_dir_all(dir.path().join("run")).unwrap();
+        std::os::unix::fs::symlink(&target, lock_path(dir.path())).unwrap();
+        let e = RepoLock::take(dir.path()).unwrap_err();
+        assert!(matches!(e, LockError::Link { .. }), "{e:?}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(&target).unwrap(),
+            "ssh-ed25519 kept\n"
+        );
     }
 
     #[test]

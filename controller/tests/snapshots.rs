@@ -106,19 +106,18 @@ fn acme() -> (tempfile::TempDir, Layout) {
     (dir, layout)
 }
 
-#[test]
-fn the_pm_system_prompt() {
+#[tokio::test]
+async fn the_pm_system_prompt() {
     let (_dir, layout) = acme();
-    insta::assert_snapshot!(pm_system_prompt(
-        &layout,
-        codebutler_controller::memory::seed::PM_DEFAULT
-    ));
+    insta::assert_snapshot!(
+        pm_system_prompt(&layout, codebutler_controller::memory::seed::PM_DEFAULT).await
+    );
 }
 
-#[test]
-fn the_coder_system_prompt() {
+#[tokio::test]
+async fn the_coder_system_prompt() {
     let (_dir, layout) = acme();
-    insta::assert_snapshot!(coder_system_prompt(&layout));
+    insta::assert_snapshot!(coder_system_prompt(&layout).await);
 }
 
 /// The PM of the repository `layout`, with its store in `dir` and a gateway never called.
@@ -183,11 +182,10 @@ async fn the_pm_tools_in_a_closed_thread() {
 }
 
 /// The PM's system prompt for a question in a closed thread.
-#[test]
-fn the_pm_system_prompt_in_a_closed_thread() {
+#[tokio::test]
+async fn the_pm_system_prompt_in_a_closed_thread() {
     let (_dir, layout) = acme();
-    insta::assert_snapshot!(closed_thread_prompt(&pm_system_prompt(
-        &layout,
-        codebutler_controller::memory::seed::PM_DEFAULT
-    )));
+    insta::assert_snapshot!(closed_thread_prompt(
+        &pm_system_prompt(&layout, codebutler_controller::memory::seed::PM_DEFAULT).await
+    ));
 }

@@ -146,6 +146,8 @@ async fn approvals(
         json!({"slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN}, "openrouter": {"apiKey": "sk-or-bench"}}).to_string(),
     )
     .unwrap();
+    // The daemon checks at start that `gh` is logged in: the fake one is.
+    let gh = codebutler_test_support::gh::install_fake_gh(&home.path().join("fake-gh"));
     std::fs::create_dir_all(repo.join(".codebutler")).unwrap();
     let idle = match mode {
         Mode::Ahead => 30.0,
@@ -155,6 +157,7 @@ async fn approvals(
         repo.join(".codebutler/config.json"),
         json!({
             "openrouter": {"baseUrl": model.base_url(), "maxRetries": 0},
+            "github": {"cli": gh.display().to_string()},
             "slack": {"channelID": slack::CHANNEL, "apiUrl": slack.api_url(), "messagesPerSecond": 100.0},
             "productManager": {"default": "cheap", "models": {"cheap": {"model": "bench/pm-model"}}},
             "sandbox": {"runnerPath": runner.display().to_string()},

@@ -53,10 +53,13 @@ async fn main() {
         .to_string(),
     )
     .unwrap();
+    // The daemon checks at start that `gh` is logged in: the fake one is.
+    let gh = codebutler_test_support::gh::install_fake_gh(&home.path().join("fake-gh"));
     std::fs::create_dir_all(repo.path().join(".codebutler")).unwrap();
     std::fs::write(
         repo.path().join(".codebutler/config.json"),
         json!({
+            "github": {"cli": gh.display().to_string()},
             // The fake does not rate-limit; pacing posts to Slack's real 1/s per channel
             // would measure Slack's limit, not the controller.
             "slack": {"channelID": slack::CHANNEL, "apiUrl": slack.api_url(), "messagesPerSecond": 0},

@@ -164,6 +164,8 @@ impl Instance {
             json!({"slack": {"botToken": slack::BOT_TOKEN, "appToken": slack::APP_TOKEN}, "openrouter": {"apiKey": "sk-or-bench"}}).to_string(),
         )
         .unwrap();
+        // The daemon checks at start that `gh` is logged in: the fake one is.
+        let gh = codebutler_test_support::gh::install_fake_gh(&home.path().join("fake-gh"));
         std::fs::create_dir_all(repo.path().join(".codebutler")).unwrap();
         std::fs::write(
             repo.path().join(".codebutler/config.json"),
@@ -171,6 +173,7 @@ impl Instance {
                 // The model holds the Coder's calls for the whole measurement.
                 "openrouter": {"baseUrl": model.base_url(), "maxRetries": 0, "timeoutSeconds": HELD_FOR.as_secs()},
                 "slack": {"channelID": slack::CHANNEL, "apiUrl": slack.api_url(), "messagesPerSecond": 0},
+                "github": {"cli": gh.display().to_string()},
                 "productManager": {"default": "cheap", "models": {"cheap": {"model": "bench/pm-model"}}},
                 "sandbox": {"runnerPath": runner.display().to_string()},
                 "access": {"maxConcurrentThreads": max_runs, "maxClaudeCallsPerHour": 0}

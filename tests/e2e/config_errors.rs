@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use codebutler_test_support::slack::{APP_TOKEN, BOT_TOKEN};
+
 use crate::harness::{Daemon, Env};
 
 async fn run_to_exit(env: &Env) -> (i32, String) {
@@ -97,4 +99,41 @@ async fn outside_a_git_repository_is_a_clear_error() {
         stderr.contains("is not inside a git repository"),
         "{stderr}"
     );
+}
+
+/// A store URL with a mistyped parameter (`?passwd=…`) or an `sslmode` PostgreSQL does not
+/// know stops the start as a configuration error naming the parameter; neither the value nor
+/// the URL's password reaches the daemon's output (sqlx would log an unknown parameter's
+/// value, and quote a bad `sslmode`).
+#[tokio::test]
+async fn a_store_url_with_a_bad_parameter_is_named_without_its_value() {
+    let env = Env::new().await;
+    for (query, parameter, value) in [
+        ("passwd=hunter-value-92", "passwd", "hunter-value-92"),
+        ("sslmode=hunter-value-93", "sslmode", "hunter-value-93"),
+    ] {
+        env.write_global(serde_json::json!({
+            "slack": {"botToken": BOT_TOKEN, "appToken": APP_TOKEN},
+            "openrouter": {"apiKey": "sk-or-test-key"},
+            "store": {"url": format!("postgres://cb:pw-hunter-91@127.0.0.1:9/db?{query}")}
+        }));
+        let (code, log) = run_to_exit(&env).await;
+        assert_eq!(code, 2, "{log}");
+        assert_no_panic(&log);
+        let error = one_error_line(&log);
+        assert!(error.contains("store.url"), "{log}");
+        assert!(error.contains(&format!("`{parameter}`")), "{log}");
+        assert!(!log.contains(value), "the value shown: {log}");
+        assert!(!log.contains("pw-hunter-91"), "the password shown: {log}");
+    }
+}
+
+/// The one `codebutler: error:` line of a daemon's output.
+fn one_error_line(log: &str) -> String {
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.starts_with("codebutler: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "one error line: {log}");
+    errors[0].to_owned()
 }

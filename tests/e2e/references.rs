@@ -42,11 +42,12 @@ fn steady(text: &str, thread_ts: &str) -> String {
     out
 }
 
-/// What the fake `gh` was asked, in order (its `--version` checks left out).
+/// What the fake `gh` was asked, in order (its `--version` and the start's `auth status`
+/// checks left out).
 fn gh_lines(env: &Env) -> Vec<String> {
     codebutler_test_support::gh_log(env.outside.path())
         .into_iter()
-        .filter(|l| l != "--version")
+        .filter(|l| l != "--version" && l != "auth status")
         .collect()
 }
 

@@ -433,16 +433,20 @@ async fn runnerctl_without_a_controller_says_so() {
 
 #[tokio::test]
 async fn a_failed_sandbox_step_is_reported_and_the_model_is_never_called() {
+    // A read-only path that is there at the start (the start's check enters the sandbox)
+    // and gone by the run.
+    let toolchain = tempfile::tempdir().unwrap();
     let env = Env::with_config(json!({
         "sandbox": {
             "runnerPath": runner_bin().display().to_string(),
-            "readOnly": ["/nonexistent/codebutler-toolchain"]
+            "readOnly": [toolchain.path().display().to_string()]
         }
     }))
     .await;
     env.model
         .script("PLAN-NOSANDBOX", vec![Reply::text("must not be asked")]);
     let _daemon = env.start().await;
+    drop(toolchain);
     let plan = write_plan(&env, "PLAN-NOSANDBOX");
     let out = stdout(&runnerctl(&env, &["run", "--plan", plan.to_str().unwrap()]).await);
     assert!(

@@ -314,6 +314,38 @@ async fn an_event_in_a_channel_no_repository_serves_is_acked_and_ignored() {
     );
 }
 
+/// Among several repositories, one whose channel the bot is not in does not stop the others:
+/// it is said once in the log, naming the repository, the channel and the invitation to
+/// make, and the other repository answers. Once the bot is invited, that channel is served
+/// too, without a restart.
+#[tokio::test]
+async fn a_channel_the_bot_is_not_in_is_said_once_and_the_others_are_served() {
+    let team = Team::new().await;
+    team.slack.name_channel(WEB, "web-team");
+    team.slack.remove_bot_from(WEB);
+    let mut service = team.start().await;
+    let (_, posts) = team
+        .ask(API, "how do we deploy the api?", "With make.")
+        .await;
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    let log = service.log();
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("#web-team")).collect();
+    assert_eq!(said.len(), 1, "said once:\n{log}");
+    for needle in [
+        "repository `web`",
+        "not in #web-team (C0WEB)",
+        "/invite @codebutler",
+    ] {
+        assert!(said[0].contains(needle), "{needle:?} in:\n{log}");
+    }
+    // Invited, the bot gets the channel's messages, and the repository answers them.
+    team.slack.invite_bot_to(WEB);
+    team.ask(WEB, "how do we deploy the web app?", "With npm.")
+        .await;
+    service.signal("TERM");
+    assert_eq!(service.wait_exit(WAIT).await.code(), Some(0));
+}
+
 #[tokio::test]
 async fn a_second_codebutler_on_the_same_slack_app_on_this_host_is_refused() {
     let team = Team::new().await;

@@ -325,7 +325,7 @@ impl Admin for AdminService {
                 worktree: tree.path,
                 branch: tree.branch,
                 reporting: Reporting::Unattended,
-                system_prompt: crate::prompts::coder_system_prompt(&self.layout),
+                system_prompt: crate::prompts::coder_system_prompt(&self.layout).await,
                 resume: None,
                 workspace: Workspace::Ready,
             })

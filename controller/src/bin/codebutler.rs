@@ -5,8 +5,12 @@
 //! closed and unknown threads left and exits.
 //!
 //! Exit codes: 0 stopped cleanly; 1 a failure; 2 the configuration (or the repository to
-//! serve) is wrong; 3 `--cleanup-orphans` while a daemon holds the repository; 4 another
-//! process is connected to the same Slack app.
+//! serve) is wrong, or a service refuses what it names — a Slack token, a scope, the
+//! channel, the model key, `gh`'s login; 3 `--cleanup-orphans` while a daemon holds the
+//! repository; 4 another process is connected to the same Slack app; 5 this host lacks what
+//! the configuration needs — the sandbox's kernel features, loop devices for
+//! `sandbox.diskMB`, the runner, `gh`; 6 Slack cannot be reached. Each is said in one line
+//! on stderr, with its fix.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -170,8 +174,7 @@ fn print_status(
 fn exit(result: Result<(), StartError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is_app_in_use() => fail(&e.to_string(), 4),
-        Err(e) => fail(&e.to_string(), 1),
+        Err(e) => fail(&e.to_string(), e.exit_code()),
     }
 }
 

@@ -15,7 +15,9 @@
 //! "undo": a new run from the last one's conversation), [`undo`] (the worktree back to the
 //! checkpoint before the last run), [`follower`] (the status message while the run goes,
 //! its questions handed to [`crate::pm::questions`]), [`report`] (how it ended, once).
-//! [`status`] renders the status message and [`progress`] shows the worktree's preparation.
+//! [`status`] renders the status message and [`progress`] shows the worktree's preparation;
+//! the task tells the Coder the project's test command, and [`tests_run`] reads from the
+//! run's Bash calls whether it ran the tests and how they ended, for its summary.
 //!
 //! [`Change::RunReported`]: crate::store::Change::RunReported
 
@@ -27,6 +29,8 @@ mod report;
 mod resume;
 mod start;
 mod status;
+mod task;
+mod tests_run;
 mod undo;
 
 use codebutler_proto::runner::v1::runner_event::Event;
@@ -123,7 +127,8 @@ impl SlackCoder {
         workspace: Workspace,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let request = self.request(approval, plan, tree, resume, workspace);
+        let system_prompt = crate::prompts::coder_system_prompt(&self.layout).await;
+        let request = self.request(approval, plan, tree, resume, workspace, system_prompt);
         let run = self.supervisor.start(request).await?;
         Ok((run, events))
     }
@@ -137,12 +142,14 @@ impl SlackCoder {
         standby: Standby,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let request = self.request(approval, plan, tree, None, Workspace::Ready);
+        let system_prompt = crate::prompts::coder_system_prompt(&self.layout).await;
+        let request = self.request(approval, plan, tree, None, Workspace::Ready, system_prompt);
         let run = self.supervisor.start_on(request, standby).await?;
         Ok((run, events))
     }
 
-    /// The request of a run in `tree` for the thread of `approval`.
+    /// The request of a run in `tree` for the thread of `approval`, with the Coder's
+    /// `system_prompt`.
     fn request(
         &self,
         approval: &IncomingMessage,
@@ -150,6 +157,7 @@ impl SlackCoder {
         tree: &worktree::Worktree,
         resume: Option<Resume>,
         workspace: Workspace,
+        system_prompt: String,
     ) -> RunRequest {
         RunRequest {
             thread: approval.thread(),
@@ -159,7 +167,7 @@ impl SlackCoder {
             reporting: Reporting::Thread {
                 link: forge::thread_link(&approval.channel, &approval.thread_ts),
             },
-            system_prompt: crate::prompts::coder_system_prompt(&self.layout),
+            system_prompt,
             resume,
             workspace,
         }

@@ -26,6 +26,13 @@ pub enum ConfigError {
     },
     #[error("{path}: the file must hold one JSON object")]
     NotAnObject { path: PathBuf },
+    /// The repository's config is a link (or not a file): a repository can commit one, so
+    /// it is never followed.
+    #[error(
+        "{path}: not a regular file (a symbolic link, say); the repository's config is read only \
+         from a regular file in the repository: replace it with the file itself"
+    )]
+    NotRegular { path: PathBuf },
     #[error("{path}: field `{field}`: {message}")]
     Field {
         path: PathBuf,

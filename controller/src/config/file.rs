@@ -79,8 +79,10 @@ impl Files {
     /// Reads both files; an error if neither exists, or if either is not valid JSON, not an
     /// object, or not of the file shape on its own.
     pub fn read(sources: &ConfigSources) -> Result<Self, ConfigError> {
-        let global = read_object(&sources.global)?;
-        let repo = read_object(&sources.repo)?;
+        // The global file is the operator's own (it may be a link they made); the
+        // repository's lives where a repository could commit a link instead.
+        let global = read_object(&sources.global, Links::Follow)?;
+        let repo = read_object(&sources.repo, Links::Refuse)?;
         if global.is_none() && repo.is_none() {
             return Err(ConfigError::NoFiles {
                 global: sources.global.clone(),
@@ -143,10 +145,24 @@ impl Files {
     }
 }
 
-fn read_object(path: &Path) -> Result<Option<Value>, ConfigError> {
-    let text = match std::fs::read_to_string(path) {
+/// Whether a config file may be read through a symbolic link.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Links {
+    Follow,
+    /// A link as the file's last component is refused ([`ConfigError::NotRegular`]), and
+    /// anything else that is not a regular file too.
+    Refuse,
+}
+
+fn read_object(path: &Path, links: Links) -> Result<Option<Value>, ConfigError> {
+    let text = match read_text(path, links) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) || e.kind() == NOT_REGULAR => {
+            return Err(ConfigError::NotRegular {
+                path: path.to_owned(),
+            });
+        }
         Err(source) => {
             return Err(ConfigError::Read {
                 path: path.to_owned(),
@@ -166,6 +182,30 @@ fn read_object(path: &Path) -> Result<Option<Value>, ConfigError> {
         });
     }
     Ok(Some(value))
+}
+
+/// The error kind [`read_text`] gives a file that is not a regular one.
+const NOT_REGULAR: std::io::ErrorKind = std::io::ErrorKind::InvalidInput;
+
+/// The file's text; with [`Links::Refuse`], opened without following a link (`ELOOP`) and
+/// only when it is a regular file (else [`NOT_REGULAR`]), non-blocking so a FIFO put there
+/// cannot hold the start.
+fn read_text(path: &Path, links: Links) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    if links == Links::Follow {
+        return std::fs::read_to_string(path);
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(NOT_REGULAR, "not a regular file"));
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text)?;
+    Ok(text)
 }
 
 fn strip_position(message: &str) -> String {

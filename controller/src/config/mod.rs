@@ -24,6 +24,7 @@
 //! | `store` | `store` |
 
 mod access;
+mod build_env;
 mod error;
 mod file;
 mod origin;
@@ -165,6 +166,12 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
             ),
         ));
     }
+    let build = file.build.resolve(origin)?;
+    if sandbox.mode == SandboxMode::Enforce
+        && let Err(e) = build_env::check_path_visible(&build.path, &sandbox.read_only)
+    {
+        return Err(origin.field_error("build.path", e.to_string()));
+    }
     Ok(Config {
         slack,
         openrouter,
@@ -176,7 +183,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         github,
         sandbox,
         fetch: file.fetch,
-        build: file.build.resolve(origin)?,
+        build,
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
     })

@@ -150,6 +150,9 @@ fn build_section_and_worktree_disk_limit() {
             init_timeout_mins: 10.0,
             prepare_ahead_idle_mins: 30.0,
             max_prepared_ahead: 2,
+            test_command: None,
+            env: Default::default(),
+            path: Vec::new(),
         }
     );
     assert_eq!(c.access.max_worktree_disk_mb, 0, "absent means no limit");
@@ -188,6 +191,67 @@ fn build_section_and_worktree_disk_limit() {
         (
             r#"{"slack":{"channelID":"C1"},"access":{"maxWorktreeDiskMB":-5}}"#,
             "field `access.maxWorktreeDiskMB`",
+        ),
+    ] {
+        let f = files(Some(GLOBAL), Some(repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{e}");
+    }
+}
+
+#[test]
+fn build_test_command_env_and_path() {
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},
+                "build":{"env":{"GOPROXY":"https://proxy.corp.example","GOFLAGS":"-mod=mod"},"path":["/opt/go/bin"]},
+                "sandbox":{"readOnly":["/opt/go"]}}"#,
+        ),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"build":{"testCommand":"make check","env":{"GOFLAGS":"-tags=integration"}}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.build.test_command.as_deref(), Some("make check"));
+    // build.env merges variable by variable, the repository winning.
+    assert_eq!(
+        c.build.env,
+        [
+            ("GOFLAGS".to_owned(), "-tags=integration".to_owned()),
+            (
+                "GOPROXY".to_owned(),
+                "https://proxy.corp.example".to_owned()
+            ),
+        ]
+        .into_iter()
+        .collect()
+    );
+    assert_eq!(c.build.path, ["/opt/go/bin"]);
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"build":{"testCommand":" "}}"#),
+    );
+    assert_eq!(load(&f.sources, no_env).unwrap().build.test_command, None);
+    for (repo, expected) in [
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"env":{"NPM_TOKEN":"x"}}}"#,
+            "repo/.codebutler/config.json: field `build.env`: `NPM_TOKEN` looks like a secret",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"env":{"PATH":"/x"}}}"#,
+            "field `build.env`: `PATH` is built by CodeButler; add directories to it with build.path",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"path":["bin"]}}"#,
+            "field `build.path`: `bin` is not an absolute directory",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"env":{"GOPROXY":3}}}"#,
+            "field `build.env.GOPROXY`",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"path":["/root/.cargo/bin"]}}"#,
+            "field `build.path`: the sandbox cannot see `/root/.cargo/bin`: add it (or the toolchain it belongs to) to sandbox.readOnly",
         ),
     ] {
         let f = files(Some(GLOBAL), Some(repo));
@@ -919,4 +983,29 @@ fn preparing_ahead_is_on_by_default_and_zero_turns_it_off() {
         let e = load(&f.sources, no_env).unwrap_err().to_string();
         assert!(e.contains(expected), "{e}");
     }
+}
+
+/// The repository's config made a link (a repository can commit one: to a file of secrets,
+/// or to another config that runs another `gh`) is refused, never followed; the global
+/// file, the operator's own, may be one.
+#[test]
+fn a_repository_config_that_is_a_link_is_refused() {
+    let f = files(None, None);
+    let elsewhere = f.sources.global.parent().unwrap().join("elsewhere.json");
+    std::fs::create_dir_all(elsewhere.parent().unwrap()).unwrap();
+    std::fs::write(&elsewhere, REPO).unwrap();
+    std::fs::write(&f.sources.global, GLOBAL).unwrap();
+    std::fs::create_dir_all(f.sources.repo.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &f.sources.repo).unwrap();
+    let err = load(&f.sources, no_env).unwrap_err();
+    assert!(matches!(err, ConfigError::NotRegular { .. }), "{err:?}");
+    assert!(err.to_string().contains("not a regular file"), "{err}");
+
+    // The global file as a link is the operator's choice.
+    std::fs::remove_file(&f.sources.repo).unwrap();
+    std::fs::write(&f.sources.repo, REPO).unwrap();
+    let global = f.sources.global.with_file_name("real.json");
+    std::fs::rename(&f.sources.global, &global).unwrap();
+    std::os::unix::fs::symlink(&global, &f.sources.global).unwrap();
+    assert!(load(&f.sources, no_env).is_ok());
 }

@@ -8,6 +8,7 @@
 //! A small hand-written client rather than a generic OpenAI crate: OpenRouter's numeric error
 //! codes, its `usage.cost` and its error-in-body responses need exact handling.
 
+pub mod key;
 pub mod pricing;
 
 use std::collections::HashMap;

@@ -118,7 +118,7 @@ impl Memory {
     ) -> Result<(), MemoryError> {
         let memory = self.current(thread, target).await?;
         let history = History::load(&self.store, thread).await?;
-        let template = crate::prompts::memory_extraction_template(&self.layout);
+        let template = crate::prompts::memory_extraction_template(&self.layout).await;
         let prompt = extraction::prompt(&template, &memory, &history.render());
         let answer = extraction::extract(
             &self.gateway,

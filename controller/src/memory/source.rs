@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use git2::{Oid, Repository};
 
 use super::seed;
+use crate::repo_files::default_branch_tip;
 use crate::workspace::branch_files::read_file_at;
 use crate::workspace::worktree::choose_base;
 
@@ -48,7 +49,7 @@ impl DefaultBranchMemory {
             }
         }
         let repo = self.repo.clone();
-        match tokio::task::spawn_blocking(move || last_fetched(&repo)).await {
+        match tokio::task::spawn_blocking(move || default_branch_tip(&repo)).await {
             Ok(tip) => tip,
             Err(e) => {
                 tracing::warn!("memory: find the default branch: {e}");
@@ -86,43 +87,12 @@ impl DefaultBranchMemory {
     }
 }
 
-/// The default branch's tip as last fetched: with an `origin`, `origin/HEAD`'s branch, else
-/// `origin/main`, else `origin/master`; without one (or before any fetch), the local HEAD.
-fn last_fetched(repo: &Path) -> Option<String> {
-    let repository = Repository::open(repo).ok()?;
-    if repository.find_remote("origin").is_ok() {
-        let origin_head = repository
-            .find_reference("refs/remotes/origin/HEAD")
-            .ok()
-            .and_then(|r| r.symbolic_target().ok().flatten().map(str::to_owned));
-        let candidates = origin_head
-            .into_iter()
-            .chain(["refs/remotes/origin/main", "refs/remotes/origin/master"].map(str::to_owned));
-        for name in candidates {
-            if let Ok(commit) = repository
-                .find_reference(&name)
-                .and_then(|r| r.peel_to_commit())
-            {
-                return Some(commit.id().to_string());
-            }
-        }
-    }
-    local_head(repo)
-}
-
 /// The text of `path` at `commit` in the repository at `repo`, if it is a file there.
 pub fn read_at(repo: &Path, commit: &str, path: &str) -> Result<Option<String>, String> {
     let repository = Repository::open(repo).map_err(|e| e.message().to_owned())?;
     let id = Oid::from_str(commit).map_err(|e| e.message().to_owned())?;
     let bytes = read_file_at(&repository, id, path).map_err(|e| e.to_string())?;
     Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
-}
-
-/// The local HEAD's commit.
-fn local_head(repo: &Path) -> Option<String> {
-    let repository = Repository::open(repo).ok()?;
-    let head = repository.head().ok()?.peel_to_commit().ok()?;
-    Some(head.id().to_string())
 }
 
 #[cfg(test)]

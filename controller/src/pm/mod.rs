@@ -124,7 +124,7 @@ impl Pm {
         let registry = self.tools(&msg.thread(), proposed.clone());
         // As last fetched: an answer never waits on the network.
         let memory = self.memory.pm(false).await;
-        let system = crate::prompts::pm_system_prompt(&self.layout, &memory);
+        let system = crate::prompts::pm_system_prompt(&self.layout, &memory).await;
         self.turn(msg, cancel, &registry, &system, &proposed).await
     }
 
@@ -138,7 +138,8 @@ impl Pm {
     ) -> Result<PmTurn, PmError> {
         let registry = self.read_only_tools();
         let memory = self.memory.pm(false).await;
-        let system = closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout, &memory));
+        let system =
+            closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout, &memory).await);
         let nothing = Arc::new(Mutex::new(None));
         self.turn(msg, cancel, &registry, &system, &nothing).await
     }

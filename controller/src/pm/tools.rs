@@ -23,6 +23,7 @@ use serde::de::{Deserializer, Error as _, IntoDeserializer};
 use crate::domain::{Plan, Stage, ThreadKey};
 use crate::memory::source::DefaultBranchMemory;
 use crate::store::Store;
+use crate::workspace::gh_cli::GhArgs;
 use crate::workspace::write_access::{Author, Decisions, WriteAccess};
 
 /// How long a `gh` call may take.
@@ -222,6 +223,11 @@ impl Tool for ListThreads {
     }
 }
 
+/// The fields GHStatus asks `gh pr view` for.
+pub const GH_STATUS_PR_FIELDS: &str = "number,title,state,url,author,statusCheckRollup,comments";
+/// The fields GHStatus asks `gh issue view` for.
+pub const GH_STATUS_ISSUE_FIELDS: &str = "number,title,state,url,author,comments";
+
 /// `GHStatus{type, number}`: a pull request or issue through `gh`. A comment by someone who
 /// may not steer the Coder (`github.reviewFrom`, [`WriteAccess`]) is shown without its text.
 #[derive(Debug)]
@@ -351,15 +357,24 @@ impl Tool for GhStatus {
 
     async fn call(&self, args: serde_json::Value) -> Result<String, ToolError> {
         let args: GhStatusArgs = parse_args("GHStatus", args)?;
-        let (noun, fields) = match args.kind {
+        let (noun, call) = match args.kind {
             Kind::Pr => (
                 "pr",
-                "number,title,state,url,author,statusCheckRollup,comments",
+                GhArgs::PrView {
+                    number: args.number,
+                    fields: GH_STATUS_PR_FIELDS,
+                },
             ),
-            Kind::Issue => ("issue", "number,title,state,url,author,comments"),
+            Kind::Issue => (
+                "issue",
+                GhArgs::IssueView {
+                    number: args.number,
+                    fields: GH_STATUS_ISSUE_FIELDS,
+                },
+            ),
         };
         let output = tokio::process::Command::new(&self.gh)
-            .args([noun, "view", &args.number.to_string(), "--json", fields])
+            .args(call.to_args())
             .current_dir(&self.repo)
             .stdin(Stdio::null())
             .kill_on_drop(true)

@@ -3,7 +3,8 @@
 //! is asked to do ([`request`]: where it reports, whether its worktree is still being
 //! prepared), supervising runs ([`supervisor`]: the queue, waiting for the worktree, the
 //! events, the limits, the outcome), runners launched before their run is asked for, waiting
-//! for a task ([`standby`]), and the conversations runs leave and resume ([`resume`]). The worktrees runs work in are the [`crate::workspace`]'s; this module
+//! for a task ([`standby`]), the conversations runs leave and resume ([`resume`]), and
+//! whether this host can run the sandbox at all ([`sandbox_probe`], at start). The worktrees runs work in are the [`crate::workspace`]'s; this module
 //! uses them, never the other way round.
 
 mod ending;
@@ -12,6 +13,7 @@ pub mod hub;
 pub mod launcher;
 pub mod request;
 pub mod resume;
+pub mod sandbox_probe;
 pub mod standby;
 pub mod supervisor;
 
@@ -39,6 +41,15 @@ pub enum SetupError {
     Store(#[from] crate::store::StoreError),
 }
 
+/// The runner binary of a repository's configuration: `sandbox.runnerPath`, else
+/// `codebutler-runner` beside this executable.
+pub fn runner_bin(config: &Config) -> Result<PathBuf, launcher::LaunchError> {
+    match &config.sandbox.runner_path {
+        Some(path) => Ok(PathBuf::from(path)),
+        None => Ok(LocalLauncher::beside_current_exe()?.runner_bin),
+    }
+}
+
 /// The supervisor for a repository's configuration: the launcher `runner.launcher` names
 /// (local, or a container per run), sandbox spec from the `sandbox` section, fetch policy
 /// from `fetch`, limits from `coder` and `access`, and the worktrees runs work in
@@ -52,13 +63,10 @@ pub async fn supervisor_for(
 ) -> Result<Supervisor, SetupError> {
     // The local runner binary also serves the controller's worktree helper and the
     // worktree preparation, whichever launcher runs the Coder.
-    let local = match &config.sandbox.runner_path {
-        Some(path) => LocalLauncher {
-            runner_bin: PathBuf::from(path),
-        },
-        None => LocalLauncher::beside_current_exe()?,
+    let runner_bin = runner_bin(config)?;
+    let local = LocalLauncher {
+        runner_bin: runner_bin.clone(),
     };
-    let runner_bin = local.runner_bin.clone();
     let launcher: Arc<dyn Launcher> = match &config.runner {
         RunnerLauncher::Local => Arc::new(local),
         RunnerLauncher::Container(container) => {

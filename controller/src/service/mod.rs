@@ -11,16 +11,20 @@
 //! dispatcher, PR watcher, admin socket — is [`crate::daemon`].
 //!
 //! Start: every repository's lock, then the app's lock (a second daemon for a repository is
-//! told about that repository first), then Slack, then each repository, then Socket Mode;
-//! once connected each repository resumes what it left. One repository that cannot start
-//! fails the whole start, naming it, after stopping those already started: serving the
-//! others would acknowledge and drop its channel's events, which is the loss this service
-//! exists to prevent. Stop: Socket Mode first (no new events), then every repository in
-//! order.
+//! told about that repository first), then the set-up checks ([`preflight`]: Slack's tokens,
+//! each repository's channel, model key, `gh` and sandbox, each mistake one line with its
+//! fix), then each repository, then Socket Mode; once connected each repository resumes what
+//! it left. One repository that cannot start fails the whole start, naming it, after
+//! stopping those already started: serving the others would acknowledge and drop its
+//! channel's events, which is the loss this service exists to prevent. A channel the bot is
+//! not in (or cannot see) is different: Slack sends none of its events, so among several
+//! repositories it is said once and the others are served. Stop: Socket Mode first (no new
+//! events), then every repository in order.
 
 pub mod app_lock;
 pub mod connections;
 pub mod parts;
+pub mod preflight;
 pub mod router;
 pub mod status;
 
@@ -36,7 +40,7 @@ use crate::config::Config;
 use crate::daemon::{LockedRepo, RepoService};
 use crate::layout::Layout;
 use crate::secret::Secret;
-use crate::slack::api::{Client, Sender, auth_test, build_client};
+use crate::slack::api::{Client, Sender, build_client};
 use crate::slack::socket::{EventSink, SocketMode};
 use crate::store::Instance;
 
@@ -84,8 +88,9 @@ pub async fn run(
     }
     let _app_lock = app_lock::AppLock::take(&home, &app.app_token)?;
     let client = build_client(&app.api_url)?;
-    let bot = auth_test(&client, &app.bot_token).await?;
+    let bot = preflight::slack(&client, &app).await?;
     tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
+    let locked = check_repositories(locked, &client, &app, &bot).await?;
     let slack = SharedSlack {
         client: client.clone(),
         sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second),
@@ -148,6 +153,44 @@ pub async fn run(
     stop_all(started).await;
     tracing::info!("stopped");
     outcome
+}
+
+/// The set-up of each repository ([`preflight`]): its channel, its model key, `gh`, the
+/// sandbox. A mistake in a repository's own settings stops the start, naming it. A channel
+/// the bot cannot serve stops it too when the process serves that repository alone; among
+/// several, it is said once in the log and the others are served (the channel's events only
+/// come once the bot is in it, and then the repository serves them) — unless no channel is
+/// left to serve.
+async fn check_repositories(
+    locked: Vec<LockedRepo>,
+    client: &Client,
+    app: &crate::config::SlackConfig,
+    bot: &crate::slack::api::BotIdentity,
+) -> Result<Vec<LockedRepo>, StartError> {
+    let mut unserved = Vec::new();
+    for repo in &locked {
+        let name = repo.name().map(str::to_owned);
+        match preflight::channel(client, app, bot, repo.channel()).await {
+            Ok(()) => {}
+            Err(preflight::CheckError::Mistake(mistake)) => {
+                unserved.push(named(name.as_deref(), mistake.into()));
+            }
+            Err(e) => return Err(named(name.as_deref(), e.into())),
+        }
+        preflight::repository(repo.layout(), repo.config())
+            .await
+            .map_err(|e| named(name.as_deref(), e.into()))?;
+    }
+    if unserved.len() == locked.len() {
+        if let Some(first) = unserved.into_iter().next() {
+            return Err(first);
+        }
+        return Ok(locked);
+    }
+    for channel in unserved {
+        tracing::error!("{channel}");
+    }
+    Ok(locked)
 }
 
 /// Starts every locked repository in order; when one fails, stops those already started

@@ -12,6 +12,7 @@ use crate::slack::api::{Client, Sender};
 
 use super::app_lock;
 use super::connections::SharedApp;
+use super::preflight::{CheckError, SetupMistake};
 
 /// A failure that stops the service from starting (or, for [`StartError::SharedApp`],
 /// running).
@@ -21,7 +22,7 @@ pub enum StartError {
     Store(#[from] crate::store::StoreError),
     #[error(transparent)]
     Slack(#[from] crate::slack::api::SlackError),
-    #[error("connect to Slack Socket Mode: {0}")]
+    #[error("connect to Slack Socket Mode: {}", crate::slack::api::describe(.0))]
     Socket(#[source] slack_morphism::errors::SlackClientError),
     #[error("set up the model gateway: {0}")]
     Gateway(#[from] GatewayError),
@@ -48,6 +49,18 @@ pub enum StartError {
         #[source]
         source: Box<StartError>,
     },
+    /// A set-up mistake, said with its fix.
+    #[error(transparent)]
+    Setup(#[from] SetupMistake),
+}
+
+impl From<CheckError> for StartError {
+    fn from(e: CheckError) -> Self {
+        match e {
+            CheckError::Mistake(m) => Self::Setup(m),
+            CheckError::Slack(e) => Self::Slack(e),
+        }
+    }
 }
 
 impl StartError {
@@ -57,6 +70,21 @@ impl StartError {
             Self::AppInUse(app_lock::AppLockError::Held { .. }) | Self::SharedApp(_) => true,
             Self::Repository { source, .. } => source.is_app_in_use(),
             _ => false,
+        }
+    }
+
+    /// The daemon's exit code for this end (see `codebutler`'s exit codes): 4 another
+    /// process on the Slack app; a set-up mistake's own (2 a setting or an account, 5 this
+    /// host, 6 Slack out of reach); 5 for per-thread disks this host cannot make; else 1.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            _ if self.is_app_in_use() => 4,
+            Self::Setup(mistake) => mistake.exit_code(),
+            Self::Runners(runners::SetupError::Workspace(
+                crate::workspace::SetupError::NoDisks { .. },
+            )) => 5,
+            Self::Repository { source, .. } => source.exit_code(),
+            _ => 1,
         }
     }
 }

@@ -36,12 +36,13 @@ pub const INTENT_KEY: &str = "intent";
 /// Messages asked for per `conversations.replies` page (Slack may send fewer).
 const REPLIES_PAGE: &str = "200";
 
-/// A Slack call that failed.
+/// A Slack call that failed. Its message is one line: what Slack said (its error code, and
+/// the scopes a `missing_scope` needs), never Slack's raw answer.
 #[derive(Debug, thiserror::Error)]
 pub enum SlackError {
     #[error("set up Slack client: {0}")]
     Setup(String),
-    #[error("slack {method}: {source}")]
+    #[error("slack {method}: {}", describe(source))]
     Api {
         method: &'static str,
         source: SlackClientError,
@@ -66,6 +67,43 @@ pub enum Outcome {
 }
 
 impl SlackError {
+    /// Slack's error code (`invalid_auth`, `not_in_channel`, …), when Slack answered with one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            Self::Api {
+                source: SlackClientError::ApiError(e),
+                ..
+            } => Some(e.code.as_str()),
+            _ => None,
+        }
+    }
+
+    /// The scopes a `missing_scope` answer says the call needs (Slack's `needed`).
+    pub fn needed_scopes(&self) -> Option<String> {
+        match self {
+            Self::Api {
+                source: SlackClientError::ApiError(e),
+                ..
+            } => needed_scopes(e),
+            _ => None,
+        }
+    }
+
+    /// Whether Slack could not be reached at all (no connection, no answer, an answer cut
+    /// off), as opposed to an answer refusing the call.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(
+            self,
+            Self::Timeout { .. }
+                | Self::Api {
+                    source: SlackClientError::HttpProtocolError(_)
+                        | SlackClientError::EndOfStream(_)
+                        | SlackClientError::SystemError(_),
+                    ..
+                }
+        )
+    }
+
     /// What the failure says about the call's effect.
     pub fn outcome(&self) -> Outcome {
         match self {
@@ -88,6 +126,74 @@ impl SlackError {
             },
         }
     }
+}
+
+/// A failed call in one plain line: Slack's error code with the fix for the usual ones (a
+/// `missing_scope` with the scopes it needs), an HTTP status, or why Slack could not be
+/// reached — never Slack's raw answer (slack-morphism's own message adds its body on a
+/// second line, and the `Debug` of the connection error).
+pub fn describe(error: &SlackClientError) -> String {
+    match error {
+        SlackClientError::ApiError(e) => match e.code.as_str() {
+            "missing_scope" => format!(
+                "missing_scope: the token lacks the scope(s) {}; add them to the app \
+                 (deploy/slack-app-manifest.yaml) and reinstall it",
+                needed_scopes(e).unwrap_or_else(|| "Slack did not name".to_owned())
+            ),
+            "not_in_channel" => {
+                "not_in_channel: the bot is not in the channel; invite it there (/invite)"
+                    .to_owned()
+            }
+            "channel_not_found" => {
+                "channel_not_found: no channel with that id that the bot can see".to_owned()
+            }
+            code => code.to_owned(),
+        },
+        SlackClientError::HttpError(e) => format!("HTTP {}", e.status_code),
+        SlackClientError::RateLimitError(_) => "rate limited (HTTP 429)".to_owned(),
+        SlackClientError::HttpProtocolError(e) => match &e.cause {
+            Some(cause) => format!("no connection: {}", innermost(cause.as_ref())),
+            None => "no connection".to_owned(),
+        },
+        SlackClientError::EndOfStream(_) => "the connection closed before an answer".to_owned(),
+        SlackClientError::ProtocolError(e) => {
+            format!("an answer that is not JSON: {}", e.json_error)
+        }
+        SlackClientError::SystemError(e) => first_line(&e.to_string()),
+        SlackClientError::SocketModeProtocolError(e) => first_line(&e.message),
+    }
+}
+
+/// The innermost cause of an error chain: the operating system's own words ("Connection
+/// refused", "failed to lookup address information"), not the wrappers' `Debug`.
+fn innermost(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut deepest = error;
+    while let Some(next) = deepest.source() {
+        deepest = next;
+    }
+    first_line(&deepest.to_string())
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// The `needed` scopes of a `missing_scope` answer, from its body.
+fn needed_scopes(error: &slack_morphism::errors::SlackClientApiError) -> Option<String> {
+    let body: serde_json::Value =
+        serde_json::from_str(error.http_response_body.as_deref()?).ok()?;
+    let needed = body.get("needed")?.as_str()?.trim();
+    // Scope names only: what Slack sends, never anything else from the body.
+    let clean = needed
+        .split(',')
+        .map(str::trim)
+        .filter(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '.' | '_' | '-'))
+        })
+        .collect::<Vec<_>>();
+    (!clean.is_empty()).then(|| clean.join(", "))
 }
 
 /// What of the bot's own a thread shows (see [`Sender::thread_marks`]).
@@ -202,6 +308,8 @@ pub fn build_client(api_url: &str) -> Result<Arc<Client>, SlackError> {
 pub struct BotIdentity {
     pub user_id: String,
     pub team_id: String,
+    /// The bot's user name (what `/invite @…` takes), when Slack gives it.
+    pub name: Option<String>,
 }
 
 /// Calls `auth.test` to learn the bot's user id (to ignore its own messages).
@@ -218,6 +326,66 @@ pub async fn auth_test(client: &Client, bot_token: &Secret) -> Result<BotIdentit
     Ok(BotIdentity {
         user_id: response.user_id.0,
         team_id: response.team_id.0,
+        name: response.user,
+    })
+}
+
+/// Asks for a Socket Mode address with the app token (`apps.connections.open`), as Socket
+/// Mode does before each connection, to learn at start whether Slack takes the token (and
+/// has Socket Mode on for the app). The address is not used; Slack's tickets expire.
+pub async fn check_app_token(client: &Client, app_token: &Secret) -> Result<(), SlackError> {
+    let token = SlackApiToken::new(app_token.expose().into());
+    client
+        .open_session(&token)
+        .apps_connections_open(&SlackApiAppsConnectionOpenRequest::new())
+        .await
+        .map_err(|source| SlackError::Api {
+            method: "apps.connections.open",
+            source,
+        })?;
+    Ok(())
+}
+
+/// A channel as the bot sees it (`conversations.info`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChannelInfo {
+    /// Its name, without `#`.
+    pub name: String,
+    /// Whether the bot is in it.
+    pub is_member: bool,
+}
+
+/// The channel `channel` as the bot sees it (`conversations.info`, read leniently: its name
+/// and whether the bot is a member).
+pub async fn channel_info(
+    client: &Client,
+    bot_token: &Secret,
+    channel: &str,
+) -> Result<ChannelInfo, SlackError> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        channel: Channel,
+    }
+    #[derive(serde::Deserialize)]
+    struct Channel {
+        #[serde(default)]
+        name: String,
+        #[serde(default)]
+        is_member: bool,
+    }
+    let token = SlackApiToken::new(bot_token.expose().into());
+    let answer: Answer = client
+        .open_session(&token)
+        .http_session_api
+        .http_get("conversations.info", &[("channel", Some(channel))], None)
+        .await
+        .map_err(|source| SlackError::Api {
+            method: "conversations.info",
+            source,
+        })?;
+    Ok(ChannelInfo {
+        name: answer.channel.name,
+        is_member: answer.channel.is_member,
     })
 }
 
@@ -649,6 +817,55 @@ mod tests {
         let answered: Result<u8, SlackError> =
             sender.retrying("chat.update", || async { Ok(7) }).await;
         assert_eq!(answered.unwrap(), 7);
+    }
+
+    /// A failed call reads as one line: Slack's code with its fix, the scopes a
+    /// `missing_scope` needs, or why Slack was out of reach — never Slack's raw body, which
+    /// slack-morphism's own message puts on a second line.
+    #[test]
+    fn failures_are_described_in_one_plain_line() {
+        use slack_morphism::errors::{SlackClientApiError, SlackClientHttpProtocolError};
+        let api = |code: &str, body: &str| SlackError::Api {
+            method: "chat.postMessage",
+            source: SlackClientError::ApiError(
+                SlackClientApiError::new(code.to_owned()).with_http_response_body(body.to_owned()),
+            ),
+        };
+        let scope = api(
+            "missing_scope",
+            r#"{"ok":false,"error":"missing_scope","needed":"chat:write","provided":"channels:read,xoxb-looks-like-a-token"}"#,
+        );
+        assert_eq!(
+            scope.to_string(),
+            "slack chat.postMessage: missing_scope: the token lacks the scope(s) chat:write; add \
+             them to the app (deploy/slack-app-manifest.yaml) and reinstall it"
+        );
+        assert_eq!(scope.needed_scopes().as_deref(), Some("chat:write"));
+        assert_eq!(scope.code(), Some("missing_scope"));
+        let not_in = api("not_in_channel", r#"{"ok":false,"error":"not_in_channel"}"#);
+        assert!(not_in.to_string().contains("invite it there"), "{not_in}");
+        assert!(!not_in.to_string().contains("Body"), "{not_in}");
+        let revoked = api("invalid_auth", r#"{"ok":false,"error":"invalid_auth"}"#);
+        assert_eq!(revoked.to_string(), "slack chat.postMessage: invalid_auth");
+        assert!(!revoked.is_unreachable());
+
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let wrapped: Box<dyn std::error::Error + Send + Sync> =
+            Box::new(std::io::Error::other(refused));
+        let unreachable = SlackError::Api {
+            method: "auth.test",
+            source: SlackClientError::HttpProtocolError(
+                SlackClientHttpProtocolError::new().with_cause(wrapped),
+            ),
+        };
+        assert!(unreachable.is_unreachable());
+        let shown = unreachable.to_string();
+        assert!(
+            shown.starts_with("slack auth.test: no connection: "),
+            "{shown}"
+        );
+        assert!(shown.contains("connection refused"), "{shown}");
+        assert_eq!(shown.lines().count(), 1, "{shown}");
     }
 
     #[tokio::test(start_paused = true)]

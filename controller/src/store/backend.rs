@@ -56,13 +56,103 @@ pub enum StoreUrl {
     Postgres(Secret),
 }
 
-/// A `store.url` that is neither `sqlite` nor a PostgreSQL URL. Never shows the value.
+/// A `store.url` that is neither `sqlite` nor a PostgreSQL URL. Never shows the value, nor
+/// any part of the URL but a parameter's name.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreUrlError {
     #[error("must be \"sqlite\" or a postgres:// URL")]
     Scheme,
     #[error("is not a valid PostgreSQL URL: {0}")]
     Invalid(String),
+    #[error(
+        "has a parameter `{0}` PostgreSQL does not know (its value is not shown); the parameters \
+         are {known}",
+        known = KNOWN_PARAMETERS.join(", ")
+    )]
+    UnknownParameter(String),
+    #[error("has a value for `{parameter}` that is not {expected} (the value is not shown)")]
+    BadValue {
+        parameter: String,
+        expected: &'static str,
+    },
+}
+
+/// The query parameters a PostgreSQL store URL may carry: the ones sqlx reads. sqlx ignores
+/// any other with a warning that quotes its value (a mistyped `?passwd=…` would put a
+/// password in the log), so the URL is checked here first and such a parameter refused.
+const KNOWN_PARAMETERS: [&str; 18] = [
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// The values `sslmode` takes (sqlx quotes any other in its error).
+const SSL_MODES: [&str; 6] = [
+    "disable",
+    "allow",
+    "prefer",
+    "require",
+    "verify-ca",
+    "verify-full",
+];
+
+/// Checks the query of a PostgreSQL URL before sqlx reads it: every parameter known, and the
+/// values sqlx would quote in an error (or parse into a number or an address) well-formed.
+fn check_parameters(value: &str) -> Result<(), StoreUrlError> {
+    // sqlx parses the URL the same way; a URL that does not parse is sqlx's error below.
+    let Ok(url) = reqwest::Url::parse(value) else {
+        return Ok(());
+    };
+    for (key, value) in url.query_pairs() {
+        let bad = |expected| StoreUrlError::BadValue {
+            parameter: key.to_string(),
+            expected,
+        };
+        match &*key {
+            "sslmode" | "ssl-mode" => {
+                if !SSL_MODES.contains(&value.to_ascii_lowercase().as_str()) {
+                    return Err(bad(
+                        "one of disable, allow, prefer, require, verify-ca, verify-full",
+                    ));
+                }
+            }
+            "port" => {
+                value.parse::<u16>().map_err(|_| bad("a port number"))?;
+            }
+            "statement-cache-capacity" => {
+                value.parse::<usize>().map_err(|_| bad("a number"))?;
+            }
+            "hostaddr" => {
+                value
+                    .parse::<std::net::IpAddr>()
+                    .map_err(|_| bad("an IP address"))?;
+            }
+            known if KNOWN_PARAMETERS.contains(&known) => {}
+            // `options[name]=value`: a run-time setting of each connection.
+            setting if setting.starts_with("options[") && setting.ends_with(']') => {}
+            unknown => {
+                return Err(StoreUrlError::UnknownParameter(
+                    unknown.chars().take(40).collect(),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl StoreUrl {
@@ -76,7 +166,9 @@ impl StoreUrl {
             return Err(StoreUrlError::Scheme);
         }
         // Checked now, so a bad URL stops the start with a config error; the reason names
-        // what is wrong, never the URL itself.
+        // what is wrong, never the URL itself. Its parameters first: sqlx would log an
+        // unknown one's value.
+        check_parameters(value)?;
         sqlx::postgres::PgConnectOptions::from_str(value)
             .map_err(|e| StoreUrlError::Invalid(redact_error(&e.to_string(), value)))?;
         Ok(Self::Postgres(Secret::new(value)))
@@ -132,9 +224,21 @@ impl Backend {
     }
 }
 
-/// Opens (creating if needed) the SQLite file at `path`.
+/// Opens (creating if needed) the SQLite file at `path`. Neither it nor the files SQLite
+/// keeps beside it (`-wal`, `-shm`, `-journal`) may be a link: SQLite would read and write
+/// through it.
 pub(crate) async fn open_sqlite(path: &std::path::Path) -> Result<AnyPool, StoreError> {
     sqlx::any::install_default_drivers();
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let file = std::path::PathBuf::from(name);
+        if std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(StoreError::Link {
+                path: file.display().to_string(),
+            });
+        }
+    }
     let open_err = |source| StoreError::Open {
         path: path.display().to_string(),
         source,
@@ -362,6 +466,55 @@ mod tests {
         );
     }
 
+    /// A mistyped parameter or a bad `sslmode` is refused before sqlx reads the URL (sqlx
+    /// would log the parameter's value, or quote it in its error): the error names the
+    /// parameter, never its value nor the password.
+    #[test]
+    fn unknown_parameters_and_bad_values_are_named_without_their_values() {
+        let typo = "postgres://cb:pw-hunter2@db:5432/x?passwd=value-hunter3";
+        let err = StoreUrl::parse(typo).unwrap_err();
+        assert!(
+            matches!(&err, StoreUrlError::UnknownParameter(p) if p == "passwd"),
+            "{err:?}"
+        );
+        let shown = err.to_string();
+        assert!(shown.contains("`passwd`"), "{shown}");
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("hunter3"),
+            "{shown}"
+        );
+
+        for (url, parameter) in [
+            ("postgres://cb:pw-hunter2@db/x?sslmode=hunter3", "sslmode"),
+            ("postgres://cb:pw-hunter2@db/x?ssl-mode=hunter3", "ssl-mode"),
+            ("postgres://cb:pw-hunter2@db/x?port=hunter3", "port"),
+            ("postgres://cb:pw-hunter2@db/x?hostaddr=hunter3", "hostaddr"),
+        ] {
+            let err = StoreUrl::parse(url).unwrap_err();
+            assert!(
+                matches!(&err, StoreUrlError::BadValue { parameter: p, .. } if p == parameter),
+                "{url}: {err:?}"
+            );
+            let shown = err.to_string();
+            assert!(shown.contains(&format!("`{parameter}`")), "{shown}");
+            assert!(
+                !shown.contains("hunter2") && !shown.contains("hunter3"),
+                "{shown}"
+            );
+        }
+
+        for good in [
+            "postgres://cb:pw@db/x?sslmode=verify-full&application_name=codebutler",
+            "postgres://cb:pw@db/x?SSLMODE=x&sslmode=Require"
+                .replace("SSLMODE=x&", "")
+                .as_str(),
+            "postgres://cb@db/x?options[statement_timeout]=5000&port=5433",
+            "postgresql:///x?host=/var/run/postgresql&user=cb&password=pw",
+        ] {
+            assert!(StoreUrl::parse(good).is_ok(), "{good}");
+        }
+    }
+
     async fn page_size(pool: &AnyPool) -> i64 {
         sqlx::query_scalar("PRAGMA page_size")
             .fetch_one(pool)
@@ -412,6 +565,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    /// The store's file, or its write-ahead log, made a link (to a host file) is refused
+    /// before SQLite opens anything: the host file is left as it was.
+    #[tokio::test]
+    async fn a_store_file_that_is_a_link_is_refused() {
+        for suffix in ["", "-wal"] {
+            let dir = tempfile::tempdir().unwrap();
+            let target = dir.path().join("target");
+            std::fs::write(&target, "kept").unwrap();
+            let store = dir.path().join("store.db");
+            let link = dir.path().join(format!("store.db{suffix}"));
+            std::os::unix::fs::symlink(&target, &link).unwrap();
+            let err = open_sqlite(&store).await.unwrap_err();
+            assert!(matches!(err, StoreError::Link { .. }), "{suffix}: {err:?}");
+            assert!(err.to_string().contains("symbolic link"), "{err}");
+            assert_eq!(std::fs::read_to_string(&target).unwrap(), "kept");
+        }
     }
 
     /// Two repositories on one server each see only their own rows; a name that sanitizes

@@ -72,6 +72,14 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 pub enum StoreError {
     #[error("open store {path}: {source}")]
     Open { path: String, source: sqlx::Error },
+    /// The SQLite file, or one SQLite keeps beside it, is a link: a repository can commit
+    /// one under `.codebutler/` (git replaces ignored files on checkout), and SQLite would
+    /// write through it.
+    #[error(
+        "{path} is a symbolic link (a repository can commit one there); the store is never \
+         opened through one: remove it"
+    )]
+    Link { path: String },
     /// A repository name that makes no PostgreSQL schema name (empty, or too long).
     #[error(
         "repository name {repository:?} cannot name a PostgreSQL schema (codebutler_<name>, at most 63 characters)"

@@ -19,7 +19,7 @@
 use super::step_error::{IoStepError, io};
 use std::fs;
 use std::io;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -162,15 +162,21 @@ impl ThreadDisk {
     }
 }
 
+/// The kernel's loop control device, and its number (the misc major, `LOOP_CTRL_MINOR`).
+const LOOP_CONTROL: &str = "/dev/loop-control";
+const LOOP_CONTROL_DEVICE: (u64, u64) = (10, 237);
+
 /// An exclusive lock on the disk images in `images` (a `flock` on `.lock` there), held
 /// while a new disk is sized and made, across processes too. Blocking.
 pub fn lock_images(images: &Path) -> Result<nix::fcntl::Flock<fs::File>, DiskError> {
     fs::create_dir_all(images).map_err(io(format!("create {}", images.display())))?;
     let path = images.join(".lock");
+    // Never through a link: the lock file is the daemon's own.
     let file = fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(io(format!("open {}", path.display())))?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
@@ -188,18 +194,35 @@ pub fn size_mb(images: &Path, worktree: &Path) -> Option<u64> {
 }
 
 /// Whether this process can make per-thread disks: it runs as root, the kernel has loop
-/// devices, and `mkfs.ext4`, `mount` and `umount` are installed. `Err` says what is
-/// missing.
+/// devices (`/dev/loop-control` is the loop control device, not something else put in its
+/// place, as a container's `/dev` may have), and `mkfs.ext4`, `mount` and `umount` are
+/// installed. `Err` says what is missing.
 pub fn probe() -> Result<(), DiskError> {
+    use std::os::unix::fs::FileTypeExt;
     if !nix::unistd::geteuid().is_root() {
         return Err(DiskError::Unavailable(
             "per-thread disks are loop-mounted filesystems, which only root can mount".into(),
         ));
     }
-    if !Path::new("/dev/loop-control").exists() {
-        return Err(DiskError::Unavailable(
-            "the kernel has no loop devices (/dev/loop-control)".into(),
-        ));
+    let control = fs::metadata(LOOP_CONTROL).ok();
+    let device = control
+        .as_ref()
+        .filter(|m| m.file_type().is_char_device())
+        .map(|m| {
+            (
+                nix::sys::stat::major(m.rdev()),
+                nix::sys::stat::minor(m.rdev()),
+            )
+        });
+    if device != Some(LOOP_CONTROL_DEVICE) {
+        return Err(DiskError::Unavailable(format!(
+            "the kernel's loop devices are not available here ({LOOP_CONTROL} is {})",
+            if control.is_some() {
+                "not the loop control device"
+            } else {
+                "missing"
+            }
+        )));
     }
     for tool in ["mkfs.ext4", "mount", "umount"] {
         find_tool(tool)?;

@@ -32,6 +32,7 @@ use std::time::Duration;
 
 use tokio::process::Command;
 
+use super::gh_cli::GhArgs;
 use super::git_command::{CommandError, quote, run, safe_git};
 use super::prepared::{self, IncludeError, LeftOut, Prepared};
 use super::stage::{self, Helper};
@@ -355,16 +356,7 @@ pub async fn open_pr(
     }
     let mut command = Command::new(gh);
     command
-        .args([
-            "pr",
-            "create",
-            "--head",
-            branch,
-            "--title",
-            title,
-            "--body-file",
-            "-",
-        ])
+        .args(GhArgs::PrCreate { branch, title }.to_args())
         .current_dir(main)
         .env("GIT_TERMINAL_PROMPT", "0")
         .env("GH_PROMPT_DISABLED", "1");

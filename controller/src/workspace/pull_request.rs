@@ -24,6 +24,8 @@ use serde::Deserialize;
 use tokio::process::Command;
 
 use super::forge::{ForgeError, check_branch};
+use super::gh_cli::GhArgs;
+pub use super::gh_cli::MergeStrategy;
 use super::git_command::{CommandError, quote, run, safe_git};
 
 /// Longest one `gh` call here may take.
@@ -48,46 +50,6 @@ pub enum PullRequestError {
     },
     #[error(transparent)]
     Branch(#[from] ForgeError),
-}
-
-/// How `gh pr merge` merges (`github.mergeStrategy`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MergeStrategy {
-    /// One commit with every change of the branch (the default).
-    #[default]
-    Squash,
-    /// A merge commit.
-    Merge,
-    /// The branch's commits replayed on the base.
-    Rebase,
-}
-
-impl MergeStrategy {
-    /// Every strategy, as the configuration names them.
-    pub const ALL: [MergeStrategy; 3] = [Self::Squash, Self::Merge, Self::Rebase];
-
-    /// The configuration's name: `squash`, `merge`, `rebase`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Squash => "squash",
-            Self::Merge => "merge",
-            Self::Rebase => "rebase",
-        }
-    }
-
-    /// The strategy a configuration names.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// `gh pr merge`'s flag.
-    fn flag(self) -> &'static str {
-        match self {
-            Self::Squash => "--squash",
-            Self::Merge => "--merge",
-            Self::Rebase => "--rebase",
-        }
-    }
 }
 
 /// A pull request's state on GitHub.
@@ -324,8 +286,9 @@ pub async fn view_output(
     fields: &str,
 ) -> Result<String, PullRequestError> {
     let mut command = gh(cli, main);
-    command.args(["pr", "view", &number.to_string(), "--json", fields]);
-    Ok(run(command, None, "gh pr view", GH_TIMEOUT).await?)
+    let args = GhArgs::PrView { number, fields };
+    command.args(args.to_args());
+    Ok(run(command, None, args.what(), GH_TIMEOUT).await?)
 }
 
 /// What `gh api [--paginate] <endpoint>` (a GET) prints; `gh` fills in `{owner}` and
@@ -337,12 +300,9 @@ pub async fn api_get(
     paginate: bool,
 ) -> Result<String, PullRequestError> {
     let mut command = gh(cli, main);
-    command.arg("api");
-    if paginate {
-        command.arg("--paginate");
-    }
-    command.arg(endpoint);
-    Ok(run(command, None, "gh api", GH_TIMEOUT).await?)
+    let args = GhArgs::Api { endpoint, paginate };
+    command.args(args.to_args());
+    Ok(run(command, None, args.what(), GH_TIMEOUT).await?)
 }
 
 /// What `gh api repos/{owner}/{repo}/collaborators/<login>/permission` prints: `login`'s
@@ -361,8 +321,9 @@ pub async fn collaborator_permission(
 /// What `gh run view <run id> --log-failed` prints: the failed steps' log lines.
 pub async fn failed_log(cli: &Path, main: &Path, run_id: u64) -> Result<String, PullRequestError> {
     let mut command = gh(cli, main);
-    command.args(["run", "view", &run_id.to_string(), "--log-failed"]);
-    Ok(run(command, None, "gh run view", GH_TIMEOUT).await?)
+    let args = GhArgs::RunLogFailed { run: run_id };
+    command.args(args.to_args());
+    Ok(run(command, None, args.what(), GH_TIMEOUT).await?)
 }
 
 /// Replies to the line comment `id` of pull request `number`:
@@ -376,16 +337,13 @@ pub async fn reply_to_review_comment(
     body: &str,
 ) -> Result<(), PullRequestError> {
     let mut command = gh(cli, main);
-    command.args([
-        "api",
-        "--method",
-        "POST",
-        &format!("repos/{{owner}}/{{repo}}/pulls/{number}/comments/{id}/replies"),
-        "--input",
-        "-",
-    ]);
+    let args = GhArgs::ApiReply {
+        number,
+        comment: id,
+    };
+    command.args(args.to_args());
     let input = serde_json::json!({ "body": body }).to_string();
-    run(command, Some(input.as_bytes()), "gh api", GH_TIMEOUT).await?;
+    run(command, Some(input.as_bytes()), args.what(), GH_TIMEOUT).await?;
     Ok(())
 }
 
@@ -397,8 +355,9 @@ pub async fn comment(
     body: &str,
 ) -> Result<(), PullRequestError> {
     let mut command = gh(cli, main);
-    command.args(["pr", "comment", &number.to_string(), "--body-file", "-"]);
-    run(command, Some(body.as_bytes()), "gh pr comment", GH_TIMEOUT).await?;
+    let args = GhArgs::PrComment { number };
+    command.args(args.to_args());
+    run(command, Some(body.as_bytes()), args.what(), GH_TIMEOUT).await?;
     Ok(())
 }
 
@@ -411,8 +370,9 @@ pub async fn edit_body(
     body: &str,
 ) -> Result<(), PullRequestError> {
     let mut command = gh(cli, main);
-    command.args(["pr", "edit", &number.to_string(), "--body-file", "-"]);
-    run(command, Some(body.as_bytes()), "gh pr edit", GH_TIMEOUT).await?;
+    let args = GhArgs::PrEditBody { number };
+    command.args(args.to_args());
+    run(command, Some(body.as_bytes()), args.what(), GH_TIMEOUT).await?;
     Ok(())
 }
 
@@ -425,8 +385,9 @@ pub async fn merge(
     strategy: MergeStrategy,
 ) -> Result<(), PullRequestError> {
     let mut command = gh(cli, main);
-    command.args(["pr", "merge", &number.to_string(), strategy.flag()]);
-    run(command, None, "gh pr merge", GH_TIMEOUT).await?;
+    let args = GhArgs::PrMerge { number, strategy };
+    command.args(args.to_args());
+    run(command, None, args.what(), GH_TIMEOUT).await?;
     Ok(())
 }
 

@@ -146,6 +146,22 @@ impl Env {
     pub async fn start_with(&self, args: &[&str]) -> Daemon {
         let opened = self.slack.connections_opened();
         let daemon = self.spawn_with(args);
+        self.until_connected(daemon, opened).await
+    }
+
+    /// Starts the daemon with `vars` added to its environment and waits until it has
+    /// connected.
+    pub async fn start_with_env(&self, vars: &[(&str, &str)]) -> Daemon {
+        let opened = self.slack.connections_opened();
+        let mut command = self.command();
+        command.envs(vars.iter().copied());
+        let log = self.new_log();
+        let daemon = Daemon::spawn_logged(command, log);
+        self.until_connected(daemon, opened).await
+    }
+
+    /// `daemon`, once Slack saw it open a connection after `opened` were opened.
+    async fn until_connected(&self, daemon: Daemon, opened: usize) -> Daemon {
         let connected = self
             .slack
             .wait_until(WAIT, || {
@@ -160,11 +176,15 @@ impl Env {
         self.spawn_with(&[])
     }
 
-    pub fn spawn_with(&self, args: &[&str]) -> Daemon {
-        let log = self
-            .outside
+    /// A fresh file for a daemon's log, outside the repository.
+    pub fn new_log(&self) -> PathBuf {
+        self.outside
             .path()
-            .join(format!("daemon-{}.log", rand_suffix()));
+            .join(format!("daemon-{}.log", rand_suffix()))
+    }
+
+    pub fn spawn_with(&self, args: &[&str]) -> Daemon {
+        let log = self.new_log();
         let file = std::fs::File::create(&log).unwrap();
         let child = self
             .command()
@@ -276,6 +296,17 @@ impl Daemon {
     pub fn spawn_logged(mut cmd: Command, log: PathBuf) -> Daemon {
         let file = std::fs::File::create(&log).unwrap();
         let child = cmd.stdout(Stdio::null()).stderr(file).spawn().unwrap();
+        Daemon { child, log }
+    }
+
+    /// Spawns `cmd` with its stdout and its stderr both in the file `log`.
+    pub fn spawn_capturing(mut cmd: Command, log: PathBuf) -> Daemon {
+        let file = std::fs::File::create(&log).unwrap();
+        let child = cmd
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap();
         Daemon { child, log }
     }
 

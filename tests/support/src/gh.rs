@@ -295,6 +295,16 @@ if [ "$1" = "--version" ]; then
   exit 0
 fi
 
+# `gh auth status`, as gh 2.23 prints it: logged in, until the test logs gh out (log_out_gh).
+if [ "$1" = "auth" ] && [ "$2" = "status" ] && [ $# -eq 2 ]; then
+  if [ -f "$here/logged-out" ]; then
+    echo "You are not logged into any GitHub hosts. Run gh auth login to authenticate." >&2
+    exit 1
+  fi
+  printf 'github.com\n  ✓ Logged in to github.com as %s (GH_TOKEN)\n  ✓ Token: *******************\n' "$(login)" >&2
+  exit 0
+fi
+
 # --- Referenced pull requests and issues (gh_items.rs) -------------------------------------
 # `gh repo view --json nameWithOwner`: the repository's name (`repo-name`, default acme/app).
 if [ "$1" = "repo" ] && [ "$2" = "view" ]; then
@@ -541,7 +551,8 @@ exit 1
 ///   branch as GitHub does — one squash commit, a merge commit, or the head's commits
 ///   replayed — or fails like GitHub when they conflict;
 /// - `gh issue view <n> --json …` prints an open issue; `gh --version` prints a version
-///   line; anything else exits 1 with a message on stderr.
+///   line; `gh auth status` says it is logged in (until [`log_out_gh`]); anything else exits
+///   1 with a message on stderr.
 pub fn install_fake_gh(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).expect("fake gh: create dir");
@@ -552,6 +563,12 @@ pub fn install_fake_gh(dir: &Path) -> PathBuf {
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).expect("fake gh: chmod");
     std::fs::rename(&tmp, &path).expect("fake gh: rename");
     path
+}
+
+/// Logs the fake `gh` in `dir` out: `gh auth status` then fails as gh's does when it is
+/// logged in to no host.
+pub fn log_out_gh(dir: &Path) {
+    std::fs::write(dir.join("logged-out"), "").expect("fake gh: log out");
 }
 
 /// The invocations logged by the fake `gh` in `dir`, one per element (empty if none yet).

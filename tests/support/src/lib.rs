@@ -5,18 +5,22 @@
 //!   scripted per conversation and checking requests like a strict provider.
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations, with the pull
 //!   requests and issues of [`gh_items`] for tests that refer to them.
+//! * [`goproxy`] — a file-based Go module proxy serving Debian's source of real modules,
+//!   for proxy.golang.org.
 //!
 //! Plus [`git`], the fixture tests build repositories with, [`large_repo`], the benchmarks'
 //! large repository, [`merge`] for layering JSON
 //! configs, [`wait_until`], a small polling helper, [`mounts`], the clean-up of the disk
-//! mounts a daemon under test leaves, and [`postgres`], a throw-away PostgreSQL cluster per
-//! test process.
+//! mounts a daemon under test leaves, [`postgres`], a throw-away PostgreSQL cluster per
+//! test process, and [`host`], a host without one of the kernel features the sandbox needs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod gh;
 pub mod gh_items;
 pub mod git;
+pub mod goproxy;
+pub mod host;
 pub mod large_repo;
 pub mod model;
 pub mod mounts;

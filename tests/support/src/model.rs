@@ -150,6 +150,7 @@ impl FakeModel {
         let app = Router::new()
             .route("/v1/chat/completions", post(completions))
             .route("/v1/models", axum::routing::get(models))
+            .route("/v1/key", axum::routing::get(key))
             .fallback(not_found)
             .with_state(inner.clone());
         let server = tokio::spawn(async move {
@@ -328,16 +329,7 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
     };
 
     // Authentication, as OpenRouter: 401 without a usable key.
-    let key = authorization
-        .as_deref()
-        .and_then(|a| a.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|k| !k.is_empty());
-    let auth_problem = match (key, st.api_key.as_deref()) {
-        (None, _) => Some("No auth credentials found"),
-        (Some(k), Some(expected)) if k != expected => Some("User not found."),
-        _ => None,
-    };
+    let auth_problem = auth_problem(authorization.as_deref(), st.api_key.as_deref());
     if let Some(problem) = auth_problem {
         st.violations
             .push(format!("401 {problem} (Authorization: {authorization:?})"));
@@ -516,6 +508,65 @@ pub const CONTEXT_LENGTH: usize = 200_000;
 
 /// OpenRouter's model list: one entry per priced model, prices as decimal strings of USD per
 /// token, the other fields as OpenRouter sends them.
+/// Why OpenRouter would answer 401 to a request with this `Authorization` header, when the
+/// fake only takes `expected` (`None`: any key).
+fn auth_problem(authorization: Option<&str>, expected: Option<&str>) -> Option<&'static str> {
+    let key = authorization
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
+    match (key, expected) {
+        (None, _) => Some("No auth credentials found"),
+        (Some(k), Some(expected)) if k != expected => Some("User not found."),
+        _ => None,
+    }
+}
+
+/// `GET /key`: the key's details, as OpenRouter gives them (a label showing only the key's
+/// ends), or its 401 for a key it does not take. Asking is no protocol violation.
+async fn key(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response {
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let expected = inner.lock().api_key.clone();
+    if let Some(problem) = auth_problem(authorization.as_deref(), expected.as_deref()) {
+        return openrouter_error(401, problem);
+    }
+    let key = authorization
+        .as_deref()
+        .and_then(|a| a.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .trim();
+    let ends = |k: &str| {
+        let start: String = k.chars().take(9).collect();
+        let end: String = k
+            .chars()
+            .rev()
+            .take(3)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        format!("{start}...{end}")
+    };
+    let body = json!({"data": {
+        "label": ends(key),
+        "limit": null,
+        "usage": 0,
+        "is_free_tier": false,
+        "is_provisioning_key": false,
+        "limit_remaining": null,
+        "rate_limit": {"requests": 50, "interval": "10s"},
+    }});
+    let mut resp = (StatusCode::OK, body.to_string()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
 async fn models(State(inner): State<Arc<Inner>>) -> Response {
     let prices = inner.lock().prices.clone();
     let data: Vec<Value> = prices

@@ -45,9 +45,12 @@ use tokio::sync::{Notify, mpsc, watch};
 
 use crate::wait_until;
 
+mod access;
 mod history;
 mod interactive;
 mod people;
+
+pub use access::manifest_bot_scopes;
 
 /// The bot token the fake accepts for every Web API method except `apps.connections.open`.
 pub const BOT_TOKEN: &str = "xoxb-fake-bot-token";
@@ -69,6 +72,7 @@ const KNOWN_METHODS: &[&str] = &[
     "auth.test",
     "apps.connections.open",
     "chat.getPermalink",
+    "conversations.info",
     "users.info",
     "chat.postMessage",
     "chat.update",
@@ -260,6 +264,8 @@ struct SlackState {
     history_page_cap: Option<usize>,
     /// Armed by [`FakeSlack::stall_next`], by method.
     stalls: HashMap<String, Arc<StallPoint>>,
+    /// The app's scopes, Socket Mode and the channels the bot is in (see [`access`]).
+    access: access::Access,
     last_ts_micros: u64,
     next_id: u64,
     violations: Vec<String>,
@@ -934,7 +940,15 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
         };
         match token.as_deref() {
             None => Err("not_authed".to_owned()),
-            Some(t) if t == expected => dispatch(inner, &mut st, &method, &params),
+            Some(t) if t == expected => {
+                let app = method == "apps.connections.open";
+                if let Some(refused) = access::refusal(&st, &method, &params, app) {
+                    let error = refused["error"].as_str().unwrap_or_default().to_owned();
+                    record(&mut st, Some(&error));
+                    return (slack_json(refused), None);
+                }
+                dispatch(inner, &mut st, &method, &params)
+            }
             Some(t) if t == APP_TOKEN || t == BOT_TOKEN => Err("not_allowed_token_type".to_owned()),
             Some(_) => Err("invalid_auth".to_owned()),
         }
@@ -1033,8 +1047,10 @@ fn dispatch(
                 "url": format!("ws://{}/ws?ticket={ticket}", inner.addr),
             }))
         }
+        "conversations.info" => access::conversations_info(st, params),
         "chat.postMessage" => {
             let channel = need("channel")?;
+            access::may_post(st, &channel)?;
             let text = str_param(params, "text");
             let blocks = json_param(params, "blocks");
             if text.is_none() && blocks.is_none() && json_param(params, "attachments").is_none() {
@@ -1103,6 +1119,7 @@ fn dispatch(
         }
         "chat.update" => {
             let channel = need("channel")?;
+            access::may_post(st, &channel)?;
             let ts = need("ts")?;
             let text = str_param(params, "text");
             let blocks = json_param(params, "blocks");

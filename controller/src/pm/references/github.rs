@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use tokio::process::Command;
 
+use crate::workspace::gh_cli::GhArgs;
 use crate::workspace::git_command::{CommandError, quote, run};
 
 /// Longest one of these `gh` calls may take (a reference that takes longer is reported as
@@ -121,7 +122,7 @@ pub async fn repository(cli: &Path, main: &Path) -> Result<String, GhReadError> 
         name_with_owner: String,
     }
     let mut command = gh(cli, main);
-    command.args(["repo", "view", "--json", "nameWithOwner"]);
+    command.args(GhArgs::RepoView.to_args());
     let output = run(command, None, "gh repo view", GH_READ_TIMEOUT).await?;
     Ok(parse::<Repo>("gh repo view", &output)?.name_with_owner)
 }
@@ -129,7 +130,13 @@ pub async fn repository(cli: &Path, main: &Path) -> Result<String, GhReadError> 
 /// Pull request `number`: `gh pr view <number> --json` [`PR_FIELDS`].
 pub async fn pull_request(cli: &Path, main: &Path, number: u64) -> Result<Item, GhReadError> {
     let mut command = gh(cli, main);
-    command.args(["pr", "view", &number.to_string(), "--json", PR_FIELDS]);
+    command.args(
+        GhArgs::PrView {
+            number,
+            fields: PR_FIELDS,
+        }
+        .to_args(),
+    );
     let output = run(command, None, "gh pr view", GH_READ_TIMEOUT).await?;
     parse("gh pr view", &output)
 }
@@ -141,14 +148,20 @@ pub async fn pull_request_diff(
     number: u64,
 ) -> Result<String, GhReadError> {
     let mut command = gh(cli, main);
-    command.args(["pr", "diff", &number.to_string()]);
+    command.args(GhArgs::PrDiff { number }.to_args());
     Ok(run(command, None, "gh pr diff", GH_READ_TIMEOUT).await?)
 }
 
 /// Issue `number`: `gh issue view <number> --json` [`ISSUE_FIELDS`].
 pub async fn issue(cli: &Path, main: &Path, number: u64) -> Result<Item, GhReadError> {
     let mut command = gh(cli, main);
-    command.args(["issue", "view", &number.to_string(), "--json", ISSUE_FIELDS]);
+    command.args(
+        GhArgs::IssueView {
+            number,
+            fields: ISSUE_FIELDS,
+        }
+        .to_args(),
+    );
     let output = run(command, None, "gh issue view", GH_READ_TIMEOUT).await?;
     parse("gh issue view", &output)
 }

@@ -93,7 +93,7 @@ impl ContainerLauncher {
         std::fs::create_dir_all(dir)
             .map_err(|e| LaunchError(format!("create {}: {e}", dir.display())))?;
         let seccomp_profile = dir.join("runner-seccomp.json");
-        std::fs::write(&seccomp_profile, SECCOMP_PROFILE)
+        crate::layout::write_own_file(&seccomp_profile, SECCOMP_PROFILE.as_bytes())
             .map_err(|e| LaunchError(format!("write {}: {e}", seccomp_profile.display())))?;
         let mut launcher = Self {
             config,

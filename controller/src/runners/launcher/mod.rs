@@ -161,7 +161,7 @@ fn spawn_with_hub(
         std::fs::create_dir_all(dir)
             .map_err(|e| LaunchError(format!("create {}: {e}", dir.display())))?;
     }
-    let log = std::fs::File::create(&request.log)
+    let log = crate::layout::create_own_file(&request.log)
         .map_err(|e| LaunchError(format!("create {}: {e}", request.log.display())))?;
     let log_err = log
         .try_clone()

@@ -405,3 +405,30 @@ async fn a_prompt_beyond_the_context_window_is_refused_like_a_provider() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["choices"][0]["message"]["content"], "never");
 }
+
+/// `GET /key` answers as OpenRouter's does: the key's details, or 401 for a key the fake
+/// does not take.
+#[tokio::test]
+async fn the_key_is_described_or_refused() {
+    let fake = FakeModel::start().await;
+    let key = |token: &'static str| {
+        let fake = fake.clone();
+        async move {
+            let resp = http()
+                .get(format!("{}/key", fake.base_url()))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, body) = key("sk-or-v1-0123456789abcdef").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["data"]["label"], "sk-or-v1-...def");
+    fake.require_api_key("sk-or-v1-other");
+    let (status, body) = key("sk-or-v1-0123456789abcdef").await;
+    assert_eq!(status, 401);
+    assert_eq!(body["error"]["code"], 401);
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}

@@ -755,3 +755,92 @@ async fn users_info_and_permalinks_answer_like_slack() {
     .await;
     assert_eq!(other["error"], "channel_not_found");
 }
+
+/// What the app may do and where, as Slack answers it: scopes from the manifest until a
+/// test changes them (`missing_scope` with `needed` and `provided`), Socket Mode off,
+/// a channel's name and the bot's membership (`conversations.info`, `not_in_channel`,
+/// `channel_not_found`).
+#[tokio::test]
+async fn scopes_socket_mode_and_channels_answer_as_slack() {
+    let fake = FakeSlack::start().await;
+    assert!(manifest_bot_scopes().contains("chat:write"));
+    let info = get(
+        &fake,
+        "conversations.info",
+        BOT_TOKEN,
+        &[("channel", CHANNEL)],
+    )
+    .await;
+    assert_eq!(info["ok"], true, "{info}");
+    assert_eq!(info["channel"]["name"], "c0chan");
+    assert_eq!(info["channel"]["is_member"], true);
+
+    fake.set_bot_scopes(&["channels:read"]);
+    let post = json!({"channel": CHANNEL, "text": "hi"});
+    let refused = post_json(&fake, "chat.postMessage", BOT_TOKEN, post.clone()).await;
+    assert_eq!(
+        refused,
+        json!({"ok": false, "error": "missing_scope", "needed": "chat:write", "provided": "channels:read"})
+    );
+    fake.set_bot_scopes(&[]);
+    let refused = get(
+        &fake,
+        "conversations.info",
+        BOT_TOKEN,
+        &[("channel", CHANNEL)],
+    )
+    .await;
+    assert_eq!(refused["error"], "missing_scope");
+    assert_eq!(
+        refused["needed"],
+        "channels:read,groups:read,mpim:read,im:read"
+    );
+    fake.set_bot_scopes(&["channels:read", "chat:write"]);
+
+    fake.name_channel(CHANNEL, "deploys");
+    fake.remove_bot_from(CHANNEL);
+    let info = get(
+        &fake,
+        "conversations.info",
+        BOT_TOKEN,
+        &[("channel", CHANNEL)],
+    )
+    .await;
+    assert_eq!(info["channel"]["name"], "deploys");
+    assert_eq!(info["channel"]["is_member"], false);
+    let refused = post_json(&fake, "chat.postMessage", BOT_TOKEN, post.clone()).await;
+    assert_eq!(refused["error"], "not_in_channel");
+    fake.invite_bot_to(CHANNEL);
+    let posted = post_json(&fake, "chat.postMessage", BOT_TOKEN, post.clone()).await;
+    assert_eq!(posted["ok"], true, "{posted}");
+    fake.delete_channel(CHANNEL);
+    for (method, answer) in [
+        (
+            "conversations.info",
+            get(
+                &fake,
+                "conversations.info",
+                BOT_TOKEN,
+                &[("channel", CHANNEL)],
+            )
+            .await,
+        ),
+        (
+            "chat.postMessage",
+            post_json(&fake, "chat.postMessage", BOT_TOKEN, post).await,
+        ),
+    ] {
+        assert_eq!(answer["error"], "channel_not_found", "{method}: {answer}");
+    }
+
+    let open = |fake: FakeSlack| async move {
+        post_json(&fake, "apps.connections.open", APP_TOKEN, json!({})).await
+    };
+    assert_eq!(open(fake.clone()).await["ok"], true);
+    fake.turn_socket_mode_off();
+    assert_eq!(open(fake.clone()).await["error"], "socket_mode_not_enabled");
+    fake.set_app_scopes(&[]);
+    let refused = open(fake.clone()).await;
+    assert_eq!(refused["error"], "missing_scope");
+    assert_eq!(refused["needed"], "connections:write");
+}
