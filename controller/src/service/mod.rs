@@ -41,7 +41,7 @@ use crate::daemon::{LockedRepo, RepoService};
 use crate::layout::Layout;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, build_client};
-use crate::slack::socket::{EventSink, SocketMode};
+use crate::slack::socket::{EventSink, ProbeError, SocketMode};
 use crate::store::Instance;
 
 pub use connections::{LiveInstances, NoPeers, PeerConnections, SharedApp};
@@ -247,9 +247,7 @@ struct SocketProbe {
 
 #[async_trait]
 impl connections::Probe for SocketProbe {
-    async fn connections(&self) -> Result<u32, String> {
-        SocketMode::count_connections(self.client.clone(), &self.app_token, PROBE_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())
+    async fn connections(&self) -> Result<u32, ProbeError> {
+        SocketMode::count_connections(self.client.clone(), &self.app_token, PROBE_TIMEOUT).await
     }
 }

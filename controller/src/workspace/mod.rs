@@ -15,6 +15,7 @@
 //! command line is built by [`gh_cli`]); a branch is brought up to date with the default
 //! branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
+//! Every module names a failed git2 or file system step the same way ([`step_error`]).
 
 pub mod base_checkout;
 pub mod branch_diff;
@@ -36,6 +37,7 @@ pub mod pull_request;
 pub mod python_deps;
 pub mod python_locks;
 pub mod stage;
+pub mod step_error;
 pub mod test_command;
 pub mod thread_repo;
 pub mod update_branch;

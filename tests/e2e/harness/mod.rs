@@ -1,10 +1,13 @@
 //! Shared set-up: a repository with known content, a `CODEBUTLER_HOME` with the global
 //! config, the fakes, and the daemon as a child process whose stderr goes to a file; the
-//! steps tests repeat in a thread ([`steps`]) and around Coder runs ([`runs`]).
+//! steps tests repeat in a thread ([`steps`]), around Coder runs ([`runs`]) and to carry a
+//! thread to an open pull request ([`pull_requests`]).
 
+mod pull_requests;
 mod runs;
 mod steps;
 
+pub use pull_requests::{stored_state, thread_with_pr, thread_with_pr_of};
 pub use runs::{runner_bin, runner_env, runnerctl, stdout, wait_output, worktree_of};
 pub use steps::{
     APPROVE, CANCEL_PLAN, STOP_RUN, say_and_wait_post, say_and_wait_run, thread_with_plan,
