@@ -1,5 +1,5 @@
 //! The CodeButler controller: the daemon that lives in a Slack channel. It holds every
-//! secret and all network access; see `DESIGN.md` for the architecture.
+//! secret and all network access; see `controller/ARCHITECTURE.md` for the architecture.
 //!
 //! Modules, each with one job:
 //! - [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,

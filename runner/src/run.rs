@@ -74,7 +74,7 @@ pub fn main(spec: &SandboxSpec) -> ExitCode {
     // One thread: a run spends its life waiting on the model or on a tool's process, and
     // its blocking work (files, git) goes to tokio's blocking pool, whose threads end when
     // idle. Worker threads would each cost a stack and a malloc arena in every run, waiting
-    // or not (README: Performance, "Many runs on one machine").
+    // or not (tests/bench/README.md, "Many runs on one machine").
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,6 +1,6 @@
-//! Runs waiting on the model, as many sit on one machine (README: Performance, "Many runs
-//! on one machine"): each is its runner, the sandbox's PID 1 and the sandboxed Coder loop,
-//! and the loop waits on one thread. The memory figures are the benchmark's
+//! Runs waiting on the model, as many sit on one machine (tests/bench/README.md, "Many
+//! runs on one machine"): each is its runner, the sandbox's PID 1 and the sandboxed Coder
+//! loop, and the loop waits on one thread. The memory figures are the benchmark's
 //! (`tests/bench/waiting_runs.rs`); this checks the shape they rest on.
 
 use std::collections::HashMap;

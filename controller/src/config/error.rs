@@ -44,9 +44,7 @@ pub enum ConfigError {
     Env { var: String, message: String },
     #[error("missing `{field}`: {hint}")]
     Missing { field: String, hint: String },
-    #[error(
-        "neither {global} nor {repo} exists: create one (see the README's configuration section)"
-    )]
+    #[error("neither {global} nor {repo} exists: create one (see deploy/configuration.md)")]
     NoFiles { global: PathBuf, repo: PathBuf },
     #[error("{path}: repositories[{index}]{}: {message}", name.as_ref().map(|n| format!(" (`{n}`)")).unwrap_or_default())]
     Entry {

@@ -6,7 +6,7 @@
 //! ACK, and a peer that delays its ACKs to send them with its next event makes every ack wait
 //! for the next event. Against the fake Slack, once a burst of events had put the connection
 //! in that rhythm, acks took 5–6 ms instead of 1 for seconds at a time, while the daemon had
-//! stored each message in half a millisecond (README, Performance: many runs on one machine);
+//! stored each message in half a millisecond (tests/bench/README.md: many runs on one machine);
 //! against Slack, the wait is up to a round trip.
 //!
 //! The daemon cannot reach slack-morphism's socket, so at every `hello` (a new connection) it

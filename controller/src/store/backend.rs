@@ -34,7 +34,7 @@ use crate::secret::Secret;
 /// so the page is the unit of what each write costs: at SQLite's default of 4 KB, appending
 /// a Coder turn of about 4 KB (one row, one model call) wrote four pages — its leaf, the
 /// parent, the key's index and the header — 4.2× the turn; at 1 KB it writes the row's few
-/// pages and little else (README, Performance: store writes). The store's rows are small or
+/// pages and little else (tests/bench/README.md: store writes). The store's rows are small or
 /// read whole, so smaller pages cost no extra reads that matter.
 pub(crate) const PAGE_SIZE: i64 = 1024;
 const PAGE_SIZE_PRAGMA: &str = "PRAGMA page_size = 1024";

@@ -53,7 +53,7 @@ impl Default for Compaction {
 /// compaction frees at least a quarter of it. A larger head serves more of the prompts from
 /// the cache but compacts more often and sends more (cached) tokens, so it costs more; a
 /// smaller one costs less and serves less from the cache. 55 % is the smallest share that
-/// serves 92 % of a long session's prompt tokens from the cache (README, Performance:
+/// serves 92 % of a long session's prompt tokens from the cache (tests/bench/README.md:
 /// prompt tokens of a long Coder session, where the costs of the other shares are beside
 /// it).
 pub const HEAD_SHARE: f64 = 0.55;

@@ -212,7 +212,7 @@ impl ContainerLauncher {
         let stderr = String::from_utf8_lossy(&out.stderr);
         Err(LaunchError(format!(
             "the runner image {} is not in {}'s storage{}: build it with \
-             deploy/build-runner-image.sh (README: Runners in containers)",
+             deploy/build-runner-image.sh (deploy/README.md: Runners in containers)",
             self.config.image,
             self.config.engine,
             if stderr.trim().is_empty() {

@@ -1,5 +1,5 @@
 //! Starting runner processes. Everything goes through the [`Launcher`] trait, so another
-//! launcher (a Kubernetes Pod per run, README: Runners in containers) is an addition that
+//! launcher (a Kubernetes Pod per run, deploy/README.md: Runners in containers) is an addition that
 //! touches neither supervision nor the hub.
 //!
 //! A [`LaunchRequest`] carries everything a runner needs wherever it runs: the run's id
