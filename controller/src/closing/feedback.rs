@@ -45,6 +45,8 @@ struct LineComment {
     /// The author's association with the repository (`OWNER`, `MEMBER`, `NONE`…).
     #[serde(default)]
     author_association: Option<String>,
+    #[serde(default)]
+    created_at: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -64,6 +66,12 @@ struct GraphComment {
     /// The author's association with the repository (`OWNER`, `MEMBER`, `NONE`…).
     #[serde(default)]
     author_association: Option<String>,
+    /// A conversation comment's creation time.
+    #[serde(default)]
+    created_at: Option<String>,
+    /// A review's submission time.
+    #[serde(default)]
+    submitted_at: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +103,14 @@ pub struct Feedback {
 pub const FEEDBACK_FIELDS: &str =
     "state,mergedAt,closedAt,headRefOid,reviewDecision,reviews,comments,statusCheckRollup";
 
+/// A time as GitHub writes it (RFC 3339), in milliseconds since the epoch; `None` when
+/// there is none or it does not read as one.
+fn created_ms(time: Option<&str>) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(time?.trim())
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
 fn author(a: Option<Author>) -> String {
     // GitHub shows a deleted account as "ghost".
     a.map_or_else(|| "ghost".to_owned(), |a| a.login)
@@ -113,8 +129,10 @@ pub fn parse_feedback(number: u64, pr_url: &str, output: &str) -> Result<Feedbac
             if c.body.trim().is_empty() {
                 continue;
             }
+            let created = c.created_at.as_deref().or(c.submitted_at.as_deref());
             comments.push(NewComment {
                 key: format!("{kind}:{}", c.id),
+                created_ms: created_ms(created),
                 author: author(c.author),
                 path: None,
                 line: None,
@@ -146,6 +164,7 @@ pub fn parse_line_comments(number: u64, output: &str) -> Result<Vec<NewComment>,
         for c in page.map_err(error)? {
             comments.push(NewComment {
                 key: format!("line:{}", c.id),
+                created_ms: created_ms(c.created_at.as_deref()),
                 author: c.user.map_or_else(|| "ghost".to_owned(), |u| u.login),
                 path: Some(c.path),
                 line: c.line.or(c.original_line),
@@ -208,6 +227,7 @@ mod tests {
             [
                 NewComment {
                     key: "line:101".into(),
+                    created_ms: Some(1_795_600_800_000),
                     author: "alice".into(),
                     path: Some("src/a.rs".into()),
                     line: Some(3),
@@ -218,6 +238,7 @@ mod tests {
                 },
                 NewComment {
                     key: "line:102".into(),
+                    created_ms: None,
                     author: "dependabot[bot]".into(),
                     path: Some("Cargo.toml".into()),
                     line: Some(8),
@@ -308,6 +329,10 @@ mod tests {
                 ),
             ]
         );
+        // When each was written, as GitHub dates reviews and conversation comments.
+        let created: Vec<Option<i64>> = feedback.comments.iter().map(|c| c.created_ms).collect();
+        assert_eq!(created, [Some(1_795_600_800_000), Some(1_795_600_920_000)]);
+        assert_eq!(created_ms(Some("yesterday")), None);
         assert_eq!(feedback.checks.len(), 1);
         // No decision yet: GitHub prints an empty string.
         let quiet = parse_feedback(
@@ -324,6 +349,7 @@ mod tests {
     fn own_and_bot_comments_never_count() {
         let by = |author: &str, body: &str| NewComment {
             key: "line:1".into(),
+            created_ms: None,
             author: author.into(),
             path: None,
             line: None,

@@ -285,6 +285,7 @@ mod tests {
         let marker = reply_marker("line:7");
         let by = |author: &str| NewComment {
             key: "conversation:1".into(),
+            created_ms: None,
             author: author.into(),
             path: None,
             line: None,

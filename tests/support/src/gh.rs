@@ -266,8 +266,8 @@ if [ "$1" = "pr" ] && [ "$2" = "comment" ]; then
   body="$(cat)"
   printf '%s\n\036\n' "$body" >> "$here/pr-comments.log"
   id="$(next_id)"
-  printf '{"id":"IC_fake%s","author":{"login":"%s"},"authorAssociation":"NONE","body":%s,"createdAt":"2026-11-25T12:00:00Z","includesCreatedEdit":false,"isMinimized":false,"minimizedReason":"","reactionGroups":[],"url":"https://github.com/acme/app/pull/%s#issuecomment-%s","viewerDidAuthor":true}\n' \
-    "$id" "$(login)" "$(printf '%s' "$body" | json_string)" "$number" "$id" >> "$here/comments.jsonl"
+  printf '{"id":"IC_fake%s","author":{"login":"%s"},"authorAssociation":"NONE","body":%s,"createdAt":"%s","includesCreatedEdit":false,"isMinimized":false,"minimizedReason":"","reactionGroups":[],"url":"https://github.com/acme/app/pull/%s#issuecomment-%s","viewerDidAuthor":true}\n' \
+    "$id" "$(login)" "$(printf '%s' "$body" | json_string)" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$number" "$id" >> "$here/comments.jsonl"
   lost_answer
   echo "https://github.com/acme/app/pull/$number#issuecomment-$id"
   exit 0
@@ -712,6 +712,23 @@ pub fn set_login(dir: &Path, login: &str) {
 }
 
 /// Appends one JSON object as a line of `dir/<file>` (written whole, then renamed).
+/// When GitHub dates a comment added now: this second, as GitHub's times go, and always
+/// after the one this fake dated before it (two comments a test adds within one second were
+/// still written one after the other, and GitHub's order says so).
+fn created_now(dir: &Path) -> String {
+    let clock = dir.join("comment-clock");
+    let last: i64 = std::fs::read_to_string(&clock)
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    let now = chrono::Utc::now().timestamp().max(last + 1);
+    std::fs::write(&clock, now.to_string()).expect("fake gh: write the comment clock");
+    chrono::DateTime::from_timestamp(now, 0)
+        .expect("fake gh: a time")
+        .format("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
 fn append_line(dir: &Path, file: &str, value: &serde_json::Value) {
     let path = dir.join(file);
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -764,6 +781,7 @@ pub fn add_line_comment_as(
     body: &str,
 ) {
     let bot = author.ends_with("[bot]");
+    let created = created_now(dir);
     append_line(
         dir,
         "line-comments.jsonl",
@@ -780,8 +798,8 @@ pub fn add_line_comment_as(
             "original_commit_id": "0000000000000000000000000000000000000000",
             "user": {"login": author, "id": 1, "type": if bot { "Bot" } else { "User" }},
             "body": body,
-            "created_at": "2026-11-25T10:00:00Z",
-            "updated_at": "2026-11-25T10:00:00Z",
+            "created_at": created,
+            "updated_at": created,
             "html_url": format!("https://github.com/acme/app/pull/7#discussion_r{id}"),
             "author_association": association,
             "start_line": null,
@@ -813,7 +831,7 @@ pub fn add_line_comment_reply(dir: &Path, id: u64, in_reply_to: u64, author: &st
             "original_line": 1,
             "html_url": format!("https://github.com/acme/app/pull/7#discussion_r{id}"),
             "author_association": "MEMBER",
-            "created_at": "2026-11-25T10:05:00Z"
+            "created_at": created_now(dir)
         }),
     );
 }
@@ -842,7 +860,7 @@ pub fn add_conversation_comment_as(
             "author": {"login": author},
             "authorAssociation": association,
             "body": body,
-            "createdAt": "2026-11-25T10:00:00Z",
+            "createdAt": created_now(dir),
             "includesCreatedEdit": false,
             "isMinimized": false,
             "minimizedReason": "",
@@ -878,7 +896,7 @@ pub fn add_review_as(
             "author": {"login": author},
             "authorAssociation": association,
             "body": body,
-            "submittedAt": "2026-11-25T10:00:00Z",
+            "submittedAt": created_now(dir),
             "includesCreatedEdit": false,
             "reactionGroups": [],
             "state": state,

@@ -13,6 +13,9 @@ use super::pr_column;
 pub struct NewComment {
     /// `line:<id>`, `review:<id>` or `conversation:<id>`.
     pub key: String,
+    /// When GitHub says it was written (ms since the epoch), if it said: a round's comments
+    /// read back oldest first.
+    pub created_ms: Option<i64>,
     pub author: String,
     /// The file of a line comment.
     pub path: Option<String>,
@@ -95,8 +98,8 @@ impl Store {
         for Sighting { comment: c, heeded } in comments {
             added += sqlx::query(
                 "INSERT INTO review_comments (channel_id, thread_ts, comment_key, pr_number, author, \
-                 path, line, body, url, reply_to, seen_ms, heeded) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+                 path, line, body, url, reply_to, seen_ms, heeded, created_ms) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
                  ON CONFLICT (channel_id, thread_ts, comment_key) DO NOTHING",
             )
             .bind_thread(thread)
@@ -110,6 +113,7 @@ impl Store {
             .bind(c.reply_to)
             .bind(seen_ms)
             .bind(i64::from(*heeded))
+            .bind(c.created_ms)
             .execute(&mut *tx)
             .await?
             .rows_affected();
@@ -155,7 +159,8 @@ impl Store {
         Ok(names.into_iter().collect())
     }
 
-    /// The round's comments whose authors may steer the Coder, in the order they were seen.
+    /// The round's comments whose authors may steer the Coder, oldest first (as GitHub dates
+    /// them; undated ones after, in the order they were seen).
     pub async fn round_comments(
         &self,
         thread: &ThreadKey,
@@ -164,7 +169,7 @@ impl Store {
         Ok(sqlx::query_as::<_, StoredComment>(
             "SELECT comment_key, author, path, line, body, url, reply_to, sorted, reply FROM review_comments \
              WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 1 \
-             ORDER BY seen_ms, comment_key",
+             ORDER BY CASE WHEN created_ms IS NULL THEN 1 ELSE 0 END, created_ms, seen_ms, comment_key",
         )
         .bind_thread(thread)
         .bind(round)
@@ -172,8 +177,8 @@ impl Store {
         .await?)
     }
 
-    /// The authors of the round's comments that are not heeded, one per comment, in the
-    /// order they were seen.
+    /// The authors of the round's comments that are not heeded, one per comment, oldest
+    /// first as [`Store::round_comments`] orders them.
     pub async fn round_unheeded(
         &self,
         thread: &ThreadKey,
@@ -182,7 +187,7 @@ impl Store {
         Ok(sqlx::query_scalar::<_, String>(
             "SELECT author FROM review_comments \
              WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 0 \
-             ORDER BY seen_ms, comment_key",
+             ORDER BY CASE WHEN created_ms IS NULL THEN 1 ELSE 0 END, created_ms, seen_ms, comment_key",
         )
         .bind_thread(thread)
         .bind(round)

@@ -58,6 +58,7 @@ mod tests {
     fn comment(key: &str) -> NewComment {
         NewComment {
             key: key.into(),
+            created_ms: None,
             author: "alice".into(),
             path: Some("src/a.rs".into()),
             line: Some(3),
@@ -500,7 +501,51 @@ mod tests {
         );
     }
 
+    async fn a_rounds_comments_read_back_oldest_first(store: &Store) {
+        let t = thread();
+        let pr = pr();
+        let dated = |key: &str, created_ms: Option<i64>| NewComment {
+            created_ms,
+            ..comment(key)
+        };
+        // The watcher saw the newest comment first, then two at once (whose keys sort
+        // against their age), then one GitHub gave no time for.
+        let polls = [
+            (vec![dated("line:1", Some(3_000))], 100),
+            (
+                vec![
+                    dated("line:2", Some(2_000)),
+                    dated("conversation:9", Some(1_000)),
+                ],
+                200,
+            ),
+            (vec![dated("review:0", None)], 300),
+        ];
+        for (comments, seen_ms) in &polls {
+            store
+                .record_review_comments(&t, 7, &heeded(comments), *seen_ms)
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            store
+                .open_round(&round(&t, &pr, RoundKind::Review, &[], "2.1"))
+                .await
+                .unwrap(),
+            Opened::Round(1)
+        );
+        let keys: Vec<String> = store
+            .round_comments(&t, 1)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.key)
+            .collect();
+        assert_eq!(keys, ["conversation:9", "line:2", "line:1", "review:0"]);
+    }
+
     crate::store::testing::on_both_backends!(
+        a_rounds_comments_read_back_oldest_first,
         comments_gather_into_one_round_announced_once,
         a_round_that_proposed_nothing_does_not_count,
         unheeded_comments_keep_no_text_and_sorting_is_rate_limited,
