@@ -211,6 +211,20 @@ fn installed_version(worktree: &Path, package: &str) -> Option<String> {
     None
 }
 
+/// The tool that installed `package` `version` into the worktree's `.venv` (its
+/// `dist-info`'s `INSTALLER`: `pip` or `uv`), read on the host.
+fn installer_of(worktree: &Path, package: &str, version: &str) -> Option<String> {
+    for python in std::fs::read_dir(worktree.join(".venv/lib")).ok()? {
+        let file = python.ok()?.path().join(format!(
+            "site-packages/{package}-{version}.dist-info/INSTALLER"
+        ));
+        if let Ok(text) = std::fs::read_to_string(file) {
+            return Some(text.trim().to_owned());
+        }
+    }
+    None
+}
+
 /// The Python project's test run, with the preparation's line expected to be `prepared`
 /// (its duration left out).
 async fn python_way(token: &'static str, extra: &[(&str, &str)], prepared: &str) -> Seen {
@@ -344,6 +358,55 @@ async fn python_tests_locked_by_uv_run_at_the_locks_versions_without_uv() {
     );
 }
 
+/// Where `tests/run` puts `uv`: a directory of its own, off the sandbox's `PATH`, so only
+/// a test that names it in `build.path` has `uv` (the test above runs without it).
+const UV_DIR: &str = "/usr/local/lib/codebutler-tests/uv";
+
+/// `uv` where the sandbox finds it: `uv sync --frozen` installs the lock's test group into
+/// `.venv`, its cache in the worktree's, and pytest runs offline.
+#[tokio::test]
+async fn python_tests_locked_by_uv_run_after_uv_sync_with_uv_in_build_path() {
+    assert!(
+        Path::new(UV_DIR).join("uv").is_file(),
+        "uv is not in {UV_DIR}: tests/run installs it there"
+    );
+    let seen = run_the_tests(Project {
+        token: "PY-UVSYNC",
+        files: python_project(&[
+            (
+                "pyproject.toml",
+                include_str!("fixtures/python/uv-test-group/pyproject.toml"),
+            ),
+            (
+                "uv.lock",
+                include_str!("fixtures/python/uv-test-group/uv.lock"),
+            ),
+        ]),
+        config: json!({"build": {"path": [UV_DIR]}}),
+        test_command: "python -m pytest -q",
+        passed: "1 passed",
+    })
+    .await;
+    let line = seen.prepared_line();
+    assert!(
+        line.starts_with(
+            "*Coder:* prepared the worktree: `python3 -m venv .venv && uv sync --frozen --group test` ("
+        ),
+        "{line}"
+    );
+    // The lock's versions, installed by uv (pip writes `pip` in INSTALLER), and what uv
+    // downloaded in the worktree's cache.
+    assert_eq!(
+        installed_version(&seen.worktree, "pytest").as_deref(),
+        Some("8.3.4")
+    );
+    assert_eq!(
+        installer_of(&seen.worktree, "pytest", "8.3.4").as_deref(),
+        Some("uv")
+    );
+    assert!(holds_a_file(&seen.worktree.join(".codebutler-cache/uv")));
+}
+
 #[tokio::test]
 async fn python_tests_declared_in_tox_ini_run_in_the_sandbox() {
     python_way(
@@ -418,28 +481,62 @@ async fn failing_tests_are_said_to_fail_whatever_the_coder_says() {
     seen.env.assert_clean();
 }
 
+/// A Node package `calc` whose tests use uvu, a test runner from npm (a dev dependency),
+/// locked by `lock`, one of `fixtures/node/`'s lock files.
+fn node_project(lock: (&str, &str)) -> Vec<(String, String)> {
+    vec![
+        (
+            "package.json".into(),
+            include_str!("fixtures/node/package.json").into(),
+        ),
+        (lock.0.into(), lock.1.into()),
+        (
+            "src/calc.js".into(),
+            "export const add = (a, b) => a + b;\n".into(),
+        ),
+        (
+            "tests/calc.test.js".into(),
+            "import { test } from 'uvu';\nimport * as assert from 'uvu/assert';\nimport { add } from '../src/calc.js';\n\ntest('adds', () => {\n  assert.is(add(1, 2), 3);\n});\n\ntest.run();\n".into(),
+        ),
+    ]
+}
+
+/// Stops the test, saying what to install, when `program` is not where the sandbox's
+/// `PATH` (`/usr/local/bin:/usr/bin:/bin`) finds it.
+fn require_in_sandbox_path(program: &str) {
+    let found = ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|dir| Path::new(dir).join(program).is_file());
+    assert!(
+        found,
+        "{program} is not in /usr/local/bin, /usr/bin or /bin, where the sandbox finds it: \
+         tests/run installs it (npm install -g {program})"
+    );
+}
+
+/// Whether `dir` holds at least one file, however deep.
+fn holds_a_file(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => holds_a_file(&path),
+            Ok(kind) => kind.is_file(),
+            Err(_) => false,
+        }
+    })
+}
+
 #[tokio::test]
 async fn node_tests_run_with_a_test_runner_from_npm() {
     let seen = run_the_tests(Project {
         token: "NODE-UVU",
-        files: vec![
-            (
-                "package.json".into(),
-                include_str!("fixtures/node/package.json").into(),
-            ),
-            (
-                "package-lock.json".into(),
-                include_str!("fixtures/node/package-lock.json").into(),
-            ),
-            (
-                "src/calc.js".into(),
-                "export const add = (a, b) => a + b;\n".into(),
-            ),
-            (
-                "tests/calc.test.js".into(),
-                "import { test } from 'uvu';\nimport * as assert from 'uvu/assert';\nimport { add } from '../src/calc.js';\n\ntest('adds', () => {\n  assert.is(add(1, 2), 3);\n});\n\ntest.run();\n".into(),
-            ),
-        ],
+        files: node_project((
+            "package-lock.json",
+            include_str!("fixtures/node/package-lock.json"),
+        )),
         // Prepared after the approval (the cold path): the task names the tests there too.
         config: json!({"build": {"prepareAheadIdleMinutes": 0}}),
         test_command: "npm test",
@@ -458,6 +555,68 @@ async fn node_tests_run_with_a_test_runner_from_npm() {
             .join("node_modules/uvu/package.json")
             .is_file()
     );
+}
+
+/// Classic yarn (1.x, the `yarn` package on npm): its frozen install fills `node_modules`
+/// from the registry, its cache in the worktree's, and `yarn test` runs offline.
+#[tokio::test]
+async fn node_tests_locked_by_yarn_run_offline_in_the_sandbox() {
+    require_in_sandbox_path("yarn");
+    let seen = run_the_tests(Project {
+        token: "NODE-YARN",
+        files: node_project(("yarn.lock", include_str!("fixtures/node/yarn.lock"))),
+        config: json!({}),
+        test_command: "yarn test",
+        passed: "Passed:    1",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `yarn install --frozen-lockfile` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    assert!(
+        seen.worktree
+            .join("node_modules/uvu/package.json")
+            .is_file()
+    );
+    // What yarn downloaded is in the worktree's cache, not in a HOME gone with the sandbox.
+    assert!(holds_a_file(&seen.worktree.join(".codebutler-cache/yarn")));
+}
+
+/// pnpm: its frozen install links `node_modules` to a store in the worktree's cache (a
+/// store in the sandbox's HOME would be gone, and its links dangling, when the tests run).
+#[tokio::test]
+async fn node_tests_locked_by_pnpm_run_offline_in_the_sandbox() {
+    require_in_sandbox_path("pnpm");
+    let seen = run_the_tests(Project {
+        token: "NODE-PNPM",
+        files: node_project((
+            "pnpm-lock.yaml",
+            include_str!("fixtures/node/pnpm-lock.yaml"),
+        )),
+        config: json!({}),
+        test_command: "pnpm test",
+        passed: "Passed:    1",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `pnpm install --frozen-lockfile` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    // node_modules/uvu leads into pnpm's virtual store inside the worktree.
+    let uvu = seen.worktree.join("node_modules/uvu");
+    let real = std::fs::canonicalize(&uvu).unwrap();
+    assert!(
+        real.starts_with(seen.worktree.join("node_modules/.pnpm")),
+        "{}",
+        real.display()
+    );
+    assert!(real.join("package.json").is_file());
+    assert!(holds_a_file(&seen.worktree.join(".codebutler-cache/pnpm")));
 }
 
 #[tokio::test]

@@ -341,6 +341,12 @@ pub fn isolation_env(platforms: &[Platform], root: &Path) -> BTreeMap<String, St
                 set("PYTHONPYCACHEPREFIX", cache("pycache"));
                 set("UV_CACHE_DIR", cache("uv"));
                 set("UV_PYTHON_DOWNLOADS", "never".into());
+                // uv trusts only the roots it was built with unless told otherwise; the
+                // system's store (which pip and npm read) is where a host's own CA is.
+                // `UV_SYSTEM_CERTS` for today's uv, `UV_NATIVE_TLS` for older releases;
+                // with both set, neither warns.
+                set("UV_SYSTEM_CERTS", "1".into());
+                set("UV_NATIVE_TLS", "1".into());
             }
             Platform::Rust => {
                 set("CARGO_TARGET_DIR", at(".target"));
@@ -787,6 +793,9 @@ mod tests {
         assert_eq!(env["CARGO_TARGET_DIR"], "/workspace/.target");
         assert_eq!(env["CARGO_HOME"], "/workspace/.codebutler-cache/cargo");
         assert_eq!(env["VIRTUAL_ENV"], "/workspace/.venv");
+        assert_eq!(env["UV_CACHE_DIR"], "/workspace/.codebutler-cache/uv");
+        assert_eq!(env["UV_SYSTEM_CERTS"], "1");
+        assert_eq!(env["UV_NATIVE_TLS"], "1");
         assert_eq!(
             env["PATH"],
             "/workspace/.venv/bin:/usr/local/bin:/usr/bin:/bin"
