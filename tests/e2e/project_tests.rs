@@ -122,7 +122,12 @@ async fn run(project: &Project, last_words: &str) -> Seen {
             .reactions()
             .iter()
             .any(|r| r.ts == approval.ts && r.name == "white_check_mark"),
-        "the run failed: {texts:?}"
+        "the run failed: {texts:?}, its snippets: {:?}",
+        env.slack
+            .uploads()
+            .iter()
+            .map(|u| &u.content)
+            .collect::<Vec<_>>()
     );
     let requests = env.model.requests_for(project.token);
     assert_eq!(requests.len(), 2, "{texts:?}");
@@ -481,14 +486,15 @@ async fn failing_tests_are_said_to_fail_whatever_the_coder_says() {
     seen.env.assert_clean();
 }
 
-/// A Node package `calc` whose tests use uvu, a test runner from npm (a dev dependency),
-/// locked by `lock`, one of `fixtures/node/`'s lock files.
-fn node_project(lock: (&str, &str)) -> Vec<(String, String)> {
+/// `fixtures/node/package.json`: a Node package `calc` whose tests use uvu, a test runner
+/// from npm (a dev dependency).
+const PACKAGE_JSON: &str = include_str!("fixtures/node/package.json");
+
+/// The package `calc` with `package_json`, locked by `lock` (one of `fixtures/node/`'s
+/// lock files).
+fn node_project(package_json: &str, lock: (&str, &str)) -> Vec<(String, String)> {
     vec![
-        (
-            "package.json".into(),
-            include_str!("fixtures/node/package.json").into(),
-        ),
+        ("package.json".into(), package_json.into()),
         (lock.0.into(), lock.1.into()),
         (
             "src/calc.js".into(),
@@ -533,10 +539,13 @@ fn holds_a_file(dir: &Path) -> bool {
 async fn node_tests_run_with_a_test_runner_from_npm() {
     let seen = run_the_tests(Project {
         token: "NODE-UVU",
-        files: node_project((
-            "package-lock.json",
-            include_str!("fixtures/node/package-lock.json"),
-        )),
+        files: node_project(
+            PACKAGE_JSON,
+            (
+                "package-lock.json",
+                include_str!("fixtures/node/package-lock.json"),
+            ),
+        ),
         // Prepared after the approval (the cold path): the task names the tests there too.
         config: json!({"build": {"prepareAheadIdleMinutes": 0}}),
         test_command: "npm test",
@@ -564,7 +573,10 @@ async fn node_tests_locked_by_yarn_run_offline_in_the_sandbox() {
     require_in_sandbox_path("yarn");
     let seen = run_the_tests(Project {
         token: "NODE-YARN",
-        files: node_project(("yarn.lock", include_str!("fixtures/node/yarn.lock"))),
+        files: node_project(
+            PACKAGE_JSON,
+            ("yarn.lock", include_str!("fixtures/node/yarn.lock")),
+        ),
         config: json!({}),
         test_command: "yarn test",
         passed: "Passed:    1",
@@ -585,17 +597,99 @@ async fn node_tests_locked_by_yarn_run_offline_in_the_sandbox() {
     assert!(holds_a_file(&seen.worktree.join(".codebutler-cache/yarn")));
 }
 
-/// pnpm: its frozen install links `node_modules` to a store in the worktree's cache (a
-/// store in the sandbox's HOME would be gone, and its links dangling, when the tests run).
+/// The release of yarn 2+ (berry) a project commits and names in `.yarnrc.yml`'s
+/// `yarnPath` (what `yarn set version` writes), from the npm registry's `@yarnpkg/cli-dist`.
+fn yarn_berry_release(version: &str) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let pack = Command::new("npm")
+        .args(["pack", &format!("@yarnpkg/cli-dist@{version}"), "--silent"])
+        .current_dir(scratch.path())
+        .output()
+        .expect("npm is installed");
+    assert!(pack.status.success(), "{pack:?}");
+    let tarball = String::from_utf8(pack.stdout).unwrap().trim().to_owned();
+    let untar = Command::new("tar")
+        .args(["xzf", &tarball, "package/bin/yarn.js"])
+        .current_dir(scratch.path())
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    std::fs::read_to_string(scratch.path().join("package/bin/yarn.js")).unwrap()
+}
+
+/// Yarn 2+ (berry), as a project that commits its release runs it: the yarn installed hands
+/// over to `yarnPath`, which installs Plug'n'Play from the lock; its cache must be the
+/// worktree's (berry's own is in the sandbox's HOME, gone when the tests run).
+#[tokio::test]
+async fn node_tests_locked_by_yarn_berry_run_offline_in_the_sandbox() {
+    require_in_sandbox_path("yarn");
+    let release = ".yarn/releases/yarn-4.5.3.cjs";
+    let mut files = node_project(
+        PACKAGE_JSON,
+        ("yarn.lock", include_str!("fixtures/node/berry/yarn.lock")),
+    );
+    files.extend([
+        (".yarnrc.yml".to_owned(), format!("yarnPath: {release}\n")),
+        (release.to_owned(), yarn_berry_release("4.5.3")),
+        // Berry's own advice for a project without zero-installs.
+        (
+            ".gitignore".to_owned(),
+            ".yarn/*\n!.yarn/releases\n.pnp.*\n".to_owned(),
+        ),
+    ]);
+    let seen = run_the_tests(Project {
+        token: "NODE-BERRY",
+        files,
+        // Berry reads no `.npmrc`: a host whose npm trusts its CA through npmrc's `cafile`
+        // gives berry the same file (the system's bundle here).
+        config: json!({"build": {"env": {
+            "YARN_HTTPS_CA_FILE_PATH": "/etc/ssl/certs/ca-certificates.crt"
+        }}}),
+        test_command: "yarn test",
+        passed: "Passed:    1",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `yarn install --frozen-lockfile` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    // Plug'n'Play, no node_modules: uvu is a zip in the worktree's cache.
+    assert!(seen.worktree.join(".pnp.cjs").is_file());
+    let cache = std::fs::read_dir(seen.worktree.join(".codebutler-cache/yarn")).unwrap();
+    let zips: Vec<String> = cache
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        zips.iter()
+            .any(|z| z.starts_with("uvu-npm-0.5.6-") && z.ends_with(".zip")),
+        "{zips:?}"
+    );
+}
+
+/// pnpm, in a project that names its own pnpm version in `packageManager`, as most do: the
+/// pnpm installed runs it (a version pnpm downloaded for it would be in the sandbox's HOME,
+/// gone when the tests run), its frozen install links `node_modules` to a store in the
+/// worktree's cache.
 #[tokio::test]
 async fn node_tests_locked_by_pnpm_run_offline_in_the_sandbox() {
     require_in_sandbox_path("pnpm");
+    let package_json = PACKAGE_JSON.replace(
+        "\"private\": true,",
+        "\"private\": true,\n  \"packageManager\": \"pnpm@10.0.0\",",
+    );
+    assert_ne!(package_json, PACKAGE_JSON);
     let seen = run_the_tests(Project {
         token: "NODE-PNPM",
-        files: node_project((
-            "pnpm-lock.yaml",
-            include_str!("fixtures/node/pnpm-lock.yaml"),
-        )),
+        files: node_project(
+            &package_json,
+            (
+                "pnpm-lock.yaml",
+                include_str!("fixtures/node/pnpm-lock.yaml"),
+            ),
+        ),
         config: json!({}),
         test_command: "pnpm test",
         passed: "Passed:    1",

@@ -28,6 +28,7 @@ pub mod forge;
 pub mod gh_cli;
 pub mod git_command;
 pub mod ini;
+pub mod node_wasm;
 pub mod orphans;
 pub mod platform;
 pub mod prepared;
@@ -54,7 +55,7 @@ use crate::layout::Layout;
 /// The sandbox spec of a Coder run in `worktree`: paths, limits and mode from the `sandbox`
 /// section, and the environment of the worktree's platforms with the operator's
 /// `build.env` and `build.path` ([`platform::environment`], `build.projectType` deciding
-/// the platforms); no network.
+/// the platforms; [`node_wasm`] for Node's WebAssembly); no network.
 pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -> SandboxSpec {
     let mut spec = SandboxSpec::for_worktree(worktree);
     spec.read_only = sandbox.read_only.iter().map(PathBuf::from).collect();
@@ -73,6 +74,16 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
     };
     let platforms = platform::platforms(worktree, build.project_type);
     spec.env = platform::environment(&platforms, &root, &build.env, &build.path);
+    // Node's WebAssembly under the sandbox's address-space limit, unless the operator's
+    // `build.env` says what Node gets.
+    if spec.mode == SandboxMode::Enforce
+        && platforms.contains(&platform::Platform::Node)
+        && !build.env.contains_key("NODE_OPTIONS")
+        && let Some(option) = node_wasm::node_version(&build.path).and_then(node_wasm::options_for)
+    {
+        spec.env
+            .insert("NODE_OPTIONS".to_owned(), option.to_owned());
+    }
     spec
 }
 

@@ -329,8 +329,16 @@ pub fn isolation_env(platforms: &[Platform], root: &Path) -> BTreeMap<String, St
                 set("npm_config_update_notifier", "false".into());
                 set("npm_config_fund", "false".into());
                 set("npm_config_audit", "false".into());
+                // Classic yarn's cache; yarn 2+ (berry) uses it too once its global
+                // cache, in a HOME that is gone when the tests run, is off.
                 set("YARN_CACHE_FOLDER", cache("yarn"));
+                set("YARN_ENABLE_GLOBAL_CACHE", "false".into());
+                set("YARN_ENABLE_TELEMETRY", "false".into());
                 set("npm_config_store_dir", cache("pnpm"));
+                // pnpm runs as installed: the version a `packageManager` field names would
+                // be downloaded into the sandbox's HOME, gone when `pnpm test` runs, which
+                // would then fetch it again without network.
+                set("npm_config_manage_package_manager_versions", "false".into());
             }
             Platform::Python => {
                 set("PIP_CACHE_DIR", cache("pip"));
@@ -803,6 +811,16 @@ mod tests {
         let node = isolation_env(&[Platform::Node], root);
         assert_eq!(node["npm_config_cache"], "/workspace/.codebutler-cache/npm");
         assert_eq!(node["npm_config_audit"], "false");
+        assert_eq!(
+            node["YARN_CACHE_FOLDER"],
+            "/workspace/.codebutler-cache/yarn"
+        );
+        assert_eq!(node["YARN_ENABLE_GLOBAL_CACHE"], "false");
+        assert_eq!(
+            node["npm_config_store_dir"],
+            "/workspace/.codebutler-cache/pnpm"
+        );
+        assert_eq!(node["npm_config_manage_package_manager_versions"], "false");
         let go = isolation_env(&[Platform::Go], root);
         assert_eq!(go["GOMODCACHE"], "/workspace/.codebutler-cache/go/pkg/mod");
         assert_eq!(go["GOFLAGS"], "-modcacherw");
