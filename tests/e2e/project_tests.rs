@@ -486,6 +486,48 @@ async fn failing_tests_are_said_to_fail_whatever_the_coder_says() {
     seen.env.assert_clean();
 }
 
+/// Tests that need the network fail in the sandbox, and the summary says so: the Coder's
+/// run has none, whatever the preparation had (the registry it downloaded from is out of
+/// reach), so no test passes only because the sandbox had network.
+#[tokio::test]
+async fn tests_that_need_the_network_fail_in_the_sandbox() {
+    let project = Project {
+        token: "NET-TESTS",
+        files: vec![
+            (
+                "Makefile".into(),
+                "test:\n\tpython3 tests/registry_test.py\n".into(),
+            ),
+            (
+                "tests/registry_test.py".into(),
+                "import urllib.request\n\nwith urllib.request.urlopen(\"https://pypi.org/simple/pytest/\", timeout=20) as answer:\n    print(\"REACHED\", answer.status)\n".into(),
+            ),
+        ],
+        config: json!({}),
+        test_command: "make test",
+        passed: "REACHED",
+    };
+    let seen = run(&project, "The tests pass.").await;
+    assert!(!seen.bash.contains("REACHED"), "{}", seen.bash);
+    assert!(seen.bash.contains("URLError"), "{}", seen.bash);
+    assert!(seen.bash.ends_with("exit code: 2"), "{}", seen.bash);
+    assert!(
+        seen.task
+            .contains(&format!("This project's tests: `{}`", project.test_command)),
+        "{}",
+        seen.task
+    );
+    assert!(
+        seen.texts
+            .iter()
+            .any(|t| t.starts_with("*Coder:* The tests pass.")
+                && t.ends_with("Tests: `make test` failed (exit 2).")),
+        "{:?}",
+        seen.texts
+    );
+    seen.env.assert_clean();
+}
+
 /// `fixtures/node/package.json`: a Node package `calc` whose tests use uvu, a test runner
 /// from npm (a dev dependency).
 const PACKAGE_JSON: &str = include_str!("fixtures/node/package.json");
