@@ -2,11 +2,13 @@
 //! the tests need, from the registries, with the network it has for that step only; the
 //! Coder is told the project's test command; its Bash call runs it in the sandbox, which
 //! has no network, and the tests pass; the run's summary says so, read from that Bash
-//! result. One test per way a Python project declares its test runner, then a Node project
-//! whose tests use a test runner from npm, a Rust crate with a dev-dependency from
-//! crates.io, and a Go module with a test-only dependency served through a file-based
-//! module proxy (the public proxy is out of reach here; see
-//! `codebutler_test_support::goproxy`).
+//! result. One test per way a Python project declares its test runner (a `uv.lock` with
+//! and without `uv`), then a Node project whose tests use a test runner from npm, locked by
+//! each package manager (npm, classic yarn, yarn 2+ with its committed release, pnpm), a
+//! Rust crate with a dev-dependency from crates.io, and a Go module with a test-only
+//! dependency served through a file-based module proxy (the public proxy is out of reach
+//! here; see `codebutler_test_support::goproxy`); and tests that need the network, which
+//! fail in the sandbox.
 //!
 //! Everything is checked from outside: the Bash result the fake model received, the
 //! thread's posts in the fake Slack, the task the fake model was sent, and the packages
@@ -744,10 +746,10 @@ async fn node_tests_locked_by_pnpm_run_offline_in_the_sandbox() {
         seen.prepared_line()
     );
     // node_modules/uvu leads into pnpm's virtual store inside the worktree.
-    let uvu = seen.worktree.join("node_modules/uvu");
-    let real = std::fs::canonicalize(&uvu).unwrap();
+    let worktree = std::fs::canonicalize(&seen.worktree).unwrap();
+    let real = std::fs::canonicalize(worktree.join("node_modules/uvu")).unwrap();
     assert!(
-        real.starts_with(seen.worktree.join("node_modules/.pnpm")),
+        real.starts_with(worktree.join("node_modules/.pnpm")),
         "{}",
         real.display()
     );

@@ -60,9 +60,11 @@ pub fn node_version(extra: &[String]) -> Option<NodeVersion> {
         .chain(PATH_INSIDE.split(':'))
         .map(|dir| Path::new(dir).join("node"))
         .find(|path| path.is_file())?;
+    // Nothing of a repository around it: an empty environment, the root as its directory.
     let output = Command::new(&node)
         .arg("--version")
         .env_clear()
+        .current_dir("/")
         .stdin(Stdio::null())
         .stderr(Stdio::null())
         .output();
