@@ -4,7 +4,8 @@
 //! has no network, and the tests pass; the run's summary says so, read from that Bash
 //! result. One test per way a Python project declares its test runner (a `uv.lock` with
 //! and without `uv`), then a Node project whose tests use a test runner from npm, locked by
-//! each package manager (npm, classic yarn, yarn 2+ with its committed release, pnpm), a
+//! each package manager (npm, classic yarn, yarn 2+ with its committed release, pnpm) and
+//! one whose tests run with vitest (WebAssembly under the sandbox's memory limit), a
 //! Rust crate with a dev-dependency from crates.io, and a Go module with a test-only
 //! dependency served through a file-based module proxy (the public proxy is out of reach
 //! here; see `codebutler_test_support::goproxy`); and tests that need the network, which
@@ -606,6 +607,48 @@ async fn node_tests_run_with_a_test_runner_from_npm() {
     assert!(
         seen.worktree
             .join("node_modules/uvu/package.json")
+            .is_file()
+    );
+}
+
+/// vitest, the test runner many Node projects use, parses modules with WebAssembly
+/// (`es-module-lexer`), which Node could not run under the sandbox's address-space limit.
+#[tokio::test]
+async fn node_tests_run_with_vitest_which_uses_webassembly() {
+    let seen = run_the_tests(Project {
+        token: "NODE-VITEST",
+        files: vec![
+            (
+                "package.json".into(),
+                include_str!("fixtures/node/vitest/package.json").into(),
+            ),
+            (
+                "package-lock.json".into(),
+                include_str!("fixtures/node/vitest/package-lock.json").into(),
+            ),
+            (
+                "src/calc.js".into(),
+                "export const add = (a, b) => a + b;\n".into(),
+            ),
+            (
+                "tests/calc.test.js".into(),
+                "import { expect, test } from 'vitest';\nimport { add } from '../src/calc.js';\n\ntest('adds', () => {\n  expect(add(1, 2)).toBe(3);\n});\n".into(),
+            ),
+        ],
+        config: json!({}),
+        test_command: "npm test",
+        passed: "Tests  1 passed (1)",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `npm ci` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    assert!(
+        seen.worktree
+            .join("node_modules/es-module-lexer/package.json")
             .is_file()
     );
 }
