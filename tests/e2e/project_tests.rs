@@ -2,11 +2,14 @@
 //! the tests need, from the registries, with the network it has for that step only; the
 //! Coder is told the project's test command; its Bash call runs it in the sandbox, which
 //! has no network, and the tests pass; the run's summary says so, read from that Bash
-//! result. One test per way a Python project declares its test runner, then a Node project
-//! whose tests use a test runner from npm, a Rust crate with a dev-dependency from
-//! crates.io, and a Go module with a test-only dependency served through a file-based
-//! module proxy (the public proxy is out of reach here; see
-//! `codebutler_test_support::goproxy`).
+//! result. One test per way a Python project declares its test runner (a `uv.lock` with
+//! and without `uv`), then a Node project whose tests use a test runner from npm, locked by
+//! each package manager (npm, classic yarn, yarn 2+ with its committed release, pnpm) and
+//! one whose tests run with vitest (WebAssembly under the sandbox's memory limit), a
+//! Rust crate with a dev-dependency from crates.io, and a Go module with a test-only
+//! dependency served through a file-based module proxy (the public proxy is out of reach
+//! here; see `codebutler_test_support::goproxy`); and tests that need the network, which
+//! fail in the sandbox.
 //!
 //! Everything is checked from outside: the Bash result the fake model received, the
 //! thread's posts in the fake Slack, the task the fake model was sent, and the packages
@@ -122,7 +125,12 @@ async fn run(project: &Project, last_words: &str) -> Seen {
             .reactions()
             .iter()
             .any(|r| r.ts == approval.ts && r.name == "white_check_mark"),
-        "the run failed: {texts:?}"
+        "the run failed: {texts:?}, its snippets: {:?}",
+        env.slack
+            .uploads()
+            .iter()
+            .map(|u| &u.content)
+            .collect::<Vec<_>>()
     );
     let requests = env.model.requests_for(project.token);
     assert_eq!(requests.len(), 2, "{texts:?}");
@@ -206,6 +214,20 @@ fn installed_version(worktree: &Path, package: &str) -> Option<String> {
             {
                 return Some(version.to_owned());
             }
+        }
+    }
+    None
+}
+
+/// The tool that installed `package` `version` into the worktree's `.venv` (its
+/// `dist-info`'s `INSTALLER`: `pip` or `uv`), read on the host.
+fn installer_of(worktree: &Path, package: &str, version: &str) -> Option<String> {
+    for python in std::fs::read_dir(worktree.join(".venv/lib")).ok()? {
+        let file = python.ok()?.path().join(format!(
+            "site-packages/{package}-{version}.dist-info/INSTALLER"
+        ));
+        if let Ok(text) = std::fs::read_to_string(file) {
+            return Some(text.trim().to_owned());
         }
     }
     None
@@ -344,6 +366,55 @@ async fn python_tests_locked_by_uv_run_at_the_locks_versions_without_uv() {
     );
 }
 
+/// Where `tests/run` puts `uv`: a directory of its own, off the sandbox's `PATH`, so only
+/// a test that names it in `build.path` has `uv` (the test above runs without it).
+const UV_DIR: &str = "/usr/local/lib/codebutler-tests/uv";
+
+/// `uv` where the sandbox finds it: `uv sync --frozen` installs the lock's test group into
+/// `.venv`, its cache in the worktree's, and pytest runs offline.
+#[tokio::test]
+async fn python_tests_locked_by_uv_run_after_uv_sync_with_uv_in_build_path() {
+    assert!(
+        Path::new(UV_DIR).join("uv").is_file(),
+        "uv is not in {UV_DIR}: tests/run installs it there"
+    );
+    let seen = run_the_tests(Project {
+        token: "PY-UVSYNC",
+        files: python_project(&[
+            (
+                "pyproject.toml",
+                include_str!("fixtures/python/uv-test-group/pyproject.toml"),
+            ),
+            (
+                "uv.lock",
+                include_str!("fixtures/python/uv-test-group/uv.lock"),
+            ),
+        ]),
+        config: json!({"build": {"path": [UV_DIR]}}),
+        test_command: "python -m pytest -q",
+        passed: "1 passed",
+    })
+    .await;
+    let line = seen.prepared_line();
+    assert!(
+        line.starts_with(
+            "*Coder:* prepared the worktree: `python3 -m venv .venv && uv sync --frozen --group test` ("
+        ),
+        "{line}"
+    );
+    // The lock's versions, installed by uv (pip writes `pip` in INSTALLER), and what uv
+    // downloaded in the worktree's cache.
+    assert_eq!(
+        installed_version(&seen.worktree, "pytest").as_deref(),
+        Some("8.3.4")
+    );
+    assert_eq!(
+        installer_of(&seen.worktree, "pytest", "8.3.4").as_deref(),
+        Some("uv")
+    );
+    assert!(holds_a_file(&seen.worktree.join(".codebutler-cache/uv")));
+}
+
 #[tokio::test]
 async fn python_tests_declared_in_tox_ini_run_in_the_sandbox() {
     python_way(
@@ -418,28 +489,108 @@ async fn failing_tests_are_said_to_fail_whatever_the_coder_says() {
     seen.env.assert_clean();
 }
 
+/// Tests that need the network fail in the sandbox, and the summary says so: the Coder's
+/// run has none, whatever the preparation had (the registry it downloaded from is out of
+/// reach), so no test passes only because the sandbox had network.
+#[tokio::test]
+async fn tests_that_need_the_network_fail_in_the_sandbox() {
+    let project = Project {
+        token: "NET-TESTS",
+        files: vec![
+            (
+                "Makefile".into(),
+                "test:\n\tpython3 tests/registry_test.py\n".into(),
+            ),
+            (
+                "tests/registry_test.py".into(),
+                "import urllib.request\n\nwith urllib.request.urlopen(\"https://pypi.org/simple/pytest/\", timeout=20) as answer:\n    print(\"REACHED\", answer.status)\n".into(),
+            ),
+        ],
+        config: json!({}),
+        test_command: "make test",
+        passed: "REACHED",
+    };
+    let seen = run(&project, "The tests pass.").await;
+    assert!(!seen.bash.contains("REACHED"), "{}", seen.bash);
+    assert!(seen.bash.contains("URLError"), "{}", seen.bash);
+    assert!(seen.bash.ends_with("exit code: 2"), "{}", seen.bash);
+    assert!(
+        seen.task
+            .contains(&format!("This project's tests: `{}`", project.test_command)),
+        "{}",
+        seen.task
+    );
+    assert!(
+        seen.texts
+            .iter()
+            .any(|t| t.starts_with("*Coder:* The tests pass.")
+                && t.ends_with("Tests: `make test` failed (exit 2).")),
+        "{:?}",
+        seen.texts
+    );
+    seen.env.assert_clean();
+}
+
+/// `fixtures/node/package.json`: a Node package `calc` whose tests use uvu, a test runner
+/// from npm (a dev dependency).
+const PACKAGE_JSON: &str = include_str!("fixtures/node/package.json");
+
+/// The package `calc` with `package_json`, locked by `lock` (one of `fixtures/node/`'s
+/// lock files).
+fn node_project(package_json: &str, lock: (&str, &str)) -> Vec<(String, String)> {
+    vec![
+        ("package.json".into(), package_json.into()),
+        (lock.0.into(), lock.1.into()),
+        (
+            "src/calc.js".into(),
+            "export const add = (a, b) => a + b;\n".into(),
+        ),
+        (
+            "tests/calc.test.js".into(),
+            "import { test } from 'uvu';\nimport * as assert from 'uvu/assert';\nimport { add } from '../src/calc.js';\n\ntest('adds', () => {\n  assert.is(add(1, 2), 3);\n});\n\ntest.run();\n".into(),
+        ),
+    ]
+}
+
+/// Stops the test, saying what to install, when `program` is not where the sandbox's
+/// `PATH` (`/usr/local/bin:/usr/bin:/bin`) finds it.
+fn require_in_sandbox_path(program: &str) {
+    let found = ["/usr/local/bin", "/usr/bin", "/bin"]
+        .iter()
+        .any(|dir| Path::new(dir).join(program).is_file());
+    assert!(
+        found,
+        "{program} is not in /usr/local/bin, /usr/bin or /bin, where the sandbox finds it: \
+         tests/run installs it (npm install -g {program})"
+    );
+}
+
+/// Whether `dir` holds at least one file, however deep.
+fn holds_a_file(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.filter_map(Result::ok).any(|entry| {
+        let path = entry.path();
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => holds_a_file(&path),
+            Ok(kind) => kind.is_file(),
+            Err(_) => false,
+        }
+    })
+}
+
 #[tokio::test]
 async fn node_tests_run_with_a_test_runner_from_npm() {
     let seen = run_the_tests(Project {
         token: "NODE-UVU",
-        files: vec![
+        files: node_project(
+            PACKAGE_JSON,
             (
-                "package.json".into(),
-                include_str!("fixtures/node/package.json").into(),
+                "package-lock.json",
+                include_str!("fixtures/node/package-lock.json"),
             ),
-            (
-                "package-lock.json".into(),
-                include_str!("fixtures/node/package-lock.json").into(),
-            ),
-            (
-                "src/calc.js".into(),
-                "export const add = (a, b) => a + b;\n".into(),
-            ),
-            (
-                "tests/calc.test.js".into(),
-                "import { test } from 'uvu';\nimport * as assert from 'uvu/assert';\nimport { add } from '../src/calc.js';\n\ntest('adds', () => {\n  assert.is(add(1, 2), 3);\n});\n\ntest.run();\n".into(),
-            ),
-        ],
+        ),
         // Prepared after the approval (the cold path): the task names the tests there too.
         config: json!({"build": {"prepareAheadIdleMinutes": 0}}),
         test_command: "npm test",
@@ -458,6 +609,195 @@ async fn node_tests_run_with_a_test_runner_from_npm() {
             .join("node_modules/uvu/package.json")
             .is_file()
     );
+}
+
+/// vitest, the test runner many Node projects use, parses modules with WebAssembly
+/// (`es-module-lexer`), which Node could not run under the sandbox's address-space limit.
+#[tokio::test]
+async fn node_tests_run_with_vitest_which_uses_webassembly() {
+    let seen = run_the_tests(Project {
+        token: "NODE-VITEST",
+        files: vec![
+            (
+                "package.json".into(),
+                include_str!("fixtures/node/vitest/package.json").into(),
+            ),
+            (
+                "package-lock.json".into(),
+                include_str!("fixtures/node/vitest/package-lock.json").into(),
+            ),
+            (
+                "src/calc.js".into(),
+                "export const add = (a, b) => a + b;\n".into(),
+            ),
+            (
+                "tests/calc.test.js".into(),
+                "import { expect, test } from 'vitest';\nimport { add } from '../src/calc.js';\n\ntest('adds', () => {\n  expect(add(1, 2)).toBe(3);\n});\n".into(),
+            ),
+        ],
+        config: json!({}),
+        test_command: "npm test",
+        passed: "Tests  1 passed (1)",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `npm ci` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    assert!(
+        seen.worktree
+            .join("node_modules/es-module-lexer/package.json")
+            .is_file()
+    );
+}
+
+/// Classic yarn (1.x, the `yarn` package on npm): its frozen install fills `node_modules`
+/// from the registry, its cache in the worktree's, and `yarn test` runs offline.
+#[tokio::test]
+async fn node_tests_locked_by_yarn_run_offline_in_the_sandbox() {
+    require_in_sandbox_path("yarn");
+    let seen = run_the_tests(Project {
+        token: "NODE-YARN",
+        files: node_project(
+            PACKAGE_JSON,
+            ("yarn.lock", include_str!("fixtures/node/yarn.lock")),
+        ),
+        config: json!({}),
+        test_command: "yarn test",
+        passed: "Passed:    1",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `yarn install --frozen-lockfile` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    assert!(
+        seen.worktree
+            .join("node_modules/uvu/package.json")
+            .is_file()
+    );
+    // What yarn downloaded is in the worktree's cache, not in a HOME gone with the sandbox.
+    assert!(holds_a_file(&seen.worktree.join(".codebutler-cache/yarn")));
+}
+
+/// The release of yarn 2+ (berry) a project commits and names in `.yarnrc.yml`'s
+/// `yarnPath` (what `yarn set version` writes), from the npm registry's `@yarnpkg/cli-dist`.
+fn yarn_berry_release(version: &str) -> String {
+    let scratch = tempfile::tempdir().unwrap();
+    let pack = Command::new("npm")
+        .args(["pack", &format!("@yarnpkg/cli-dist@{version}"), "--silent"])
+        .current_dir(scratch.path())
+        .output()
+        .expect("npm is installed");
+    assert!(pack.status.success(), "{pack:?}");
+    let tarball = String::from_utf8(pack.stdout).unwrap().trim().to_owned();
+    let untar = Command::new("tar")
+        .args(["xzf", &tarball, "package/bin/yarn.js"])
+        .current_dir(scratch.path())
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    std::fs::read_to_string(scratch.path().join("package/bin/yarn.js")).unwrap()
+}
+
+/// Yarn 2+ (berry), as a project that commits its release runs it: the yarn installed hands
+/// over to `yarnPath`, which installs Plug'n'Play from the lock; its cache must be the
+/// worktree's (berry's own is in the sandbox's HOME, gone when the tests run).
+#[tokio::test]
+async fn node_tests_locked_by_yarn_berry_run_offline_in_the_sandbox() {
+    require_in_sandbox_path("yarn");
+    let release = ".yarn/releases/yarn-4.5.3.cjs";
+    let mut files = node_project(
+        PACKAGE_JSON,
+        ("yarn.lock", include_str!("fixtures/node/berry/yarn.lock")),
+    );
+    files.extend([
+        (".yarnrc.yml".to_owned(), format!("yarnPath: {release}\n")),
+        (release.to_owned(), yarn_berry_release("4.5.3")),
+        // Berry's own advice for a project without zero-installs.
+        (
+            ".gitignore".to_owned(),
+            ".yarn/*\n!.yarn/releases\n.pnp.*\n".to_owned(),
+        ),
+    ]);
+    let seen = run_the_tests(Project {
+        token: "NODE-BERRY",
+        files,
+        // Berry reads no `.npmrc`: a host whose npm trusts its CA through npmrc's `cafile`
+        // gives berry the same file (the system's bundle here).
+        config: json!({"build": {"env": {
+            "YARN_HTTPS_CA_FILE_PATH": "/etc/ssl/certs/ca-certificates.crt"
+        }}}),
+        test_command: "yarn test",
+        passed: "Passed:    1",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `yarn install --frozen-lockfile` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    // Plug'n'Play, no node_modules: uvu is a zip in the worktree's cache.
+    assert!(seen.worktree.join(".pnp.cjs").is_file());
+    let cache = std::fs::read_dir(seen.worktree.join(".codebutler-cache/yarn")).unwrap();
+    let zips: Vec<String> = cache
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        zips.iter()
+            .any(|z| z.starts_with("uvu-npm-0.5.6-") && z.ends_with(".zip")),
+        "{zips:?}"
+    );
+}
+
+/// pnpm, in a project that names its own pnpm version in `packageManager`, as most do: the
+/// pnpm installed runs it (a version pnpm downloaded for it would be in the sandbox's HOME,
+/// gone when the tests run), its frozen install links `node_modules` to a store in the
+/// worktree's cache.
+#[tokio::test]
+async fn node_tests_locked_by_pnpm_run_offline_in_the_sandbox() {
+    require_in_sandbox_path("pnpm");
+    let package_json = PACKAGE_JSON.replace(
+        "\"private\": true,",
+        "\"private\": true,\n  \"packageManager\": \"pnpm@10.0.0\",",
+    );
+    assert_ne!(package_json, PACKAGE_JSON);
+    let seen = run_the_tests(Project {
+        token: "NODE-PNPM",
+        files: node_project(
+            &package_json,
+            (
+                "pnpm-lock.yaml",
+                include_str!("fixtures/node/pnpm-lock.yaml"),
+            ),
+        ),
+        config: json!({}),
+        test_command: "pnpm test",
+        passed: "Passed:    1",
+    })
+    .await;
+    assert!(
+        seen.prepared_line()
+            .starts_with("*Coder:* prepared the worktree: `pnpm install --frozen-lockfile` ("),
+        "{}",
+        seen.prepared_line()
+    );
+    // node_modules/uvu leads into pnpm's virtual store inside the worktree.
+    let worktree = std::fs::canonicalize(&seen.worktree).unwrap();
+    let real = std::fs::canonicalize(worktree.join("node_modules/uvu")).unwrap();
+    assert!(
+        real.starts_with(worktree.join("node_modules/.pnpm")),
+        "{}",
+        real.display()
+    );
+    assert!(real.join("package.json").is_file());
+    assert!(holds_a_file(&seen.worktree.join(".codebutler-cache/pnpm")));
 }
 
 #[tokio::test]

@@ -28,6 +28,7 @@ pub mod forge;
 pub mod gh_cli;
 pub mod git_command;
 pub mod ini;
+pub mod node_wasm;
 pub mod orphans;
 pub mod platform;
 pub mod prepared;
@@ -54,7 +55,7 @@ use crate::layout::Layout;
 /// The sandbox spec of a Coder run in `worktree`: paths, limits and mode from the `sandbox`
 /// section, and the environment of the worktree's platforms with the operator's
 /// `build.env` and `build.path` ([`platform::environment`], `build.projectType` deciding
-/// the platforms); no network.
+/// the platforms; [`node_wasm`] for Node's WebAssembly); no network.
 pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -> SandboxSpec {
     let mut spec = SandboxSpec::for_worktree(worktree);
     spec.read_only = sandbox.read_only.iter().map(PathBuf::from).collect();
@@ -73,6 +74,16 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
     };
     let platforms = platform::platforms(worktree, build.project_type);
     spec.env = platform::environment(&platforms, &root, &build.env, &build.path);
+    // Node's WebAssembly under the sandbox's address-space limit, unless the operator's
+    // `build.env` says what Node gets.
+    if spec.mode == SandboxMode::Enforce
+        && platforms.contains(&platform::Platform::Node)
+        && !build.env.contains_key("NODE_OPTIONS")
+        && let Some(option) = node_wasm::node_version(&build.path).and_then(node_wasm::options_for)
+    {
+        spec.env
+            .insert("NODE_OPTIONS".to_owned(), option.to_owned());
+    }
     spec
 }
 
@@ -116,4 +127,84 @@ pub fn preparer_for(
         build: config.build.clone(),
         max_disk_mb: config.access.max_worktree_disk_mb,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+    use crate::config::ProjectType;
+
+    fn sandbox(mode: SandboxMode) -> SandboxConfig {
+        SandboxConfig {
+            mode,
+            max_processes: 256,
+            memory_mb: 2048,
+            file_size_mb: 1024,
+            cpu_seconds: 3600,
+            tmp_mb: 512,
+            disk_mb: 0,
+            read_only: Vec::new(),
+            runner_path: None,
+        }
+    }
+
+    fn build(path: &Path, env: &[(&str, &str)]) -> BuildConfig {
+        BuildConfig {
+            project_type: ProjectType::Auto,
+            init_command: None,
+            init_timeout_mins: 10.0,
+            prepare_ahead_idle_mins: 30.0,
+            max_prepared_ahead: 2,
+            test_command: None,
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>(),
+            path: vec![path.display().to_string()],
+        }
+    }
+
+    /// A `node` in a directory of its own that says it is `version`.
+    fn node_saying(version: &str) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        let node = dir.path().join("node");
+        std::fs::write(&node, format!("#!/bin/sh\necho {version}\n")).unwrap();
+        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(0o755)).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_sandboxed_node_that_has_it_gets_the_wasm_option() {
+        let node = |spec: &SandboxSpec| spec.env.get("NODE_OPTIONS").cloned();
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(project.path().join("package.json"), "{}").unwrap();
+        let new_node = node_saying("v22.3.1");
+        let enforce = sandbox(SandboxMode::Enforce);
+        let spec = run_spec(&enforce, &build(new_node.path(), &[]), project.path());
+        assert_eq!(node(&spec).as_deref(), Some("--disable-wasm-trap-handler"));
+        // An older Node would refuse to start with it.
+        let old_node = node_saying("v18.19.0");
+        let spec = run_spec(&enforce, &build(old_node.path(), &[]), project.path());
+        assert_eq!(node(&spec), None);
+        // The operator's NODE_OPTIONS is what Node gets.
+        let mine = build(
+            new_node.path(),
+            &[("NODE_OPTIONS", "--max-old-space-size=512")],
+        );
+        let spec = run_spec(&enforce, &mine, project.path());
+        assert_eq!(node(&spec).as_deref(), Some("--max-old-space-size=512"));
+        // Without a sandbox there is no address-space limit; without Node, no Node.
+        let spec = run_spec(
+            &sandbox(SandboxMode::None),
+            &build(new_node.path(), &[]),
+            project.path(),
+        );
+        assert_eq!(node(&spec), None);
+        let generic = tempfile::tempdir().unwrap();
+        let spec = run_spec(&enforce, &build(new_node.path(), &[]), generic.path());
+        assert_eq!(node(&spec), None);
+    }
 }

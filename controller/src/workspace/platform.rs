@@ -329,8 +329,16 @@ pub fn isolation_env(platforms: &[Platform], root: &Path) -> BTreeMap<String, St
                 set("npm_config_update_notifier", "false".into());
                 set("npm_config_fund", "false".into());
                 set("npm_config_audit", "false".into());
+                // Classic yarn's cache; yarn 2+ (berry) uses it too once its global
+                // cache, in a HOME that is gone when the tests run, is off.
                 set("YARN_CACHE_FOLDER", cache("yarn"));
+                set("YARN_ENABLE_GLOBAL_CACHE", "false".into());
+                set("YARN_ENABLE_TELEMETRY", "false".into());
                 set("npm_config_store_dir", cache("pnpm"));
+                // pnpm runs as installed: the version a `packageManager` field names would
+                // be downloaded into the sandbox's HOME, gone when `pnpm test` runs, which
+                // would then fetch it again without network.
+                set("npm_config_manage_package_manager_versions", "false".into());
             }
             Platform::Python => {
                 set("PIP_CACHE_DIR", cache("pip"));
@@ -341,6 +349,12 @@ pub fn isolation_env(platforms: &[Platform], root: &Path) -> BTreeMap<String, St
                 set("PYTHONPYCACHEPREFIX", cache("pycache"));
                 set("UV_CACHE_DIR", cache("uv"));
                 set("UV_PYTHON_DOWNLOADS", "never".into());
+                // uv trusts only the roots it was built with unless told otherwise; the
+                // system's store (which pip and npm read) is where a host's own CA is.
+                // `UV_SYSTEM_CERTS` for today's uv, `UV_NATIVE_TLS` for older releases;
+                // with both set, neither warns.
+                set("UV_SYSTEM_CERTS", "1".into());
+                set("UV_NATIVE_TLS", "1".into());
             }
             Platform::Rust => {
                 set("CARGO_TARGET_DIR", at(".target"));
@@ -787,6 +801,9 @@ mod tests {
         assert_eq!(env["CARGO_TARGET_DIR"], "/workspace/.target");
         assert_eq!(env["CARGO_HOME"], "/workspace/.codebutler-cache/cargo");
         assert_eq!(env["VIRTUAL_ENV"], "/workspace/.venv");
+        assert_eq!(env["UV_CACHE_DIR"], "/workspace/.codebutler-cache/uv");
+        assert_eq!(env["UV_SYSTEM_CERTS"], "1");
+        assert_eq!(env["UV_NATIVE_TLS"], "1");
         assert_eq!(
             env["PATH"],
             "/workspace/.venv/bin:/usr/local/bin:/usr/bin:/bin"
@@ -794,6 +811,16 @@ mod tests {
         let node = isolation_env(&[Platform::Node], root);
         assert_eq!(node["npm_config_cache"], "/workspace/.codebutler-cache/npm");
         assert_eq!(node["npm_config_audit"], "false");
+        assert_eq!(
+            node["YARN_CACHE_FOLDER"],
+            "/workspace/.codebutler-cache/yarn"
+        );
+        assert_eq!(node["YARN_ENABLE_GLOBAL_CACHE"], "false");
+        assert_eq!(
+            node["npm_config_store_dir"],
+            "/workspace/.codebutler-cache/pnpm"
+        );
+        assert_eq!(node["npm_config_manage_package_manager_versions"], "false");
         let go = isolation_env(&[Platform::Go], root);
         assert_eq!(go["GOMODCACHE"], "/workspace/.codebutler-cache/go/pkg/mod");
         assert_eq!(go["GOFLAGS"], "-modcacherw");
