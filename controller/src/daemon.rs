@@ -40,6 +40,7 @@ use crate::config::Config;
 use crate::coordination::Coordination;
 use crate::coordination::merge_order::MergeOrder;
 use crate::gateway::Gateway;
+use crate::gateway::model_list::ModelList;
 use crate::journal::description::Describer;
 use crate::layout::Layout;
 use crate::memory::Memory;
@@ -67,6 +68,8 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 pub struct LockedRepo {
     repo: ServedRepo,
     lock: RepoLock,
+    /// The provider's model list the start's checks read, for the gateway's prices.
+    models: Option<Arc<ModelList>>,
 }
 
 /// A started repository: what its shutdown stops.
@@ -116,7 +119,11 @@ impl RepoService {
     /// already serves it.
     pub fn lock(repo: ServedRepo) -> Result<LockedRepo, StartError> {
         let lock = RepoLock::take(&repo.layout.dir)?;
-        Ok(LockedRepo { repo, lock })
+        Ok(LockedRepo {
+            repo,
+            lock,
+            models: None,
+        })
     }
 
     /// After Socket Mode connected: delivers what the outbox still holds (in the
@@ -258,6 +265,12 @@ impl LockedRepo {
         &self.repo.config
     }
 
+    /// Keeps `models`, the provider's model list the start's checks read, for the
+    /// repository's gateway (which then does not read it again for prices).
+    pub fn knowing_models(&mut self, models: Option<Arc<ModelList>>) {
+        self.models = models;
+    }
+
     /// Opens the store, builds the thread handler, sorts out what the last stop cut off and
     /// opens the admin socket; events are not taken yet.
     pub async fn start(
@@ -265,7 +278,7 @@ impl LockedRepo {
         slack: &SharedSlack,
         instance: &Instance,
     ) -> Result<RepoService, StartError> {
-        let LockedRepo { repo, lock } = self;
+        let LockedRepo { repo, lock, models } = self;
         let ServedRepo {
             name,
             layout,
@@ -289,6 +302,7 @@ impl LockedRepo {
                 &store,
                 &outbox,
                 shared.then_some(instance),
+                models,
             )
             .await?,
         );
@@ -398,16 +412,18 @@ fn log_cleanup(cleanup: &crate::workspace::orphans::Cleanup) {
     }
 }
 
-/// The thread handler with its PM and Coder: the model gateway, the runners' supervisor and
-/// the repository the PM reads.
+/// The thread handler with its PM and Coder: the model gateway (knowing `models`, the
+/// provider's model list, when the start read it), the runners' supervisor and the
+/// repository the PM reads.
 async fn thread_handler(
     layout: &Layout,
     config: &Config,
     store: &Store,
     outbox: &Outbox,
     shared_as: Option<&Instance>,
+    models: Option<Arc<ModelList>>,
 ) -> Result<ThreadHandler, StartError> {
-    let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?);
+    let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?.knowing_models(models));
     let supervisor = runners::supervisor_for(
         layout,
         config,

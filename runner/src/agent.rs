@@ -376,49 +376,11 @@ fn first_line(text: &str, max_chars: usize) -> String {
 mod tests {
     use super::*;
     use async_trait::async_trait;
+    use codebutler_agent::scripted::{Exhausted, ScriptedModel as Scripted};
     use codebutler_agent::tool::{Tool, ToolError};
     use codebutler_agent::tool_loop::AssistantReply;
     use codebutler_proto::runner::v1::Finished;
-    use std::collections::VecDeque;
     use std::sync::{Arc, Mutex};
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("script exhausted")]
-    struct Exhausted;
-
-    struct Scripted {
-        replies: Mutex<VecDeque<AssistantReply>>,
-        delay: Duration,
-        seen: Mutex<Vec<Vec<ChatMessage>>>,
-        /// The number of tools offered, per call.
-        offered: Mutex<Vec<usize>>,
-    }
-
-    impl Scripted {
-        fn new(replies: Vec<AssistantReply>) -> Self {
-            Self {
-                replies: Mutex::new(replies.into()),
-                delay: Duration::ZERO,
-                seen: Mutex::new(Vec::new()),
-                offered: Mutex::new(Vec::new()),
-            }
-        }
-    }
-
-    #[async_trait]
-    impl ChatModel for Scripted {
-        type Error = Exhausted;
-        async fn complete(
-            &self,
-            messages: &[ChatMessage],
-            tools: &[codebutler_agent::conversation::ToolSpec],
-        ) -> Result<AssistantReply, Exhausted> {
-            self.seen.lock().unwrap().push(messages.to_vec());
-            self.offered.lock().unwrap().push(tools.len());
-            tokio::time::sleep(self.delay).await;
-            self.replies.lock().unwrap().pop_front().ok_or(Exhausted)
-        }
-    }
 
     struct Touch;
 
@@ -550,13 +512,12 @@ mod tests {
         )
         .await;
         assert_eq!(ending, Ending::MaxTurns);
-        assert_eq!(model.seen.lock().unwrap().len(), 2);
+        assert_eq!(model.seen().len(), 2);
     }
 
     #[tokio::test(start_paused = true)]
     async fn stops_at_the_timeout() {
-        let mut model = Scripted::new(vec![edit()]);
-        model.delay = Duration::from_secs(3600);
+        let model = Scripted::new(vec![edit()]).with_delay(Duration::from_secs(3600));
         let (tx, _rx) = mpsc::channel(100);
         let (_in_tx, mut inbox) = mpsc::channel(10);
         let mut t = task(5);
@@ -568,8 +529,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn cancel_interrupts_a_model_call_and_messages_reach_the_next_turn() {
-        let mut model = Scripted::new(vec![edit(), edit()]);
-        model.delay = Duration::from_secs(5);
+        let model = Scripted::new(vec![edit(), edit()]).with_delay(Duration::from_secs(5));
         let (tx, _rx) = mpsc::channel(100);
         let (in_tx, mut inbox) = mpsc::channel(10);
         in_tx
@@ -604,7 +564,7 @@ mod tests {
                 reason: "stop".into()
             }
         );
-        let seen = model.seen.lock().unwrap();
+        let seen = model.seen();
         assert_eq!(seen.len(), 2, "cancelled during the second call");
         assert!(
             seen[0]
@@ -740,7 +700,7 @@ mod tests {
                 summary: "Done".into()
             }
         );
-        let seen = model.seen.lock().unwrap().clone();
+        let seen = model.seen();
         let mut turn = seen[0].clone();
         turn.push(ChatMessage::Assistant {
             content: None,
@@ -752,7 +712,7 @@ mod tests {
         ));
         assert_eq!(seen[1], turn);
         assert_eq!(seen[2], summary_of("Edited a.rs."));
-        assert_eq!(*model.offered.lock().unwrap(), [1, 1, 1]);
+        assert_eq!(model.offered(), [1, 1, 1]);
 
         // A model that calls tools instead of summarising is asked again over the
         // conversation written out, without tools.
@@ -769,10 +729,10 @@ mod tests {
                 summary: "Done".into()
             }
         );
-        let seen = model.seen.lock().unwrap();
+        let seen = model.seen();
         assert_eq!(seen[2], summary_request(&turn[..turn.len() - 1]));
         assert_eq!(seen[3], summary_of("Edited a.rs."));
-        assert_eq!(*model.offered.lock().unwrap(), [1, 1, 0, 1]);
+        assert_eq!(model.offered(), [1, 1, 0, 1]);
     }
 
     #[test]

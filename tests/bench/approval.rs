@@ -140,6 +140,9 @@ async fn approvals(
 ) -> Vec<Duration> {
     let slack = FakeSlack::start().await;
     let model = FakeModel::start().await;
+    // The provider carries the PM's model the config names and the Coder's default one.
+    model.list("bench/pm-model");
+    model.list("anthropic/claude-opus-4.6");
     let home = tempfile::tempdir().unwrap();
     std::fs::write(
         home.path().join("config.json"),

@@ -32,6 +32,9 @@ const USER: &str = "U0BENCH";
 async fn main() {
     let slack = FakeSlack::start().await;
     let model = FakeModel::start().await;
+    // The provider carries the default PM and Coder models the config leaves in place.
+    model.list("moonshotai/kimi-k2");
+    model.list("anthropic/claude-opus-4.6");
     let total = (RATE * SECONDS) as usize + IDLE_THREADS + 10;
     model.script(
         "",

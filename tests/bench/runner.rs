@@ -162,6 +162,9 @@ fn make_repo(root: &Path) {
 async fn start_to_first_request(repo: &Path, runner: &Path) -> (Vec<Duration>, Vec<Duration>) {
     let slack = FakeSlack::start().await;
     let model = FakeModel::start().await;
+    // The provider carries the PM's model the config names and the Coder's default one.
+    model.list("bench/pm-model");
+    model.list("anthropic/claude-opus-4.6");
     model.script(
         "PLAN-BENCH",
         (0..ROUNDS).map(|_| Reply::text("done")).collect(),
@@ -322,6 +325,7 @@ async fn approval_to_first_request(slack: &FakeSlack, model: &FakeModel) -> Vec<
 /// pair, as a runner makes it.
 async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
     let model = FakeModel::start().await;
+    model.list("m");
     model.script("", (0..ROUNDS * 2 + 2).map(|_| Reply::text("ok")).collect());
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.db")).await.unwrap();

@@ -121,6 +121,7 @@ impl Figures {
 
 async fn session(context_window: u64, model_id: &str, head_share: f64) -> Figures {
     let model = FakeModel::start().await;
+    model.list(model_id);
     let mut replies: VecDeque<Reply> = (0..TURNS)
         .map(|i| {
             Reply::tool_call(

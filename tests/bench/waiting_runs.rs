@@ -146,6 +146,9 @@ impl Instance {
         let home = tempfile::tempdir().unwrap();
         let slack = FakeSlack::start().await;
         let model = FakeModel::start().await;
+        // The provider carries the PM's model the config names and the Coder's default one.
+        model.list("bench/pm-model");
+        model.list("anthropic/claude-opus-4.6");
         let max_runs = *SIZES.iter().max().unwrap();
         model.script(
             HOLD,

@@ -9,7 +9,7 @@ use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{CHANNEL, Post};
 use serde_json::{Value, json};
 
-use crate::harness::{APPROVE, CANCEL_PLAN, Env, STOP_RUN, USER, WAIT, runner_env};
+use crate::harness::{APPROVE, CANCEL_PLAN, CODER_MODEL, Env, STOP_RUN, USER, WAIT, runner_env};
 
 const BOB: &str = "U0BOB";
 
@@ -355,13 +355,9 @@ async fn a_click_from_someone_not_allowed_changes_nothing() {
 /// the provider's model list.
 #[tokio::test]
 async fn without_earlier_runs_the_estimate_comes_from_the_models_prices() {
-    let env = Env::with_config(json!({"coder": {"model": "anthropic/claude-opus-4-6"}})).await;
-    env.model.price(
-        "anthropic/claude-opus-4-6",
-        0.000015,
-        0.000075,
-        Some(0.0000015),
-    );
+    let env = Env::new().await;
+    env.model
+        .price(CODER_MODEL, 0.000015, 0.000075, Some(0.0000015));
     env.model.price("openai/gpt-5", 0.00000125, 0.00001, None);
     script_plan(&env, "add a license", "LICENSE-PLAN", &[]);
     let _daemon = env.start().await;

@@ -110,8 +110,12 @@ async fn a_python_preparations_egg_info_and_the_checks_pycache_stay_out_of_the_p
         "PY-BYPRODUCTS",
         vec![
             write("widgets/shapes.py", "def area(w, h):\n    return w * h\n"),
-            // The Coder's own check leaves bytecode behind.
-            bash("python -c 'import widgets.shapes as s; print(s.area(2, 3))'"),
+            // The Coder's own check leaves bytecode behind, beside the sources (the sandbox
+            // sends Python's caches to the worktree's cache directory; a tool that clears
+            // the prefix, as this check does, writes `__pycache__` in the tree).
+            bash(
+                "env -u PYTHONPYCACHEPREFIX python -c 'import widgets.shapes as s; print(s.area(2, 3))'",
+            ),
             commit("Add shapes", &[]),
             open_pr("Add shapes"),
             Reply::text("Done."),

@@ -12,6 +12,7 @@ async fn a_claude_coder_reads_its_growing_prefix_from_the_prompt_cache() {
     let env =
         runner_env(json!({"model": "anthropic/claude-sonnet-4.5", "maxTurns": 6, "timeout": 1}))
             .await;
+    env.model.list("anthropic/claude-sonnet-4.5");
     env.model.script(
         "PLAN-CACHED",
         vec![

@@ -18,48 +18,12 @@ use codebutler_test_support::slack::CHANNEL;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Env, WAIT, open_store, runner_env, say_and_wait_post, say_and_wait_run, thread_with_plan,
-    worktree_of, write,
+    Env, WAIT, open_store, runner_env, say_and_wait_post, stored_state, thread_with_pr, worktree_of,
 };
 
 const CLOSED: &str =
     "*PM:* This thread is closed. For new work, start a new thread in the channel.";
 const REPORT: &str = "*PM:* 📊";
-
-/// A thread whose Coder opened PR #7 from the branch `codebutler/work-on-<token>` (pushed
-/// to a bare `origin`); returns the thread and the bare origin's path.
-async fn thread_with_pr(env: &Env, token: &str) -> (String, std::path::PathBuf) {
-    let origin = env.outside.path().join("origin.git");
-    git::push_to_new_origin(env.repo_path(), &origin);
-    env.model.script(
-        token,
-        vec![
-            write("notes.txt", "one\ntwo\n"),
-            Reply::tool_call("GitCommit", r#"{"message": "Add the notes"}"#),
-            Reply::tool_call("OpenPR", r#"{"title": "Add notes", "body": "Adds notes."}"#),
-            Reply::text("The PR is open."),
-        ],
-    );
-    let thread = thread_with_plan(env, "start the notes", token).await;
-    assert_eq!(
-        say_and_wait_run(env, &thread, "yes").await,
-        "white_check_mark"
-    );
-    assert_eq!(stage(env, &thread).await, "pr_opened");
-    (thread, origin)
-}
-
-/// The thread's stored state.
-async fn stage(env: &Env, thread: &str) -> String {
-    let pool = open_store(env).await;
-    let state: String = sqlx::query_scalar("SELECT state FROM threads WHERE thread_ts = ?")
-        .bind(thread)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    state
-}
 
 /// The branch of the thread's worktree, `codebutler/<slug>`.
 fn branch(slug: &str) -> String {
@@ -128,7 +92,7 @@ async fn merge_describes_merges_once_deletes_the_branch_removes_the_worktree_and
     env.slack
         .add_user(crate::harness::USER, "alice", "Alice Liddell");
     let _daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "CLOSE-MERGE").await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-MERGE", vec![]).await;
     let slug = "work-on-close-merge";
     assert!(worktree_of(&env, slug).exists());
     assert!(origin_has(&origin, &branch(slug)));
@@ -208,7 +172,7 @@ async fn merge_describes_merges_once_deletes_the_branch_removes_the_worktree_and
         main.find_branch(&branch(slug), git2::BranchType::Local)
             .is_err()
     );
-    assert_eq!(stage(&env, &thread).await, "closed_merged");
+    assert_eq!(stored_state(&env, &thread).await, "closed_merged");
 
     // The usage report, once, with each role's cost.
     let reports = posts_starting(&env, &thread, REPORT);
@@ -229,7 +193,7 @@ async fn merge_describes_merges_once_deletes_the_branch_removes_the_worktree_and
 async fn merge_with_a_failing_check_refuses_and_names_it() {
     let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
     let _daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "CLOSE-FAILING").await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-FAILING", vec![]).await;
     FakePr {
         checks: "failing",
         ..FakePr::default()
@@ -242,7 +206,7 @@ async fn merge_with_a_failing_check_refuses_and_names_it() {
         "*PM:* I can't merge PR #7 yet: a check is failing: `test`. The thread stays open."
     );
     assert!(gh_merges(env.outside.path()).is_empty());
-    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert_eq!(stored_state(&env, &thread).await, "pr_opened");
     assert!(origin_has(&origin, &branch("work-on-close-failing")));
     assert!(worktree_of(&env, "work-on-close-failing").exists());
 
@@ -254,7 +218,7 @@ async fn merge_with_a_failing_check_refuses_and_names_it() {
     .set(env.outside.path());
     say_and_wait_post(&env, &thread, "ship it", "*PM:* PR #7 merged").await;
     assert_eq!(gh_merges(env.outside.path()), ["squash"]);
-    assert_eq!(stage(&env, &thread).await, "closed_merged");
+    assert_eq!(stored_state(&env, &thread).await, "closed_merged");
     env.assert_clean();
 }
 
@@ -262,7 +226,7 @@ async fn merge_with_a_failing_check_refuses_and_names_it() {
 async fn abandon_closes_without_merging_and_leaves_the_pr() {
     let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
     let _daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "CLOSE-ABANDON").await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-ABANDON", vec![]).await;
     let slug = "work-on-close-abandon";
 
     let last = say_and_wait_post(&env, &thread, "Abandon", "*PM:* Thread closed").await;
@@ -275,7 +239,7 @@ async fn abandon_closes_without_merging_and_leaves_the_pr() {
     // Its branch was pushed, so the worktree goes; the PR's branch stays on GitHub.
     assert!(!worktree_of(&env, slug).exists());
     assert!(origin_has(&origin, &branch(slug)));
-    assert_eq!(stage(&env, &thread).await, "closed_abandoned");
+    assert_eq!(stored_state(&env, &thread).await, "closed_abandoned");
     assert_eq!(posts_starting(&env, &thread, REPORT).len(), 1);
     env.assert_clean();
 }
@@ -296,7 +260,7 @@ async fn done_closes_a_thread_without_a_pull_request() {
     );
     let last = say_and_wait_post(&env, &thread, "done", "*PM:* Thread closed").await;
     assert_eq!(last, "*PM:* Thread closed.");
-    assert_eq!(stage(&env, &thread).await, "closed_done");
+    assert_eq!(stored_state(&env, &thread).await, "closed_done");
     let reports = posts_starting(&env, &thread, REPORT);
     assert_eq!(reports.len(), 1, "{:?}", env.post_texts(&thread));
     assert!(reports[0].contains("*PM*"), "{}", reports[0]);
@@ -316,11 +280,11 @@ async fn a_pr_merged_on_github_closes_its_thread_through_the_watcher() {
     }))
     .await;
     let _daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "CLOSE-WATCH").await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-WATCH", vec![]).await;
     let slug = "work-on-close-watch";
     // Still open: the watcher leaves it.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert_eq!(stored_state(&env, &thread).await, "pr_opened");
 
     // A person merges it on GitHub: it lands on origin's default branch.
     let main_before = git::git(&origin, &["rev-parse", "HEAD"]);
@@ -337,7 +301,7 @@ async fn a_pr_merged_on_github_closes_its_thread_through_the_watcher() {
         posts_starting(&env, &thread, "*PM:* PR #7 was merged on GitHub"),
         ["*PM:* PR #7 was merged on GitHub. Thread closed."]
     );
-    assert_eq!(stage(&env, &thread).await, "closed_merged");
+    assert_eq!(stored_state(&env, &thread).await, "closed_merged");
     assert!(
         gh_merges(env.outside.path()).is_empty(),
         "merged on GitHub, not by us"
@@ -362,7 +326,7 @@ async fn a_pr_merged_on_github_closes_its_thread_through_the_watcher() {
 async fn a_daemon_killed_in_the_middle_of_a_merge_finishes_it_once_after_restart() {
     let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
     let mut daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "CLOSE-CRASH").await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-CRASH", vec![]).await;
     let slug = "work-on-close-crash";
 
     block_merge(env.outside.path());
@@ -380,7 +344,7 @@ async fn a_daemon_killed_in_the_middle_of_a_merge_finishes_it_once_after_restart
         .wait_until(WAIT, || FakePr::state(env.outside.path()) == "MERGED")
         .await;
     assert!(ok);
-    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert_eq!(stored_state(&env, &thread).await, "pr_opened");
 
     let _daemon = env.start().await;
     let ok = env
@@ -397,7 +361,7 @@ async fn a_daemon_killed_in_the_middle_of_a_merge_finishes_it_once_after_restart
         ["*PM:* PR #7 merged. Thread closed."]
     );
     assert_eq!(posts_starting(&env, &thread, REPORT).len(), 1);
-    assert_eq!(stage(&env, &thread).await, "closed_merged");
+    assert_eq!(stored_state(&env, &thread).await, "closed_merged");
     assert!(!origin_has(&origin, &branch(slug)));
     assert!(!worktree_of(&env, slug).exists());
     let steps: Vec<Value> = {
@@ -427,7 +391,7 @@ async fn a_daemon_killed_in_the_middle_of_a_merge_finishes_it_once_after_restart
 async fn a_failed_step_is_said_and_merge_again_goes_on_from_it() {
     let env = runner_env(json!({"maxTurns": 6, "timeout": 2})).await;
     let _daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "CLOSE-RETRY").await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-RETRY", vec![]).await;
     let slug = "work-on-close-retry";
 
     // A check fails between the checks and the merge: gh refuses the merge.
@@ -458,7 +422,7 @@ async fn a_failed_step_is_said_and_merge_again_goes_on_from_it() {
             && failed.ends_with("The thread stays open; say *merge* again to go on from there."),
         "{failed}"
     );
-    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert_eq!(stored_state(&env, &thread).await, "pr_opened");
     assert!(origin_has(&origin, &branch(slug)));
     let edits = || {
         gh_log(env.outside.path())
@@ -477,7 +441,7 @@ async fn a_failed_step_is_said_and_merge_again_goes_on_from_it() {
     say_and_wait_post(&env, &thread, "merge", "*PM:* PR #7 merged").await;
     assert_eq!(gh_merges(env.outside.path()), ["squash", "squash"]);
     assert_eq!(edits(), edits_before, "the description was written once");
-    assert_eq!(stage(&env, &thread).await, "closed_merged");
+    assert_eq!(stored_state(&env, &thread).await, "closed_merged");
     assert_eq!(posts_starting(&env, &thread, REPORT).len(), 1);
     assert!(!worktree_of(&env, slug).exists());
     env.assert_clean();
@@ -491,7 +455,7 @@ async fn a_pr_closed_on_github_abandons_its_thread() {
     }))
     .await;
     let _daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "CLOSE-GH-CLOSED").await;
+    let (thread, origin) = thread_with_pr(&env, "CLOSE-GH-CLOSED", vec![]).await;
     FakePr {
         state: "CLOSED",
         ..FakePr::default()
@@ -503,7 +467,7 @@ async fn a_pr_closed_on_github_abandons_its_thread() {
         .wait_until(WAIT, || !posts_starting(&env, &thread, said).is_empty())
         .await;
     assert!(ok, "{:?}", env.post_texts(&thread));
-    assert_eq!(stage(&env, &thread).await, "closed_abandoned");
+    assert_eq!(stored_state(&env, &thread).await, "closed_abandoned");
     assert!(gh_merges(env.outside.path()).is_empty());
     // Pushed, so its worktree goes; its branch stays on GitHub with the closed PR.
     assert!(!worktree_of(&env, "work-on-close-gh-closed").exists());
@@ -526,7 +490,7 @@ async fn a_typed_watcher_marker_is_only_text() {
     }))
     .await;
     let _daemon = env.start().await;
-    let (thread, origin) = thread_with_pr(&env, "FORGED-MARKER").await;
+    let (thread, origin) = thread_with_pr(&env, "FORGED-MARKER", vec![]).await;
     let slug = "work-on-forged-marker";
     let edits = || {
         gh_log(env.outside.path())
@@ -559,7 +523,7 @@ async fn a_typed_watcher_marker_is_only_text() {
         "{:?}",
         env.post_texts(&thread)
     );
-    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert_eq!(stored_state(&env, &thread).await, "pr_opened");
     assert!(
         origin_has(&origin, &branch(slug)),
         "the PR's branch was deleted"

@@ -39,6 +39,7 @@ async fn continue_after_a_compaction_resumes_the_compacted_conversation() {
         "contextWindow": 20000,
     }))
     .await;
+    env.model.list("anthropic/claude-sonnet-4.5");
     let compacted = Arc::new(AtomicBool::new(false));
     env.model.respond("COMPACT-TOKEN", {
         let compacted = compacted.clone();

@@ -16,7 +16,7 @@ use codebutler_test_support::slack::{self, FakeSlack};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::harness::{Daemon, USER, codebutler_command, user_messages};
+use crate::harness::{CODER_MODEL, Daemon, PM_MODEL, USER, codebutler_command, user_messages};
 
 const CHANNELS: [(&str, &str); 2] = [("api", "C0API"), ("web", "C0WEB")];
 const THREADS_PER_CHANNEL: usize = 3;
@@ -79,6 +79,9 @@ impl Host {
             }
             entries.push(json!({"name": name, "path": path, "channel": channel}));
         }
+        // The provider carries the PM's model named below and the Coder's default one.
+        model.list(PM_MODEL);
+        model.list(CODER_MODEL);
         let mut global = json!({
             "slack": {
                 "botToken": slack::BOT_TOKEN,
@@ -87,7 +90,7 @@ impl Host {
                 "messagesPerSecond": 100.0
             },
             "openrouter": {"apiKey": "sk-or-test-key", "baseUrl": model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
-            "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": PM_MODEL}}},
             "github": {"cli": gh.display().to_string()},
             "store": {"url": store_url},
             "repositories": entries

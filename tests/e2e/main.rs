@@ -29,6 +29,7 @@ mod pm;
 mod postflight;
 mod postgres;
 mod prepare_ahead;
+mod project_tests;
 mod pushes;
 mod questions;
 mod rebase;

@@ -487,6 +487,7 @@ async fn a_runner_without_its_task_is_answered_nothing() {
     use tokio_util::sync::CancellationToken;
 
     let model = FakeModel::start().await;
+    model.list("m");
     model.script("", vec![Reply::text("ok")]);
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("s.db")).await.unwrap();

@@ -15,7 +15,7 @@ use codebutler_test_support::model::Reply;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Env, WAIT, pushed_line, say_and_wait_run, thread_with_plan, user_messages, write,
+    self, Env, WAIT, pushed_line, say_and_wait_run, thread_with_plan, user_messages, write,
 };
 
 /// The branch of the threads whose plan is "Work on <token>".
@@ -78,21 +78,7 @@ async fn thread_with_pr(
     token: &str,
     follow_up: Vec<Reply>,
 ) -> (String, PathBuf, String) {
-    let origin = env.outside.path().join("origin.git");
-    git::push_to_new_origin(env.repo_path(), &origin);
-    let mut script = vec![
-        write("notes.txt", "one\ntwo\n"),
-        Reply::tool_call("GitCommit", r#"{"message": "Add the notes"}"#),
-        Reply::tool_call("OpenPR", r#"{"title": "Add notes", "body": "Adds notes."}"#),
-        Reply::text("The PR is open."),
-    ];
-    script.extend(follow_up);
-    env.model.script(token, script);
-    let thread = thread_with_plan(env, "start the notes", token).await;
-    assert_eq!(
-        say_and_wait_run(env, &thread, "yes").await,
-        "white_check_mark"
-    );
+    let (thread, origin) = harness::thread_with_pr(env, token, follow_up).await;
     let opened = origin_tip(&origin, &branch_of(token)).expect("OpenPR pushed the branch");
     assert_eq!(github_head(env, 7), opened);
     (thread, origin, opened)

@@ -10,7 +10,6 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
 use git2::{Oid, Repository};
 use serde_json::json;
@@ -18,42 +17,21 @@ use serde_json::json;
 use codebutler_test_support::slack::CHANNEL;
 
 use crate::harness::{
-    APPROVE, CANCEL_PLAN, Env, USER, WAIT, open_store, runner_env, say_and_wait_post,
-    say_and_wait_run, thread_with_plan, worktree_of, write,
+    APPROVE, CANCEL_PLAN, Env, USER, WAIT, runner_env, say_and_wait_post, say_and_wait_run,
+    stored_state, thread_with_pr_of, worktree_of, write,
 };
 
 /// A thread whose Coder wrote `files`, committed them and opened PR #7 from
 /// `codebutler/work-on-<token>`, pushed to a new bare `origin`; returns the thread and
 /// the origin's path.
 async fn thread_with_pr(env: &Env, token: &str, files: &[(&str, &str)]) -> (String, PathBuf) {
-    let origin = env.outside.path().join("origin.git");
-    git::push_to_new_origin(env.repo_path(), &origin);
-    let mut script: Vec<Reply> = files.iter().map(|(p, c)| write(p, c)).collect();
-    script.extend([
+    let mut first_run: Vec<Reply> = files.iter().map(|(p, c)| write(p, c)).collect();
+    first_run.extend([
         Reply::tool_call("GitCommit", r#"{"message": "The thread's work"}"#),
         Reply::tool_call("OpenPR", r#"{"title": "Work", "body": "The work."}"#),
         Reply::text("The PR is open."),
     ]);
-    env.model.script(token, script);
-    let thread = thread_with_plan(env, &format!("start {token}"), token).await;
-    assert_eq!(
-        say_and_wait_run(env, &thread, "yes").await,
-        "white_check_mark"
-    );
-    assert_eq!(stage(env, &thread).await, "pr_opened");
-    (thread, origin)
-}
-
-/// The thread's stored state.
-async fn stage(env: &Env, thread: &str) -> String {
-    let pool = open_store(env).await;
-    let state: String = sqlx::query_scalar("SELECT state FROM threads WHERE thread_ts = ?")
-        .bind(thread)
-        .fetch_one(&pool)
-        .await
-        .unwrap();
-    pool.close().await;
-    state
+    thread_with_pr_of(env, &format!("start {token}"), token, first_run, vec![]).await
 }
 
 /// Commits `files` on the bare `origin`'s default branch: it moves on, as when another pull
@@ -180,7 +158,7 @@ async fn rebase_merges_the_moved_default_branch_and_pushes_without_force() {
         )
     );
     assert_eq!(origin_tip(&origin, branch), tip);
-    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert_eq!(stored_state(&env, &thread).await, "pr_opened");
     env.assert_clean();
 }
 
@@ -231,7 +209,7 @@ async fn a_conflict_is_resolved_by_the_coder_after_approval_and_becomes_the_merg
         )
     );
     assert_eq!(origin_tip(&origin, branch), pushed, "nothing pushed yet");
-    assert_eq!(stage(&env, &thread).await, "plan_pending");
+    assert_eq!(stored_state(&env, &thread).await, "plan_pending");
 
     // The Coder resolves, commits (the merge) and pushes through OpenPR.
     env.model.script(
@@ -277,7 +255,7 @@ async fn a_conflict_is_resolved_by_the_coder_after_approval_and_becomes_the_merg
         "deploy:\n\tterraform apply\n\thelm upgrade app\n"
     );
     assert_eq!(
-        stage(&env, &thread).await,
+        stored_state(&env, &thread).await,
         "pr_opened",
         "its PR is still open"
     );
@@ -324,7 +302,7 @@ async fn cancelling_the_resolution_puts_the_worktree_back() {
         "deploy:\n\tmine\n"
     );
     assert!(!tree.join("new.txt").exists());
-    assert_eq!(stage(&env, &thread).await, "pr_opened");
+    assert_eq!(stored_state(&env, &thread).await, "pr_opened");
 }
 
 #[tokio::test]

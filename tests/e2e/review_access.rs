@@ -16,10 +16,12 @@ use codebutler_test_support::gh::{
 use codebutler_test_support::model::Reply;
 use serde_json::{Value, json};
 
-use crate::harness::{Env, WAIT, say_and_wait_run, tool_results, user_messages, write};
+use crate::harness::{
+    Env, WAIT, say_and_wait_run, thread_with_pr, tool_results, user_messages, write,
+};
 use crate::reviews::{
     posts_with, review_env_config, sort_like_a_pm, sorting_requests, stored_comments,
-    thread_with_pr, wait_post_with, wait_stored,
+    wait_post_with, wait_stored,
 };
 
 /// What a passer-by plants: it reads like a change, so a sorter that saw it would propose it.
@@ -90,7 +92,7 @@ async fn a_passer_bys_planted_instruction_reaches_no_model_and_is_named_once() {
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(
+    let (thread, _origin) = thread_with_pr(
         &env,
         "ACCESS-PASSER-BY",
         vec![
@@ -183,7 +185,7 @@ async fn write_access_is_what_github_says_not_the_association_alone() {
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(&env, "ACCESS-ASKED", vec![]).await;
+    let (thread, _origin) = thread_with_pr(&env, "ACCESS-ASKED", vec![]).await;
     env.model.respond("got these comments", sort_like_a_pm);
 
     // A contributor GitHub says has write access counts; an organisation member with read
@@ -241,7 +243,7 @@ async fn review_from_anyone_widens_it_on_purpose() {
     .await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(&env, "ACCESS-ANYONE", vec![]).await;
+    let (thread, _origin) = thread_with_pr(&env, "ACCESS-ANYONE", vec![]).await;
     env.model.respond("got these comments", sort_like_a_pm);
     add_line_comment_as(
         gh,
@@ -287,7 +289,7 @@ async fn a_flood_of_long_comments_is_cut_to_the_bounds_and_the_thread_says_so() 
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(
+    let (thread, _origin) = thread_with_pr(
         &env,
         "ACCESS-FLOOD",
         vec![Reply::text("Looked at the comments.")],
@@ -345,7 +347,7 @@ async fn sorting_calls_per_pull_request_stay_within_the_rate_whatever_they_find(
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(&env, "ACCESS-RATE", vec![]).await;
+    let (thread, _origin) = thread_with_pr(&env, "ACCESS-RATE", vec![]).await;
     env.model.respond("got these comments", sort_like_a_pm);
     let nothing = "Nothing for the Coder to do";
 
@@ -376,7 +378,7 @@ async fn a_passer_by_commenting_on_and_on_holds_no_round_back() {
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(&env, "ACCESS-CHATTER", vec![]).await;
+    let (thread, _origin) = thread_with_pr(&env, "ACCESS-CHATTER", vec![]).await;
     env.model.respond("got these comments", sort_like_a_pm);
     add_conversation_comment(gh, "IC_real", "bob", "Why a loop here?");
     // Far more often than the two quiet seconds, until the round is proposed.

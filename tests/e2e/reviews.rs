@@ -12,12 +12,11 @@ use codebutler_test_support::gh::{
     FakePr, add_conversation_comment, add_line_comment, add_line_comment_reply, add_review, gh_log,
     gh_pr_comments, gh_replies, lose_next_answer, set_review_decision, set_run_log,
 };
-use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Env, WAIT, open_store, say_and_wait_post, say_and_wait_run, thread_with_plan, user_messages,
+    Env, WAIT, open_store, say_and_wait_post, say_and_wait_run, thread_with_pr, user_messages,
     write,
 };
 
@@ -30,27 +29,6 @@ pub(crate) fn review_env_config(extra: Value) -> Value {
     });
     codebutler_test_support::merge(&mut config, extra);
     config
-}
-
-/// A thread whose Coder wrote `notes.txt` and opened PR #7 (pushed to a bare `origin`), with
-/// `follow_up` scripted for the Coder's next run; returns the thread.
-pub(crate) async fn thread_with_pr(env: &Env, token: &str, follow_up: Vec<Reply>) -> String {
-    let origin = env.outside.path().join("origin.git");
-    git::push_to_new_origin(env.repo_path(), &origin);
-    let mut script = vec![
-        write("notes.txt", "one\ntwo\n"),
-        Reply::tool_call("GitCommit", r#"{"message": "Add the notes"}"#),
-        Reply::tool_call("OpenPR", r#"{"title": "Add notes", "body": "Adds notes."}"#),
-        Reply::text("The PR is open."),
-    ];
-    script.extend(follow_up);
-    env.model.script(token, script);
-    let thread = thread_with_plan(env, "start the notes", token).await;
-    assert_eq!(
-        say_and_wait_run(env, &thread, "yes").await,
-        "white_check_mark"
-    );
-    thread
 }
 
 /// The thread's posts that contain `needle`.
@@ -135,7 +113,7 @@ async fn three_comments_make_one_proposal_one_follow_up_and_replies_on_github() 
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(
+    let (thread, _origin) = thread_with_pr(
         &env,
         "REVIEW-MAIN",
         vec![
@@ -266,7 +244,7 @@ async fn bots_and_the_controllers_own_comments_start_nothing() {
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(&env, "REVIEW-BOTS", vec![]).await;
+    let (thread, _origin) = thread_with_pr(&env, "REVIEW-BOTS", vec![]).await;
     let posts = env.post_texts(&thread).len();
     add_line_comment(
         gh,
@@ -313,7 +291,7 @@ async fn a_failing_check_is_reported_once_with_its_log_and_the_cap_holds() {
     let env = Env::with_runner(review_env_config(json!({"github": {"maxReviewRounds": 1}}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(&env, "REVIEW-CHECKS", vec![]).await;
+    let (thread, _origin) = thread_with_pr(&env, "REVIEW-CHECKS", vec![]).await;
     let log: String = (1..=60)
         .map(|i| format!("test\tRun cargo test\tfailure line {i}\n"))
         .collect();
@@ -373,7 +351,7 @@ async fn a_sorting_answer_that_cannot_be_read_proposes_nothing() {
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let _daemon = env.start().await;
-    let thread = thread_with_pr(&env, "REVIEW-GARBLED", vec![]).await;
+    let (thread, _origin) = thread_with_pr(&env, "REVIEW-GARBLED", vec![]).await;
     env.model.script(
         "got these comments",
         vec![Reply::text("They all look like changes to me!")],
@@ -397,7 +375,7 @@ async fn a_restart_or_a_lost_answer_repeats_nothing() {
     let env = Env::with_runner(review_env_config(json!({}))).await;
     let gh = env.outside.path();
     let mut daemon = env.start().await;
-    let thread = thread_with_pr(
+    let (thread, _origin) = thread_with_pr(
         &env,
         "REVIEW-ONCE",
         vec![

@@ -2,10 +2,11 @@
 //! code that says what kind of mistake it is, and no secret in what the daemon prints: Slack
 //! out of reach, a token Slack refuses, an app token without `connections:write` or Socket
 //! Mode off, the bot not in its channel or the channel unknown, a missing scope, the model
-//! key refused, `gh` missing or logged out, and a host without a kernel feature the sandbox
-//! needs. Each mistake is made in the world the fakes keep (Slack's tokens, scopes and
-//! channels, the provider's keys, `gh`'s login) or in the host the daemon runs on (a
-//! seccomp filter or a mount namespace that takes a feature away), never in the product.
+//! key refused, a model id the provider does not list, `gh` missing or logged out, and a
+//! host without a kernel feature the sandbox needs. Each mistake is made in the world the
+//! fakes keep (Slack's tokens, scopes and channels, the provider's keys and models, `gh`'s
+//! login) or in the host the daemon runs on (a seccomp filter or a mount namespace that takes
+//! a feature away), never in the product.
 
 use std::process::Command;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use codebutler_test_support::host::{self, Missing};
 use codebutler_test_support::slack::{self, APP_TOKEN, BOT_TOKEN, CHANNEL};
 use serde_json::json;
 
-use crate::harness::{Daemon, Env};
+use crate::harness::{Daemon, Env, WAIT, thread_with_plan};
 
 /// The secrets every daemon here is given; none may show.
 const SECRETS: [&str; 3] = [BOT_TOKEN, APP_TOKEN, "sk-or-test-key"];
@@ -202,6 +203,105 @@ async fn a_model_key_the_provider_refuses_is_named() {
     );
     // Nothing was asked of the model.
     assert!(env.model.requests().is_empty());
+}
+
+/// A `coder.model` written as Anthropic's own API names the model, where OpenRouter writes
+/// its version with a dot: the start ends on one line naming the field, the id and the ids
+/// the provider lists that come closest, before anything is served.
+#[tokio::test]
+async fn a_model_id_the_provider_does_not_list_stops_the_start_with_the_closest_ids() {
+    let env = Env::with_config(json!({"coder": {"model": "anthropic/claude-opus-4-6"}})).await;
+    for id in [
+        "anthropic/claude-opus-4.6-fast",
+        "anthropic/claude-sonnet-4.5",
+        "moonshotai/kimi-k2",
+    ] {
+        env.model.list(id);
+    }
+    let (code, log) = run_to_exit(&env, env.command()).await;
+    let url = env.model.base_url();
+    let expected = format!(
+        "codebutler: error: `coder.model` is `anthropic/claude-opus-4-6`, which the model \
+         provider at {url} does not list (GET {url}/models); the closest it lists: \
+         `anthropic/claude-opus-4.6`, `anthropic/claude-opus-4.6-fast`, \
+         `anthropic/claude-sonnet-4.5`"
+    );
+    assert_one_line(code, &log, 2, &[&expected], &[]);
+    assert!(log.lines().any(|l| l == expected), "{log}");
+    // The list was read once, for every model; no model was asked anything, no event taken.
+    assert_eq!(env.model.model_list_requests(), ["output_modalities=all"]);
+    assert!(env.model.requests().is_empty());
+    assert_eq!(env.slack.connections_opened(), 0);
+}
+
+/// Model ids the provider lists start the service — the Artist's image model among them,
+/// which OpenRouter lists only to those who ask for every output — and the list read for
+/// the check is the one the plan's estimate prices the Coder's model from: it is read once.
+#[tokio::test]
+async fn listed_model_ids_start_and_their_list_is_read_once() {
+    let env = Env::with_config(json!({
+        "coder": {"model": "anthropic/claude-sonnet-4.5"},
+        "artist": {"provider": "openrouter", "model": "black-forest-labs/flux.2-pro"}
+    }))
+    .await;
+    env.model.price(
+        "anthropic/claude-sonnet-4.5",
+        0.000003,
+        0.000015,
+        Some(0.0000003),
+    );
+    env.model.list_image_model("black-forest-labs/flux.2-pro");
+    let _daemon = env.start().await;
+    assert_eq!(env.model.model_list_requests(), ["output_modalities=all"]);
+    let thread = thread_with_plan(&env, "add a notice", "NOTICE-PLAN").await;
+    let priced = env
+        .slack
+        .wait_until(WAIT, || {
+            env.thread_posts(&thread)
+                .iter()
+                .any(|p| p.text.contains("*Estimate:*"))
+        })
+        .await;
+    assert!(priced, "{:?}", env.thread_posts(&thread));
+    let plan = env
+        .thread_posts(&thread)
+        .into_iter()
+        .find(|p| p.text.contains("*Estimate:*"))
+        .unwrap();
+    // 27,000 fresh and 220,500 cached prompt tokens and 6,000 completion tokens.
+    assert!(
+        plan.text
+            .contains("*Estimate:* about $0.24 (a typical run at this model's prices"),
+        "{}",
+        plan.text
+    );
+    assert_eq!(env.model.model_list_requests(), ["output_modalities=all"]);
+}
+
+/// A model list the provider fails to give checks nothing: the service starts, even with an
+/// id the provider would not know, and says once that the ids were not checked.
+#[tokio::test]
+async fn a_model_list_that_cannot_be_read_leaves_the_ids_unchecked_and_says_so_once() {
+    let env = Env::with_config(json!({"coder": {"model": "anthropic/claude-opus-4-6"}})).await;
+    env.model.fail_model_list(500);
+    let mut daemon = env.start().await;
+    daemon.signal("TERM");
+    assert_eq!(daemon.wait_exit(WAIT).await.code(), Some(0));
+    let log = daemon.log();
+    let said: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("were not checked"))
+        .collect();
+    let url = env.model.base_url();
+    assert_eq!(said.len(), 1, "{log}");
+    assert!(
+        said[0].contains(&format!(
+            "could not read the model list at {url}/models (the provider answered HTTP 500); \
+             the model ids in the configuration were not checked"
+        )),
+        "{log}"
+    );
+    assert_eq!(env.model.model_list_requests(), ["output_modalities=all"]);
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use codebutler_test_support::slack::{self, FakeSlack};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-use crate::harness::{Daemon, USER, WAIT, codebutler_command, content_text};
+use crate::harness::{CODER_MODEL, Daemon, PM_MODEL, USER, WAIT, codebutler_command, content_text};
 
 const API: &str = "C0API";
 const WEB: &str = "C0WEB";
@@ -55,6 +55,10 @@ impl Team {
             make_repo(dir, name);
         }
         codebutler_test_support::gh::install_fake_gh(team.outside.path());
+        // The provider carries the PM's model the global config names and the Coder's
+        // default one.
+        team.model.list(PM_MODEL);
+        team.model.list(CODER_MODEL);
         write_json(
             &team.web.join(".codebutler/config.json"),
             &json!({"slack": {"channelID": WEB}}),
@@ -81,7 +85,7 @@ impl Team {
                 "messagesPerSecond": 100.0
             },
             "openrouter": {"apiKey": "sk-or-test-key", "baseUrl": self.model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
-            "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": PM_MODEL}}},
             "github": {"cli": self.outside.path().join("gh").display().to_string()},
             "repositories": repositories
         })

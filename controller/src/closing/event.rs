@@ -1,12 +1,13 @@
-//! What the PR watcher saw on GitHub, as a thread keeps it: the text of a stored thread
-//! message, so a pull request merged or closed on GitHub is handled in the thread's own
-//! order, by its own handler, exactly like a typed "merge" or a button click
+//! What the PR watcher tells a thread, as the thread keeps it: the text of a stored thread
+//! message, so a pull request merged or closed on GitHub ([`PrEvent`]), and a review round
+//! opened or the rounds capped ([`ReviewEvent`]), are handled in the thread's own order, by
+//! its own handler, exactly like a typed "merge" or a button click
 //! ([`crate::domain::Click`]).
 //!
-//! The marker starts with `<codebutler:pr-watch`: Slack escapes `<` in what people type (as
-//! `&lt;`), so no typed message can pass for it.
-
-const MARKER: &str = "<codebutler:pr-watch";
+//! Both are one codec with two markers: `<codebutler:pr-watch merged #7>`,
+//! `<codebutler:pr-review round #7>`. A marker starts with `<`, which Slack escapes in what
+//! people type (as `&lt;`); and the thread reads a message as the watcher's only by its
+//! stored origin anyway, never by its text.
 
 /// The Slack user id the watcher's messages are stored under (no real user has it: Slack
 /// ids are upper-case).
@@ -22,6 +23,9 @@ pub enum PrEvent {
 }
 
 impl PrEvent {
+    const MARKER: &str = "<codebutler:pr-watch";
+    const ALL: [Self; 2] = [Self::Merged, Self::Closed];
+
     fn word(self) -> &'static str {
         match self {
             Self::Merged => "merged",
@@ -31,17 +35,62 @@ impl PrEvent {
 
     /// The stored text: `<codebutler:pr-watch merged #7>`.
     pub fn to_text(self, number: u64) -> String {
-        format!("{MARKER} {} #{number}>", self.word())
+        to_text(Self::MARKER, self.word(), number)
     }
 
     /// The event a stored text carries, if it is one.
     pub fn parse(text: &str) -> Option<Self> {
-        let rest = text.strip_prefix(MARKER)?.strip_prefix(' ')?;
-        let (word, _) = rest.split_once(' ')?;
-        [Self::Merged, Self::Closed]
-            .into_iter()
-            .find(|e| e.word() == word)
+        parse(text, Self::MARKER, Self::ALL, Self::word)
     }
+}
+
+/// What the watcher saw of a pull request's reviews and checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReviewEvent {
+    /// It opened a round (review comments gathered, or checks failed): the thread's oldest
+    /// round not yet handled is to be sorted and proposed.
+    Round,
+    /// The pull request reached `github.maxReviewRounds`: the thread is told once.
+    Capped,
+}
+
+impl ReviewEvent {
+    const MARKER: &str = "<codebutler:pr-review";
+    const ALL: [Self; 2] = [Self::Round, Self::Capped];
+
+    fn word(self) -> &'static str {
+        match self {
+            Self::Round => "round",
+            Self::Capped => "capped",
+        }
+    }
+
+    /// The stored text: `<codebutler:pr-review round #7>`.
+    pub fn to_text(self, number: u64) -> String {
+        to_text(Self::MARKER, self.word(), number)
+    }
+
+    /// The event a stored text carries, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        parse(text, Self::MARKER, Self::ALL, Self::word)
+    }
+}
+
+/// `<marker> <word> #<number>>`.
+fn to_text(marker: &str, word: &str, number: u64) -> String {
+    format!("{marker} {word} #{number}>")
+}
+
+/// The one of `all` whose word `text` carries after `marker`, if any.
+fn parse<E: Copy, const N: usize>(
+    text: &str,
+    marker: &str,
+    all: [E; N],
+    word: fn(E) -> &'static str,
+) -> Option<E> {
+    let rest = text.strip_prefix(marker)?.strip_prefix(' ')?;
+    let (said, _) = rest.split_once(' ')?;
+    all.into_iter().find(|e| word(*e) == said)
 }
 
 #[cfg(test)]
@@ -65,6 +114,26 @@ mod tests {
             " <codebutler:pr-watch merged #7>",
         ] {
             assert_eq!(PrEvent::parse(typed), None, "{typed}");
+        }
+    }
+
+    #[test]
+    fn review_events_read_back_and_typed_text_never_passes_for_one() {
+        for event in [ReviewEvent::Round, ReviewEvent::Capped] {
+            assert_eq!(ReviewEvent::parse(&event.to_text(7)), Some(event));
+        }
+        assert_eq!(
+            ReviewEvent::Round.to_text(7),
+            "<codebutler:pr-review round #7>"
+        );
+        for typed in [
+            "round",
+            "&lt;codebutler:pr-review round #7&gt;",
+            "<codebutler:pr-review merged #7>",
+            "<codebutler:pr-watch merged #7>",
+            " <codebutler:pr-review round #7>",
+        ] {
+            assert_eq!(ReviewEvent::parse(typed), None, "{typed}");
         }
     }
 }

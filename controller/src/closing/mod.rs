@@ -1,8 +1,8 @@
 //! Threads that end: the PR watcher ([`watcher`]) that notices pull requests merged or
-//! closed on GitHub, and the message it stores in the thread for that ([`event`]). The
+//! closed on GitHub, and the messages it stores in the thread ([`event`]). The
 //! same watcher carries the review loop of an open pull request: the comments and checks it
 //! reads ([`feedback`], [`checks`]), the rounds it opens ([`review_watch`], announced by
-//! [`review_event`]), the PM sorting a batch ([`sorting`]) of what a round gives of its
+//! an [`event`] too), the PM sorting a batch ([`sorting`]) of what a round gives of its
 //! comments ([`review_input`]: only from people who may steer, and bounded), what the thread
 //! and the Coder are told ([`proposal`]) and the replies on GitHub ([`replies`]); the
 //! thread's side is `thread::review_commands`. What a close does is [`crate::thread`]'s
@@ -13,7 +13,6 @@ pub mod event;
 pub mod feedback;
 pub mod proposal;
 mod replies;
-pub mod review_event;
 pub mod review_input;
 pub mod review_watch;
 pub mod sorting;

@@ -15,7 +15,9 @@
 //! "undo": a new run from the last one's conversation), [`undo`] (the worktree back to the
 //! checkpoint before the last run), [`follower`] (the status message while the run goes,
 //! its questions handed to [`crate::pm::questions`]), [`report`] (how it ended, once).
-//! [`status`] renders the status message and [`progress`] shows the worktree's preparation.
+//! [`status`] renders the status message and [`progress`] shows the worktree's preparation;
+//! the task tells the Coder the project's test command, and [`tests_run`] reads from the
+//! run's Bash calls whether it ran the tests and how they ended, for its summary.
 //!
 //! [`Change::RunReported`]: crate::store::Change::RunReported
 
@@ -27,6 +29,8 @@ mod report;
 mod resume;
 mod start;
 mod status;
+mod task;
+mod tests_run;
 mod undo;
 
 use codebutler_proto::runner::v1::runner_event::Event;

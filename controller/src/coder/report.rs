@@ -1,17 +1,20 @@
 //! How a run ended, said once in its thread: the status message's final line, pull requests
 //! nobody announced, the summary (the Coder's last words, or why it stopped and how to go
-//! on) and ✅ or ❌ on the message that started it — committed with the run's `reported`
+//! on; whether it ran the project's tests and how they ended, [`tests_run`]) and ✅ or ❌
+//! on the message that started it — committed with the run's `reported`
 //! mark, by the follower or, after a crash, by the next start. With them go what the
 //! branch now changes and the coordination notices that brings
 //! ([`crate::coordination::Coordination::after_run`]).
 
 use std::time::Duration;
 
+use codebutler_agent::conversation::ChatMessage;
 use codebutler_proto::runner::v1::runner_event::Event;
 use prost::Message;
 
 use super::pushed::{EndPush, end_push_line};
 use super::status::plan_summary;
+use super::tests_run;
 use super::{
     PREFIX, SlackCoder, end_group, pull_request_group, pull_request_line, pull_request_url,
     status_group,
@@ -80,9 +83,11 @@ impl SlackCoder {
         // What the run changed, against the other threads: recorded with the report, so a
         // crash neither loses nor repeats a notice.
         let coordination = self.coordination.after_run(&run).await;
+        let tests = self.tests_line(&run).await;
         let effects = end_effects(
             &run,
             &story.last_text,
+            tests.as_deref(),
             pushed.as_ref(),
             &unannounced,
             status_post.as_deref(),
@@ -104,6 +109,35 @@ impl SlackCoder {
             Ok(false) => tracing::debug!(run = run_id, "run end reported already"),
             Err(e) => tracing::error!(run = run_id, "record the run's end: {e}"),
         }
+    }
+
+    /// The summary's line about the project's tests, read from the run's stored
+    /// conversation ([`tests_run`]); `None` when there is nothing to say.
+    async fn tests_line(&self, run: &RunRecord) -> Option<String> {
+        let conversation = match self.store.run_conversation(&run.id).await {
+            Ok(Some(stored)) => match serde_json::from_str::<Vec<ChatMessage>>(&stored) {
+                Ok(conversation) => conversation,
+                Err(e) => {
+                    tracing::warn!(run = %run.id, "read the run's conversation for its tests: {e}");
+                    Vec::new()
+                }
+            },
+            Ok(None) => Vec::new(),
+            Err(e) => {
+                tracing::warn!(run = %run.id, "read the run's conversation for its tests: {e}");
+                Vec::new()
+            }
+        };
+        let worktree = std::path::PathBuf::from(&run.worktree);
+        let project = if worktree.is_dir() {
+            self.test_command(&worktree).await
+        } else {
+            None
+        };
+        tests_run::line(
+            &tests_run::read(&conversation, project.as_deref()),
+            project.as_deref(),
+        )
     }
 
     /// The run, when it has ended; `None` (logged) otherwise.
@@ -273,6 +307,7 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
 fn end_effects(
     run: &RunRecord,
     last_text: &str,
+    tests: Option<&str>,
     pushed: Option<&EndPush>,
     unannounced: &[String],
     status_post: Option<&str>,
@@ -294,6 +329,10 @@ fn end_effects(
         });
     }
     let mut summary = end_summary(run, last_text);
+    if let Some(tests) = tests {
+        summary.push_str("\n\n");
+        summary.push_str(tests);
+    }
     if let Some(pushed) = pushed {
         summary.push_str("\n\n");
         summary.push_str(&end_push_line(pushed));
@@ -347,6 +386,7 @@ mod tests {
             &run,
             "Fixed the expiry.",
             None,
+            None,
             &[],
             Some("status:42/1"),
             Some("1.2"),
@@ -373,7 +413,7 @@ mod tests {
     #[test]
     fn a_run_cut_off_says_so_and_how_to_go_on() {
         let run = ended(RunState::Interrupted, "the controller stopped while it ran");
-        let effects = end_effects(&run, "half way", None, &[], None, None);
+        let effects = end_effects(&run, "half way", None, None, &[], None, None);
         assert_eq!(
             effects.effects(),
             [Effect::Post {
@@ -386,6 +426,7 @@ mod tests {
         let effects = end_effects(
             &failed,
             "",
+            Some("Tests: `pytest` failed (exit 1)."),
             None,
             &["https://x/pull/7".into()],
             Some("s/1"),
@@ -407,7 +448,7 @@ mod tests {
         assert!(text.starts_with("*Coder:* stopped _Fix expiry_"), "{text}");
         assert_eq!(
             summary,
-            "*Coder:* model failed: refused.\n\nSay *continue* to pick up where I stopped, or *undo* to drop what I changed."
+            "*Coder:* model failed: refused.\n\nSay *continue* to pick up where I stopped, or *undo* to drop what I changed.\n\nTests: `pytest` failed (exit 1)."
         );
         assert_eq!(name, "x");
     }

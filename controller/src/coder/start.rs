@@ -11,14 +11,28 @@ use std::collections::HashMap;
 use super::SlackCoder;
 use super::ahead::{self, Outcome, Speculation};
 use super::progress::ThreadProgress;
+use super::task::task_text;
 use crate::domain::{IncomingMessage, Plan};
-use crate::pm::references::render::with_background;
 use crate::runners::supervisor::Workspace;
 use crate::workspace::worktree::{self, PrepareError};
 
 /// What the thread is told when the approved plan's preparation is still under way.
 pub const WAITING_LINE: &str =
     "waiting for the worktree's preparation, started when the plan was proposed, to finish…";
+
+/// What the task of an approved plan is made of before its worktree says how its tests run.
+#[derive(Clone, Copy)]
+struct TaskParts<'a> {
+    plan: &'a Plan,
+    conversation: &'a [codebutler_agent::conversation::ChatMessage],
+}
+
+impl TaskParts<'_> {
+    /// The task's text, with the project's `test_command` when there is one.
+    fn text(self, test_command: &Option<String>) -> String {
+        task_text(self.plan, test_command.as_deref(), self.conversation)
+    }
+}
 
 /// Why a run could not be started.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,17 +63,20 @@ impl SlackCoder {
             .conversation(&approval.thread(), crate::pm::ROLE)
             .await
             .map_err(|e| StartFailure::before_run(format!("read the PM's conversation: {e}")))?;
-        let plan_text = with_background(plan.to_markdown(), &conversation);
+        let parts = TaskParts {
+            plan,
+            conversation: &conversation,
+        };
         let progress = ThreadProgress {
             outbox: &self.outbox,
             approval,
         };
         match self.ahead.take(&approval.thread_ts) {
             Some(speculation) => {
-                self.start_prepared(approval, plan, plan_text, speculation, &progress)
+                self.start_prepared(approval, plan, parts, speculation, &progress)
                     .await
             }
-            None => self.start_cold(approval, plan, plan_text, &progress).await,
+            None => self.start_cold(approval, plan, parts, &progress).await,
         }
     }
 
@@ -68,7 +85,7 @@ impl SlackCoder {
         &self,
         approval: &IncomingMessage,
         plan: &Plan,
-        plan_text: String,
+        parts: TaskParts<'_>,
         speculation: Speculation,
         progress: &ThreadProgress<'_>,
     ) -> Result<(), StartFailure> {
@@ -117,8 +134,12 @@ impl SlackCoder {
         while let Ok(said) = follow.try_recv() {
             deferred.push(said);
         }
-        let (tree, standby) = match outcome {
-            Ok(Outcome::Ready { tree, standby }) => (tree, standby),
+        let (tree, standby, test_command) = match outcome {
+            Ok(Outcome::Ready {
+                tree,
+                standby,
+                test_command,
+            }) => (tree, standby, test_command),
             Ok(Outcome::Failed(e)) => {
                 for said in deferred {
                     ahead::replay(said, progress, &mut posted).await;
@@ -126,14 +147,15 @@ impl SlackCoder {
                 return Err(StartFailure::before_run(e));
             }
             Ok(Outcome::Nothing) => {
-                return self.start_cold(approval, plan, plan_text, progress).await;
+                return self.start_cold(approval, plan, parts, progress).await;
             }
             Err(e) => {
                 tracing::error!(thread = %approval.thread(), "the plan's preparation ended abnormally: {e}");
-                return self.start_cold(approval, plan, plan_text, progress).await;
+                return self.start_cold(approval, plan, parts, progress).await;
             }
         };
         let mut standby = standby;
+        let plan_text = parts.text(&test_command);
         let started = if standby.is_waiting() {
             self.begin_on(approval, plan_text, &tree, *standby).await
         } else {
@@ -162,7 +184,7 @@ impl SlackCoder {
         &self,
         approval: &IncomingMessage,
         plan: &Plan,
-        plan_text: String,
+        parts: TaskParts<'_>,
         progress: &ThreadProgress<'_>,
     ) -> Result<(), StartFailure> {
         let tree = loop {
@@ -177,6 +199,7 @@ impl SlackCoder {
         // The runner starts (process, sandbox, hub) while the worktree is prepared; it gets
         // its task, and the Coder its first step, only once the preparation succeeded.
         let (prepared, workspace) = Workspace::preparing();
+        let plan_text = parts.text(&self.test_command(&tree.path).await);
         let (run, events) = match self
             .begin(approval, plan_text, &tree, None, workspace)
             .await

@@ -17,6 +17,7 @@
 //! | `slack` | `slack` |
 //! | `provider` | `openrouter`, `openai` |
 //! | `roles` | `productManager`, `coder`, `artist` |
+//! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
@@ -28,9 +29,11 @@
 //! [`load`] would and writing it back.
 
 mod access;
+mod build_env;
 pub mod edit;
 mod error;
 mod file;
+mod model_fields;
 mod origin;
 mod provider;
 mod repositories;
@@ -47,12 +50,14 @@ use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, GithubConfig, ReviewFrom};
 pub use error::ConfigError;
+pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
 pub use repositories::{
     Repository, RepositoryEntry, entries, entries_of, load_repositories, sanitized_name, valid_name,
 };
 pub use roles::{
-    ArtistConfig, CoderConfig, DEFAULT_MAX_COST_PER_THREAD, ModelChoice, ProductManagerConfig,
+    ArtistConfig, CoderConfig, DEFAULT_CODER_MODEL, DEFAULT_MAX_COST_PER_THREAD, DEFAULT_PM_MODEL,
+    ModelChoice, ProductManagerConfig,
 };
 pub use runner::{ContainerConfig, DEFAULT_RUNNER_IMAGE, RunnerLauncher};
 pub use runs::{
@@ -186,6 +191,12 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
             ),
         ));
     }
+    let build = file.build.resolve(origin)?;
+    if sandbox.mode == SandboxMode::Enforce
+        && let Err(e) = build_env::check_path_visible(&build.path, &sandbox.read_only)
+    {
+        return Err(origin.field_error("build.path", e.to_string()));
+    }
     Ok(Config {
         slack,
         openrouter,
@@ -197,7 +208,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         github,
         sandbox,
         fetch: file.fetch,
-        build: file.build.resolve(origin)?,
+        build,
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
     })

@@ -112,7 +112,8 @@ pub fn entries_of(
                 format!("path {} is not absolute", file.path.display()),
             ));
         }
-        let path = working_tree_root(&file.path).map_err(|m| entry_error(file.name.clone(), m))?;
+        let path = working_tree_root(&file.path)
+            .map_err(|e| entry_error(file.name.clone(), e.to_string()))?;
         let name = match file.name {
             Some(name) => name,
             None => path
@@ -253,20 +254,39 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
 }
 
+/// Why a repository entry's path names no git working tree.
+#[derive(Debug, thiserror::Error)]
+enum WorkingTreeError {
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{} is not inside a git repository: {source}", path.display())]
+    NotInRepository { path: PathBuf, source: git2::Error },
+    #[error("{} is a bare repository; CodeButler needs a working tree", .0.display())]
+    Bare(PathBuf),
+    #[error("resolve {}: {source}", path.display())]
+    Resolve {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 /// The root of the git working tree that contains `path`, canonical.
-fn working_tree_root(path: &Path) -> Result<PathBuf, String> {
+fn working_tree_root(path: &Path) -> Result<PathBuf, WorkingTreeError> {
     if !path.is_dir() {
-        return Err(format!("{} is not a directory", path.display()));
+        return Err(WorkingTreeError::NotADirectory(path.to_owned()));
     }
-    let repo = git2::Repository::discover(path)
-        .map_err(|e| format!("{} is not inside a git repository: {e}", path.display()))?;
-    let workdir = repo.workdir().ok_or_else(|| {
-        format!(
-            "{} is a bare repository; CodeButler needs a working tree",
-            path.display()
-        )
-    })?;
+    let repo =
+        git2::Repository::discover(path).map_err(|source| WorkingTreeError::NotInRepository {
+            path: path.to_owned(),
+            source,
+        })?;
+    let workdir = repo
+        .workdir()
+        .ok_or_else(|| WorkingTreeError::Bare(path.to_owned()))?;
     workdir
         .canonicalize()
-        .map_err(|e| format!("resolve {}: {e}", workdir.display()))
+        .map_err(|source| WorkingTreeError::Resolve {
+            path: workdir.to_owned(),
+            source,
+        })
 }

@@ -11,6 +11,14 @@ use super::{ConfigError, minutes};
 /// `coder.maxCostPerThread` when the config does not say (USD).
 pub const DEFAULT_MAX_COST_PER_THREAD: f64 = 10.0;
 
+/// The PM's model when the pool is not configured: Moonshot's Kimi K2 as OpenRouter names
+/// it.
+pub const DEFAULT_PM_MODEL: &str = "moonshotai/kimi-k2";
+
+/// `coder.model` when the config does not say: Claude Opus 4.6 as OpenRouter names it (a
+/// dot in the version, where Anthropic's own API writes `claude-opus-4-6`).
+pub const DEFAULT_CODER_MODEL: &str = "anthropic/claude-opus-4.6";
+
 /// The Coder role.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CoderConfig {
@@ -82,7 +90,7 @@ impl ProductManagerFile {
             BTreeMap::from([(
                 BUILT_IN_KEY.to_owned(),
                 ModelChoice {
-                    model: "moonshotai/kimi-k2".into(),
+                    model: DEFAULT_PM_MODEL.into(),
                     label: Some("Kimi".into()),
                 },
             )])
@@ -141,9 +149,7 @@ impl CoderFile {
             }
         };
         Ok(CoderConfig {
-            model: self
-                .model
-                .unwrap_or_else(|| "anthropic/claude-opus-4-6".into()),
+            model: self.model.unwrap_or_else(|| DEFAULT_CODER_MODEL.into()),
             max_turns: self.max_turns.unwrap_or(25),
             timeout_mins,
             context_window: self.context_window.unwrap_or(200_000).max(1_000),

@@ -1,15 +1,18 @@
 //! How Coder runs are prepared and confined: the runner's `sandbox` (its mode, limits and
-//! the paths it may read), the preparation of a fresh worktree (`build`), and what runs may
-//! fetch from the web (`fetch`).
+//! the paths it may read), the preparation of a fresh worktree and how its tests run
+//! (`build`; its `env` and `path` checked by [`build_env`]), and what runs may fetch from
+//! the web (`fetch`).
 //!
 //! `sandbox.mode` and `build.projectType` are enums, checked when each file is parsed, so
 //! a misspelt value is an error naming its file and field and the values accepted.
+
+use std::collections::BTreeMap;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer};
 
 use super::origin::Origin;
-use super::{ConfigError, minutes};
+use super::{ConfigError, build_env, minutes};
 
 /// Whether the runner builds its sandbox (`sandbox.mode`: `enforce` or `none`); the
 /// sandbox spec's own type, so the setting reaches the runner as it is.
@@ -169,6 +172,15 @@ pub struct BuildConfig {
     /// At most this many speculative preparations at once; beyond it the oldest is
     /// discarded (`build.maxPreparedAhead`, default 2).
     pub max_prepared_ahead: usize,
+    /// The project's test command, told to the Coder instead of the detected one
+    /// (`build.testCommand`).
+    pub test_command: Option<String>,
+    /// Variables added to the environment of the preparation and of the Coder's runs
+    /// (`build.env`: a module proxy, a toolchain's home; never a secret).
+    pub env: BTreeMap<String, String>,
+    /// Directories put in front of the sandbox's `PATH` (`build.path`: toolchains outside
+    /// the system's, which `sandbox.readOnly` must let the sandbox see).
+    pub path: Vec<String>,
 }
 
 /// The most speculative preparations `build.maxPreparedAhead` may ask for.
@@ -183,6 +195,11 @@ pub(super) struct BuildFile {
     init_timeout: Option<f64>,
     prepare_ahead_idle_minutes: Option<f64>,
     max_prepared_ahead: Option<u32>,
+    test_command: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    path: Vec<String>,
 }
 
 impl BuildFile {
@@ -204,6 +221,15 @@ impl BuildFile {
                     ));
                 }
                 n => n as usize,
+            },
+            test_command: self.test_command.filter(|c| !c.trim().is_empty()),
+            env: match build_env::check_env(&self.env) {
+                Ok(()) => self.env,
+                Err(e) => return Err(origin.field_error("build.env", e.to_string())),
+            },
+            path: match build_env::check_path(&self.path) {
+                Ok(()) => self.path,
+                Err(e) => return Err(origin.field_error("build.path", e.to_string())),
             },
         })
     }

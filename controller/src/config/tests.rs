@@ -150,6 +150,9 @@ fn build_section_and_worktree_disk_limit() {
             init_timeout_mins: 10.0,
             prepare_ahead_idle_mins: 30.0,
             max_prepared_ahead: 2,
+            test_command: None,
+            env: Default::default(),
+            path: Vec::new(),
         }
     );
     assert_eq!(c.access.max_worktree_disk_mb, 0, "absent means no limit");
@@ -188,6 +191,67 @@ fn build_section_and_worktree_disk_limit() {
         (
             r#"{"slack":{"channelID":"C1"},"access":{"maxWorktreeDiskMB":-5}}"#,
             "field `access.maxWorktreeDiskMB`",
+        ),
+    ] {
+        let f = files(Some(GLOBAL), Some(repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{e}");
+    }
+}
+
+#[test]
+fn build_test_command_env_and_path() {
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"k"},
+                "build":{"env":{"GOPROXY":"https://proxy.corp.example","GOFLAGS":"-mod=mod"},"path":["/opt/go/bin"]},
+                "sandbox":{"readOnly":["/opt/go"]}}"#,
+        ),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"build":{"testCommand":"make check","env":{"GOFLAGS":"-tags=integration"}}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.build.test_command.as_deref(), Some("make check"));
+    // build.env merges variable by variable, the repository winning.
+    assert_eq!(
+        c.build.env,
+        [
+            ("GOFLAGS".to_owned(), "-tags=integration".to_owned()),
+            (
+                "GOPROXY".to_owned(),
+                "https://proxy.corp.example".to_owned()
+            ),
+        ]
+        .into_iter()
+        .collect()
+    );
+    assert_eq!(c.build.path, ["/opt/go/bin"]);
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"build":{"testCommand":" "}}"#),
+    );
+    assert_eq!(load(&f.sources, no_env).unwrap().build.test_command, None);
+    for (repo, expected) in [
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"env":{"NPM_TOKEN":"x"}}}"#,
+            "repo/.codebutler/config.json: field `build.env`: `NPM_TOKEN` looks like a secret",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"env":{"PATH":"/x"}}}"#,
+            "field `build.env`: `PATH` is built by CodeButler; add directories to it with build.path",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"path":["bin"]}}"#,
+            "field `build.path`: `bin` is not an absolute directory",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"env":{"GOPROXY":3}}}"#,
+            "field `build.env.GOPROXY`",
+        ),
+        (
+            r#"{"slack":{"channelID":"C1"},"build":{"path":["/root/.cargo/bin"]}}"#,
+            "field `build.path`: the sandbox cannot see `/root/.cargo/bin`: add it (or the toolchain it belongs to) to sandbox.readOnly",
         ),
     ] {
         let f = files(Some(GLOBAL), Some(repo));
@@ -944,4 +1008,57 @@ fn a_repository_config_that_is_a_link_is_refused() {
     std::fs::rename(&f.sources.global, &global).unwrap();
     std::os::unix::fs::symlink(&global, &f.sources.global).unwrap();
     assert!(load(&f.sources, no_env).is_ok());
+}
+
+#[test]
+fn the_defaults_name_models_as_openrouter_does() {
+    let f = files(Some(GLOBAL), Some(r#"{"slack":{"channelID":"C1"}}"#));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.coder.model, "anthropic/claude-opus-4.6");
+    assert_eq!(c.product_manager.default_model(), "moonshotai/kimi-k2");
+    // The default Artist draws with OpenAI's own images API, not through OpenRouter.
+    assert_eq!(
+        (c.artist.provider.as_str(), c.artist.model.as_str()),
+        ("openai", "gpt-image-1")
+    );
+    let ids = c.provider_model_ids();
+    let pairs: Vec<(&str, &str)> = ids
+        .iter()
+        .map(|m| (m.field.as_str(), m.id.as_str()))
+        .collect();
+    assert_eq!(
+        pairs,
+        [
+            ("productManager.models.kimi.model", "moonshotai/kimi-k2"),
+            ("coder.model", "anthropic/claude-opus-4.6"),
+        ]
+    );
+}
+
+#[test]
+fn every_model_id_for_the_provider_is_listed_with_its_field() {
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},
+                "productManager":{"default":"b","memoryExtraction":"a","models":{
+                    "b":{"model":"openai/gpt-5"},"a":{"model":"moonshotai/kimi-k2","label":"Kimi"}}},
+                "coder":{"model":"anthropic/claude-sonnet-4.5"},
+                "artist":{"provider":"OpenRouter","model":"google/gemini-2.5-flash-image"}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    let pairs: Vec<(String, String)> = c
+        .provider_model_ids()
+        .into_iter()
+        .map(|m| (m.field, m.id))
+        .collect();
+    let expected = [
+        ("productManager.models.a.model", "moonshotai/kimi-k2"),
+        ("productManager.models.b.model", "openai/gpt-5"),
+        ("coder.model", "anthropic/claude-sonnet-4.5"),
+        ("artist.model", "google/gemini-2.5-flash-image"),
+    ]
+    .map(|(f, id)| (f.to_owned(), id.to_owned()));
+    assert_eq!(pairs, expected);
 }

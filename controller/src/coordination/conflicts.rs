@@ -9,19 +9,10 @@ use std::path::Path;
 
 use git2::{Oid, Repository};
 
-/// Why two commits could not be merged in memory.
-#[derive(Debug, thiserror::Error)]
-#[error("{step}: {}", source.message())]
-pub struct ConflictError {
-    step: String,
-    #[source]
-    source: git2::Error,
-}
+use crate::workspace::step_error::{GitStepError, git};
 
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ConflictError {
-    let step = step.into();
-    move |source| ConflictError { step, source }
-}
+/// Why two commits could not be merged in memory: the git2 step that failed.
+pub type ConflictError = GitStepError;
 
 /// The commit `refs/heads/<branch>` of the repository at `repo` points at, if it exists.
 pub fn branch_head(repo: &Path, branch: &str) -> Result<Option<Oid>, ConflictError> {

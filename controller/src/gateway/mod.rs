@@ -9,9 +9,10 @@
 //! codes, its `usage.cost` and its error-in-body responses need exact handling.
 
 pub mod key;
+pub mod model_list;
 pub mod pricing;
 
-use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -22,12 +23,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::OpenRouterConfig;
 use crate::domain::{ThreadKey, UsageRecord};
+use crate::gateway::model_list::{Lookup, ModelList, ModelListError};
 use crate::gateway::pricing::Pricing;
-use crate::secret::Secret;
 use crate::store::Store;
 
-/// How long fetching the model list may take: it delays a plan's message.
-const PRICES_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long fetching the model list may take: it delays a plan's message (or a switch of
+/// model).
+const MODEL_LIST_TIMEOUT: Duration = Duration::from_secs(5);
 /// First backoff delay.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(2);
 /// Longest backoff delay.
@@ -91,14 +93,25 @@ pub struct CallContext {
 pub struct Gateway {
     http: reqwest::Client,
     url: String,
-    /// OpenRouter's model list, where prices come from.
-    models_url: String,
-    api_key: Secret,
+    /// The provider's settings: its key, and where its model list is.
+    provider: OpenRouterConfig,
     timeout: Duration,
     max_retries: u32,
     store: Store,
-    /// Prices by model id, fetched once.
-    prices: tokio::sync::Mutex<Option<HashMap<String, Pricing>>>,
+    /// The provider's model list (ids and prices): the one the start read, else fetched
+    /// when first needed, then kept.
+    models: tokio::sync::Mutex<Option<Arc<ModelList>>>,
+}
+
+/// What the provider's model list says of an id a person chose.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelCheck {
+    /// The provider carries it.
+    Known,
+    /// The provider does not carry it; the closest ids it does.
+    Unknown { closest: Vec<String> },
+    /// The list could not be read (why, in a few words): nothing is known either way.
+    Unchecked(String),
 }
 
 impl Gateway {
@@ -113,42 +126,73 @@ impl Gateway {
         Ok(Self {
             http,
             url: format!("{}/chat/completions", config.base_url),
-            models_url: format!("{}/models", config.base_url),
-            api_key: config.api_key.clone(),
+            provider: config.clone(),
             timeout: Duration::from_secs(config.timeout_secs),
             max_retries: config.max_retries,
             store,
-            prices: tokio::sync::Mutex::new(None),
+            models: tokio::sync::Mutex::new(None),
         })
     }
 
-    /// `model`'s prices from OpenRouter's model list (fetched once, then kept; a failed
-    /// fetch is tried again next time). `None` when the list does not price the model.
-    pub async fn pricing(&self, model: &str) -> Result<Option<Pricing>, GatewayError> {
-        let mut prices = self.prices.lock().await;
-        if prices.is_none() {
-            let response = self
-                .http
-                .get(&self.models_url)
-                .bearer_auth(self.api_key.expose())
-                .timeout(PRICES_TIMEOUT)
-                .send()
-                .await
-                .map_err(transport)?;
-            let status = response.status();
-            let body = response.text().await.map_err(transport)?;
-            if !status.is_success() {
-                return Err(GatewayError::Http {
-                    status: status.as_u16(),
-                    message: format!("model list: {}", body.chars().take(200).collect::<String>()),
-                    retry_after: None,
-                });
-            }
-            let parsed = crate::gateway::pricing::parse_model_list(&body)
-                .map_err(|e| GatewayError::Decode(format!("model list: {e}")))?;
-            *prices = Some(parsed);
+    /// This gateway, with the model list the start's checks read (so it is not fetched
+    /// again for prices); `None` leaves it to be fetched when first needed.
+    pub fn knowing_models(self, models: Option<Arc<ModelList>>) -> Self {
+        Self {
+            models: tokio::sync::Mutex::new(models),
+            ..self
         }
-        Ok(prices.as_ref().and_then(|p| p.get(model)).copied())
+    }
+
+    /// The provider's model list: kept once read; a failed fetch is tried again next time.
+    pub async fn model_list(&self) -> Result<Arc<ModelList>, ModelListError> {
+        let mut models = self.models.lock().await;
+        if let Some(list) = models.as_ref() {
+            return Ok(list.clone());
+        }
+        let list =
+            Arc::new(model_list::fetch_with(&self.http, &self.provider, MODEL_LIST_TIMEOUT).await?);
+        *models = Some(list.clone());
+        Ok(list)
+    }
+
+    /// `model`'s prices from the provider's model list. `None` when the list does not
+    /// price the model.
+    pub async fn pricing(&self, model: &str) -> Result<Option<Pricing>, GatewayError> {
+        let list = self.model_list().await.map_err(|e| match e {
+            ModelListError::Http(status) => GatewayError::Http {
+                status,
+                message: "model list".to_owned(),
+                retry_after: None,
+            },
+            ModelListError::Transport(why) => GatewayError::Transport(why),
+            ModelListError::Decode(why) => GatewayError::Decode(format!("model list: {why}")),
+        })?;
+        Ok(list.pricing(model))
+    }
+
+    /// Whether the provider carries `id`, a model a person chose while the service runs. An
+    /// id the kept list lacks is looked up once more in a list read anew, since the
+    /// provider may have added it since the list was read.
+    pub async fn check_model(&self, id: &str) -> ModelCheck {
+        let kept = match self.model_list().await {
+            Ok(list) => list,
+            Err(e) => return ModelCheck::Unchecked(e.to_string()),
+        };
+        if kept.lookup(id) == Lookup::Known {
+            return ModelCheck::Known;
+        }
+        let mut models = self.models.lock().await;
+        let fresh =
+            match model_list::fetch_with(&self.http, &self.provider, MODEL_LIST_TIMEOUT).await {
+                Ok(fresh) if !fresh.is_empty() => Arc::new(fresh),
+                // An empty list says nothing of any id: the kept one stands.
+                Ok(_) | Err(_) => kept,
+            };
+        *models = Some(fresh.clone());
+        match fresh.lookup(id) {
+            Lookup::Known => ModelCheck::Known,
+            Lookup::Unknown { closest } => ModelCheck::Unknown { closest },
+        }
     }
 
     /// One chat completion with retries. Usage of the successful attempt is recorded against
@@ -227,7 +271,7 @@ impl Gateway {
         let send = self
             .http
             .post(&self.url)
-            .bearer_auth(self.api_key.expose())
+            .bearer_auth(self.provider.api_key.expose())
             .json(body)
             .send();
         let read = async {

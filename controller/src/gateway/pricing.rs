@@ -1,12 +1,8 @@
-//! Model prices from OpenRouter's model list (`GET /models`), for the cost estimate on a
-//! plan when the repository has no earlier run to go by.
+//! Model prices from OpenRouter's model list (`GET /models`, read by [`super::model_list`]),
+//! for the cost estimate on a plan when the repository has no earlier run to go by.
 //!
 //! OpenRouter gives prices as strings of US dollars per token, e.g.
 //! `"pricing": {"prompt": "0.000015", "completion": "0.000075", "input_cache_read": "0.0000015"}`.
-
-use std::collections::HashMap;
-
-use serde::Deserialize;
 
 /// One model's prices, in USD per token.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -15,50 +11,6 @@ pub struct Pricing {
     pub completion: f64,
     /// The price of a prompt token read from the provider's cache, when it caches.
     pub cache_read: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct ModelList {
-    data: Vec<ModelEntry>,
-}
-
-#[derive(Deserialize)]
-struct ModelEntry {
-    id: String,
-    pricing: Option<RawPricing>,
-}
-
-#[derive(Deserialize)]
-struct RawPricing {
-    prompt: Option<String>,
-    completion: Option<String>,
-    input_cache_read: Option<String>,
-}
-
-/// The prices in a `/models` answer, by model id. Entries without a readable, non-negative
-/// prompt and completion price are left out (OpenRouter uses `-1` for "varies").
-pub fn parse_model_list(body: &str) -> Result<HashMap<String, Pricing>, serde_json::Error> {
-    let list: ModelList = serde_json::from_str(body)?;
-    let price = |text: &Option<String>| {
-        text.as_deref()
-            .and_then(|t| t.trim().parse::<f64>().ok())
-            .filter(|p| p.is_finite() && *p >= 0.0)
-    };
-    Ok(list
-        .data
-        .into_iter()
-        .filter_map(|m| {
-            let p = m.pricing?;
-            Some((
-                m.id,
-                Pricing {
-                    prompt: price(&p.prompt)?,
-                    completion: price(&p.completion)?,
-                    cache_read: price(&p.input_cache_read),
-                },
-            ))
-        })
-        .collect())
 }
 
 /// The shape of a typical Coder run, for an estimate from prices alone: turns, the first
@@ -88,30 +40,6 @@ pub fn typical_run_cost(pricing: &Pricing) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prices_are_read_per_model_and_unreadable_ones_left_out() {
-        let body = r#"{"data": [
-            {"id": "anthropic/claude-opus-4-6", "name": "Claude",
-             "pricing": {"prompt": "0.000015", "completion": "0.000075", "request": "0",
-                         "image": "0", "input_cache_read": "0.0000015", "input_cache_write": "0.00001875"}},
-            {"id": "openai/gpt-5", "pricing": {"prompt": "0.00000125", "completion": "0.00001"}},
-            {"id": "openrouter/auto", "pricing": {"prompt": "-1", "completion": "-1"}},
-            {"id": "no/pricing"}
-        ]}"#;
-        let prices = parse_model_list(body).unwrap();
-        assert_eq!(prices.len(), 2);
-        assert_eq!(
-            prices["anthropic/claude-opus-4-6"],
-            Pricing {
-                prompt: 0.000015,
-                completion: 0.000075,
-                cache_read: Some(0.0000015)
-            }
-        );
-        assert_eq!(prices["openai/gpt-5"].cache_read, None);
-        assert!(parse_model_list("not json").is_err());
-    }
 
     #[test]
     fn a_typical_run_costs_less_with_a_prompt_cache() {

@@ -29,6 +29,7 @@ use crate::slack::outbox::{Outbox, OutboxError};
 use crate::store::{Change, MemoryChange, OpenProposal, Store, StoreError};
 use crate::thread::history::History;
 use crate::workspace::forge::{self, ForgeError};
+use crate::workspace::step_error::git;
 use crate::workspace::worktree::{self, Preparer};
 use crate::workspace::{branch_files, thread_repo};
 use ops::{Op, OpsError};
@@ -360,10 +361,8 @@ fn branch_memory(worktree: &Path) -> Result<String, MemoryError> {
     let head = repo
         .head()
         .and_then(|h| h.peel_to_commit())
-        .map_err(|source| ForgeError::Git {
-            step: "read the branch's last commit".into(),
-            source,
-        })?;
+        .map_err(git("read the branch's last commit"))
+        .map_err(ForgeError::from)?;
     let text = branch_files::read_file_at(&repo, head.id(), seed::PM_PATH)?;
     Ok(text.map_or_else(
         || seed::PM_DEFAULT.to_owned(),
@@ -377,10 +376,8 @@ fn head_of(worktree: &Path) -> Result<String, MemoryError> {
     let head = repo
         .head()
         .and_then(|h| h.peel_to_commit())
-        .map_err(|source| ForgeError::Git {
-            step: "read the branch's last commit".into(),
-            source,
-        })?;
+        .map_err(git("read the branch's last commit"))
+        .map_err(ForgeError::from)?;
     Ok(head.id().to_string())
 }
 

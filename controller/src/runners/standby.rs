@@ -17,6 +17,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::launcher::RunnerProcess;
 use super::request::{Reporting, RunRequest, Workspace};
+use super::supervisor::SnapshotError;
 use crate::domain::ThreadKey;
 use crate::workspace::checkpoint::Snapshot;
 
@@ -66,7 +67,7 @@ impl std::fmt::Debug for Standby {
 /// The launched runner of a standby and the snapshot of its worktree ("undo"'s checkpoint).
 pub(super) struct Waiting {
     pub(super) runner: Runner,
-    pub(super) snapshot: Result<Snapshot, String>,
+    pub(super) snapshot: Result<Snapshot, SnapshotError>,
 }
 
 impl Waiting {

@@ -19,6 +19,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::slack::socket::ProbeError;
+
 pub use crate::config::DEFAULT_CONNECTION_GRACE as DEFAULT_GRACE;
 
 /// How many Socket Mode connections other live instances of this service hold on the
@@ -72,7 +74,7 @@ impl PeerConnections for NoPeers {
 #[async_trait]
 pub trait Probe: Send + Sync {
     /// `num_connections` as a new connection's hello reports it (itself included).
-    async fn connections(&self) -> Result<u32, String>;
+    async fn connections(&self) -> Result<u32, ProbeError>;
 }
 
 /// Another process shares the Slack app.
@@ -159,11 +161,11 @@ mod tests {
     use super::*;
 
     /// A probe that answers from a script and counts its calls.
-    struct Scripted(Mutex<Vec<Result<u32, String>>>);
+    struct Scripted(Mutex<Vec<Result<u32, ProbeError>>>);
 
     #[async_trait]
     impl Probe for Scripted {
-        async fn connections(&self) -> Result<u32, String> {
+        async fn connections(&self) -> Result<u32, ProbeError> {
             self.0.lock().unwrap().remove(0)
         }
     }
@@ -181,7 +183,7 @@ mod tests {
 
     fn start(
         peers: u32,
-        probe: Vec<Result<u32, String>>,
+        probe: Vec<Result<u32, ProbeError>>,
     ) -> (
         mpsc::UnboundedSender<u32>,
         CancellationToken,
@@ -246,7 +248,7 @@ mod tests {
     async fn peers_connections_are_expected_and_a_failed_probe_is_retried() {
         // Two other instances share the store: three connections are expected, four with
         // the probe's.
-        let (tx, stop, task, probe) = start(2, vec![Err("no answer".into()), Ok(4)]);
+        let (tx, stop, task, probe) = start(2, vec![Err(ProbeError::NoHello(5)), Ok(4)]);
         tx.send(3).unwrap();
         tokio::time::sleep(GRACE * 3).await;
         assert_eq!(

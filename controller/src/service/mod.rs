@@ -12,9 +12,9 @@
 //!
 //! Start: every repository's lock, then the app's lock (a second daemon for a repository is
 //! told about that repository first), then the set-up checks ([`preflight`]: Slack's tokens,
-//! each repository's channel, model key, `gh` and sandbox, each mistake one line with its
-//! fix), then each repository, then Socket Mode; once connected each repository resumes what
-//! it left. One repository that cannot start fails the whole start, naming it, after
+//! each repository's channel, model key and model ids, `gh` and sandbox, each mistake one
+//! line with its fix), then each repository, then Socket Mode; once connected each
+//! repository resumes what it left. One repository that cannot start fails the whole start, naming it, after
 //! stopping those already started: serving the others would acknowledge and drop its
 //! channel's events, which is the loss this service exists to prevent. A channel the bot is
 //! not in (or cannot see) is different: Slack sends none of its events, so among several
@@ -47,7 +47,7 @@ use crate::daemon::{LockedRepo, RepoService};
 use crate::layout::Layout;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, build_client};
-use crate::slack::socket::{EventSink, SocketMode};
+use crate::slack::socket::{EventSink, ProbeError, SocketMode};
 use crate::store::Instance;
 
 pub use connections::{LiveInstances, NoPeers, PeerConnections, SharedApp};
@@ -211,20 +211,21 @@ fn served_names(repos: &[ServedRepo]) -> String {
     }
 }
 
-/// The set-up of each repository ([`preflight`]): its channel, its model key, `gh`, the
+/// The set-up of each repository ([`preflight`]): its channel, its model key and model
+/// ids (the model list read for them is kept for the repository's gateway), `gh`, the
 /// sandbox. A mistake in a repository's own settings stops the start, naming it. A channel
 /// the bot cannot serve stops it too when the process serves that repository alone; among
 /// several, it is said once in the log and the others are served (the channel's events only
 /// come once the bot is in it, and then the repository serves them) — unless no channel is
 /// left to serve.
 async fn check_repositories(
-    locked: Vec<LockedRepo>,
+    mut locked: Vec<LockedRepo>,
     client: &Client,
     app: &crate::config::SlackConfig,
     bot: &crate::slack::api::BotIdentity,
 ) -> Result<Vec<LockedRepo>, StartError> {
     let mut unserved = Vec::new();
-    for repo in &locked {
+    for repo in &mut locked {
         let name = repo.name().map(str::to_owned);
         match preflight::channel(client, app, bot, repo.channel()).await {
             Ok(()) => {}
@@ -233,9 +234,10 @@ async fn check_repositories(
             }
             Err(e) => return Err(named(name.as_deref(), e.into())),
         }
-        preflight::repository(repo.layout(), repo.config())
+        let models = preflight::repository(repo.layout(), repo.config())
             .await
             .map_err(|e| named(name.as_deref(), e.into()))?;
+        repo.knowing_models(models);
     }
     if unserved.len() == locked.len() {
         if let Some(first) = unserved.into_iter().next() {
@@ -301,9 +303,7 @@ struct SocketProbe {
 
 #[async_trait]
 impl connections::Probe for SocketProbe {
-    async fn connections(&self) -> Result<u32, String> {
-        SocketMode::count_connections(self.client.clone(), &self.app_token, PROBE_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())
+    async fn connections(&self) -> Result<u32, ProbeError> {
+        SocketMode::count_connections(self.client.clone(), &self.app_token, PROBE_TIMEOUT).await
     }
 }

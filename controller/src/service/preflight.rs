@@ -8,15 +8,19 @@
 //!   without `connections:write`, Socket Mode off);
 //! - each repository's channel ([`channel`]): `conversations.info` (no such channel the bot
 //!   can see, the bot not in it, the bot token without the scopes to ask);
-//! - each repository's own settings ([`repository`]): the model key (`GET /key`), the GitHub
-//!   CLI (`gh auth status`: missing, not logged in), and the sandbox on this host (the
-//!   runner enters it once, [`crate::runners::sandbox_probe`]).
+//! - each repository's own settings ([`repository`]): the model key (`GET /key`), the model
+//!   ids the configuration names, each in the provider's model list (`GET /models`, read
+//!   once and handed to the gateway for its prices; a list that cannot be read is said once
+//!   and leaves the ids unchecked), the GitHub CLI (`gh auth status`: missing, not logged
+//!   in), and the sandbox on this host (the runner enters it once,
+//!   [`crate::runners::sandbox_probe`]).
 //!
 //! [`SetupMistake::exit_code`] sorts them for the exit: 2 when a setting or an account needs
 //! fixing, 5 when this host lacks something, 6 when Slack cannot be reached (which may pass).
 
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{
@@ -24,6 +28,7 @@ use crate::config::{
     SandboxMode, SlackConfig,
 };
 use crate::gateway::key::{KeyCheck, check_key};
+use crate::gateway::model_list::{self, Lookup, ModelList};
 use crate::layout::Layout;
 use crate::runners::sandbox_probe::{self, ProbeError};
 use crate::secret::Secret;
@@ -32,6 +37,10 @@ use crate::workspace::gh_cli::GhArgs;
 
 /// How long one of Slack's checks may take.
 const SLACK_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long reading the provider's model list may take.
+const MODEL_LIST_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a model id or a field may be where a line shows it.
+const SHOWN_CHARS: usize = 120;
 /// How long `gh auth status` may take (it asks GitHub).
 const GH_TIMEOUT: Duration = Duration::from_secs(60);
 /// The Slack app manifest, where the scopes and Socket Mode are set.
@@ -103,6 +112,17 @@ pub enum SetupMistake {
     )]
     ModelKeyRefused { url: String, status: u16 },
     #[error(
+        "`{field}` is `{id}`, which the model provider at {url} does not list (GET {url}/models); \
+         {}",
+        closest_ids(.closest)
+    )]
+    UnknownModel {
+        field: String,
+        id: String,
+        url: String,
+        closest: Vec<String>,
+    },
+    #[error(
         "the GitHub CLI `{cli}` is not installed here: install it (Debian: apt-get install gh; \
          others: https://cli.github.com), or set `github.cli` to where it is"
     )]
@@ -133,6 +153,7 @@ impl SetupMistake {
             | Self::ChannelNotFound { .. }
             | Self::NotInChannel { .. }
             | Self::ModelKeyRefused { .. }
+            | Self::UnknownModel { .. }
             | Self::GhNotLoggedIn { .. } => 2,
         }
     }
@@ -228,14 +249,85 @@ pub async fn channel(
     Ok(())
 }
 
-/// A repository's own settings: the model key, the GitHub CLI, the sandbox on this host.
-pub async fn repository(layout: &Layout, config: &Config) -> Result<(), SetupMistake> {
+/// A repository's own settings: the model key, the model ids, the GitHub CLI, the sandbox
+/// on this host. Returns the provider's model list when it could be read, for the gateway's
+/// prices.
+pub async fn repository(
+    layout: &Layout,
+    config: &Config,
+) -> Result<Option<Arc<ModelList>>, SetupMistake> {
     model_key(&config.openrouter).await?;
+    let models = model_ids(config).await?;
     gh_logged_in(&config.github.cli, &layout.repo).await?;
     for warning in sandbox(layout, config).await? {
         tracing::warn!("the sandbox: {warning}");
     }
-    Ok(())
+    Ok(models)
+}
+
+/// Every model id the configuration names for the provider, looked up in its model list:
+/// the first the list lacks is the mistake. A list that cannot be read, or that lists
+/// nothing, checks nothing: the start goes on, saying so once.
+pub async fn model_ids(config: &Config) -> Result<Option<Arc<ModelList>>, SetupMistake> {
+    let url = shown_url(&config.openrouter.base_url);
+    let list = match model_list::fetch(&config.openrouter, MODEL_LIST_TIMEOUT).await {
+        Ok(list) if list.is_empty() => {
+            tracing::warn!(
+                "the model provider at {url} listed no models (GET {url}/models); the model \
+                 ids in the configuration were not checked"
+            );
+            return Ok(None);
+        }
+        Ok(list) => list,
+        Err(e) => {
+            tracing::warn!(
+                "could not read the model list at {url}/models ({e}); the model ids in the \
+                 configuration were not checked"
+            );
+            return Ok(None);
+        }
+    };
+    for named in config.provider_model_ids() {
+        if let Lookup::Unknown { closest } = list.lookup(&named.id) {
+            return Err(SetupMistake::UnknownModel {
+                field: one_line(&named.field),
+                id: one_line(&named.id),
+                url,
+                closest: closest.iter().map(|id| one_line(id)).collect(),
+            });
+        }
+    }
+    Ok(Some(Arc::new(list)))
+}
+
+/// The end of [`SetupMistake::UnknownModel`]'s line: the closest ids, or where the list is.
+fn closest_ids(closest: &[String]) -> String {
+    if closest.is_empty() {
+        return "none of its ids is close: set it to one the list has".to_owned();
+    }
+    let ids: Vec<String> = closest.iter().map(|id| format!("`{id}`")).collect();
+    format!("the closest it lists: {}", ids.join(", "))
+}
+
+/// `text` as one line may show it: control characters escaped, cut past [`SHOWN_CHARS`]
+/// (a configuration or a provider can hold anything).
+fn one_line(text: &str) -> String {
+    let mut shown: String = text
+        .chars()
+        .take(SHOWN_CHARS)
+        .flat_map(|c| {
+            let escaped: Vec<char> = if c.is_control() {
+                c.escape_debug().collect()
+            } else {
+                vec![c]
+            };
+            escaped
+        })
+        .collect();
+    if text.chars().count() > SHOWN_CHARS {
+        shown.push('…');
+    }
+    shown
 }
 
 /// The model key, asked of the provider (`GET /key`): refused is a mistake; a provider that
@@ -244,13 +336,13 @@ pub async fn model_key(openrouter: &OpenRouterConfig) -> Result<(), SetupMistake
     match check_key(openrouter).await {
         KeyCheck::Accepted => Ok(()),
         KeyCheck::Refused { status } => Err(SetupMistake::ModelKeyRefused {
-            url: openrouter.base_url.clone(),
+            url: shown_url(&openrouter.base_url),
             status,
         }),
         KeyCheck::Unknown(why) => {
             tracing::warn!(
                 "could not check the model key at {} ({why}); going on",
-                openrouter.base_url
+                shown_url(&openrouter.base_url)
             );
             Ok(())
         }

@@ -53,13 +53,6 @@ pub fn reaction_target(msg: &IncomingMessage) -> IncomingMessage {
     }
 }
 
-/// The reply to a click by someone who is not in `access.allowedUsers`.
-pub fn not_allowed_reply(user: &str) -> String {
-    format!(
-        "<@{user}>, only the people on this channel's allow-list (`access.allowedUsers`) can use these buttons. Nothing was changed."
-    )
-}
-
 /// A short digest of a plan's JSON, carried as the Approve button's value, so a click on an
 /// older plan's button cannot approve a newer plan it was never shown with (FNV-1a, 64 bits).
 pub fn plan_digest(plan_json: &str) -> String {

@@ -2,6 +2,7 @@
 //! Coder has spent, and what earlier completed runs of this repository cost. (A typed budget
 //! and a withdrawn plan are [`super::Change`]s, recorded with the reply that confirms them.)
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, now};
 
 /// How many of the latest completed runs the estimate looks at.
@@ -13,8 +14,7 @@ impl Store {
         let cap = sqlx::query_scalar::<_, f64>(
             "SELECT cap_usd FROM thread_budgets WHERE channel_id = $1 AND thread_ts = $2",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         Ok(cap)
@@ -32,8 +32,7 @@ impl Store {
             "INSERT INTO thread_budgets (channel_id, thread_ts, cap_usd, set_by, updated_at) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (channel_id, thread_ts) DO NOTHING",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(default_usd)
         .bind(approved_by)
         .bind(now())
@@ -49,8 +48,7 @@ impl Store {
             "SELECT COALESCE(SUM(cost), 0.0) AS spent FROM usage \
              WHERE channel_id = $1 AND thread_ts = $2 AND role = 'coder'",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_one(&self.pool)
         .await?;
         Ok(spent)

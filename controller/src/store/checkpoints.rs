@@ -11,6 +11,7 @@
 use serde_json::value::RawValue;
 use sqlx::AnyConnection;
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, ThreadRow, now};
 
 /// A checkpoint taken before a run.
@@ -132,8 +133,7 @@ impl Store {
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(&checkpoint.run_id)
-        .bind(&checkpoint.thread.channel)
-        .bind(&checkpoint.thread.thread_ts)
+        .bind_thread(&checkpoint.thread)
         .bind(&checkpoint.worktree)
         .bind(&checkpoint.tree_sha)
         .bind(&checkpoint.head_sha)
@@ -155,8 +155,7 @@ impl Store {
              WHERE c.channel_id = $1 AND c.thread_ts = $2 \
              ORDER BY r.created_at DESC, c.created_at DESC LIMIT 1",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.map(CheckpointRecord::from))
@@ -391,31 +390,8 @@ mod tests {
         undo_walks_back_one_run_at_a_time,
     );
 
-    /// Applies the migrations before `cutoff` to a new store at `place`, as the daemon
-    /// released before that migration would have left it.
-    async fn old_schema(place: &Place, cutoff: &str) -> sqlx::AnyPool {
-        let migrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-        let old = place.dir().join("old-migrations");
-        std::fs::create_dir(&old).unwrap();
-        for entry in std::fs::read_dir(&migrations).unwrap() {
-            let entry = entry.unwrap();
-            let name = entry.file_name().into_string().unwrap();
-            if name.as_str() < cutoff {
-                std::fs::copy(entry.path(), old.join(&name)).unwrap();
-            }
-        }
-        let pool = place.bare_pool().await;
-        sqlx::migrate::Migrator::new(old.as_path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        pool
-    }
-
     async fn conversations_stored_whole_are_read_back_and_go_on_appending(place: &Place) {
-        let pool = old_schema(place, "20261126000200").await;
+        let pool = place.old_schema("20261126000200").await;
         for (id, conversation) in [
             ("r1", Some(r#"[{"role":"user","content":"plan"},1]"#)),
             ("r2", None),

@@ -7,6 +7,7 @@
 use codebutler_agent::conversation::ChatMessage;
 use sqlx::AnyConnection;
 
+use super::bind::BindThread;
 use super::outbox::{NewIntent, enqueue};
 use super::{IncomingMessage, Store, StoreError, ThreadKey, now};
 use crate::domain::{Closure, Stage};
@@ -126,8 +127,7 @@ async fn apply(
                  WHERE channel_id = $2 AND thread_ts = $3 AND state = 'created'",
             )
             .bind(&now)
-            .bind(&msg.channel)
-            .bind(&msg.thread_ts)
+            .bind_thread(&msg.thread())
             .execute(&mut *conn)
             .await?;
         }
@@ -156,8 +156,7 @@ async fn apply(
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (channel_id, thread_ts) \
                  DO UPDATE SET cap_usd = excluded.cap_usd, set_by = excluded.set_by, updated_at = excluded.updated_at",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(cap_usd)
             .bind(user)
             .bind(&now)
@@ -170,8 +169,7 @@ async fn apply(
                  WHERE channel_id = $2 AND thread_ts = $3 AND state = 'plan_pending'",
             )
             .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .execute(&mut *conn)
             .await?;
         }
@@ -180,8 +178,7 @@ async fn apply(
                 "UPDATE threads SET state = 'plan_pending', updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3",
             )
             .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .execute(&mut *conn)
             .await?;
         }
@@ -192,8 +189,7 @@ async fn apply(
             )
             .bind(plan_json)
             .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .execute(&mut *conn)
             .await?;
         }
@@ -203,8 +199,7 @@ async fn apply(
                  updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3 AND state NOT LIKE 'closed%'",
             )
             .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .execute(&mut *conn)
             .await?;
         }
@@ -237,8 +232,7 @@ async fn apply(
                 "INSERT INTO thread_steps (channel_id, thread_ts, step, done_at) VALUES ($1, $2, $3, $4) \
                  ON CONFLICT (channel_id, thread_ts, step) DO NOTHING",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(step)
             .bind(&now)
             .execute(&mut *conn)
@@ -255,8 +249,7 @@ async fn apply(
             )
             .bind(Stage::Closed(closure).as_str())
             .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .execute(&mut *conn)
             .await?
             .rows_affected();
@@ -284,8 +277,7 @@ async fn append_turn(
         "SELECT COALESCE(MAX(seq), -1) + 1 AS next FROM conversation_messages \
          WHERE channel_id = $1 AND thread_ts = $2 AND role = $3",
     )
-    .bind(&thread.channel)
-    .bind(&thread.thread_ts)
+    .bind_thread(thread)
     .bind(role)
     .fetch_one(&mut *conn)
     .await?;
@@ -298,8 +290,7 @@ async fn append_turn(
             "INSERT INTO conversation_messages (channel_id, thread_ts, role, seq, body, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6)",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(role)
         .bind(next + i as i64)
         .bind(body)
@@ -309,8 +300,7 @@ async fn append_turn(
     }
     sqlx::query("UPDATE threads SET updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3")
         .bind(now)
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .execute(&mut *conn)
         .await?;
     Ok(())

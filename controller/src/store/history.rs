@@ -4,6 +4,7 @@
 
 use codebutler_agent::conversation::ChatMessage;
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, unknown_value};
 use crate::domain::Origin;
 
@@ -64,8 +65,7 @@ impl Store {
             "SELECT ts, user_id, text, received_at, origin FROM messages \
              WHERE channel_id = $1 AND thread_ts = $2 ORDER BY received_at, ts",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?
         .into_iter()
@@ -82,8 +82,7 @@ impl Store {
             "SELECT id, body, created_at FROM outbox \
              WHERE channel_id = $1 AND thread_ts = $2 ORDER BY seq",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?)
     }
@@ -98,8 +97,7 @@ impl Store {
             "SELECT created_at, body FROM conversation_messages \
              WHERE channel_id = $1 AND thread_ts = $2 AND role = $3 ORDER BY seq",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(role)
         .fetch_all(&self.pool)
         .await?;

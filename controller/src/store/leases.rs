@@ -20,6 +20,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, ThreadRow};
 
 /// How long a lease lasts without renewal: how long a stopped instance's threads wait
@@ -152,8 +153,7 @@ impl Store {
              WHERE thread_leases.owner = excluded.owner OR thread_leases.expires_at <= {now} \
              RETURNING owner"
         ))
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(owner)
         .bind(millis(ttl))
         .fetch_optional(&self.pool)
@@ -170,8 +170,7 @@ impl Store {
         let released = sqlx::query(
             "DELETE FROM thread_leases WHERE channel_id = $1 AND thread_ts = $2 AND owner = $3",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(owner)
         .execute(&self.pool)
         .await?
@@ -326,8 +325,7 @@ pub(super) async fn held(
         "SELECT 1 AS held FROM thread_leases WHERE channel_id = $1 AND thread_ts = $2 \
          AND owner = $3 AND expires_at > {now}"
     ))
-    .bind(&thread.channel)
-    .bind(&thread.thread_ts)
+    .bind_thread(thread)
     .bind(owner)
     .fetch_optional(&mut *conn)
     .await?;

@@ -10,6 +10,7 @@
 
 use sqlx::AnyConnection;
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, now};
 use crate::domain::MemoryTarget;
 use crate::memory::ops::Op;
@@ -80,8 +81,7 @@ impl Store {
             "SELECT seq, target, items, revision FROM memory_proposals \
              WHERE channel_id = $1 AND thread_ts = $2 AND state = 'open'",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else {
@@ -119,8 +119,7 @@ pub(super) async fn apply(
                 "SELECT COUNT(*) AS n FROM memory_proposals \
                  WHERE channel_id = $1 AND thread_ts = $2 AND state = 'open'",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .fetch_one(&mut *conn)
             .await?;
             if open > 0 {
@@ -133,15 +132,13 @@ pub(super) async fn apply(
                  SELECT $1, $2, COALESCE(MAX(seq), 0) + 1, $3, $4, 'open', 0, $5, $6, $7 \
                  FROM memory_proposals WHERE channel_id = $8 AND thread_ts = $9",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(target.as_str())
             .bind(items)
             .bind(post_id)
             .bind(&now)
             .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .execute(&mut *conn)
             .await?
             .rows_affected()
@@ -162,8 +159,7 @@ pub(super) async fn apply(
             .bind(items)
             .bind(post_id)
             .bind(&now)
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(seq)
             .bind(revision)
             .execute(&mut *conn)
@@ -185,8 +181,7 @@ pub(super) async fn apply(
         })
         .bind(commit_sha)
         .bind(&now)
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(seq)
         .execute(&mut *conn)
         .await?

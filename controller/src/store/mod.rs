@@ -28,8 +28,10 @@ use crate::domain::{
     IncomingMessage, Origin, Stage, ThreadKey, ThreadSummary, UsageRecord, UsageTotals,
 };
 use crate::layout::Layout;
+use bind::BindThread;
 
 mod backend;
+mod bind;
 mod budget;
 mod checkpoints;
 mod commit;
@@ -298,13 +300,13 @@ impl Store {
     /// new message puts its thread's failed messages back in line, so they are retried first.
     pub async fn record_message(&self, msg: &IncomingMessage) -> Result<bool, StoreError> {
         let now = now();
+        let thread = msg.thread();
         let mut tx = self.begin_write().await?;
         sqlx::query(
             "INSERT INTO threads (channel_id, thread_ts, state, created_at, updated_at) VALUES ($1, $2, 'created', $3, $4) \
              ON CONFLICT (channel_id, thread_ts) DO NOTHING",
         )
-        .bind(&msg.channel)
-        .bind(&msg.thread_ts)
+        .bind_thread(&thread)
         .bind(&now)
         .bind(&now)
         .execute(&mut *tx)
@@ -332,8 +334,7 @@ impl Store {
                  AND attempts < $1 AND channel_id = $2 AND thread_ts = $3",
             )
             .bind(MAX_ATTEMPTS)
-            .bind(&msg.channel)
-            .bind(&msg.thread_ts)
+            .bind_thread(&thread)
             .execute(&mut *tx)
             .await?;
         }
@@ -372,8 +373,7 @@ impl Store {
             "SELECT channel_id, ts, thread_ts, user_id, text, event_id, origin FROM messages \
              WHERE state = 'pending' AND channel_id = $1 AND thread_ts = $2 ORDER BY ts LIMIT 1",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         row.map(IncomingMessage::try_from).transpose()
@@ -400,8 +400,7 @@ impl Store {
         let bodies = sqlx::query_scalar::<_, String>(
             "SELECT body FROM conversation_messages WHERE channel_id = $1 AND thread_ts = $2 AND role = $3 ORDER BY seq",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(role)
         .fetch_all(&self.pool)
         .await?;
@@ -433,8 +432,7 @@ impl Store {
         };
         let query = sqlx::query(sql)
             .bind(format!("{:032x}", rand::random::<u128>()))
-            .bind(&usage.thread.channel)
-            .bind(&usage.thread.thread_ts)
+            .bind_thread(&usage.thread)
             .bind(&usage.role)
             .bind(&usage.model)
             .bind(usage.prompt_tokens)
@@ -477,8 +475,7 @@ impl Store {
              COALESCE(SUM(cost), 0.0) AS cost \
              FROM usage WHERE channel_id = $1 AND thread_ts = $2",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_one(&self.pool)
         .await?;
         Ok(UsageTotals {
@@ -500,8 +497,7 @@ impl Store {
              COALESCE(SUM(cost), 0.0) AS cost, CAST(COALESCE(SUM(duration_ms), 0) AS BIGINT) AS duration_ms \
              FROM usage WHERE channel_id = $1 AND thread_ts = $2 GROUP BY role ORDER BY MIN(created_at), role",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -529,8 +525,7 @@ impl Store {
         )
         .bind(plan_json)
         .bind(now())
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -585,15 +580,13 @@ impl Store {
         let plan = sqlx::query_scalar::<_, String>(
             "SELECT plan FROM threads WHERE channel_id = $1 AND thread_ts = $2 AND state = 'plan_pending'",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&mut *tx)
         .await?;
         if plan.is_some() {
             sqlx::query("UPDATE threads SET state = 'approved', updated_at = $1 WHERE channel_id = $2 AND thread_ts = $3")
                 .bind(now())
-                .bind(&thread.channel)
-                .bind(&thread.thread_ts)
+                .bind_thread(thread)
                 .execute(&mut *tx)
                 .await?;
             starts::mark(&mut tx, approval, RunStart::Approval).await?;
@@ -607,8 +600,7 @@ impl Store {
         let row = sqlx::query(
             "SELECT 1 AS x FROM threads WHERE channel_id = $1 AND thread_ts = $2 AND state = 'plan_pending'",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.is_some())
@@ -619,8 +611,7 @@ impl Store {
         let plan = sqlx::query_scalar::<_, Option<String>>(
             "SELECT plan FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         Ok(plan.flatten())

@@ -9,6 +9,7 @@
 
 use sqlx::AnyConnection;
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, ThreadRow, now, unknown_value};
 
 /// An effect to record: its id (unique; `<group>/<n>`), its thread and its body (JSON the
@@ -122,8 +123,7 @@ pub(super) async fn enqueue(
         )
         .bind(&intent.id)
         .bind(last + 1 + i as i64)
-        .bind(&intent.thread.channel)
-        .bind(&intent.thread.thread_ts)
+        .bind_thread(&intent.thread)
         .bind(&intent.body)
         .bind(&now)
         .execute(&mut *conn)
@@ -139,8 +139,7 @@ impl Store {
             "SELECT {COLUMNS} FROM outbox WHERE state IN ('pending', 'sending') \
              AND channel_id = $1 AND thread_ts = $2 ORDER BY seq"
         ))
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?;
         records(rows)

@@ -3,6 +3,7 @@
 //! people answered in the thread. The run's event log has the question too; this table is
 //! where the answer and who gave it are kept.
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, ThreadRow, now, unknown_value};
 
 /// Where a Coder question is.
@@ -111,8 +112,7 @@ impl Store {
         )
         .bind(run_id)
         .bind(question_id)
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(question)
         .bind(now())
         .execute(&self.pool)
@@ -171,8 +171,7 @@ impl Store {
              answered_by, asked_at, answered_at FROM coder_questions \
              WHERE channel_id = $1 AND thread_ts = $2 ORDER BY asked_at, run_id, question_id",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(QuestionRecord::try_from).collect()

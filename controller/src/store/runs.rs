@@ -1,6 +1,7 @@
 //! Coder runs and their event logs: what `runnerctl` lists and follows, and what survives a
 //! controller restart (runs that were running are marked interrupted).
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadRow, now, unknown_value};
 use crate::domain::{RunRecord, RunState, ThreadKey};
 
@@ -96,8 +97,7 @@ impl Store {
             "INSERT INTO threads (channel_id, thread_ts, created_at, updated_at) VALUES ($1, $2, $3, $4) \
              ON CONFLICT (channel_id, thread_ts) DO NOTHING",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(&now)
         .bind(&now)
         .execute(&mut *tx)
@@ -107,8 +107,7 @@ impl Store {
              VALUES ($1, $2, $3, 'queued', $4, $5, $6, $7, $8, $9)",
         )
         .bind(id)
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(plan)
         .bind(model)
         .bind(worktree)
@@ -149,8 +148,7 @@ impl Store {
             "SELECT {COLUMNS} FROM runs WHERE channel_id = $1 AND thread_ts = $2 AND id <> $3 \
              AND created_at <= $4 ORDER BY created_at DESC, id DESC LIMIT 1"
         ))
-        .bind(&run.thread.channel)
-        .bind(&run.thread.thread_ts)
+        .bind_thread(&run.thread)
         .bind(&run.id)
         .bind(&run.created_at)
         .fetch_optional(&self.pool)
@@ -184,8 +182,7 @@ impl Store {
             "SELECT {} FROM runs WHERE channel_id = $1 AND thread_ts = $2 ORDER BY created_at, id",
             COLUMNS
         ))
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?;
         records(rows)
@@ -346,8 +343,7 @@ impl Store {
             "SELECT {COLUMNS} FROM runs WHERE state IN ('queued', 'running') \
              AND channel_id = $1 AND thread_ts = $2 ORDER BY created_at"
         ))
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_all(&mut *tx)
         .await?;
         let runs = records(rows)?;
@@ -356,8 +352,7 @@ impl Store {
              ended_at = $1 WHERE state IN ('queued', 'running') AND channel_id = $2 AND thread_ts = $3",
         )
         .bind(now())
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

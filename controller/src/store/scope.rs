@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use sqlx::AnyConnection;
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, now, thread_state, unknown_value};
 use crate::domain::{IncomingMessage, Plan, PullRequestRef, Stage};
 
@@ -163,8 +164,7 @@ impl Store {
         let row = sqlx::query_as::<_, ScopeRow>(&format!(
             "{SCOPE_SELECT} WHERE t.channel_id = $1 AND t.thread_ts = $2"
         ))
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         row.map(ThreadScope::try_from).transpose()
@@ -176,8 +176,7 @@ impl Store {
             "SELECT COUNT(*) FROM coordination_notices \
              WHERE channel_id = $1 AND thread_ts = $2 AND notice = $3",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(notice)
         .fetch_one(&self.pool)
         .await?;
@@ -214,8 +213,7 @@ pub(super) async fn apply(
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (channel_id, thread_ts) \
                  DO UPDATE SET head = excluded.head, files = excluded.files, updated_at = excluded.updated_at",
             )
-            .bind(&thread.channel)
-            .bind(&thread.thread_ts)
+            .bind_thread(thread)
             .bind(head)
             .bind(&files)
             .bind(&now)
@@ -235,8 +233,7 @@ pub(super) async fn apply(
                     "SELECT COUNT(*) FROM coordination_notices \
                      WHERE channel_id = $1 AND thread_ts = $2 AND notice = $3",
                 )
-                .bind(&thread.channel)
-                .bind(&thread.thread_ts)
+                .bind_thread(thread)
                 .bind(key)
                 .fetch_one(&mut *conn)
                 .await?;
@@ -249,8 +246,7 @@ pub(super) async fn apply(
                     "INSERT INTO coordination_notices (channel_id, thread_ts, notice, given_at) \
                      VALUES ($1, $2, $3, $4)",
                 )
-                .bind(&thread.channel)
-                .bind(&thread.thread_ts)
+                .bind_thread(thread)
                 .bind(key)
                 .bind(&now)
                 .execute(&mut *conn)

@@ -3,6 +3,7 @@
 //! in the transaction that records what it says, so a crash either leaves it to do again
 //! with nothing said, or done with its message in the outbox.
 
+use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey};
 
 impl Store {
@@ -11,8 +12,7 @@ impl Store {
         let done = sqlx::query_scalar::<_, i64>(
             "SELECT COUNT(*) FROM thread_steps WHERE channel_id = $1 AND thread_ts = $2 AND step = $3",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .bind(step)
         .fetch_one(&self.pool)
         .await?;

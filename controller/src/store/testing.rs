@@ -1,8 +1,8 @@
 //! Store tests on both databases: each test is an `async fn(&Store)`, run once on a fresh
 //! SQLite file and once in a fresh schema of this test process's throw-away PostgreSQL
 //! cluster (`codebutler_test_support::postgres`), by [`on_both_backends`]; tests that
-//! open a store more than once, or prepare it with an older schema first, take a [`Place`]
-//! instead ([`on_both_places`]).
+//! open a store more than once, or prepare it with an older schema first
+//! ([`Place::old_schema`]), take a [`Place`] instead ([`on_both_places`]).
 
 use sqlx::AnyPool;
 use tempfile::TempDir;
@@ -154,6 +154,29 @@ impl Place {
                 backend::open_postgres(&url, repository).await.unwrap().0
             }
         }
+    }
+
+    /// A pool on the database here with the migrations before `cutoff` applied, as the
+    /// daemon released before that migration would have left it.
+    pub(crate) async fn old_schema(&self, cutoff: &str) -> AnyPool {
+        let migrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+        let old = self.dir().join("old-migrations");
+        std::fs::create_dir(&old).unwrap();
+        for entry in std::fs::read_dir(&migrations).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            if name.as_str() < cutoff {
+                std::fs::copy(entry.path(), old.join(&name)).unwrap();
+            }
+        }
+        let pool = self.bare_pool().await;
+        sqlx::migrate::Migrator::new(old.as_path())
+            .await
+            .unwrap()
+            .run(&pool)
+            .await
+            .unwrap();
+        pool
     }
 }
 

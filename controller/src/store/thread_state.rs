@@ -6,6 +6,7 @@
 
 use crate::domain::{Plan, PullRequestRef, RunRecord, Stage, ThreadKey};
 
+use super::bind::BindThread;
 use super::{Store, StoreError, now, unknown_value};
 
 /// Reading a thread's state failed.
@@ -87,8 +88,7 @@ impl Store {
         let row: Option<ThreadRow> = sqlx::query_as(
             "SELECT state, plan, pr_number, pr_url FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await
         .map_err(StoreError::from)?;
@@ -132,8 +132,7 @@ impl Store {
         let row: Option<LifecycleRow> = sqlx::query_as(
             "SELECT state, pr_number, pr_url FROM threads WHERE channel_id = $1 AND thread_ts = $2",
         )
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .fetch_optional(&self.pool)
         .await?;
         row.map(|row| {
@@ -164,8 +163,7 @@ impl Store {
         .bind(number)
         .bind(&pr.url)
         .bind(now())
-        .bind(&thread.channel)
-        .bind(&thread.thread_ts)
+        .bind_thread(thread)
         .execute(&self.pool)
         .await?
         .rows_affected();
@@ -175,8 +173,6 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
     use crate::domain::IncomingMessage;
     use crate::store::Change;
@@ -203,31 +199,8 @@ mod tests {
         }
     }
 
-    /// Applies the migrations before `cutoff` to a new store at `place`, as the daemon
-    /// released before that migration would have left it.
-    async fn old_schema(place: &Place, cutoff: &str) -> sqlx::AnyPool {
-        let migrations = Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-        let old = place.dir().join("old-migrations");
-        std::fs::create_dir(&old).unwrap();
-        for entry in std::fs::read_dir(&migrations).unwrap() {
-            let entry = entry.unwrap();
-            let name = entry.file_name().into_string().unwrap();
-            if name.as_str() < cutoff {
-                std::fs::copy(entry.path(), old.join(&name)).unwrap();
-            }
-        }
-        let pool = place.bare_pool().await;
-        sqlx::migrate::Migrator::new(old.as_path())
-            .await
-            .unwrap()
-            .run(&pool)
-            .await
-            .unwrap();
-        pool
-    }
-
     async fn threads_stored_by_the_old_schema_get_their_stage(place: &Place) {
-        let pool = old_schema(place, "20261124180000").await;
+        let pool = place.old_schema("20261124180000").await;
         for (ts, phase, plan) in [
             ("1.1", "pm", None),
             ("2.1", "pm", Some(PLAN)),
@@ -292,7 +265,7 @@ mod tests {
     /// Threads stored by the schema before the lifecycle get theirs: a thread none of whose
     /// messages was handled is `created`; the others keep their stage, with no pull request.
     async fn threads_stored_before_the_lifecycle_are_backfilled(place: &Place) {
-        let pool = old_schema(place, "20261124200000").await;
+        let pool = place.old_schema("20261124200000").await;
         for (ts, state, plan, message) in [
             ("1.1", "conversing", None, Some("pending")),
             ("2.1", "conversing", None, Some("failed")),

@@ -1,21 +1,22 @@
-//! What a message asks of its thread: [`classify`] turns a message and its thread's
-//! [`ThreadState`] into one [`Command`], with no I/O, so the thread's rules read (and are
-//! tested) as one table. [`crate::thread::handler`] applies the command.
+//! What a message asks of its thread: [`classify`] turns a message and the thread's
+//! [`Facts`] into one [`Command`], with no I/O, so the thread's whole order of rules reads
+//! (and is tested) as one table. [`crate::thread::handler`] reads the facts once per message
+//! and applies the command.
 //!
 //! The order of the rules is the policy: a button click is judged by its button, and what the
 //! PR watcher saw on GitHub by the thread's state — a message is a click, the watcher's or a
 //! notice only by its stored [`Origin`], never by its text, so typed text that imitates a
 //! marker is what a person said; someone not on the allow-list gets only a
-//! refusal; *yes* or *no* to a waiting review round comes next ([`classify_review`]), then
-//! replies to an open memory proposal and corrections ([`classify_memory`]); a closed thread takes no more work (a question about it reaches the
+//! refusal; *yes* or *no* to a waiting review round comes next (`classify_review`), then
+//! replies to an open memory proposal and corrections (`classify_memory`); a closed thread takes no more work (a question about it reaches the
 //! PM read-only, see [`is_question`]; anything else gets a short reply); "undo" and
 //! "budget $N" work in any other state; a running Coder takes everything else first (a close
-//! word or "rebase" only gets "stop the Coder first"); then an approval of a pending plan, a
+//! word or "rebase" only gets "stop the Coder first"); then (`classify_past_coder`, where
+//! a message the running Coder missed starts) an approval of a pending plan, a
 //! close word ("merge", "abandon", "done"), "rebase", a follow-up on an ended run, a message
 //! for another role, and last the PM.
 
-use crate::closing::event::PrEvent;
-use crate::closing::review_event::ReviewEvent;
+use crate::closing::event::{PrEvent, ReviewEvent};
 use crate::coordination::notices::parse_notice;
 use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, Origin, PullRequestRef, Role, RunRecord,
@@ -118,38 +119,78 @@ pub enum Command {
     Unreadable,
 }
 
-/// The command `msg` gives its thread in `state`; `allowed` says whether its author is on
-/// the allow-list.
-pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Command {
+/// What the rules know of a thread besides the message itself, read once per message by
+/// the handler: plain data, so the whole order of the rules is one pure function
+/// ([`classify`]) of the message and these.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Facts {
+    /// Whether the message's author is on the allow-list (`access.allowedUsers`, or it is
+    /// empty).
+    pub allowed: bool,
+    /// The thread's state.
+    pub state: ThreadState,
+    /// The review round proposed in the thread and waiting for a *yes* or a *no*, if any.
+    pub open_round: Option<i64>,
+    /// Whether a memory proposal of the thread waits for its reply.
+    pub proposal_open: bool,
+    /// The running Coder was to take the message, but its run had ended as the message
+    /// came: `state` was read again, and only the rules after the running Coder's apply.
+    pub coder_missed: bool,
+}
+
+/// The command `msg` gives its thread, given the thread's `facts`: every rule, in order.
+pub fn classify(msg: &IncomingMessage, facts: &Facts) -> Command {
+    if !facts.coder_missed
+        && let Some(command) = up_to_the_running_coder(msg, facts)
+    {
+        return command;
+    }
+    classify_past_coder(msg, &facts.state)
+}
+
+/// The rules up to and including the running Coder's; `None`: the rules after it decide.
+fn up_to_the_running_coder(msg: &IncomingMessage, facts: &Facts) -> Option<Command> {
+    let Facts {
+        allowed,
+        state,
+        open_round,
+        proposal_open,
+        ..
+    } = facts;
     match msg.origin {
         Origin::Click => {
-            return msg.click().map_or(Command::Unreadable, |click| {
-                classify_click(click, allowed, state)
-            });
+            return Some(msg.click().map_or(Command::Unreadable, |click| {
+                classify_click(click, *allowed, state)
+            }));
         }
         Origin::Notice => {
-            return parse_notice(msg).map_or(Command::Unreadable, |notice| {
+            return Some(parse_notice(msg).map_or(Command::Unreadable, |notice| {
                 Command::Notice(notice.to_owned())
-            });
+            }));
         }
-        Origin::Watcher => return classify_watcher(&msg.text, state),
+        Origin::Watcher => return Some(classify_watcher(&msg.text, state)),
         Origin::Person => {}
     }
     let text = msg.text.as_str();
     if !allowed {
-        return Command::NotAllowed;
+        return Some(Command::NotAllowed);
+    }
+    if let Some(command) = classify_review(msg, *allowed, *open_round, state)
+        .or_else(|| classify_memory(msg, *allowed, *proposal_open))
+    {
+        return Some(command);
     }
     if let ThreadState::Closed(_) = state {
-        return after_close(text);
+        return Some(after_close(text));
     }
     if is_undo(text) && state.with_coder() {
-        return Command::Undo;
+        return Some(Command::Undo);
     }
     if let Some(cap) = parse_budget_command(text) {
-        return Command::SetBudget(cap);
+        return Some(Command::SetBudget(cap));
     }
     if *state == ThreadState::CoderRunning {
-        return if is_stop(text) {
+        return Some(if is_stop(text) {
             Command::StopCoder
         } else if close_word(text).is_some() {
             Command::CloseWhileCoderRuns
@@ -157,9 +198,9 @@ pub fn classify(msg: &IncomingMessage, allowed: bool, state: &ThreadState) -> Co
             Command::RebaseWhileCoderRuns
         } else {
             Command::ToRunningCoder
-        };
+        });
     }
-    classify_past_coder(msg, state)
+    None
 }
 
 /// What the PR watcher stored (`text`, its marker) asks of the thread in `state`.
@@ -185,7 +226,7 @@ fn classify_watcher(text: &str, state: &ThreadState) -> Command {
 /// proposal asked last gets the answer): while review round `open_round` waits and the
 /// thread's run has ended with its pull request open, an approval word approves the round
 /// and a decline word declines it. `None`: the other rules decide.
-pub fn classify_review(
+fn classify_review(
     msg: &IncomingMessage,
     allowed: bool,
     open_round: Option<i64>,
@@ -214,11 +255,7 @@ pub fn classify_review(
 /// proposal can outlive the thread's close): while a proposal is open (`proposal_open`) its
 /// grammar words answer it; "correct N: …" corrects an answer the Coder got. `None`: the
 /// other rules ([`classify`]) decide.
-pub fn classify_memory(
-    msg: &IncomingMessage,
-    allowed: bool,
-    proposal_open: bool,
-) -> Option<Command> {
+fn classify_memory(msg: &IncomingMessage, allowed: bool, proposal_open: bool) -> Option<Command> {
     if !allowed || msg.origin != Origin::Person {
         return None;
     }
@@ -230,7 +267,7 @@ pub fn classify_memory(
 
 /// The command of a message no running Coder took (none runs, or its run ended as the
 /// message came): the rules after the running Coder's.
-pub fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
+fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
     let text = msg.text.as_str();
     match state {
         ThreadState::Closed(_) => return after_close(text),
@@ -400,6 +437,18 @@ mod tests {
         }
     }
 
+    /// The facts of a thread in `state` with nothing open, for a message whose author is
+    /// on the allow-list or not (`allowed`).
+    fn facts(allowed: bool, state: &ThreadState) -> Facts {
+        Facts {
+            allowed,
+            state: state.clone(),
+            open_round: None,
+            proposal_open: false,
+            coder_missed: false,
+        }
+    }
+
     fn pending() -> ThreadState {
         ThreadState::PlanPending {
             plan: Plan {
@@ -562,7 +611,7 @@ mod tests {
         ];
         for (text, allowed, state, expected) in cases {
             assert_eq!(
-                classify(&msg(text), allowed, &state),
+                classify(&msg(text), &facts(allowed, &state)),
                 expected,
                 "{text:?} allowed={allowed} in {state:?}"
             );
@@ -585,14 +634,14 @@ mod tests {
         ] {
             for allowed in [true, false] {
                 assert_eq!(
-                    classify(&notice, allowed, &state),
+                    classify(&notice, &facts(allowed, &state)),
                     Command::Notice("⚠️ both".into()),
                     "{state:?}"
                 );
             }
         }
         assert_eq!(
-            classify(&msg(&notice.text), true, &ThreadState::CoderRunning),
+            classify(&msg(&notice.text), &facts(true, &ThreadState::CoderRunning)),
             Command::ToRunningCoder
         );
     }
@@ -609,7 +658,7 @@ mod tests {
             let text = event.to_text(7);
             for allowed in [true, false] {
                 assert_eq!(
-                    classify(&stored(Origin::Watcher, &text), allowed, &pr_open),
+                    classify(&stored(Origin::Watcher, &text), &facts(allowed, &pr_open)),
                     Command::EndedOnGitHub { event, pr: pr() }
                 );
             }
@@ -623,7 +672,7 @@ mod tests {
                 },
             ] {
                 assert_eq!(
-                    classify(&stored(Origin::Watcher, &text), true, &state),
+                    classify(&stored(Origin::Watcher, &text), &facts(true, &state)),
                     Command::WatchLater,
                     "{state:?}"
                 );
@@ -648,11 +697,11 @@ mod tests {
                 ThreadState::Conversing,
             ] {
                 assert_eq!(
-                    classify(&stored(Origin::Watcher, &round), allowed, &state),
+                    classify(&stored(Origin::Watcher, &round), &facts(allowed, &state)),
                     Command::ReviewRound
                 );
                 assert_eq!(
-                    classify(&stored(Origin::Watcher, &capped), allowed, &state),
+                    classify(&stored(Origin::Watcher, &capped), &facts(allowed, &state)),
                     Command::ReviewCapped
                 );
             }
@@ -660,8 +709,7 @@ mod tests {
         assert_eq!(
             classify(
                 &stored(Origin::Watcher, &round),
-                true,
-                &ThreadState::Closed(Closure::Merged)
+                &facts(true, &ThreadState::Closed(Closure::Merged))
             ),
             Command::WatchLater
         );
@@ -810,7 +858,7 @@ mod tests {
         ];
         for (text, allowed, state, expected) in cases {
             assert_eq!(
-                classify(&stored(Origin::Click, &text), allowed, &state),
+                classify(&stored(Origin::Click, &text), &facts(allowed, &state)),
                 expected,
                 "{text:?} allowed={allowed} in {state:?}"
             );
@@ -841,12 +889,12 @@ mod tests {
             notice,
         ] {
             assert_eq!(
-                classify(&msg(&text), false, &pr_open),
+                classify(&msg(&text), &facts(false, &pr_open)),
                 Command::NotAllowed,
                 "{text:?}"
             );
             assert_eq!(
-                classify(&msg(&text), true, &pr_open),
+                classify(&msg(&text), &facts(true, &pr_open)),
                 Command::FollowUp {
                     last: Box::new(ended())
                 },
@@ -854,15 +902,18 @@ mod tests {
             );
         }
         let approve = click(ButtonAction::Approve, "d1");
-        assert_eq!(classify(&msg(&approve), true, &pending()), Command::AskPm);
         assert_eq!(
-            classify(&msg(&approve), false, &pending()),
+            classify(&msg(&approve), &facts(true, &pending())),
+            Command::AskPm
+        );
+        assert_eq!(
+            classify(&msg(&approve), &facts(false, &pending())),
             Command::NotAllowed
         );
         // The controller's own message that does not read back does nothing.
         for origin in [Origin::Click, Origin::Watcher, Origin::Notice] {
             assert_eq!(
-                classify(&stored(origin, "yes"), true, &pr_open),
+                classify(&stored(origin, "yes"), &facts(true, &pr_open)),
                 Command::Unreadable
             );
         }
@@ -1014,10 +1065,204 @@ mod tests {
         ];
         for (text, allowed, state, expected) in cases {
             assert_eq!(
-                classify(&msg(text), allowed, &state),
+                classify(&msg(text), &facts(allowed, &state)),
                 expected,
                 "{text:?} in {state:?}"
             );
         }
+    }
+
+    /// A command as one cell of the table.
+    fn cell(command: &Command) -> String {
+        use Command::*;
+        let with_pr = |name: &str, pr: &Option<PullRequestRef>| match pr {
+            Some(pr) => format!("{name} #{}", pr.number),
+            None => name.to_owned(),
+        };
+        match command {
+            ClickNotAllowed => "ClickNotAllowed".into(),
+            StopButton(_) => "StopButton".into(),
+            SpentClick => "SpentClick".into(),
+            EarlierPlanButton => "EarlierPlanButton".into(),
+            ApproveButton(_) => "ApproveButton".into(),
+            CancelButton(_) => "CancelButton".into(),
+            NotAllowed => "NotAllowed".into(),
+            ThreadClosed => "ThreadClosed".into(),
+            QuestionAfterClose => "QuestionAfterClose".into(),
+            Undo => "Undo".into(),
+            SetBudget(cap) => format!("SetBudget ${cap}"),
+            StopCoder => "StopCoder".into(),
+            ToRunningCoder => "ToRunningCoder".into(),
+            CloseWhileCoderRuns => "CloseWhileCoderRuns".into(),
+            Merge { pr } => format!("Merge #{}", pr.number),
+            NothingToMerge => "NothingToMerge".into(),
+            Abandon { pr } => with_pr("Abandon", pr),
+            Done => "Done".into(),
+            EndedOnGitHub { event, pr } => format!("EndedOnGitHub {event:?} #{}", pr.number),
+            WatchLater => "WatchLater".into(),
+            Approve => "Approve".into(),
+            AlreadyCarriedOut => "AlreadyCarriedOut".into(),
+            FollowUp { .. } => "FollowUp".into(),
+            OtherRoles(named) => {
+                let names: Vec<&str> = named.iter().map(|m| m.name()).collect();
+                format!("OtherRoles {}", names.join(","))
+            }
+            AskPm => "AskPm".into(),
+            ReviewRound => "ReviewRound".into(),
+            ReviewCapped => "ReviewCapped".into(),
+            ApproveReview { round, .. } => format!("ApproveReview {round}"),
+            DeclineReview { round } => format!("DeclineReview {round}"),
+            MemoryReply(reply) => format!("MemoryReply {reply:?}"),
+            CorrectAnswer { number, .. } => format!("CorrectAnswer {number}"),
+            Rebase { pr, .. } => with_pr("Rebase", pr),
+            RebaseWhileCoderRuns => "RebaseWhileCoderRuns".into(),
+            RebaseWhilePlanPending => "RebaseWhilePlanPending".into(),
+            NothingToRebase => "NothingToRebase".into(),
+            Notice(_) => "Notice".into(),
+            Unreadable => "Unreadable".into(),
+        }
+    }
+
+    /// The whole rule table, one function of the message and the thread's facts: every kind
+    /// of message (typed words, clicks, the PR watcher's, a notice) × every thread state,
+    /// with the author on the allow-list or not, a review round and a memory proposal open
+    /// or not, and the running Coder missing it (its run ended as the message came). The
+    /// rendered table is a reviewed snapshot: a new trigger or role is a new row of it.
+    #[test]
+    fn the_rule_table() {
+        let thread = ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        };
+        let states = [
+            ("conversing", ThreadState::Conversing),
+            ("plan pending", pending()),
+            ("preparing", ThreadState::Preparing),
+            ("coder running", ThreadState::CoderRunning),
+            (
+                "run ended",
+                ThreadState::RunEnded {
+                    last: Box::new(ended()),
+                    pr: None,
+                },
+            ),
+            (
+                "pr open",
+                ThreadState::RunEnded {
+                    last: Box::new(ended()),
+                    pr: Some(pr()),
+                },
+            ),
+            ("closed", ThreadState::Closed(Closure::Merged)),
+        ];
+        let typed = |text: &str| (format!("{text:?}"), msg(text));
+        let messages = vec![
+            typed("how do we deploy?"),
+            typed("now rename it"),
+            typed("yes"),
+            typed("no"),
+            typed("stop"),
+            typed("undo"),
+            typed("budget $5"),
+            typed("merge"),
+            typed("done"),
+            typed("abandon"),
+            typed("rebase"),
+            typed("remove 2"),
+            typed("correct 2: JWT"),
+            typed("@codebutler.pm what changed"),
+            typed("@codebutler.coder fix it"),
+            typed("@codebutler.reviewer look"),
+            (
+                "click Approve".into(),
+                stored(Origin::Click, &click(ButtonAction::Approve, "d1")),
+            ),
+            (
+                "click Cancel".into(),
+                stored(Origin::Click, &click(ButtonAction::CancelPlan, "d1")),
+            ),
+            (
+                "click Approve, earlier plan".into(),
+                stored(Origin::Click, &click(ButtonAction::Approve, "d0")),
+            ),
+            (
+                "click Stop".into(),
+                stored(Origin::Click, &click(ButtonAction::StopRun, "r1")),
+            ),
+            (
+                "watcher: merged".into(),
+                stored(Origin::Watcher, &PrEvent::Merged.to_text(7)),
+            ),
+            (
+                "watcher: closed".into(),
+                stored(Origin::Watcher, &PrEvent::Closed.to_text(7)),
+            ),
+            (
+                "watcher: review round".into(),
+                stored(Origin::Watcher, &ReviewEvent::Round.to_text(7)),
+            ),
+            (
+                "watcher: rounds capped".into(),
+                stored(Origin::Watcher, &ReviewEvent::Capped.to_text(7)),
+            ),
+            (
+                "notice".into(),
+                crate::coordination::notices::notice_message(&thread, "1.3", "⚠️ both"),
+            ),
+            (
+                "typed watcher marker".into(),
+                msg(&PrEvent::Merged.to_text(7)),
+            ),
+            ("unreadable click".into(), stored(Origin::Click, "yes")),
+            ("unreadable watcher".into(), stored(Origin::Watcher, "yes")),
+            ("unreadable notice".into(), stored(Origin::Notice, "yes")),
+        ];
+        // The facts besides the state: on the allow-list, round open, proposal open, missed
+        // by the running Coder.
+        let variants: [(&str, bool, Option<i64>, bool, bool); 6] = [
+            ("", true, None, false, false),
+            ("round 2 open", true, Some(2), false, false),
+            ("proposal open", true, None, true, false),
+            ("round and proposal", true, Some(2), true, false),
+            ("off the allow-list", false, Some(2), true, false),
+            ("coder missed it", true, None, false, true),
+        ];
+        let mut rows = vec![
+            std::iter::once("message".to_owned())
+                .chain(std::iter::once("facts".to_owned()))
+                .chain(states.iter().map(|(name, _)| (*name).to_owned()))
+                .collect::<Vec<_>>(),
+        ];
+        for (name, message) in &messages {
+            for (variant, allowed, open_round, proposal_open, coder_missed) in variants {
+                let mut row = vec![name.clone(), variant.to_owned()];
+                for (_, state) in &states {
+                    let facts = Facts {
+                        allowed,
+                        state: state.clone(),
+                        open_round,
+                        proposal_open,
+                        coder_missed,
+                    };
+                    row.push(cell(&classify(message, &facts)));
+                }
+                rows.push(row);
+            }
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|i| rows.iter().map(|r| r[i].chars().count()).max().unwrap_or(0))
+            .collect();
+        let table: Vec<String> = rows
+            .iter()
+            .map(|row| {
+                let cells: Vec<String> = row
+                    .iter()
+                    .zip(&widths)
+                    .map(|(cell, width)| format!("{cell:width$}"))
+                    .collect();
+                cells.join(" | ").trim_end().to_owned()
+            })
+            .collect();
+        insta::assert_snapshot!(table.join("\n"));
     }
 }

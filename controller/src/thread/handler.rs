@@ -1,4 +1,4 @@
-//! The handler of a thread's messages: load the thread's state once, [`classify`] the
+//! The handler of a thread's messages: read the thread's [`Facts`] once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
 //! `plan_commands`, `pm_turn`, `memory_commands`, `review_commands`, `rebase_commands`).
@@ -18,10 +18,9 @@ use crate::slack::outbox::Outbox;
 use crate::store::reviews::RoundState;
 use crate::store::{Change, Store, ThreadStateError};
 use crate::thread::close_plan::CloseKind;
-use crate::thread::command::{
-    Command, classify, classify_memory, classify_past_coder, classify_review,
-};
+use crate::thread::command::{Command, Facts, classify};
 use crate::thread::dispatch::MessageHandler;
+use crate::thread::replies;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
 use crate::workspace::pull_request::MergeStrategy;
@@ -69,37 +68,13 @@ enum LoadError {
 #[async_trait]
 impl MessageHandler for ThreadHandler {
     async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
-        let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
-        let proposal_open = match self.store.open_memory_proposal(&msg.thread()).await {
-            Ok(open) => open.is_some(),
+        let settle = match self.facts(&msg).await {
+            Ok(facts) => self.classify_and_apply(&msg, facts, &cancel).await,
             Err(e) => {
-                tracing::error!(thread = %msg.thread(), "read the memory proposal: {e}");
-                false
+                tracing::error!(thread = %msg.thread(), "read the thread's state: {e}");
+                Settle::Failed
             }
         };
-        let review_open = match self
-            .store
-            .rounds_in(&msg.thread(), RoundState::Proposed)
-            .await
-        {
-            Ok(rounds) => rounds.last().map(|r| r.round),
-            Err(e) => {
-                tracing::error!(thread = %msg.thread(), "read the review rounds: {e}");
-                None
-            }
-        };
-        let mut settle = self
-            .step(&msg, &cancel, |state| {
-                classify_review(&msg, allowed, review_open, state)
-                    .or_else(|| classify_memory(&msg, allowed, proposal_open))
-                    .unwrap_or_else(|| classify(&msg, allowed, state))
-            })
-            .await;
-        if settle == Settle::NotTaken {
-            settle = self
-                .step(&msg, &cancel, |state| classify_past_coder(&msg, state))
-                .await;
-        }
         self.settle(&msg, settle).await;
     }
 
@@ -130,20 +105,59 @@ impl MessageHandler for ThreadHandler {
 }
 
 impl ThreadHandler {
-    /// Reads the thread's state, lets `rule` pick the command, applies it.
-    async fn step(
+    /// Applies the command `msg` gives with `facts`; when the running Coder it was for had
+    /// ended as it came, reads the thread's state again and applies what the rules after the
+    /// running Coder's say.
+    async fn classify_and_apply(
         &self,
         msg: &IncomingMessage,
+        mut facts: Facts,
         cancel: &CancellationToken,
-        rule: impl FnOnce(&ThreadState) -> Command + Send,
     ) -> Settle {
+        let settle = self.apply(msg, classify(msg, &facts), cancel).await;
+        if settle != Settle::NotTaken {
+            return settle;
+        }
         match self.load_state(msg).await {
-            Ok(state) => self.apply(msg, rule(&state), cancel).await,
+            Ok(state) => {
+                facts.state = state;
+                facts.coder_missed = true;
+                self.apply(msg, classify(msg, &facts), cancel).await
+            }
             Err(e) => {
                 tracing::error!(thread = %msg.thread(), "read the thread's state: {e}");
                 Settle::Failed
             }
         }
+    }
+
+    /// What the rules need to know of the thread for `msg`, read once: whether its author is
+    /// on the allow-list, the open memory proposal and review round (a failure to read either
+    /// is logged and read as none open), and the thread's state.
+    async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
+        let thread = msg.thread();
+        let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
+        let proposal_open = match self.store.open_memory_proposal(&thread).await {
+            Ok(open) => open.is_some(),
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the memory proposal: {e}");
+                false
+            }
+        };
+        let open_round = match self.store.rounds_in(&thread, RoundState::Proposed).await {
+            Ok(rounds) => rounds.last().map(|r| r.round),
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the review rounds: {e}");
+                None
+            }
+        };
+        Ok(Facts {
+            allowed,
+            state: self.load_state(msg).await?,
+            open_round,
+            proposal_open,
+            coder_missed: false,
+        })
     }
 
     /// The thread's state, read once for the message.
@@ -169,7 +183,7 @@ impl ThreadHandler {
                     "thread {thread} → button click by {}, who is not in access.allowedUsers",
                     msg.user
                 );
-                let reply = crate::slack::interactive::not_allowed_reply(&msg.user);
+                let reply = replies::click_not_allowed(&msg.user);
                 self.answer(msg, Role::Pm, &reply).await
             }
             Command::NotAllowed => {
@@ -178,16 +192,16 @@ impl ThreadHandler {
                     "thread {thread} → {} is not in access.allowedUsers",
                     msg.user
                 );
-                self.answer(msg, Role::Pm, NOT_ALLOWED).await
+                self.answer(msg, Role::Pm, replies::NOT_ALLOWED).await
             }
             Command::ThreadClosed => {
                 tracing::info!(tag = "PM", "thread {thread} → message in a closed thread");
-                self.answer(msg, Role::Pm, THREAD_CLOSED).await
+                self.answer(msg, Role::Pm, replies::THREAD_CLOSED).await
             }
             Command::QuestionAfterClose => self.ask_pm_after_close(msg, cancel).await,
             Command::StopButton(click) => self.stop_button(msg, &click).await,
             Command::SpentClick => Settle::Processed,
-            Command::EarlierPlanButton => self.answer(msg, Role::Pm, EARLIER_PLAN).await,
+            Command::EarlierPlanButton => self.answer(msg, Role::Pm, replies::EARLIER_PLAN).await,
             Command::ApproveButton(click) => {
                 self.approve_button(msg, &click).await;
                 self.approve(msg).await
@@ -197,9 +211,9 @@ impl ThreadHandler {
             Command::SetBudget(cap) => self.set_budget(msg, cap).await,
             Command::StopCoder => self.stop_coder(msg).await,
             Command::ToRunningCoder => self.to_running_coder(msg).await,
-            Command::CloseWhileCoderRuns => self.answer(msg, Role::Pm, CODER_RUNS).await,
+            Command::CloseWhileCoderRuns => self.answer(msg, Role::Pm, replies::CODER_RUNS).await,
             Command::Merge { pr } => self.merge(msg, &pr).await,
-            Command::NothingToMerge => self.answer(msg, Role::Pm, NOTHING_TO_MERGE).await,
+            Command::NothingToMerge => self.answer(msg, Role::Pm, replies::NOTHING_TO_MERGE).await,
             Command::Abandon { pr } => self.close(msg, CloseKind::Abandon, pr.as_ref()).await,
             Command::Done => self.close(msg, CloseKind::Done, None).await,
             Command::EndedOnGitHub { event, pr } => self.ended_on_github(msg, event, &pr).await,
@@ -214,7 +228,7 @@ impl ThreadHandler {
             }
             Command::Notice(notice) => self.answer(msg, Role::Pm, &notice).await,
             Command::Approve => self.approve(msg).await,
-            Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, CARRIED_OUT).await,
+            Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, replies::CARRIED_OUT).await,
             Command::FollowUp { last } => self.follow_up(msg, &last).await,
             Command::OtherRoles(named) => {
                 let names: Vec<&str> = named.iter().map(|m| m.name()).collect();
@@ -319,13 +333,3 @@ pub(super) fn speaker(role: Role) -> &'static str {
         Role::Artist => "*Artist:* ",
     }
 }
-
-const NOT_ALLOWED: &str = "Sorry, I only take requests from the people on this channel's allow-list (`access.allowedUsers`). Ask whoever runs CodeButler to add you.";
-pub(super) const THREAD_CLOSED: &str =
-    "This thread is closed. For new work, start a new thread in the channel.";
-const CODER_RUNS: &str =
-    "The Coder is still working: stop the Coder first (say **stop**), then close the thread.";
-const NOTHING_TO_MERGE: &str = "This thread has no pull request to merge. Say **done** to close it, or **abandon** to close it without its work.";
-const EARLIER_PLAN: &str =
-    "That button belongs to an earlier plan; use the buttons on the latest one.";
-const CARRIED_OUT: &str = "That plan was carried out already. Tell me what to change next, say **continue** to go on, or **undo** to drop my last run's changes.";

@@ -293,8 +293,8 @@ mod tests {
     use codebutler_agent::conversation::{ChatMessage, ToolCall};
 
     use super::*;
+    use crate::closing::event::ReviewEvent;
     use crate::closing::event::WATCHER_USER;
-    use crate::closing::review_event::ReviewEvent;
     use crate::domain::IncomingMessage;
     use crate::slack::effects::Effects;
     use crate::store::{Change, NewRun};

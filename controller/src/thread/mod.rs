@@ -4,8 +4,9 @@
 //! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`,
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
-//! (a memory proposal's in [`crate::memory::proposal`]); [`history`] reads a thread's past
-//! back.
+//! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
+//! [`replies`]; [`history`] reads a thread's past back; [`model_switch`] checks a PM model
+//! chosen from Slack against the provider's list.
 
 pub mod approval;
 pub mod budget;
@@ -19,9 +20,11 @@ pub mod history;
 pub mod intake;
 pub mod lease;
 mod memory_commands;
+pub mod model_switch;
 mod plan_commands;
 mod pm_turn;
 mod rebase_commands;
+pub mod replies;
 mod review_commands;
 pub mod routing;
 pub mod state;

@@ -25,7 +25,8 @@ use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::budget::{cost_markdown, estimate};
-use crate::thread::handler::{Settle, THREAD_CLOSED, ThreadHandler, speaker};
+use crate::thread::handler::{Settle, ThreadHandler, speaker};
+use crate::thread::replies::THREAD_CLOSED;
 
 /// Which PM turn a message gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -24,17 +24,11 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::{IncomingMessage, Plan, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler};
+use crate::thread::replies;
+use crate::workspace::forge::ForgeError;
 use crate::workspace::update_branch::{self, Incoming, Outcome, UpdateError};
 use crate::workspace::{forge, thread_repo, worktree};
 
-/// The reply to "rebase" while the Coder runs.
-const WHILE_CODER_RUNS: &str =
-    "The Coder is still working: stop the Coder first (say **stop**), then say **rebase**.";
-/// The reply to "rebase" while a plan waits.
-const WHILE_PLAN_PENDING: &str =
-    "A plan is waiting for approval: approve it or cancel it first, then say **rebase**.";
-/// The reply to "rebase" in a thread without a branch.
-const NOTHING_TO_REBASE: &str = "This thread has no branch yet (the Coder makes one when a plan is approved), so there is nothing to bring up to date.";
 const UNCOMMITTED: &str = "The worktree has changes that are not committed, so I left the branch as it is. Ask the Coder to commit them, or say **undo** to drop them, then say **rebase** again.";
 
 /// What cancelling a plan did to a merge in progress.
@@ -51,17 +45,19 @@ pub(super) enum Aborted {
 impl ThreadHandler {
     /// "rebase" while the Coder runs or its run is being prepared: stop it first.
     pub(super) async fn rebase_while_coder_runs(&self, msg: &IncomingMessage) -> Settle {
-        self.answer(msg, Role::Pm, WHILE_CODER_RUNS).await
+        self.answer(msg, Role::Pm, replies::REBASE_WHILE_CODER_RUNS)
+            .await
     }
 
     /// "rebase" while a plan waits for approval: approve or cancel it first.
     pub(super) async fn rebase_while_plan_pending(&self, msg: &IncomingMessage) -> Settle {
-        self.answer(msg, Role::Pm, WHILE_PLAN_PENDING).await
+        self.answer(msg, Role::Pm, replies::REBASE_WHILE_PLAN_PENDING)
+            .await
     }
 
     /// "rebase" in a thread whose Coder has not run: there is no branch yet.
     pub(super) async fn nothing_to_rebase(&self, msg: &IncomingMessage) -> Settle {
-        self.answer(msg, Role::Pm, NOTHING_TO_REBASE).await
+        self.answer(msg, Role::Pm, replies::NOTHING_TO_REBASE).await
     }
 
     /// "rebase" after the thread's run `last` ended; `pr` is its open pull request.
@@ -153,23 +149,25 @@ impl ThreadHandler {
         }
     }
 
-    /// Pushes the merge when the branch was pushed before (`None`: it was not, so nothing
-    /// is pushed now).
+    /// Pushes the merge when the branch was pushed before (otherwise nothing is pushed
+    /// now).
     async fn push_merge(
         &self,
         msg: &IncomingMessage,
         path: &Path,
         branch: &str,
         pr: Option<&PullRequestRef>,
-    ) -> Option<Result<(), String>> {
+    ) -> MergePush {
         if pr.is_none() && !was_pushed(path, branch).await {
-            return None;
+            return MergePush::NotOnGitHub;
         }
-        let pushed = forge::push_branch(&self.coder.layout.repo, path, branch).await;
-        if let Err(e) = &pushed {
-            tracing::error!(thread = %msg.thread(), "push the merge: {e}");
+        match forge::push_branch(&self.coder.layout.repo, path, branch).await {
+            Ok(()) => MergePush::Pushed,
+            Err(e) => {
+                tracing::error!(thread = %msg.thread(), "push the merge: {e}");
+                MergePush::Failed(e)
+            }
         }
-        Some(pushed.map_err(|e| e.to_string()))
     }
 
     /// Says `reply` about the merge in the worktree `path`, then forgets the merge as
@@ -364,27 +362,37 @@ fn up_to_date_reply(shown: &str, head: Oid) -> String {
     )
 }
 
-/// What the thread is told after a clean merge: pushed (`push` `Some(Ok)`), not pushed
-/// because the branch is not on GitHub yet (`None`), or the push failed.
+/// What became of a clean merge's push.
+#[derive(Debug)]
+enum MergePush {
+    /// Pushed to the branch on GitHub.
+    Pushed,
+    /// Not pushed: the branch is not on GitHub yet.
+    NotOnGitHub,
+    /// The push failed.
+    Failed(ForgeError),
+}
+
+/// What the thread is told after a clean merge, given what became of its push.
 fn merged_reply(
     shown: &str,
     incoming: &Incoming,
     pr: Option<&PullRequestRef>,
-    push: Option<Result<(), String>>,
+    push: MergePush,
 ) -> String {
     let merged = format!(
         "Merged `{shown}` ({}) into this branch",
         what_came_in(incoming)
     );
     match push {
-        Some(Ok(())) => match pr {
+        MergePush::Pushed => match pr {
             Some(pr) => format!("{merged} and pushed; PR #{} updated.", pr.number),
             None => format!("{merged} and pushed."),
         },
-        None => {
+        MergePush::NotOnGitHub => {
             format!("{merged}. It is not on GitHub yet: the Coder's pull request will push it.")
         }
-        Some(Err(e)) => {
+        MergePush::Failed(e) => {
             format!("{merged}, but pushing it failed ({e}). Say **rebase** again to push it.")
         }
     }
@@ -433,6 +441,7 @@ fn resolution_plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workspace::git_command::CommandError;
 
     fn incoming(commits: usize) -> Incoming {
         Incoming {
@@ -451,15 +460,15 @@ mod tests {
     #[test]
     fn what_the_thread_is_told() {
         assert_eq!(
-            merged_reply("main", &incoming(3), Some(&pr()), Some(Ok(()))),
+            merged_reply("main", &incoming(3), Some(&pr()), MergePush::Pushed),
             "Merged `main` (abc1234, 3 commits) into this branch and pushed; PR #42 updated."
         );
         assert_eq!(
-            merged_reply("main", &incoming(1), None, Some(Ok(()))),
+            merged_reply("main", &incoming(1), None, MergePush::Pushed),
             "Merged `main` (abc1234, 1 commit) into this branch and pushed."
         );
         assert_eq!(
-            merged_reply("main", &incoming(2), None, None),
+            merged_reply("main", &incoming(2), None, MergePush::NotOnGitHub),
             "Merged `main` (abc1234, 2 commits) into this branch. It is not on GitHub yet: the Coder's pull request will push it."
         );
         assert_eq!(
@@ -467,9 +476,13 @@ mod tests {
                 "main",
                 &incoming(2),
                 Some(&pr()),
-                Some(Err("git push failed".into()))
+                MergePush::Failed(ForgeError::Command(CommandError::Failed {
+                    what: "git push".into(),
+                    status: "exit status: 1".into(),
+                    output: "rejected".into(),
+                }))
             ),
-            "Merged `main` (abc1234, 2 commits) into this branch, but pushing it failed (git push failed). Say **rebase** again to push it."
+            "Merged `main` (abc1234, 2 commits) into this branch, but pushing it failed (git push failed (exit status: 1): rejected). Say **rebase** again to push it."
         );
         assert_eq!(
             up_to_date_reply("main", incoming(0).head),

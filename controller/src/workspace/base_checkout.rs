@@ -19,12 +19,13 @@
 
 use std::ffi::OsStr;
 use std::fs;
-use std::io::{self, Write};
+use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use super::step_error::{GitStepError, IoStepError, git, io};
 use codebutler_sandbox::worktree_wire;
 use git2::{
     FileMode, IndexEntry, IndexTime, Oid, Repository, RepositoryOpenFlags, TreeWalkMode,
@@ -49,7 +50,7 @@ pub fn check_out(repo: &Repository, worktree: &Path, tree: Oid) -> Result<(), Ch
     let (dirs, files) = list(repo, tree)?;
     for dir in &dirs {
         let path = worktree.join(OsStr::from_bytes(dir));
-        fs::create_dir(&path).map_err(io_err(format!("create {}", path.display())))?;
+        fs::create_dir(&path).map_err(io(format!("create {}", path.display())))?;
     }
     let mut entries = write_files(repo.path(), worktree, &files)?;
     entries.sort_by(|a, b| a.path.cmp(&b.path));
@@ -117,10 +118,7 @@ fn list(repo: &Repository, tree: Oid) -> Result<(Vec<Vec<u8>>, Vec<Entry>), Chec
     })
     .map_err(|e| match refused.take() {
         Some(reason) => CheckoutError::Invalid(reason),
-        None => CheckoutError::Git {
-            step: "list the base's files".into(),
-            source: e,
-        },
+        None => git("list the base's files")(e).into(),
     })?;
     if let Some(reason) = refused {
         return Err(CheckoutError::Invalid(reason));
@@ -211,15 +209,15 @@ fn write_one(
     let shown = || worktree_wire::show(&file.path);
     let meta = match file.mode {
         FileMode::Commit => {
-            fs::symlink_metadata(&path).map_err(io_err(format!("inspect {}", shown())))?
+            fs::symlink_metadata(&path).map_err(io(format!("inspect {}", shown())))?
         }
         FileMode::Link => {
             let blob = odb
                 .read(file.id)
                 .map_err(git(format!("read {}", shown())))?;
             std::os::unix::fs::symlink(OsStr::from_bytes(blob.data()), &path)
-                .map_err(io_err(format!("write the symlink {}", shown())))?;
-            fs::symlink_metadata(&path).map_err(io_err(format!("inspect {}", shown())))?
+                .map_err(io(format!("write the symlink {}", shown())))?;
+            fs::symlink_metadata(&path).map_err(io(format!("inspect {}", shown())))?
         }
         _ => {
             let blob = odb
@@ -235,11 +233,10 @@ fn write_one(
                 .create_new(true)
                 .mode(permissions)
                 .open(&path)
-                .map_err(io_err(format!("create {}", shown())))?;
+                .map_err(io(format!("create {}", shown())))?;
             out.write_all(blob.data())
-                .map_err(io_err(format!("write {}", shown())))?;
-            out.metadata()
-                .map_err(io_err(format!("inspect {}", shown())))?
+                .map_err(io(format!("write {}", shown())))?;
+            out.metadata().map_err(io(format!("inspect {}", shown())))?
         }
     };
     Ok(index_entry(file, &meta))
@@ -276,31 +273,13 @@ fn index_entry(file: &Entry, meta: &fs::Metadata) -> IndexEntry {
 /// Why a base could not be checked out.
 #[derive(Debug, thiserror::Error)]
 pub enum CheckoutError {
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: String,
-        #[source]
-        source: git2::Error,
-    },
-    #[error("{step}: {source}")]
-    Io {
-        step: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Git(#[from] GitStepError),
+    #[error(transparent)]
+    Io(#[from] IoStepError),
     /// A path or mode the checkout refuses, said for people.
     #[error("{0}")]
     Invalid(String),
-}
-
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> CheckoutError {
-    let step = step.into();
-    move |source| CheckoutError::Git { step, source }
-}
-
-fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> CheckoutError {
-    let step = step.into();
-    move |source| CheckoutError::Io { step, source }
 }
 
 #[cfg(test)]

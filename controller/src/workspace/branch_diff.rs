@@ -6,6 +6,7 @@ use std::path::Path;
 
 use git2::{Diff, DiffOptions, Repository};
 
+use super::step_error::{GitStepError, git};
 use super::thread_repo::{self, ThreadRepoError};
 
 /// One line the branch added.
@@ -32,16 +33,8 @@ pub struct FileChange {
 pub enum DiffError {
     #[error(transparent)]
     Thread(#[from] ThreadRepoError),
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: &'static str,
-        #[source]
-        source: git2::Error,
-    },
-}
-
-fn git(step: &'static str) -> impl FnOnce(git2::Error) -> DiffError {
-    move |source| DiffError::Git { step, source }
+    #[error(transparent)]
+    Git(#[from] GitStepError),
 }
 
 /// The lines the branch `branch` of the worktree `worktree`'s thread repository added since
@@ -126,8 +119,9 @@ fn branch_diff<'r>(repo: &'r Repository, branch: &str) -> Result<Diff<'r>, DiffE
         .map_err(git("read the branch's head"))?;
     let mut options = DiffOptions::new();
     options.context_lines(0);
-    repo.diff_tree_to_tree(Some(&base_tree), Some(&head_tree), Some(&mut options))
-        .map_err(git("diff the branch against its base"))
+    Ok(repo
+        .diff_tree_to_tree(Some(&base_tree), Some(&head_tree), Some(&mut options))
+        .map_err(git("diff the branch against its base"))?)
 }
 
 #[cfg(test)]

@@ -27,13 +27,9 @@ use git2::{Oid, Repository};
 
 use super::forge::{self, Commit, ForgeError};
 use super::stage::{self, Helper};
+use super::step_error::git;
 use super::thread_repo::{self, ThreadRepoError};
 use super::thread_repo::{BOT_EMAIL, BOT_NAME, MAX_COMMIT_FILE_BYTES};
-
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ForgeError {
-    let step = step.into();
-    move |source| ForgeError::Git { step, source }
-}
 
 /// Refuses a path that cannot name a file of a git tree, or one under `.git`.
 fn check_paths(files: &[(String, Vec<u8>)]) -> Result<(), ForgeError> {
@@ -59,9 +55,9 @@ fn replace_in_tree(
         let blob = repo.blob(content).map_err(git(format!("store {path}")))?;
         update.upsert(path.as_str(), blob, git2::FileMode::Blob);
     }
-    update
+    Ok(update
         .create_updated(repo, &base)
-        .map_err(git("write the new tree"))
+        .map_err(git("write the new tree"))?)
 }
 
 /// The paths whose entry differs between two trees, sorted.

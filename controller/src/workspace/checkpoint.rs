@@ -12,6 +12,7 @@
 use std::path::Path;
 
 use super::stage::{self, Helper, StageError};
+use super::step_error::{GitStepError, git};
 use super::thread_repo::{self, ThreadRepoError};
 
 /// How big a file may be to go into a checkpoint; bigger ones are left out (build outputs,
@@ -47,23 +48,17 @@ pub struct Restored {
 
 /// A checkpoint could not be taken or restored.
 #[derive(Debug, thiserror::Error)]
-#[error("{step}: {message}")]
-pub struct CheckpointError {
-    step: String,
-    message: String,
+pub enum CheckpointError {
+    #[error(transparent)]
+    Git(#[from] GitStepError),
+    #[error("{step}: {message}")]
+    Step { step: String, message: String },
 }
 
 fn fail<E: std::fmt::Display>(step: &str) -> impl FnOnce(E) -> CheckpointError + '_ {
-    move |e| CheckpointError {
+    move |e| CheckpointError::Step {
         step: step.to_owned(),
         message: e.to_string(),
-    }
-}
-
-fn git(step: &str) -> impl FnOnce(git2::Error) -> CheckpointError + '_ {
-    move |e| CheckpointError {
-        step: step.to_owned(),
-        message: e.message().to_owned(),
     }
 }
 
@@ -112,7 +107,7 @@ pub fn restore(
         .name()
         .ok()
         .filter(|n| n.starts_with("refs/heads/codebutler/"))
-        .ok_or_else(|| CheckpointError {
+        .ok_or_else(|| CheckpointError::Step {
             step: "check the branch".into(),
             message: "the worktree is not on a codebutler/ branch".into(),
         })?

@@ -16,6 +16,7 @@
 //! to run without a disk cap). The images stay mounted across restarts of the daemon;
 //! [`ThreadDisk::ensure_mounted`] mounts one again after a reboot.
 
+use super::step_error::{IoStepError, io};
 use std::fs;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -30,12 +31,8 @@ const SBIN: [&str; 4] = ["/usr/sbin", "/sbin", "/usr/bin", "/bin"];
 /// A disk could not be made, mounted or removed.
 #[derive(Debug, thiserror::Error)]
 pub enum DiskError {
-    #[error("{step}: {source}")]
-    Io {
-        step: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] IoStepError),
     #[error("{what} failed ({status}): {output}")]
     Command {
         what: String,
@@ -49,11 +46,6 @@ pub enum DiskError {
          (sandbox.diskMB); free some space or lower sandbox.diskMB"
     )]
     NoRoom { free: u64, needed: u64 },
-}
-
-fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> DiskError {
-    let step = step.into();
-    move |source| DiskError::Io { step, source }
 }
 
 /// One worktree's disk.
@@ -88,7 +80,7 @@ impl ThreadDisk {
     /// the (new, empty) worktree directory. Blocking.
     pub fn create(&self, size_mb: u64) -> Result<(), DiskError> {
         if let Some(dir) = self.image.parent() {
-            fs::create_dir_all(dir).map_err(io_err(format!("create {}", dir.display())))?;
+            fs::create_dir_all(dir).map_err(io(format!("create {}", dir.display())))?;
             let free = free_bytes(dir)?;
             if free < size_mb.saturating_mul(MB) {
                 return Err(DiskError::NoRoom {
@@ -97,18 +89,17 @@ impl ThreadDisk {
                 });
             }
         }
-        fs::create_dir_all(&self.mount)
-            .map_err(io_err(format!("create {}", self.mount.display())))?;
+        fs::create_dir_all(&self.mount).map_err(io(format!("create {}", self.mount.display())))?;
         let file = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&self.image)
-            .map_err(io_err(format!("create {}", self.image.display())))?;
+            .map_err(io(format!("create {}", self.image.display())))?;
         file.set_len(size_mb.saturating_mul(MB))
-            .map_err(io_err(format!("size {}", self.image.display())))?;
+            .map_err(io(format!("size {}", self.image.display())))?;
         drop(file);
-        let owner = fs::metadata(&self.mount)
-            .map_err(io_err(format!("inspect {}", self.mount.display())))?;
+        let owner =
+            fs::metadata(&self.mount).map_err(io(format!("inspect {}", self.mount.display())))?;
         let mut mkfs = Command::new(find_tool("mkfs.ext4")?);
         mkfs.args(["-q", "-F", "-m", "0", "-i", "8192", "-J", "size=4", "-E"])
             .arg(format!(
@@ -124,7 +115,7 @@ impl ThreadDisk {
         match fs::remove_dir(&lost) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(format!("remove {}", lost.display()))(e)),
+            Err(e) => Err(io(format!("remove {}", lost.display()))(e).into()),
         }
     }
 
@@ -133,8 +124,7 @@ impl ThreadDisk {
         if !self.exists() || is_mount_point(&self.mount)? {
             return Ok(());
         }
-        fs::create_dir_all(&self.mount)
-            .map_err(io_err(format!("create {}", self.mount.display())))?;
+        fs::create_dir_all(&self.mount).map_err(io(format!("create {}", self.mount.display())))?;
         self.mount_image()
     }
 
@@ -148,12 +138,12 @@ impl ThreadDisk {
         match fs::remove_file(&self.image) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_err(format!("remove {}", self.image.display()))(e)),
+            Err(e) => return Err(io(format!("remove {}", self.image.display()))(e).into()),
         }
         match fs::remove_dir(&self.mount) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(io_err(format!("remove {}", self.mount.display()))(e)),
+            Err(e) => Err(io(format!("remove {}", self.mount.display()))(e).into()),
         }
     }
 
@@ -179,7 +169,7 @@ const LOOP_CONTROL_DEVICE: (u64, u64) = (10, 237);
 /// An exclusive lock on the disk images in `images` (a `flock` on `.lock` there), held
 /// while a new disk is sized and made, across processes too. Blocking.
 pub fn lock_images(images: &Path) -> Result<nix::fcntl::Flock<fs::File>, DiskError> {
-    fs::create_dir_all(images).map_err(io_err(format!("create {}", images.display())))?;
+    fs::create_dir_all(images).map_err(io(format!("create {}", images.display())))?;
     let path = images.join(".lock");
     // Never through a link: the lock file is the daemon's own.
     let file = fs::OpenOptions::new()
@@ -188,9 +178,9 @@ pub fn lock_images(images: &Path) -> Result<nix::fcntl::Flock<fs::File>, DiskErr
         .write(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
-        .map_err(io_err(format!("open {}", path.display())))?;
+        .map_err(io(format!("open {}", path.display())))?;
     nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-        .map_err(|(_, e)| io_err(format!("lock {}", path.display()))(io::Error::from(e)))
+        .map_err(|(_, e)| io(format!("lock {}", path.display()))(io::Error::from(e)).into())
 }
 
 /// The size in MB of the disk of the worktree `worktree` (its image's length), if it has
@@ -243,7 +233,7 @@ pub fn probe() -> Result<(), DiskError> {
 /// Bytes free for unprivileged use on the filesystem of `dir`.
 fn free_bytes(dir: &Path) -> Result<u64, DiskError> {
     let stat = nix::sys::statvfs::statvfs(dir)
-        .map_err(|e| io_err(format!("statvfs {}", dir.display()))(io::Error::from(e)))?;
+        .map_err(|e| io(format!("statvfs {}", dir.display()))(io::Error::from(e)))?;
     Ok(stat.blocks_available().saturating_mul(stat.fragment_size()))
 }
 
@@ -252,10 +242,10 @@ fn is_mount_point(path: &Path) -> Result<bool, DiskError> {
     let own = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-        Err(e) => return Err(io_err(format!("inspect {}", path.display()))(e)),
+        Err(e) => return Err(io(format!("inspect {}", path.display()))(e).into()),
     };
     let parent = path.parent().unwrap_or(Path::new("/"));
-    let up = fs::metadata(parent).map_err(io_err(format!("inspect {}", parent.display())))?;
+    let up = fs::metadata(parent).map_err(io(format!("inspect {}", parent.display())))?;
     Ok(own.is_dir() && (own.dev() != up.dev() || own.ino() == up.ino()))
 }
 
@@ -275,7 +265,7 @@ fn run(mut command: Command, what: &str) -> Result<(), DiskError> {
     command
         .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null());
-    let output = command.output().map_err(io_err(format!("run {what}")))?;
+    let output = command.output().map_err(io(format!("run {what}")))?;
     if output.status.success() {
         return Ok(());
     }

@@ -36,6 +36,7 @@ use super::gh_cli::GhArgs;
 use super::git_command::{CommandError, quote, run, safe_git};
 use super::prepared::{self, IncludeError, LeftOut, Prepared};
 use super::stage::{self, Helper};
+use super::step_error::{GitStepError, git};
 use super::thread_repo::{self, BOT_EMAIL, BOT_NAME, BRANCH_PREFIX, MAX_COMMIT_FILE_BYTES};
 use super::update_branch;
 
@@ -67,12 +68,8 @@ pub enum ForgeError {
     EmptyTitle,
     #[error("refusing to commit or push {branch:?}: only {BRANCH_PREFIX} branches are allowed")]
     NotOurBranch { branch: String },
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: String,
-        #[source]
-        source: git2::Error,
-    },
+    #[error(transparent)]
+    Git(#[from] GitStepError),
     #[error(transparent)]
     Command(#[from] CommandError),
     #[error("gh printed no pull request address; its output: {output:?}")]
@@ -116,11 +113,6 @@ impl ForgeError {
             Self::Command(_) | Self::NoUrl { .. } | Self::Stage(_) => false,
         }
     }
-}
-
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ForgeError {
-    let step = step.into();
-    move |source| ForgeError::Git { step, source }
 }
 
 /// A commit made by [`commit_all`].

@@ -1,4 +1,8 @@
-//! The worktrees Coder runs work in ([`worktree`], prepared per platform by [`platform`]):
+//! The worktrees Coder runs work in ([`worktree`], prepared per platform by [`platform`]
+//! from what the base commit's files declare, [`project_files`]: for Python
+//! [`python_deps`], with [`ini`] reading `setup.cfg` and `tox.ini` and [`python_locks`] the
+//! locks' versions; the project's test command the Coder is told is [`test_command`]'s,
+//! CI's read by [`ci_workflow`]):
 //! each a repository of its own with only its thread's history ([`thread_repo`], its files
 //! written by [`base_checkout`]) on a disk of its own ([`disk`]), whose files the controller reads and writes only through the
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
@@ -11,22 +15,30 @@
 //! command line is built by [`gh_cli`]); a branch is brought up to date with the default
 //! branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
+//! Every module names a failed git2 or file system step the same way ([`step_error`]).
 
 pub mod base_checkout;
 pub mod branch_diff;
 pub mod branch_files;
 pub mod byproducts;
 pub mod checkpoint;
+pub mod ci_workflow;
 pub mod disk;
 pub mod forge;
 pub mod gh_cli;
 pub mod git_command;
+pub mod ini;
 pub mod orphans;
 pub mod platform;
 pub mod prepared;
+pub mod project_files;
 pub mod publish;
 pub mod pull_request;
+pub mod python_deps;
+pub mod python_locks;
 pub mod stage;
+pub mod step_error;
+pub mod test_command;
 pub mod thread_repo;
 pub mod update_branch;
 pub mod worktree;
@@ -40,8 +52,9 @@ use crate::config::{BuildConfig, Config, SandboxConfig};
 use crate::layout::Layout;
 
 /// The sandbox spec of a Coder run in `worktree`: paths, limits and mode from the `sandbox`
-/// section, and the build-isolation environment of the worktree's platforms
-/// ([`platform::isolation_env`], `build.projectType` deciding them); no network.
+/// section, and the environment of the worktree's platforms with the operator's
+/// `build.env` and `build.path` ([`platform::environment`], `build.projectType` deciding
+/// the platforms); no network.
 pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -> SandboxSpec {
     let mut spec = SandboxSpec::for_worktree(worktree);
     spec.read_only = sandbox.read_only.iter().map(PathBuf::from).collect();
@@ -59,7 +72,7 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
         SandboxMode::Enforce => spec.mount_point.clone(),
     };
     let platforms = platform::platforms(worktree, build.project_type);
-    spec.env = platform::isolation_env(&platforms, &root);
+    spec.env = platform::environment(&platforms, &root, &build.env, &build.path);
     spec
 }
 

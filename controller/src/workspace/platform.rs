@@ -24,6 +24,8 @@ use std::time::{Duration, Instant};
 use codebutler_sandbox::SandboxSpec;
 use codebutler_sandbox::spec::PATH_INSIDE;
 
+use super::project_files::{ProjectFiles, is_requirements_file};
+use super::python_deps::{self, Installer, PythonInstall};
 use crate::config::ProjectType;
 use crate::layout::{create_own_file, write_own_file};
 
@@ -39,7 +41,8 @@ pub enum Platform {
     Xcode,
     /// `package.json`.
     Node,
-    /// `requirements.txt` or `pyproject.toml`.
+    /// `pyproject.toml`, `setup.py`, `setup.cfg`, `tox.ini`, a requirements file or
+    /// directory, a Poetry or uv lock, pytest's configuration.
     Python,
     /// `Cargo.toml`.
     Rust,
@@ -61,7 +64,19 @@ pub fn detect_in(names: &BTreeSet<String>) -> Vec<Platform> {
     if has("package.json") {
         found.push(Platform::Node);
     }
-    if has("requirements.txt") || has("pyproject.toml") {
+    let python_files = [
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "tox.ini",
+        "Pipfile",
+        "poetry.lock",
+        "uv.lock",
+        "pytest.ini",
+        "conftest.py",
+        "requirements",
+    ];
+    if python_files.iter().any(|n| has(n)) || names.iter().any(|n| is_requirements_file(n)) {
         found.push(Platform::Python);
     }
     if has("Cargo.toml") {
@@ -111,58 +126,189 @@ pub struct InitStep {
     pub platform: Platform,
     /// Run with `/bin/sh -c` in the worktree.
     pub command: String,
+    /// The command as the thread shows it (a lock's pins summed up rather than listed).
+    pub shown: String,
     /// The program the command starts, looked for where the sandbox's `PATH` looks.
     pub program: String,
+    /// What the thread is told beside the command ("pytest, not declared, installed").
+    pub notes: Vec<String>,
 }
 
-/// The init steps of `platforms` for a worktree whose top-level entries are `names`, on
-/// this operating system (Xcode's `pod install` only on macOS).
-pub fn init_plan(platforms: &[Platform], names: &BTreeSet<String>) -> Vec<InitStep> {
-    let has = |n: &str| names.contains(n);
-    let step = |platform, command: &str, program: &str| InitStep {
-        platform,
-        command: command.to_owned(),
-        program: program.to_owned(),
-    };
+impl InitStep {
+    fn plain(platform: Platform, command: &str, program: &str) -> Self {
+        Self {
+            platform,
+            command: command.to_owned(),
+            shown: command.to_owned(),
+            program: program.to_owned(),
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// Where the Python init writes a lock's pins for pip (the sandbox's own `/tmp`, which
+/// lives as long as the init's sandbox).
+const PINS_FILE: &str = "/tmp/codebutler-pins.txt";
+/// Most bytes of pins the init's command carries: one argument of `sh -c` may be at most
+/// 128 KiB (the kernel's `MAX_ARG_STRLEN`), and the rest of the command needs room.
+const MAX_PINS_BYTES: usize = 96 * 1024;
+
+/// The init steps of `platforms` for a worktree whose committed files are `files`, on
+/// this operating system (Xcode's `pod install` only on macOS); `has_program` says whether
+/// a program is where the sandbox's `PATH` finds it (`uv`, used when it is).
+pub fn init_plan(
+    platforms: &[Platform],
+    files: &ProjectFiles,
+    has_program: &dyn Fn(&str) -> bool,
+) -> Vec<InitStep> {
+    let has = |n: &str| files.has(n);
     platforms
         .iter()
         .filter_map(|p| match p {
             Platform::Xcode => (cfg!(target_os = "macos") && has("Podfile") && !has("Pods"))
-                .then(|| step(*p, "pod install", "pod")),
+                .then(|| InitStep::plain(*p, "pod install", "pod")),
             Platform::Node => Some(if has("package-lock.json") || has("npm-shrinkwrap.json") {
-                step(*p, "npm ci", "npm")
+                InitStep::plain(*p, "npm ci", "npm")
             } else if has("yarn.lock") {
-                step(*p, "yarn install --frozen-lockfile", "yarn")
+                InitStep::plain(*p, "yarn install --frozen-lockfile", "yarn")
             } else if has("pnpm-lock.yaml") {
-                step(*p, "pnpm install --frozen-lockfile", "pnpm")
+                InitStep::plain(*p, "pnpm install --frozen-lockfile", "pnpm")
             } else {
-                step(*p, "npm install", "npm")
+                InitStep::plain(*p, "npm install", "npm")
             }),
-            Platform::Python => Some(if has("requirements.txt") {
-                step(
-                    *p,
-                    "python3 -m venv .venv && .venv/bin/pip install -r requirements.txt",
-                    "python3",
-                )
-            } else {
-                step(
-                    *p,
-                    "python3 -m venv .venv && .venv/bin/pip install -e .",
-                    "python3",
-                )
-            }),
-            Platform::Rust => Some(step(*p, "cargo fetch", "cargo")),
-            Platform::Go => Some(step(*p, "go mod download", "go")),
+            Platform::Python => Some(python_step(&python_deps::plan(files, has_program("uv")))),
+            Platform::Rust => Some(InitStep::plain(*p, "cargo fetch", "cargo")),
+            Platform::Go => Some(InitStep::plain(*p, "go mod download", "go")),
         })
         .collect()
 }
 
-/// Whether `program` is where the sandbox's `PATH` (`/usr/local/bin:/usr/bin:/bin`, all
-/// bound read-only from the host) would find it.
-pub fn in_sandbox_path(program: &str) -> bool {
-    PATH_INSIDE
-        .split(':')
+/// The Python init: a `.venv`, then what [`python_deps::plan`] says to install.
+fn python_step(install: &PythonInstall) -> InitStep {
+    let venv = "python3 -m venv .venv";
+    let mut notes = install.notes.clone();
+    let (command, shown) = match &install.installer {
+        Installer::UvSync {
+            extras,
+            groups,
+            extra,
+        } => {
+            let mut sync = String::from("uv sync --frozen");
+            for e in extras {
+                sync.push_str(&format!(" --extra {}", shell_word(e)));
+            }
+            for g in groups {
+                sync.push_str(&format!(" --group {}", shell_word(g)));
+            }
+            if !extra.is_empty() {
+                sync.push_str(" && uv pip install");
+                for requirement in extra {
+                    sync.push(' ');
+                    sync.push_str(&shell_word(requirement));
+                }
+            }
+            let command = format!("{venv} && {sync}");
+            (command.clone(), command)
+        }
+        Installer::Pip { args, .. } if args.is_empty() => (venv.to_owned(), venv.to_owned()),
+        Installer::Pip { args, pins } => {
+            let words: Vec<String> = args.iter().map(|a| shell_word(a)).collect();
+            let words = words.join(" ");
+            let lines: Vec<String> = pins.lines.iter().map(|l| shell_word(l)).collect();
+            let lines = lines.join(" ");
+            let fits = lines.len() <= MAX_PINS_BYTES;
+            match (pins.from, fits) {
+                (Some(from), false) => notes.push(format!(
+                    "`{from}` pins more versions than a command can carry, so pip chose the versions"
+                )),
+                (Some("uv.lock"), true) => notes.push(
+                    "no `uv` in the sandbox, so pip installed the versions `uv.lock` pins".into(),
+                ),
+                _ => {}
+            }
+            match pins.from {
+                Some(from) if !pins.lines.is_empty() && fits => (
+                    format!(
+                        "{venv} && printf '%s\\n' {lines} > {PINS_FILE} && .venv/bin/pip install -c {PINS_FILE} {words}"
+                    ),
+                    format!(
+                        "{venv} && .venv/bin/pip install -c ({} versions {from} pins) {words}",
+                        pins.lines.len()
+                    ),
+                ),
+                _ => {
+                    let command = format!("{venv} && .venv/bin/pip install {words}");
+                    (command.clone(), command)
+                }
+            }
+        }
+    };
+    InitStep {
+        platform: Platform::Python,
+        command,
+        shown,
+        program: "python3".to_owned(),
+        notes,
+    }
+}
+
+/// `word` as one word of a POSIX shell command: as it is when it needs no quoting, else in
+/// single quotes.
+pub fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./=:@,+%-".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// Whether `program` is where the sandbox's `PATH` would find it: `build.path`'s
+/// directories (`extra`), then `/usr/local/bin:/usr/bin:/bin`, all bound read-only from the
+/// host (`build.path`'s through `sandbox.readOnly`).
+pub fn in_sandbox_path(program: &str, extra: &[String]) -> bool {
+    extra
+        .iter()
+        .map(String::as_str)
+        .chain(PATH_INSIDE.split(':'))
         .any(|dir| Path::new(dir).join(program).is_file())
+}
+
+/// The environment of every sandboxed process in a worktree seen at `root`: its
+/// platforms' [`isolation_env`], then the operator's `build.env` (`env`; its `GOFLAGS`
+/// after the isolation's own, which keeps the module cache removable), and a `PATH` of the
+/// virtual environment, `build.path` (`path`) and the system's directories.
+pub fn environment(
+    platforms: &[Platform],
+    root: &Path,
+    env: &BTreeMap<String, String>,
+    path: &[String],
+) -> BTreeMap<String, String> {
+    let mut out = isolation_env(platforms, root);
+    for (name, value) in env {
+        match out.get_mut(name) {
+            Some(flags) if name == "GOFLAGS" => {
+                flags.push(' ');
+                flags.push_str(value);
+            }
+            _ => {
+                out.insert(name.clone(), value.clone());
+            }
+        }
+    }
+    if !path.is_empty() {
+        let mut dirs = Vec::new();
+        if platforms.contains(&Platform::Python) {
+            dirs.push(root.join(".venv/bin").to_string_lossy().into_owned());
+        }
+        dirs.extend(path.iter().cloned());
+        dirs.push(PATH_INSIDE.to_owned());
+        out.insert("PATH".to_owned(), dirs.join(":"));
+    }
+    out
 }
 
 /// The build-isolation environment of a worktree seen at `root` (the sandbox's mount
@@ -191,6 +337,10 @@ pub fn isolation_env(platforms: &[Platform], root: &Path) -> BTreeMap<String, St
                 set("PIP_DISABLE_PIP_VERSION_CHECK", "1".into());
                 set("VIRTUAL_ENV", at(".venv"));
                 set("PATH", format!("{}:{PATH_INSIDE}", at(".venv/bin")));
+                // Bytecode caches beside the caches, not as `__pycache__` in the tree.
+                set("PYTHONPYCACHEPREFIX", cache("pycache"));
+                set("UV_CACHE_DIR", cache("uv"));
+                set("UV_PYTHON_DOWNLOADS", "never".into());
             }
             Platform::Rust => {
                 set("CARGO_TARGET_DIR", at(".target"));
@@ -413,10 +563,22 @@ mod tests {
             detect_in(&names(&["pyproject.toml"])),
             vec![Platform::Python]
         );
-        assert_eq!(
-            detect_in(&names(&["requirements.txt"])),
-            vec![Platform::Python]
-        );
+        for python in [
+            "requirements.txt",
+            "requirements-dev.txt",
+            "dev-requirements.txt",
+            "requirements",
+            "setup.py",
+            "setup.cfg",
+            "tox.ini",
+            "uv.lock",
+        ] {
+            assert_eq!(
+                detect_in(&names(&[python])),
+                vec![Platform::Python],
+                "{python}"
+            );
+        }
         assert_eq!(detect_in(&names(&["Cargo.toml"])), vec![Platform::Rust]);
         assert_eq!(detect_in(&names(&["go.mod"])), vec![Platform::Go]);
         assert_eq!(
@@ -448,12 +610,17 @@ mod tests {
 
     #[test]
     fn init_commands_follow_the_lockfile() {
-        let plan = |files: &[&str]| -> Vec<String> {
-            let n = names(files);
-            init_plan(&detect_in(&n), &n)
+        let no_tools = |_: &str| false;
+        let plan_of = |files: &[(&str, &str)]| -> Vec<String> {
+            let files = ProjectFiles::from_files(files);
+            init_plan(&detect_in(files.names()), &files, &no_tools)
                 .into_iter()
                 .map(|s| s.command)
                 .collect()
+        };
+        let plan = |names: &[&str]| -> Vec<String> {
+            let files: Vec<(&str, &str)> = names.iter().map(|n| (*n, "")).collect();
+            plan_of(&files)
         };
         assert_eq!(plan(&["package.json", "package-lock.json"]), ["npm ci"]);
         assert_eq!(
@@ -470,7 +637,7 @@ mod tests {
             ["python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"]
         );
         assert_eq!(
-            plan(&["pyproject.toml"]),
+            plan_of(&[("pyproject.toml", "[project]\nname = \"x\"\n")]),
             ["python3 -m venv .venv && .venv/bin/pip install -e ."]
         );
         assert_eq!(plan(&["Cargo.toml"]), ["cargo fetch"]);
@@ -484,8 +651,132 @@ mod tests {
             assert!(xcode.is_empty());
         }
         assert!(plan(&["App.xcodeproj", "Podfile", "Pods"]).is_empty());
-        let steps = init_plan(&[Platform::Go], &names(&["go.mod"]));
+        let go = ProjectFiles::from_files(&[("go.mod", "")]);
+        let steps = init_plan(&[Platform::Go], &go, &no_tools);
         assert_eq!(steps[0].program, "go");
+    }
+
+    #[test]
+    fn the_python_init_installs_what_the_tests_need_and_says_what_it_added() {
+        let files = ProjectFiles::from_files(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"calc\"\n[project.optional-dependencies]\ntest = [\"hypothesis\"]\n[dependency-groups]\ndev = [\"coverage>=7; python_version >= '3.9'\"]\n",
+            ),
+            (
+                "tests/test_calc.py",
+                "def test_add():\n    assert 1 + 1 == 2\n",
+            ),
+        ]);
+        let steps = init_plan(&[Platform::Python], &files, &|_| false);
+        assert_eq!(
+            steps[0].command,
+            r#"python3 -m venv .venv && .venv/bin/pip install -e '.[test]' 'coverage>=7; python_version >= '\''3.9'\''' pytest"#
+        );
+        assert_eq!(steps[0].shown, steps[0].command);
+        assert_eq!(steps[0].notes, ["pytest, not declared, installed"]);
+
+        // A lock's versions are pins in the sandbox's /tmp, summed up in the thread.
+        let lock = "[[package]]\nname = \"pytest\"\nversion = \"8.3.4\"\nsource = { registry = \"https://pypi.org/simple\" }\n[[package]]\nname = \"pluggy\"\nversion = \"1.5.0\"\nsource = { registry = \"https://pypi.org/simple\" }\n";
+        let files = ProjectFiles::from_files(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"calc\"\n[dependency-groups]\ndev = [\"pytest>=8\"]\n",
+            ),
+            ("uv.lock", lock),
+        ]);
+        let steps = init_plan(&[Platform::Python], &files, &|_| false);
+        assert_eq!(
+            steps[0].command,
+            r#"python3 -m venv .venv && printf '%s\n' pluggy==1.5.0 pytest==8.3.4 > /tmp/codebutler-pins.txt && .venv/bin/pip install -c /tmp/codebutler-pins.txt -e . 'pytest>=8'"#
+        );
+        assert_eq!(
+            steps[0].shown,
+            "python3 -m venv .venv && .venv/bin/pip install -c (2 versions uv.lock pins) -e . 'pytest>=8'"
+        );
+        assert_eq!(
+            steps[0].notes,
+            ["no `uv` in the sandbox, so pip installed the versions `uv.lock` pins"]
+        );
+        // A lock too large for one command line: pip chooses, and the thread is told.
+        let mut huge = String::new();
+        for i in 0..5000 {
+            huge.push_str(&format!(
+                "[[package]]\nname = \"package-number-{i}\"\nversion = \"1.0.{i}\"\nsource = {{ registry = \"https://pypi.org/simple\" }}\n"
+            ));
+        }
+        let files = ProjectFiles::from_files(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"calc\"\n[dependency-groups]\ndev = [\"pytest>=8\"]\n",
+            ),
+            ("uv.lock", &huge),
+        ]);
+        let steps = init_plan(&[Platform::Python], &files, &|_| false);
+        assert_eq!(
+            steps[0].command,
+            "python3 -m venv .venv && .venv/bin/pip install -e . 'pytest>=8'"
+        );
+        assert_eq!(
+            steps[0].notes,
+            ["`uv.lock` pins more versions than a command can carry, so pip chose the versions"]
+        );
+        let files = ProjectFiles::from_files(&[
+            (
+                "pyproject.toml",
+                "[project]\nname = \"calc\"\n[dependency-groups]\ndev = [\"pytest>=8\"]\n",
+            ),
+            ("uv.lock", lock),
+        ]);
+        // With uv where the sandbox can run it, uv installs from its lock.
+        let steps = init_plan(&[Platform::Python], &files, &|p| p == "uv");
+        assert_eq!(
+            steps[0].command,
+            "python3 -m venv .venv && uv sync --frozen --group dev"
+        );
+        assert!(steps[0].notes.is_empty());
+    }
+
+    #[test]
+    fn shell_words_are_quoted_only_when_they_need_it() {
+        assert_eq!(shell_word("pytest==8.3.4"), "pytest==8.3.4");
+        assert_eq!(shell_word("-e"), "-e");
+        assert_eq!(shell_word(".[test,dev]"), "'.[test,dev]'");
+        assert_eq!(shell_word("a>=1"), "'a>=1'");
+        assert_eq!(shell_word("it's"), r#"'it'\''s'"#);
+        assert_eq!(shell_word("$(rm -rf ~)"), "'$(rm -rf ~)'");
+        assert_eq!(shell_word(""), "''");
+    }
+
+    #[test]
+    fn the_operators_env_and_path_join_the_isolation_env() {
+        let root = Path::new("/workspace");
+        let env: BTreeMap<String, String> = [
+            ("GOPROXY", "file:///srv/goproxy"),
+            ("GOFLAGS", "-mod=mod"),
+            ("CARGO_HOME", "/elsewhere"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let path = vec!["/opt/rust/bin".to_owned()];
+        let all = environment(&[Platform::Go, Platform::Python], root, &env, &path);
+        assert_eq!(all["GOPROXY"], "file:///srv/goproxy");
+        assert_eq!(
+            all["GOFLAGS"], "-modcacherw -mod=mod",
+            "the cache stays removable"
+        );
+        assert_eq!(all["CARGO_HOME"], "/elsewhere");
+        assert_eq!(
+            all["PATH"],
+            "/workspace/.venv/bin:/opt/rust/bin:/usr/local/bin:/usr/bin:/bin"
+        );
+        let rust = environment(&[Platform::Rust], root, &BTreeMap::new(), &path);
+        assert_eq!(rust["PATH"], "/opt/rust/bin:/usr/local/bin:/usr/bin:/bin");
+        assert_eq!(
+            environment(&[Platform::Rust], root, &BTreeMap::new(), &[]),
+            isolation_env(&[Platform::Rust], root)
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ use git2::{Oid, Repository};
 
 use super::byproducts;
 use super::stage::{self, Helper, StageError, Staged};
+use super::step_error::{GitStepError, git};
 use super::thread_repo::{self, BOT_EMAIL, BOT_NAME, MAX_COMMIT_FILE_BYTES, ThreadRepoError};
 
 /// The thread repository's record of what its worktree's preparation left: a commit whose
@@ -42,19 +43,8 @@ pub enum RecordError {
     Thread(#[from] ThreadRepoError),
     #[error("read the prepared worktree's files: {0}")]
     Stage(#[from] StageError),
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: String,
-        #[source]
-        source: git2::Error,
-    },
-}
-
-fn git(step: &str) -> impl FnOnce(git2::Error) -> RecordError + '_ {
-    move |source| RecordError::Git {
-        step: step.to_owned(),
-        source,
-    }
+    #[error(transparent)]
+    Git(#[from] GitStepError),
 }
 
 /// Records the files of `worktree` as its preparation left them (see the module's

@@ -16,6 +16,7 @@ use std::path::Path;
 use git2::Oid;
 
 use super::forge::{self, ForgeError};
+use super::step_error::{GitStepError, git};
 use super::thread_repo::{self, ThreadRepoError};
 
 /// Where a thread's branch is, here and on `origin`.
@@ -46,21 +47,12 @@ impl Tips {
 pub enum PublishError {
     #[error(transparent)]
     Thread(#[from] ThreadRepoError),
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: String,
-        #[source]
-        source: git2::Error,
-    },
+    #[error(transparent)]
+    Git(#[from] GitStepError),
     #[error(transparent)]
     Forge(#[from] ForgeError),
     #[error("the git task failed: {0}")]
     Task(#[from] tokio::task::JoinError),
-}
-
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> PublishError {
-    let step = step.into();
-    move |source| PublishError::Git { step, source }
 }
 
 /// The branch's tips in the thread repository of `worktree`. Blocking (git2).

@@ -14,6 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::step_error::{GitStepError, git};
 use codebutler_sandbox::SandboxSpec;
 use codebutler_sandbox::worktree_wire::{self as wire, Body, Frame, MODE_GITLINK, Stat, WireError};
 use git2::{Oid, Repository};
@@ -51,21 +52,12 @@ pub enum StageError {
     Failed(String),
     #[error("the worktree helper did not finish within {} s", HELPER_TIMEOUT.as_secs())]
     Timeout,
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: String,
-        #[source]
-        source: git2::Error,
-    },
+    #[error(transparent)]
+    Git(#[from] GitStepError),
     #[error("the worktree helper named {path} as unchanged, but this thread has no blob {id}")]
     UnknownBlob { path: String, id: String },
     #[error("prepare the worktree helper: {0}")]
     Spec(String),
-}
-
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> StageError {
-    let step = step.into();
-    move |source| StageError::Git { step, source }
 }
 
 /// One file as it now is in the thread's object store.
@@ -152,7 +144,7 @@ pub fn write_index(repo: &Repository, files: &[Staged]) -> Result<Oid, StageErro
     index.clear().map_err(git("clear the index"))?;
     fill(&mut index, files)?;
     index.write().map_err(git("write the index"))?;
-    index.write_tree().map_err(git("write the tree"))
+    Ok(index.write_tree().map_err(git("write the tree"))?)
 }
 
 fn fill(index: &mut git2::Index, files: &[Staged]) -> Result<(), StageError> {

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use git2::{Oid, Repository, RepositoryInitOptions, RepositoryOpenFlags};
 
+use super::step_error::{GitStepError, IoStepError, git, io};
 use super::{base_checkout, git_command};
 
 /// The identity of every commit the controller makes.
@@ -56,34 +57,16 @@ const PACK_TIMEOUT: Duration = Duration::from_secs(600);
 /// A thread repository could not be made, opened or copied.
 #[derive(Debug, thiserror::Error)]
 pub enum ThreadRepoError {
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: String,
-        #[source]
-        source: git2::Error,
-    },
-    #[error("{step}: {source}")]
-    Io {
-        step: String,
-        #[source]
-        source: io::Error,
-    },
+    #[error(transparent)]
+    Git(#[from] GitStepError),
+    #[error(transparent)]
+    Io(#[from] IoStepError),
     #[error("{0}")]
     Invalid(String),
     #[error("pack the base commit's history: {0}")]
     Pack(String),
     #[error(transparent)]
     Checkout(#[from] base_checkout::CheckoutError),
-}
-
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> ThreadRepoError {
-    let step = step.into();
-    move |source| ThreadRepoError::Git { step, source }
-}
-
-fn io_err(step: impl Into<String>) -> impl FnOnce(io::Error) -> ThreadRepoError {
-    let step = step.into();
-    move |source| ThreadRepoError::Io { step, source }
 }
 
 /// The git directory of the worktree at `worktree`.
@@ -96,7 +79,7 @@ pub fn git_dir(worktree: &Path) -> PathBuf {
 /// working directory: the controller never reads the worktree's files through git2).
 pub fn open(worktree: &Path) -> Result<Repository, ThreadRepoError> {
     let dir = git_dir(worktree);
-    let meta = fs::symlink_metadata(&dir).map_err(io_err(format!("inspect {}", dir.display())))?;
+    let meta = fs::symlink_metadata(&dir).map_err(io(format!("inspect {}", dir.display())))?;
     if !meta.is_dir() {
         return Err(ThreadRepoError::Invalid(format!(
             "{} is not a git directory of its own (a worktree made before threads had their own \
@@ -104,12 +87,12 @@ pub fn open(worktree: &Path) -> Result<Repository, ThreadRepoError> {
             dir.display()
         )));
     }
-    Repository::open_ext(
+    Ok(Repository::open_ext(
         &dir,
         RepositoryOpenFlags::NO_SEARCH | RepositoryOpenFlags::BARE,
         std::iter::empty::<&str>(),
     )
-    .map_err(git(format!("open {}", dir.display())))
+    .map_err(git(format!("open {}", dir.display())))?)
 }
 
 /// Makes the thread repository in the empty directory `worktree`: its objects borrowed from
@@ -137,9 +120,9 @@ pub fn init(
         worktree.display()
     )))?;
     let info = git_dir(worktree).join("objects/info");
-    fs::create_dir_all(&info).map_err(io_err(format!("create {}", info.display())))?;
+    fs::create_dir_all(&info).map_err(io(format!("create {}", info.display())))?;
     fs::write(info.join("alternates"), format!("{}\n", objects.display()))
-        .map_err(io_err("write the repository's alternates"))?;
+        .map_err(io("write the repository's alternates"))?;
     // A shallow clone's history ends where its `shallow` file says; the thread's too.
     let main_dir = Repository::open(main)
         .map_err(git(format!("open {}", main.display())))?
@@ -147,9 +130,9 @@ pub fn init(
         .to_owned();
     match fs::read(main_dir.join("shallow")) {
         Ok(shallow) => fs::write(git_dir(worktree).join("shallow"), shallow)
-            .map_err(io_err("write the repository's shallow boundary"))?,
+            .map_err(io("write the repository's shallow boundary"))?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io_err("read the repository's shallow boundary")(e)),
+        Err(e) => return Err(io("read the repository's shallow boundary")(e).into()),
     }
     let id = Oid::from_str(base).map_err(git("read the base commit"))?;
     let commit = repo
@@ -195,20 +178,19 @@ pub async fn ensure_base_store(
     user: &str,
 ) -> Result<PathBuf, ThreadRepoError> {
     Oid::from_str(commit).map_err(git("read the base commit"))?;
-    fs::create_dir_all(stores).map_err(io_err(format!("create {}", stores.display())))?;
+    fs::create_dir_all(stores).map_err(io(format!("create {}", stores.display())))?;
     let lock = StoresLock::take(stores).await?;
     let store = base_store(stores, commit);
     let objects = store.join("objects");
     if !objects.join("pack").is_dir() {
         let staging = stores.join(format!(".new-{commit}-{}", std::process::id()));
         if staging.exists() {
-            fs::remove_dir_all(&staging)
-                .map_err(io_err(format!("remove {}", staging.display())))?;
+            fs::remove_dir_all(&staging).map_err(io(format!("remove {}", staging.display())))?;
         }
         let pack_dir = staging.join("objects/pack");
-        fs::create_dir_all(&pack_dir).map_err(io_err(format!("create {}", pack_dir.display())))?;
+        fs::create_dir_all(&pack_dir).map_err(io(format!("create {}", pack_dir.display())))?;
         fs::create_dir_all(staging.join("objects/info"))
-            .map_err(io_err("create the store's info directory"))?;
+            .map_err(io("create the store's info directory"))?;
         let mut pack = git_command::safe_git(main);
         pack.args(["pack-objects", "--revs", "--delta-base-offset", "-q"])
             .arg(pack_dir.join("pack"));
@@ -221,13 +203,13 @@ pub async fn ensure_base_store(
         .await
         .map_err(|e| ThreadRepoError::Pack(e.to_string()))?;
         if store.exists() {
-            fs::remove_dir_all(&store).map_err(io_err(format!("remove {}", store.display())))?;
+            fs::remove_dir_all(&store).map_err(io(format!("remove {}", store.display())))?;
         }
-        fs::rename(&staging, &store).map_err(io_err(format!("create {}", store.display())))?;
+        fs::rename(&staging, &store).map_err(io(format!("create {}", store.display())))?;
     }
     let users = store.join("threads");
-    fs::create_dir_all(&users).map_err(io_err(format!("create {}", users.display())))?;
-    fs::write(users.join(user), b"").map_err(io_err("record the store's user"))?;
+    fs::create_dir_all(&users).map_err(io(format!("create {}", users.display())))?;
+    fs::write(users.join(user), b"").map_err(io("record the store's user"))?;
     drop(lock);
     Ok(objects)
 }
@@ -239,9 +221,9 @@ pub async fn release_base_stores(stores: &Path, user: &str) -> Result<(), Thread
         return Ok(());
     }
     let lock = StoresLock::take(stores).await?;
-    let listed = fs::read_dir(stores).map_err(io_err(format!("list {}", stores.display())))?;
+    let listed = fs::read_dir(stores).map_err(io(format!("list {}", stores.display())))?;
     for entry in listed {
-        let entry = entry.map_err(io_err(format!("list {}", stores.display())))?;
+        let entry = entry.map_err(io(format!("list {}", stores.display())))?;
         let name = entry.file_name();
         if Oid::from_str(&name.to_string_lossy()).is_err() {
             continue;
@@ -251,15 +233,15 @@ pub async fn release_base_stores(stores: &Path, user: &str) -> Result<(), Thread
         match fs::remove_file(users.join(user)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(io_err("forget the store's user")(e)),
+            Err(e) => return Err(io("forget the store's user")(e).into()),
         }
         let in_use = match fs::read_dir(&users) {
             Ok(mut entries) => entries.next().is_some(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-            Err(e) => return Err(io_err(format!("list {}", users.display()))(e)),
+            Err(e) => return Err(io(format!("list {}", users.display()))(e).into()),
         };
         if !in_use {
-            fs::remove_dir_all(&store).map_err(io_err(format!("remove {}", store.display())))?;
+            fs::remove_dir_all(&store).map_err(io(format!("remove {}", store.display())))?;
         }
     }
     drop(lock);
@@ -268,8 +250,9 @@ pub async fn release_base_stores(stores: &Path, user: &str) -> Result<(), Thread
 
 /// The base commit a thread repository started from.
 pub fn base_of(repo: &Repository) -> Result<Oid, ThreadRepoError> {
-    repo.refname_to_id(BASE_REF)
-        .map_err(git("read the thread's base"))
+    Ok(repo
+        .refname_to_id(BASE_REF)
+        .map_err(git("read the thread's base"))?)
 }
 
 /// Copies the thread's branch `branch` into the main repository `main`: the objects its
@@ -379,9 +362,9 @@ impl StoresLock {
                 .truncate(false)
                 .write(true)
                 .open(&path)
-                .map_err(io_err(format!("open {}", path.display())))?;
+                .map_err(io(format!("open {}", path.display())))?;
             let lock = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive)
-                .map_err(|(_, e)| io_err("lock the base stores")(io::Error::from(e)))?;
+                .map_err(|(_, e)| io("lock the base stores")(io::Error::from(e)))?;
             Ok(Self { _lock: lock })
         })
         .await

@@ -31,6 +31,7 @@ use git2::{IndexEntry, MergeFileOptions, Oid, Repository};
 
 use super::prepared::{self, Prepared};
 use super::stage::{self, Helper, StageError};
+use super::step_error::{GitStepError, git};
 use super::thread_repo::{
     self, BASE_REF, BOT_EMAIL, BOT_NAME, MAX_COMMIT_FILE_BYTES, ThreadRepoError,
 };
@@ -45,12 +46,8 @@ const STAGE_MASK: u16 = 0x3000;
 /// Why the branch could not be brought up to date.
 #[derive(Debug, thiserror::Error)]
 pub enum UpdateError {
-    #[error("{step}: {}", source.message())]
-    Git {
-        step: String,
-        #[source]
-        source: git2::Error,
-    },
+    #[error(transparent)]
+    Git(#[from] GitStepError),
     #[error(transparent)]
     Thread(#[from] ThreadRepoError),
     #[error("{step}: {source}")]
@@ -61,11 +58,6 @@ pub enum UpdateError {
     },
     #[error("the branch {branch} moved while it was being brought up to date")]
     Moved { branch: String },
-}
-
-fn git(step: impl Into<String>) -> impl FnOnce(git2::Error) -> UpdateError {
-    let step = step.into();
-    move |source| UpdateError::Git { step, source }
 }
 
 fn staged(step: &str) -> impl FnOnce(StageError) -> UpdateError + '_ {
@@ -463,14 +455,15 @@ fn drop_ref(repo: &Repository, name: &str) -> Result<(), UpdateError> {
     match repo.find_reference(name) {
         Ok(mut reference) => reference.delete().map_err(git(format!("delete {name}")))?,
         Err(e) if e.code() == git2::ErrorCode::NotFound => {}
-        Err(e) => return Err(git(format!("read {name}"))(e)),
+        Err(e) => return Err(git(format!("read {name}"))(e).into()),
     }
     Ok(())
 }
 
 fn branch_head(repo: &Repository, branch: &str) -> Result<Oid, UpdateError> {
-    repo.refname_to_id(&format!("refs/heads/{branch}"))
-        .map_err(git(format!("read {branch}")))
+    Ok(repo
+        .refname_to_id(&format!("refs/heads/{branch}"))
+        .map_err(git(format!("read {branch}")))?)
 }
 
 /// Copies the commits of the main repository `main` up to `tip` that the thread repository

@@ -11,6 +11,9 @@
 pub mod compaction;
 pub mod conversation;
 pub mod schema;
+/// A scripted model for tests (and, with the feature `test-support`, other crates' tests).
+#[cfg(any(test, feature = "test-support"))]
+pub mod scripted;
 pub mod tool;
 pub mod tool_loop;
 pub mod tools;

@@ -137,43 +137,14 @@ fn outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scripted::{Exhausted, ScriptedModel as Scripted};
     use crate::tool::{Tool, ToolError};
-    use std::collections::VecDeque;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
-    #[derive(Debug, thiserror::Error)]
-    #[error("script exhausted")]
-    struct Exhausted;
-
-    /// Replies from a script and records what it was sent.
-    struct Scripted {
-        replies: Mutex<VecDeque<AssistantReply>>,
-        seen: Mutex<Vec<(usize, usize)>>, // (messages, tools) per call
-    }
-
-    impl Scripted {
-        fn new(replies: Vec<AssistantReply>) -> Self {
-            Self {
-                replies: Mutex::new(replies.into()),
-                seen: Mutex::new(Vec::new()),
-            }
-        }
-    }
-
-    #[async_trait]
-    impl ChatModel for Scripted {
-        type Error = Exhausted;
-        async fn complete(
-            &self,
-            messages: &[ChatMessage],
-            tools: &[ToolSpec],
-        ) -> Result<AssistantReply, Exhausted> {
-            self.seen
-                .lock()
-                .unwrap()
-                .push((messages.len(), tools.len()));
-            self.replies.lock().unwrap().pop_front().ok_or(Exhausted)
-        }
+    /// The (messages, tools offered) of each call `model` got.
+    fn calls_seen(model: &Scripted) -> Vec<(usize, usize)> {
+        let messages = model.seen().iter().map(Vec::len).collect::<Vec<_>>();
+        messages.into_iter().zip(model.offered()).collect()
     }
 
     struct Upper;
@@ -239,7 +210,7 @@ mod tests {
         assert_eq!(out.new_messages[1], ChatMessage::tool_result("c0", "AB"));
         assert_eq!(out.new_messages[3], ChatMessage::assistant_text("done"));
         // system + user, then + 3
-        assert_eq!(*model.seen.lock().unwrap(), vec![(2, 1), (5, 1)]);
+        assert_eq!(calls_seen(&model), vec![(2, 1), (5, 1)]);
     }
 
     #[tokio::test]
@@ -259,7 +230,7 @@ mod tests {
         .unwrap();
         assert!(out.forced);
         assert_eq!(out.answer, "forced answer");
-        let seen = model.seen.lock().unwrap();
+        let seen = calls_seen(&model);
         assert_eq!(seen.len(), 4);
         assert_eq!(seen[3].1, 0, "the last call offers no tools");
     }

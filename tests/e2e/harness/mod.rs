@@ -1,10 +1,13 @@
 //! Shared set-up: a repository with known content, a `CODEBUTLER_HOME` with the global
 //! config, the fakes, and the daemon as a child process whose stderr goes to a file; the
-//! steps tests repeat in a thread ([`steps`]) and around Coder runs ([`runs`]).
+//! steps tests repeat in a thread ([`steps`]), around Coder runs ([`runs`]) and to carry a
+//! thread to an open pull request ([`pull_requests`]).
 
+mod pull_requests;
 mod runs;
 mod steps;
 
+pub use pull_requests::{stored_state, thread_with_pr, thread_with_pr_of};
 pub use runs::{runner_bin, runner_env, runnerctl, stdout, wait_output, worktree_of};
 pub use steps::{
     APPROVE, CANCEL_PLAN, STOP_RUN, say_and_wait_post, say_and_wait_run, thread_with_plan,
@@ -29,6 +32,12 @@ pub const USER: &str = "U0ALICE";
 pub const DEFAULT_SUMMARY: &str =
     r#"{"summary": "The change the thread asked for.", "decisions": []}"#;
 pub const WAIT: Duration = Duration::from_secs(30);
+/// The PM's model in every env's config: an id of the test's own, listed by the fake
+/// provider.
+pub const PM_MODEL: &str = "test/pm-model";
+/// OpenRouter's id for Claude Opus 4.6, which the Coder uses when a test does not set
+/// `coder.model`: the fake provider lists it, as OpenRouter does.
+pub const CODER_MODEL: &str = "anthropic/claude-opus-4.6";
 
 /// The secret that lives outside the repository; no test output may contain it.
 pub const OUTSIDE_SECRET: &str = "outside-secret-7f3a9c";
@@ -59,6 +68,10 @@ impl Env {
             outside: tempfile::tempdir().unwrap(),
         };
         env.make_repo();
+        // The provider carries the models the config below names; a test that names others
+        // lists them itself.
+        env.model.list(PM_MODEL);
+        env.model.list(CODER_MODEL);
         std::fs::write(env.outside.path().join("secret.txt"), OUTSIDE_SECRET).unwrap();
         codebutler_test_support::gh::install_fake_gh(env.outside.path());
         // The PM's notes on a finished thread (the PR's summary, the report's tips) get a
@@ -78,7 +91,7 @@ impl Env {
         let mut repo_config = json!({
             "slack": {"channelID": slack::CHANNEL, "apiUrl": env.slack.api_url(), "messagesPerSecond": 100.0},
             "openrouter": {"baseUrl": env.model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
-            "productManager": {"default": "cheap", "models": {"cheap": {"model": "test/pm-model"}}},
+            "productManager": {"default": "cheap", "models": {"cheap": {"model": PM_MODEL}}},
             "github": {"cli": env.outside.path().join("gh").display().to_string()}
         });
         merge(&mut repo_config, overrides);

@@ -16,6 +16,8 @@ use async_trait::async_trait;
 use codebutler_controller::memory::source::DefaultBranchMemory;
 use codebutler_controller::pm::tools::{GhStatus, ListThreads, ProposePlan, ReadMemory};
 use codebutler_controller::store::Store;
+use codebutler_controller::config::ReviewFrom;
+use codebutler_controller::workspace::write_access::WriteAccess;
 use codebutler_controller::domain::{IncomingMessage, ThreadKey};
 use codebutler_proto::runner::v1::RunnerEvent;
 use codebutler_proto::runner::v1::runner_event::Event;
@@ -132,6 +134,11 @@ impl Workbench {
             .register(Arc::new(GhStatus::new(
                 PathBuf::from("/nonexistent/gh"),
                 root.clone(),
+                WriteAccess::new(
+                    ReviewFrom::Write,
+                    PathBuf::from("/nonexistent/gh"),
+                    root.clone(),
+                ),
             )))
             .register(Arc::new(ProposePlan::new(
                 store.clone(),

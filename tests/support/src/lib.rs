@@ -5,6 +5,8 @@
 //!   scripted per conversation and checking requests like a strict provider.
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations, with the pull
 //!   requests and issues of [`gh_items`] for tests that refer to them.
+//! * [`goproxy`] — a file-based Go module proxy serving Debian's source of real modules,
+//!   for proxy.golang.org.
 //!
 //! Plus [`git`], the fixture tests build repositories with, [`large_repo`], the benchmarks'
 //! large repository, [`merge`] for layering JSON
@@ -19,6 +21,7 @@
 pub mod gh;
 pub mod gh_items;
 pub mod git;
+pub mod goproxy;
 pub mod host;
 pub mod large_repo;
 pub mod model;

@@ -1,6 +1,8 @@
 //! `FakeModel`: `POST /v1/chat/completions` of the OpenAI-compatible API, answering like
 //! OpenRouter (non-streaming), driven by per-conversation scripts, and checking each request the
-//! way a strict provider would.
+//! way a strict provider would; `GET /v1/models`, OpenRouter's model list, holding the models a
+//! test lists (a request for any other model is refused, as OpenRouter refuses an id it does
+//! not carry); `GET /v1/key`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -126,8 +128,24 @@ struct ModelState {
     next_id: u64,
     /// Prompt prefixes written to the emulated prompt cache (hashes).
     cache: HashSet<u64>,
-    /// `GET /models`: (model id, prompt, completion, cache read) in USD per token.
-    prices: Vec<(String, f64, f64, Option<f64>)>,
+    /// The provider's models, in the order listed: `GET /models` lists them, and a request
+    /// for any other is refused.
+    listed: Vec<Listed>,
+    /// `GET /models` answers this status (OpenRouter's error shape) instead of the list.
+    list_failure: Option<u16>,
+    /// The query strings `GET /models` was asked with, in order.
+    list_queries: Vec<String>,
+}
+
+/// A model of the fake provider.
+#[derive(Clone)]
+struct Listed {
+    id: String,
+    /// (prompt, completion, cache read) in USD per token; `None`: OpenRouter's `-1`
+    /// ("varies"), read as no price.
+    prices: Option<(f64, f64, Option<f64>)>,
+    /// What it outputs: `["text"]`, or `["image"]` for an image model.
+    output: &'static [&'static str],
 }
 
 impl Inner {
@@ -198,12 +216,53 @@ impl FakeModel {
         }
     }
 
-    /// Lists `model` in `GET /models` with these prices (USD per token), as OpenRouter does.
+    /// Lists `model` in `GET /models` with these prices (USD per token), as OpenRouter does
+    /// (a model listed already gets these prices).
     pub fn price(&self, model: &str, prompt: f64, completion: f64, cache_read: Option<f64>) {
-        self.inner
-            .lock()
-            .prices
-            .push((model.to_owned(), prompt, completion, cache_read));
+        self.add(Listed {
+            id: model.to_owned(),
+            prices: Some((prompt, completion, cache_read)),
+            output: &["text"],
+        });
+    }
+
+    /// Makes `model` one of the provider's text models, listed in `GET /models` without a
+    /// price (OpenRouter's `-1`, "varies"), so requests may name it.
+    pub fn list(&self, model: &str) {
+        self.add(Listed {
+            id: model.to_owned(),
+            prices: None,
+            output: &["text"],
+        });
+    }
+
+    /// Makes `model` one of the provider's image models: OpenRouter lists it only when
+    /// `GET /models` asks for image outputs (`output_modalities=image` or `all`).
+    pub fn list_image_model(&self, model: &str) {
+        self.add(Listed {
+            id: model.to_owned(),
+            prices: None,
+            output: &["image"],
+        });
+    }
+
+    fn add(&self, model: Listed) {
+        let mut st = self.inner.lock();
+        match st.listed.iter_mut().find(|m| m.id == model.id) {
+            Some(listed) => *listed = model,
+            None => st.listed.push(model),
+        }
+    }
+
+    /// Makes `GET /models` answer `status` in OpenRouter's error shape, as a provider that
+    /// is failing does.
+    pub fn fail_model_list(&self, status: u16) {
+        self.inner.lock().list_failure = Some(status);
+    }
+
+    /// The query strings `GET /models` was asked with (`""` for none), in order.
+    pub fn model_list_requests(&self) -> Vec<String> {
+        self.inner.lock().list_queries.clone()
     }
 
     /// Makes the fake answer 401 unless the request carries `Authorization: Bearer <key>`.
@@ -349,6 +408,14 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         st.violations.push(msg.clone());
         record(&mut st, None, 400);
         return Err((400, format!("Provider returned error: {msg}")));
+    }
+    // Like OpenRouter: a model it does not carry is refused, whatever the request holds.
+    let model = request["model"].as_str().unwrap_or_default();
+    if !st.listed.iter().any(|m| m.id == model) {
+        let msg = format!("{model} is not a valid model ID");
+        st.violations.push(msg.clone());
+        record(&mut st, None, 400);
+        return Err((400, msg));
     }
 
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
@@ -506,8 +573,6 @@ fn prompt_cache(cache: &mut HashSet<u64>, request: &Value) -> usize {
 /// of the prompt each): what `/models` advertises, and the longest prompt it answers.
 pub const CONTEXT_LENGTH: usize = 200_000;
 
-/// OpenRouter's model list: one entry per priced model, prices as decimal strings of USD per
-/// token, the other fields as OpenRouter sends them.
 /// Why OpenRouter would answer 401 to a request with this `Authorization` header, when the
 /// fake only takes `expected` (`None`: any key).
 fn auth_problem(authorization: Option<&str>, expected: Option<&str>) -> Option<&'static str> {
@@ -567,20 +632,59 @@ async fn key(State(inner): State<Arc<Inner>>, headers: HeaderMap) -> Response {
     resp
 }
 
-async fn models(State(inner): State<Arc<Inner>>) -> Response {
-    let prices = inner.lock().prices.clone();
-    let data: Vec<Value> = prices
+/// `GET /models`: OpenRouter's model list, one entry per listed model whose outputs the
+/// query's `output_modalities` asks for (text only when it does not say; `all`: every one),
+/// prices as decimal strings of USD per token (`-1` where the test gave none), the other
+/// fields as OpenRouter sends them. Asking needs no key, as with OpenRouter.
+async fn models(State(inner): State<Arc<Inner>>, RawQuery(query): RawQuery) -> Response {
+    let query = query.unwrap_or_default();
+    let (listed, failure) = {
+        let mut st = inner.lock();
+        st.list_queries.push(query.clone());
+        (st.listed.clone(), st.list_failure)
+    };
+    if let Some(status) = failure {
+        return openrouter_error(status, "Internal Server Error");
+    }
+    let asked: Vec<String> = query
+        .split('&')
+        .filter_map(|pair| pair.strip_prefix("output_modalities="))
+        .flat_map(|value| {
+            value
+                .replace("%2C", ",")
+                .split(',')
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let shown = |model: &Listed| {
+        if asked.is_empty() {
+            model.output.contains(&"text")
+        } else {
+            asked
+                .iter()
+                .any(|m| m == "all" || model.output.contains(&m.as_str()))
+        }
+    };
+    let data: Vec<Value> = listed
         .into_iter()
-        .map(|(id, prompt, completion, cache_read)| {
+        .filter(|m| shown(m))
+        .map(|model| {
+            let price = |p: Option<f64>| p.map_or_else(|| "-1".to_owned(), |p| format!("{p}"));
+            let (prompt, completion, cache_read) = match model.prices {
+                Some((prompt, completion, cache_read)) => (Some(prompt), Some(completion), cache_read),
+                None => (None, None, None),
+            };
             let mut pricing = json!({
-                "prompt": format!("{prompt}"),
-                "completion": format!("{completion}"),
+                "prompt": price(prompt),
+                "completion": price(completion),
                 "request": "0",
                 "image": "0",
             });
             if let Some(read) = cache_read {
                 pricing["input_cache_read"] = json!(format!("{read}"));
             }
+            let id = model.id;
             json!({
                 "id": id,
                 "canonical_slug": id,
@@ -588,7 +692,12 @@ async fn models(State(inner): State<Arc<Inner>>) -> Response {
                 "created": 1_750_000_000,
                 "description": "a model of the fake provider",
                 "context_length": CONTEXT_LENGTH,
-                "architecture": {"modality": "text->text", "input_modalities": ["text"], "output_modalities": ["text"], "tokenizer": "Other"},
+                "architecture": {
+                    "modality": format!("text->{}", model.output.join("+")),
+                    "input_modalities": ["text"],
+                    "output_modalities": model.output,
+                    "tokenizer": "Other",
+                },
                 "pricing": pricing,
                 "top_provider": {"context_length": CONTEXT_LENGTH, "max_completion_tokens": 32_000, "is_moderated": false},
                 "per_request_limits": null,

@@ -81,6 +81,8 @@ pub enum Outcome {
     Ready {
         tree: Worktree,
         standby: Box<Standby>,
+        /// The project's test command, for the task.
+        test_command: Option<String>,
     },
     /// The init failed; the worktree is gone, and the failure is said as at an approval.
     Failed(PrepareError),
@@ -228,7 +230,7 @@ impl Inner {
         self.discards.spawn(async move {
             speculation.cancel.cancel();
             match speculation.task.await {
-                Ok(Outcome::Ready { tree, standby }) => {
+                Ok(Outcome::Ready { tree, standby, .. }) => {
                     standby.stop().await;
                     if let Err(e) = worktree::remove(&repo, &tree).await {
                         tracing::warn!("remove a discarded preparation's worktree: {e}");
@@ -329,6 +331,8 @@ async fn prepare_ahead(
         Ok(standby) => standby,
         Err(e) => return removed(&format!("has no runner: {e}")).await,
     };
+    let test_command =
+        super::task::project_test_command(prepare.build.test_command.as_deref(), &tree.path).await;
     if cancel.is_cancelled() {
         standby.stop().await;
         return removed("discarded").await;
@@ -341,6 +345,7 @@ async fn prepare_ahead(
     Outcome::Ready {
         tree,
         standby: Box::new(standby),
+        test_command,
     }
 }
 

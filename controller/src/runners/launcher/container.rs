@@ -72,6 +72,25 @@ const ENGINE_ENV: &[&str] = &[
     "CONTAINERS_REGISTRIES_CONF",
 ];
 
+/// Why the runner image does not start in the engine (said at start, before any run).
+#[derive(Debug, thiserror::Error)]
+enum ProbeError {
+    #[error("run the container engine {engine}: {source}")]
+    Engine {
+        engine: String,
+        source: std::io::Error,
+    },
+    /// The engine ran, and the image did not start; `runtime` is " with the runtime <name>"
+    /// when one was set.
+    #[error("{engine} cannot start the runner image {image}{runtime}: {stderr}")]
+    Refused {
+        engine: String,
+        image: String,
+        runtime: String,
+        stderr: String,
+    },
+}
+
 /// Starts each runner in a container of the configured image.
 #[derive(Clone, Debug)]
 pub struct ContainerLauncher {
@@ -105,7 +124,7 @@ impl ContainerLauncher {
             return Ok(launcher);
         };
         if launcher.config.runtime.is_some() {
-            return Err(LaunchError(failed));
+            return Err(LaunchError(failed.to_string()));
         }
         launcher.config.runtime = Some(FALLBACK_RUNTIME.to_owned());
         match launcher.probe().await {
@@ -122,7 +141,7 @@ impl ContainerLauncher {
 
     /// Starts the image once (`codebutler-runner --version`) with the limits' flags every
     /// run gets, and says why when it does not start.
-    async fn probe(&self) -> Result<(), String> {
+    async fn probe(&self) -> Result<(), ProbeError> {
         let out = self
             .engine()
             .arg("run")
@@ -141,20 +160,22 @@ impl ContainerLauncher {
             .stdin(std::process::Stdio::null())
             .output()
             .await
-            .map_err(|e| format!("run the container engine {}: {e}", self.config.engine))?;
+            .map_err(|source| ProbeError::Engine {
+                engine: self.config.engine.clone(),
+                source,
+            })?;
         if out.status.success() {
             return Ok(());
         }
-        Err(format!(
-            "{} cannot start the runner image {}{}: {}",
-            self.config.engine,
-            self.config.image,
-            match &self.config.runtime {
+        Err(ProbeError::Refused {
+            engine: self.config.engine.clone(),
+            image: self.config.image.clone(),
+            runtime: match &self.config.runtime {
                 Some(runtime) => format!(" with the runtime {runtime}"),
                 None => String::new(),
             },
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
+            stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+        })
     }
 
     /// The engine's command with its global options (`--runtime`).

@@ -13,7 +13,7 @@ use super::{
 };
 use crate::config::{BuildConfig, SandboxConfig};
 use crate::workspace::platform::{self, InitEnd, InitRequest};
-use crate::workspace::{disk, prepared, stage};
+use crate::workspace::{disk, prepared, project_files, stage};
 
 /// How worktree preparation reports in the thread.
 #[async_trait]
@@ -52,6 +52,26 @@ pub enum PrepareError {
         #[source]
         source: prepared::RecordError,
     },
+}
+
+/// The init a worktree gets: the shell command, how the thread shows it, and what the
+/// thread is told beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Init {
+    command: String,
+    shown: String,
+    notes: Vec<String>,
+}
+
+impl Init {
+    /// `build.initCommand`, shown as it is.
+    fn given(command: &str) -> Self {
+        Self {
+            command: command.to_owned(),
+            shown: command.to_owned(),
+            notes: Vec::new(),
+        }
+    }
 }
 
 /// Prepares worktrees for Coder runs (see the module's documentation).
@@ -179,10 +199,11 @@ impl Preparer {
     /// Detects the platforms, makes the ignored directories, runs the init and records what
     /// it left ([`prepared`]), so the Coder's commits leave it out.
     async fn init(&self, tree: &Worktree, progress: &dyn Progress) -> Result<(), PrepareError> {
-        let Some(command) = self.init_command(tree, progress).await? else {
+        let Some(init) = self.init_command(tree, progress).await? else {
             return Ok(());
         };
-        self.run_init(tree, command.clone(), progress).await?;
+        let shown = init.shown.clone();
+        self.run_init(tree, init, progress).await?;
         let (helper, path) = (self.helper(&tree.path), tree.path.clone());
         let recorded = tokio::task::spawn_blocking(move || prepared::record(&helper, &path))
             .await
@@ -201,7 +222,10 @@ impl Preparer {
                 Ok(())
             }
             Err(source) => {
-                let e = PrepareError::Record { command, source };
+                let e = PrepareError::Record {
+                    command: shown,
+                    source,
+                };
                 tracing::warn!(tag = "CLD", "{e}");
                 progress.post(&e.to_string()).await;
                 Err(e)
@@ -210,48 +234,62 @@ impl Preparer {
     }
 
     /// The init to run in `tree`: `build.initCommand`, else the detected platforms' steps
-    /// the sandbox can run (a skipped one is said in the thread); `None` when there is none.
-    /// Makes the platforms' ignored directories on the way.
+    /// the sandbox can run (a skipped one is said in the thread), decided from the files of
+    /// the worktree's base commit ([`project_files`]); `None` when there is none. Makes the
+    /// platforms' ignored directories on the way.
     async fn init_command(
         &self,
         tree: &Worktree,
         progress: &dyn Progress,
-    ) -> Result<Option<String>, PrepareError> {
+    ) -> Result<Option<Init>, PrepareError> {
         let path = tree.path.clone();
         let project_type = self.build.project_type;
-        let (platforms, names) = blocking(move || {
+        let (platforms, files) = blocking(move || {
             let platforms = platform::platforms(&path, project_type);
             platform::make_ignored_dirs(&path, &platforms).map_err(|e| WorktreeError {
                 slug: String::new(),
                 message: format!("create the worktree's cache directories: {e}"),
             })?;
-            Ok((platforms, platform::top_level_names(&path)))
+            let files = project_files::read_base(&path).map_err(|e| WorktreeError {
+                slug: String::new(),
+                message: e.to_string(),
+            })?;
+            Ok((platforms, files))
         })
         .await?;
-        let command = match &self.build.init_command {
-            Some(command) => command.clone(),
-            None => {
-                let mut commands = Vec::new();
-                for step in platform::init_plan(&platforms, &names) {
-                    if platform::in_sandbox_path(&step.program) {
-                        commands.push(step.command);
-                    } else {
-                        progress
-                            .post(&format!(
-                                "no `{}` where the sandbox can run it, so `{}` was skipped; \
-                                 builds in the worktree may fail",
-                                step.program, step.command
-                            ))
-                            .await;
-                    }
-                }
-                if commands.is_empty() {
-                    return Ok(None);
-                }
-                commands.join(" && ")
+        if let Some(command) = &self.build.init_command {
+            return Ok(Some(Init::given(command)));
+        }
+        let extra = &self.build.path;
+        let has_program = |program: &str| platform::in_sandbox_path(program, extra);
+        let mut init: Option<Init> = None;
+        for step in platform::init_plan(&platforms, &files, &has_program) {
+            if !has_program(&step.program) {
+                progress
+                    .post(&format!(
+                        "no `{}` where the sandbox can run it, so `{}` was skipped; \
+                         builds in the worktree may fail",
+                        step.program, step.shown
+                    ))
+                    .await;
+                continue;
             }
-        };
-        Ok(Some(command))
+            match &mut init {
+                None => {
+                    init = Some(Init {
+                        command: step.command,
+                        shown: step.shown,
+                        notes: step.notes,
+                    })
+                }
+                Some(init) => {
+                    init.command = format!("{} && {}", init.command, step.command);
+                    init.shown = format!("{} && {}", init.shown, step.shown);
+                    init.notes.extend(step.notes);
+                }
+            }
+        }
+        Ok(init)
     }
 
     /// Runs the init `command` in the sandbox with the network, reporting its progress and,
@@ -259,9 +297,14 @@ impl Preparer {
     async fn run_init(
         &self,
         tree: &Worktree,
-        command: String,
+        init: Init,
         progress: &dyn Progress,
     ) -> Result<(), PrepareError> {
+        let Init {
+            command,
+            shown,
+            notes,
+        } = init;
         let mut spec = crate::workspace::run_spec(&self.sandbox, &self.build, &tree.path);
         spec.network = true;
         spec.keep_fds = Vec::new();
@@ -273,7 +316,7 @@ impl Preparer {
         let request = InitRequest {
             runner_bin: self.runner_bin.clone(),
             spec,
-            command: command.clone(),
+            command,
             spec_path: self.run_dir.join(format!("init-{name}.json")),
             log_path: self.run_dir.join(format!("init-{name}.log")),
             timeout: Duration::try_from_secs_f64(self.build.init_timeout_mins * 60.0)
@@ -281,11 +324,11 @@ impl Preparer {
         };
         progress.init_began();
         let handle = progress
-            .post(&format!("preparing the worktree: `{command}`…"))
+            .post(&format!("preparing the worktree: `{shown}`…"))
             .await;
-        tracing::info!(tag = "CLD", "worktree {name}: init `{command}`");
+        tracing::info!(tag = "CLD", "worktree {name}: init `{}`", request.command);
         let failure = |how: String| PrepareError::Init {
-            command: command.clone(),
+            command: shown.clone(),
             how,
         };
         let outcome = match platform::run_init(&request).await {
@@ -303,9 +346,12 @@ impl Preparer {
             InitEnd::Succeeded => {
                 tracing::info!(tag = "CLD", "worktree {name}: prepared in {took}");
                 if let Some(h) = &handle {
-                    progress
-                        .update(h, &format!("prepared the worktree: `{command}` ({took})"))
-                        .await;
+                    let mut line = format!("prepared the worktree: `{shown}` ({took})");
+                    for note in &notes {
+                        line.push_str("; ");
+                        line.push_str(note);
+                    }
+                    progress.update(h, &line).await;
                 }
                 return Ok(());
             }
@@ -412,6 +458,9 @@ mod tests {
                 init_timeout_mins: timeout_mins,
                 prepare_ahead_idle_mins: 0.0,
                 max_prepared_ahead: 0,
+                test_command: None,
+                env: Default::default(),
+                path: Vec::new(),
             },
             max_disk_mb: 0,
         }

@@ -32,8 +32,10 @@ fn tools() -> Value {
 #[tokio::test]
 async fn scripts_follow_their_conversation() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     assert!(fake.base_url().starts_with("http://127.0.0.1:"));
     assert!(fake.base_url().ends_with("/v1"));
+    fake.list("acme/model-1");
     fake.script(
         "fix the login bug",
         vec![
@@ -143,6 +145,7 @@ async fn scripts_follow_their_conversation() {
 #[tokio::test]
 async fn longest_matcher_wins() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     fake.script("bug", vec![Reply::text("short")]);
     fake.script("login bug", vec![Reply::text("long")]);
     let (_, _, body) = call(
@@ -156,6 +159,7 @@ async fn longest_matcher_wins() {
 #[tokio::test]
 async fn errors_and_delays() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     fake.script(
         "hello",
         vec![
@@ -207,6 +211,7 @@ async fn errors_and_delays() {
 #[tokio::test]
 async fn protocol_violations_are_rejected_and_recorded() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     fake.script("x", vec![Reply::text("never"); 10]);
     let user = json!({"role": "user", "content": "x"});
     let asst_call = json!({"role": "assistant", "content": null, "tool_calls": [
@@ -288,6 +293,7 @@ async fn protocol_violations_are_rejected_and_recorded() {
 #[tokio::test]
 async fn required_api_key() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     fake.require_api_key("sk-right");
     fake.script("hi", vec![Reply::text("ok")]);
     let (status, _, body) = call(
@@ -303,6 +309,7 @@ async fn required_api_key() {
 #[tokio::test]
 async fn a_responder_answers_each_request_from_its_content_and_never_runs_out() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     fake.respond("RESPOND", |request| {
         let last = request["messages"].as_array().unwrap().last().unwrap();
         Reply::text(format!("echo {}", last["content"].as_str().unwrap_or("?")))
@@ -332,7 +339,10 @@ async fn a_responder_answers_each_request_from_its_content_and_never_runs_out() 
 #[tokio::test]
 async fn the_prompt_cache_serves_a_written_prefix_with_its_tools() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     fake.respond("CACHE-TEST", |_| Reply::text("ok"));
+    fake.list("anthropic/claude-sonnet-4.5");
+    fake.list("anthropic/claude-opus-4.1");
     let marked = |text: &str| json!({"role": "user", "content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]});
     let system = "You are the Coder. ".repeat(20);
     let first = json!({
@@ -376,6 +386,7 @@ async fn the_prompt_cache_serves_a_written_prefix_with_its_tools() {
 #[tokio::test]
 async fn a_prompt_beyond_the_context_window_is_refused_like_a_provider() {
     let fake = FakeModel::start().await;
+    fake.list("m");
     fake.script(
         "long one",
         vec![Reply::text("never"), Reply::text("short answer")],
@@ -431,4 +442,88 @@ async fn the_key_is_described_or_refused() {
     assert_eq!(status, 401);
     assert_eq!(body["error"]["code"], 401);
     assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+}
+
+/// `GET /models` answers in OpenRouter's shape from the models the test listed: text models
+/// unless the query asks for other outputs, a price or OpenRouter's `-1`; a request naming a
+/// model the fake does not carry is refused as OpenRouter refuses it; a failing list answers
+/// OpenRouter's error.
+#[tokio::test]
+async fn the_model_list_holds_the_listed_models_and_nothing_else_is_served() {
+    let fake = FakeModel::start().await;
+    fake.list("moonshotai/kimi-k2");
+    fake.price(
+        "anthropic/claude-opus-4.6",
+        0.000005,
+        0.000025,
+        Some(0.0000005),
+    );
+    fake.list_image_model("black-forest-labs/flux.2-pro");
+    let list = |query: &'static str| {
+        let fake = fake.clone();
+        async move {
+            let resp = http()
+                .get(format!("{}/models{query}", fake.base_url()))
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let body: Value = resp.json().await.unwrap();
+            (status, body)
+        }
+    };
+    let ids = |body: &Value| -> Vec<String> {
+        body["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let (status, body) = list("").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        ids(&body),
+        ["moonshotai/kimi-k2", "anthropic/claude-opus-4.6"]
+    );
+    assert_eq!(body["data"][0]["pricing"]["prompt"], "-1");
+    assert_eq!(body["data"][1]["pricing"]["prompt"], "0.000005");
+    assert_eq!(body["data"][1]["pricing"]["input_cache_read"], "0.0000005");
+    let (_, body) = list("?output_modalities=image").await;
+    assert_eq!(ids(&body), ["black-forest-labs/flux.2-pro"]);
+    assert_eq!(
+        body["data"][0]["architecture"]["output_modalities"],
+        json!(["image"])
+    );
+    let (_, body) = list("?output_modalities=all").await;
+    assert_eq!(ids(&body).len(), 3);
+    let (_, body) = list("?output_modalities=text%2Cimage").await;
+    assert_eq!(ids(&body).len(), 3);
+    assert_eq!(
+        fake.model_list_requests(),
+        [
+            "",
+            "output_modalities=image",
+            "output_modalities=all",
+            "output_modalities=text%2Cimage"
+        ]
+    );
+
+    fake.script("hi", vec![Reply::text("ok")]);
+    let ask =
+        |model: &str| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+    let (status, _, body) = call(&fake, &ask("anthropic/claude-opus-4-6")).await;
+    assert_eq!(status, 400);
+    assert_eq!(
+        body["error"]["message"],
+        "anthropic/claude-opus-4-6 is not a valid model ID"
+    );
+    assert_eq!(fake.violations().len(), 1);
+    let (status, _, body) = call(&fake, &ask("anthropic/claude-opus-4.6")).await;
+    assert_eq!(status, 200, "{body}");
+
+    fake.fail_model_list(500);
+    let (status, body) = list("?output_modalities=all").await;
+    assert_eq!(status, 500);
+    assert_eq!(body["error"]["code"], 500);
 }
