@@ -90,16 +90,15 @@ async fn the_daemon_tells_systemd_it_is_ready_after_slacks_hello_and_pings_the_w
         watchdogs_after_ready(seen) >= 2
     })
     .await;
-    let at = ready_at(&seen).unwrap_or_else(|| {
-        panic!(
-            "no READY=1 in {seen:?}; log:\n{}",
-            daemon.log()
-        )
-    });
+    let at =
+        ready_at(&seen).unwrap_or_else(|| panic!("no READY=1 in {seen:?}; log:\n{}", daemon.log()));
     let ready = &seen[at];
     // Ready only once Slack said hello and the repository had started.
     assert!(ready.hellos >= 1, "READY=1 before Slack's hello: {seen:?}");
-    assert!(ready.admin_socket, "READY=1 before the repository started: {seen:?}");
+    assert!(
+        ready.admin_socket,
+        "READY=1 before the repository started: {seen:?}"
+    );
     assert!(
         ready.text.contains("STATUS=serving repository"),
         "{ready:?}"
@@ -116,7 +115,10 @@ async fn the_daemon_tells_systemd_it_is_ready_after_slacks_hello_and_pings_the_w
             "{status:?} before READY=1 in {before:?}"
         );
     }
-    assert!(watchdogs_after_ready(&seen) >= 2, "watchdog pings: {seen:?}");
+    assert!(
+        watchdogs_after_ready(&seen) >= 2,
+        "watchdog pings: {seen:?}"
+    );
 
     daemon.signal("TERM");
     let status = daemon.wait_exit(Duration::from_secs(60)).await;
@@ -147,7 +149,10 @@ async fn the_daemon_says_stopping_to_systemd_when_it_stops() {
     .await;
     assert!(ready_at(&seen).is_some(), "no READY=1: {seen:?}");
     // No watchdog without WatchdogSec.
-    assert!(!seen.iter().any(|d| d.text.contains("WATCHDOG")), "{seen:?}");
+    assert!(
+        !seen.iter().any(|d| d.text.contains("WATCHDOG")),
+        "{seen:?}"
+    );
     daemon.signal("TERM");
     let after = read_datagrams(socket, &env, Duration::from_secs(60), |seen| {
         seen.iter().any(|d| d.text.contains("STATUS=stopped"))
@@ -187,7 +192,10 @@ async fn a_start_that_fails_tells_systemd_why_on_an_abstract_socket_and_is_never
     .await;
     let status = daemon.wait_exit(Duration::from_secs(60)).await;
     assert_eq!(status.code(), Some(2), "log:\n{}", daemon.log());
-    assert!(ready_at(&seen).is_none(), "READY=1 of a failed start: {seen:?}");
+    assert!(
+        ready_at(&seen).is_none(),
+        "READY=1 of a failed start: {seen:?}"
+    );
     let failed = seen
         .iter()
         .find(|d| d.text.starts_with("STATUS=failed"))
@@ -209,7 +217,12 @@ fn nanos() -> u128 {
 
 /// `codebutler` with `args`, for the repository of `env`, with `vars` in its environment;
 /// its exit code, standard output and standard error.
-fn run(env: &Env, wrapper: &[&str], args: &[&str], vars: &[(&str, &Path)]) -> (i32, String, String) {
+fn run(
+    env: &Env,
+    wrapper: &[&str],
+    args: &[&str],
+    vars: &[(&str, &Path)],
+) -> (i32, String, String) {
     let base = codebutler_command(env.home.path());
     let mut command = if wrapper.is_empty() {
         base
@@ -251,7 +264,10 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, String> {
             } else if meta.is_dir() {
                 stack.push(path);
             } else {
-                found.insert(path.clone(), std::fs::read_to_string(&path).unwrap_or_default());
+                found.insert(
+                    path.clone(),
+                    std::fs::read_to_string(&path).unwrap_or_default(),
+                );
             }
         }
     }
@@ -269,7 +285,16 @@ async fn install_without_systemd_writes_nothing_and_prints_the_command_line_to_r
     let hide = "for d in /run/systemd /run/dbus; do [ -d \"$d\" ] && mount -t tmpfs tmpfs \"$d\"; done; exec \"$@\"";
     let (code, stdout, stderr) = run(
         &env,
-        &["unshare", "--mount", "--propagation", "private", "sh", "-c", hide, "sh"],
+        &[
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            hide,
+            "sh",
+        ],
         &["--install"],
         &[("XDG_CONFIG_HOME", config.path())],
     );
@@ -278,7 +303,9 @@ async fn install_without_systemd_writes_nothing_and_prints_the_command_line_to_r
         stderr.contains("systemd is not running on this host") && stderr.contains("offline"),
         "{stderr}"
     );
-    let binary = Path::new(env!("CARGO_BIN_EXE_codebutler")).canonicalize().unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_codebutler"))
+        .canonicalize()
+        .unwrap();
     let repo = env.repo_path().canonicalize().unwrap();
     assert_eq!(
         stdout.trim(),
@@ -313,7 +340,9 @@ async fn install_status_logs_and_uninstall_with_a_service_manager_standing_in() 
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     let unit_path = config.path().join("systemd/user/codebutler.service");
     let unit = std::fs::read_to_string(&unit_path).unwrap();
-    let binary = Path::new(env!("CARGO_BIN_EXE_codebutler")).canonicalize().unwrap();
+    let binary = Path::new(env!("CARGO_BIN_EXE_codebutler"))
+        .canonicalize()
+        .unwrap();
     let repo = env.repo_path().canonicalize().unwrap();
     for line in [
         "Type=notify".to_owned(),
@@ -323,7 +352,10 @@ async fn install_status_logs_and_uninstall_with_a_service_manager_standing_in() 
             binary.display(),
             repo.display()
         ),
-        format!("Environment=\"CODEBUTLER_HOME={}\"", env.home.path().display()),
+        format!(
+            "Environment=\"CODEBUTLER_HOME={}\"",
+            env.home.path().display()
+        ),
         "WantedBy=default.target".to_owned(),
     ] {
         assert!(unit.lines().any(|l| l == line), "{line:?} in:\n{unit}");
@@ -347,10 +379,16 @@ async fn install_status_logs_and_uninstall_with_a_service_manager_standing_in() 
     let (code, stdout, _) = run(&env, &[], &["--status"], &vars);
     assert_eq!(code, 0);
     assert!(
-        stdout.contains(&format!("service: installed, user ({})", unit_path.display())),
+        stdout.contains(&format!(
+            "service: installed, user ({})",
+            unit_path.display()
+        )),
         "{stdout}"
     );
-    assert!(stdout.contains("  enabled  enabled\n  running  active\n"), "{stdout}");
+    assert!(
+        stdout.contains("  enabled  enabled\n  running  active\n"),
+        "{stdout}"
+    );
 
     let (code, _, stderr) = run(&env, &[], &["--logs"], &vars);
     assert_eq!(code, 0, "{stderr}");
@@ -370,7 +408,11 @@ async fn install_status_logs_and_uninstall_with_a_service_manager_standing_in() 
             "--user daemon-reload"
         ]
     );
-    assert_eq!(files(config.path()), before, "--uninstall left or took something");
+    assert_eq!(
+        files(config.path()),
+        before,
+        "--uninstall left or took something"
+    );
     let (_, stdout, _) = run(&env, &[], &["--status"], &vars);
     assert!(stdout.contains("service: not installed"), "{stdout}");
 }
@@ -400,7 +442,10 @@ async fn the_system_unit_goes_where_it_is_pointed_and_a_foreign_unit_is_left_alo
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
     let unit_path = system.path().join("codebutler.service");
     let unit = std::fs::read_to_string(&unit_path).unwrap();
-    assert!(unit.lines().any(|l| l == "WantedBy=multi-user.target"), "{unit}");
+    assert!(
+        unit.lines().any(|l| l == "WantedBy=multi-user.target"),
+        "{unit}"
+    );
     assert_eq!(
         systemctl_log(tools.path()),
         [
@@ -417,7 +462,11 @@ async fn the_system_unit_goes_where_it_is_pointed_and_a_foreign_unit_is_left_alo
         &vars,
     );
     assert_eq!(code, 0, "{stderr}");
-    assert!(files(system.path()).is_empty(), "{:?}", files(system.path()));
+    assert!(
+        files(system.path()).is_empty(),
+        "{:?}",
+        files(system.path())
+    );
 
     // A unit someone else wrote there is neither replaced nor removed.
     std::fs::write(&unit_path, "[Unit]\nDescription=hand-made\n").unwrap();
@@ -427,7 +476,10 @@ async fn the_system_unit_goes_where_it_is_pointed_and_a_foreign_unit_is_left_alo
     ] {
         let (code, _, stderr) = run(&env, &[], &args, &vars);
         assert_eq!(code, 2, "{args:?}: {stderr}");
-        assert!(stderr.contains("was not written by `codebutler --install`"), "{stderr}");
+        assert!(
+            stderr.contains("was not written by `codebutler --install`"),
+            "{stderr}"
+        );
         assert_eq!(
             std::fs::read_to_string(&unit_path).unwrap(),
             "[Unit]\nDescription=hand-made\n"

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use codebutler_controller::config::DEFAULT_PM_MODEL;
 use codebutler_test_support::slack::{self, APP_TOKEN, BOT_TOKEN};
 use codebutler_test_support::terminal::Terminal;
 use serde_json::{Value, json};
@@ -34,6 +35,9 @@ async fn fresh() -> Env {
     env.slack.add_channel("C0API", "api-team", true);
     env.slack.add_channel("C0DEPLOY", "deploys", false);
     env.model.require_api_key(KEY);
+    // The built-in PM model, which a configuration naming none uses, is one the provider
+    // lists (as OpenRouter does).
+    env.model.list(DEFAULT_PM_MODEL);
     env
 }
 
@@ -140,7 +144,8 @@ async fn init_in_a_terminal_checks_each_answer_joins_the_channel_and_writes_the_
         .await;
     assert!(screen.contains("slack.botToken"), "{screen}");
     hidden(&term, BOT_PROMPT, 1, BOT_TOKEN).await;
-    term.wait_for("[ok] bot token: the bot @codebutler", WAIT).await;
+    term.wait_for("[ok] bot token: the bot @codebutler", WAIT)
+        .await;
     hidden(&term, APP_PROMPT, 0, "xapp-wrong-4418").await;
     term.wait_for("Slack refused the app token (invalid_auth)", WAIT)
         .await;
@@ -148,7 +153,9 @@ async fn init_in_a_terminal_checks_each_answer_joins_the_channel_and_writes_the_
     term.wait_for("[ok] the bot token has the scopes the service needs", WAIT)
         .await;
     // The bot's channels, by name, then "create".
-    let screen = term.wait_for("Which channel is this repository's?", WAIT).await;
+    let screen = term
+        .wait_for("Which channel is this repository's?", WAIT)
+        .await;
     let api = screen.find("#api-team (C0API)").expect("api-team listed");
     let deploys = screen
         .find("#deploys (C0DEPLOY) — the bot is not in it")
@@ -235,9 +242,7 @@ async fn init_names_the_missing_scopes_with_the_manifest_and_checks_again() {
     );
     hidden(&term, BOT_PROMPT, 0, "").await;
     hidden(&term, APP_PROMPT, 0, "").await;
-    let screen = term
-        .wait_for("Check the scopes again?", WAIT)
-        .await;
+    let screen = term.wait_for("Check the scopes again?", WAIT).await;
     assert!(
         screen.contains(
             "[!!] the bot token lacks channels:read, which deploy/slack-app-manifest.yaml asks for"
@@ -249,9 +254,13 @@ async fn init_names_the_missing_scopes_with_the_manifest_and_checks_again() {
     term.keys(&["y"]);
     term.wait_for("[ok] the bot token has the scopes the service needs", WAIT)
         .await;
-    term.wait_for("without channels:manage this set-up cannot join or create", WAIT)
+    term.wait_for(
+        "without channels:manage this set-up cannot join or create",
+        WAIT,
+    )
+    .await;
+    term.wait_for("Which channel is this repository's?", WAIT)
         .await;
-    term.wait_for("Which channel is this repository's?", WAIT).await;
     // Creating a channel needs the scope it lacks: Slack's `needed` is named.
     term.keys(&["Down", "Down", "Enter"]);
     term.wait_for("Name of the new channel", WAIT).await;
@@ -259,7 +268,10 @@ async fn init_names_the_missing_scopes_with_the_manifest_and_checks_again() {
     let screen = term
         .wait_for("Slack said missing_scope, needed: channels:manage", WAIT)
         .await;
-    assert!(screen.contains("deploy/slack-app-manifest.yaml"), "{screen}");
+    assert!(
+        screen.contains("deploy/slack-app-manifest.yaml"),
+        "{screen}"
+    );
     // Back to the list: the channel the bot is in.
     term.wait_for_nth("Which channel is this repository's?", 1, WAIT)
         .await;
@@ -305,7 +317,8 @@ async fn running_init_again_changes_one_answer_and_keeps_the_rest() {
     hidden(&term, BOT_PROMPT, 0, "").await;
     hidden(&term, APP_PROMPT, 0, "").await;
     // The current channel is where the list starts; the operator creates a new one.
-    term.wait_for("Which channel is this repository's?", WAIT).await;
+    term.wait_for("Which channel is this repository's?", WAIT)
+        .await;
     term.keys(&["Down", "Down", "Enter"]);
     let dir_name = env
         .repo_path()
@@ -399,9 +412,13 @@ async fn init_without_a_terminal_takes_its_answers_from_flags_and_the_environmen
             ("CODEBUTLER_SLACK_APP_TOKEN", APP_TOKEN),
             ("OPENROUTER_API_KEY", KEY),
         ],
-    ).await;
+    )
+    .await;
     assert_eq!(code, 2, "{output}");
-    assert!(output.contains("refused the bot token (invalid_auth)"), "{output}");
+    assert!(
+        output.contains("refused the bot token (invalid_auth)"),
+        "{output}"
+    );
     assert_eq!(std::fs::read(global_path(&env)).unwrap(), before_global);
 
     // Everything given: the channel by name, joined; the files written.
@@ -412,7 +429,8 @@ async fn init_without_a_terminal_takes_its_answers_from_flags_and_the_environmen
             ("CODEBUTLER_SLACK_APP_TOKEN", APP_TOKEN),
             ("OPENROUTER_API_KEY", KEY),
         ],
-    ).await;
+    )
+    .await;
     assert_eq!(code, 0, "{output}");
     for secret in [APP_TOKEN, KEY] {
         assert!(!output.contains(secret), "{secret} shown:\n{output}");
@@ -435,4 +453,60 @@ async fn init_without_a_terminal_takes_its_answers_from_flags_and_the_environmen
         read_json(&repo_config_path(&env))["slack"]["channelID"],
         created.as_str()
     );
+}
+
+/// A model id the provider does not list (Anthropic's spelling, with a hyphen where
+/// OpenRouter has a dot) ends a scripted set-up naming the closest id, writing nothing; in a
+/// terminal the closest is offered, and Enter writes it where the old id was.
+#[tokio::test]
+async fn init_names_a_model_id_the_provider_lacks_and_offers_the_closest() {
+    let env = fresh().await;
+    let mut repo = gh_only(&env);
+    repo["slack"] = json!({"channelID": "C0API"});
+    repo["coder"] = json!({"model": "anthropic/claude-opus-4-6", "maxTurns": 7});
+    env.write_repo_config(&repo.to_string());
+    let before_global = std::fs::read(global_path(&env)).unwrap();
+    let before_repo = std::fs::read(repo_config_path(&env)).unwrap();
+    let secrets = [
+        ("CODEBUTLER_SLACK_BOT_TOKEN", BOT_TOKEN),
+        ("CODEBUTLER_SLACK_APP_TOKEN", APP_TOKEN),
+        ("OPENROUTER_API_KEY", KEY),
+    ];
+
+    let (code, output) = scripted(&env, &[], &secrets).await;
+    assert_eq!(code, 2, "{output}");
+    assert!(
+        output
+            .contains("`coder.model` is `anthropic/claude-opus-4-6`, which the model provider at")
+            && output.contains("the closest it lists: `anthropic/claude-opus-4.6`"),
+        "{output}"
+    );
+    assert_eq!(std::fs::read(global_path(&env)).unwrap(), before_global);
+    assert_eq!(std::fs::read(repo_config_path(&env)).unwrap(), before_repo);
+
+    let term = start(&env, &secrets);
+    hidden(&term, BOT_PROMPT, 0, "").await;
+    hidden(&term, APP_PROMPT, 0, "").await;
+    term.wait_for("Which channel is this repository's?", WAIT)
+        .await;
+    term.keys(&["Enter"]);
+    hidden(&term, KEY_PROMPT, 0, "").await;
+    let screen = term
+        .wait_for("Model id for coder.model [anthropic/claude-opus-4.6]", WAIT)
+        .await;
+    assert!(
+        screen.contains("[!!] `coder.model` is `anthropic/claude-opus-4-6`"),
+        "{screen}"
+    );
+    term.type_line("");
+    let code = term.wait_exit(WAIT).await;
+    let screen = term.screen();
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("[ok] model ids"), "{screen}");
+    assert_no_secret(&screen);
+    let mut expected = repo.clone();
+    expected["coder"]["model"] = json!("anthropic/claude-opus-4.6");
+    expected["slack"] = json!({"channelID": "C0API", "channelName": "api-team"});
+    assert_eq!(read_json(&repo_config_path(&env)), expected);
+    assert!(read_json(&global_path(&env)).get("coder").is_none());
 }

@@ -51,13 +51,19 @@ impl Document {
         })
     }
 
-    /// The string at `field` (`["slack", "botToken"]`), if it holds one that is not blank.
-    pub fn string(&self, field: &[&str]) -> Option<String> {
+    /// The value at `field` (`["slack", "botToken"]`), if the file has one there.
+    pub fn get(&self, field: &[&str]) -> Option<&Value> {
         let mut at = &self.value;
         for key in field {
             at = at.get(key)?;
         }
-        at.as_str()
+        Some(at)
+    }
+
+    /// The string at `field` (`["slack", "botToken"]`), if it holds one that is not blank.
+    pub fn string(&self, field: &[&str]) -> Option<String> {
+        self.get(field)?
+            .as_str()
             .filter(|s| !s.trim().is_empty())
             .map(str::to_owned)
     }

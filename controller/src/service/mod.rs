@@ -103,7 +103,8 @@ pub async fn run(
         locked.push(RepoService::lock(repo).map_err(|e| named(name.as_deref(), e))?);
     }
     let _app_lock = app_lock::AppLock::take(&home, &app.app_token)?;
-    notifier.status("checking the set-up: Slack, each repository's channel, model key, gh, sandbox");
+    notifier
+        .status("checking the set-up: Slack, each repository's channel, model key, gh, sandbox");
     let client = build_client(&app.api_url)?;
     let bot = preflight::slack(&client, &app).await?;
     tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
@@ -139,12 +140,12 @@ pub async fn run(
     )
     .await
     {
-            Ok(socket) => socket,
-            Err(e) => {
-                stop_all(started).await;
-                return Err(StartError::Socket(e));
-            }
-        };
+        Ok(socket) => socket,
+        Err(e) => {
+            stop_all(started).await;
+            return Err(StartError::Socket(e));
+        }
+    };
     for repo in &mut started {
         if let Err(e) = repo.connected().await {
             let e = named(repo.name.as_deref(), e);

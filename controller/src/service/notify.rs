@@ -207,7 +207,10 @@ mod tests {
         assert_eq!(none.watchdog_interval(), None);
 
         let path = Notifier::from_env(
-            env(&[(NOTIFY_SOCKET, "/run/systemd/notify"), (WATCHDOG_USEC, "60000000")]),
+            env(&[
+                (NOTIFY_SOCKET, "/run/systemd/notify"),
+                (WATCHDOG_USEC, "60000000"),
+            ]),
             7,
         )
         .unwrap();

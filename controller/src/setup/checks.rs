@@ -59,7 +59,9 @@ pub async fn host(layout: &Layout, config: &Config) -> Vec<Finding> {
 
 async fn gh(cli: &str, repo: &Path) -> Finding {
     match preflight::gh_logged_in(cli, repo).await {
-        Ok(()) => Finding::ok(format!("GitHub CLI: `{cli} auth status` says it is logged in")),
+        Ok(()) => Finding::ok(format!(
+            "GitHub CLI: `{cli} auth status` says it is logged in"
+        )),
         Err(mistake) => {
             let code = mistake.exit_code();
             Finding::blocking(mistake.to_string(), code)

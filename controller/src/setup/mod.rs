@@ -1,7 +1,8 @@
 //! `codebutler init`: the set-up wizard. It asks for what the service needs — the Slack bot
 //! and app tokens, the repository's channel, the model key — checks each answer at once the
-//! way the service's start does ([`crate::service::preflight`]), writes the two config files
-//! and checks this host ([`checks`]), then says what to do next.
+//! way the service's start does ([`crate::service::preflight`]), checks the model ids the
+//! configuration names against the provider's list ([`models`]), writes the two config
+//! files and checks this host ([`checks`]), then says what to do next.
 //!
 //! In a terminal it asks ([`prompt::Terminal`]: defaults, secrets typed hidden, the bot's
 //! channels to pick from, a channel created or joined on the spot), and an answer Slack or
@@ -19,6 +20,7 @@
 //! written. Prompts block the thread they run on; nothing else runs meanwhile.
 
 pub mod checks;
+pub mod models;
 pub mod prompt;
 
 use std::path::{Path, PathBuf};
@@ -35,6 +37,7 @@ use crate::secret::Secret;
 use crate::service::preflight::{self, CheckError, SetupMistake};
 use crate::slack::api::{self, BotIdentity, Client, SlackError};
 use crate::slack::workspace::{self, ChannelSummary, INIT_ONLY_SCOPES, MANIFEST_PATH};
+use models::ModelCheck;
 use prompt::Asker;
 
 /// The environment variable that may name the repository's channel (an id or a name).
@@ -188,19 +191,33 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
     let (bot_token, bot) = ask_bot_token(
         asker,
         &slack,
-        given.bot_token.clone().or_else(|| current(&["slack", "botToken"])),
+        given
+            .bot_token
+            .clone()
+            .or_else(|| current(&["slack", "botToken"])),
     )
     .await?;
     let app_token = ask_app_token(
         asker,
         &slack,
-        given.app_token.clone().or_else(|| current(&["slack", "appToken"])),
+        given
+            .app_token
+            .clone()
+            .or_else(|| current(&["slack", "appToken"])),
     )
     .await?;
     check_scopes(asker, &slack, &bot_token).await?;
     let current_channel = repo.string(&["slack", "channelID"]);
-    let channel = pick_channel(asker, &slack, &bot_token, &bot, given, current_channel, &request.repo)
-        .await?;
+    let channel = pick_channel(
+        asker,
+        &slack,
+        &bot_token,
+        &bot,
+        given,
+        current_channel,
+        &request.repo,
+    )
+    .await?;
     let model_key = ask_model_key(
         asker,
         &model_url,
@@ -214,7 +231,11 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
     global.set(&["slack", "botToken"], json!(bot_token.expose()));
     global.set(&["slack", "appToken"], json!(app_token.expose()));
     global.set(&["openrouter", "apiKey"], json!(model_key.expose()));
-    for (section, field) in [("slack", "botToken"), ("slack", "appToken"), ("openrouter", "apiKey")] {
+    for (section, field) in [
+        ("slack", "botToken"),
+        ("slack", "appToken"),
+        ("openrouter", "apiKey"),
+    ] {
         if let Some(Value::Object(map)) = repo.value.get_mut(section)
             && map.remove(field).is_some()
         {
@@ -226,14 +247,26 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
     }
     repo.set(&["slack", "channelID"], json!(channel.id));
     repo.set(&["slack", "channelName"], json!(channel.name));
-    register(asker, &mut global, &request.repo, given.name.as_deref(), &channel.id)?;
-    let config = config::load_values(
-        &sources,
-        Some(global.value.clone()),
-        Some(repo.value.clone()),
-        |_| None,
-    )
-    .map_err(InitError::Invalid)?;
+    register(
+        asker,
+        &mut global,
+        &request.repo,
+        given.name.as_deref(),
+        &channel.id,
+    )?;
+    let config = loop {
+        let config = config::load_values(
+            &sources,
+            Some(global.value.clone()),
+            Some(repo.value.clone()),
+            |_| None,
+        )
+        .map_err(InitError::Invalid)?;
+        match models::check(asker, &config, &mut global, &mut repo).await? {
+            ModelCheck::Done => break config,
+            ModelCheck::Changed => continue,
+        }
+    };
     global.write(SECRET_MODE, 0o700)?;
     repo.write(PLAIN_MODE, 0o755)?;
     asker.say(&format!(
@@ -342,7 +375,12 @@ fn ask_secret(
 
 /// Whether a refusal may be answered by asking again (in a terminal, for a mistake the
 /// operator fixes by typing another answer).
-fn ask_again(asker: &mut dyn Asker, e: CheckError, given: &mut Option<GivenSecret>, tried: &Secret) -> Result<(), InitError> {
+fn ask_again(
+    asker: &mut dyn Asker,
+    e: CheckError,
+    given: &mut Option<GivenSecret>,
+    tried: &Secret,
+) -> Result<(), InitError> {
     match e {
         CheckError::Mistake(mistake) if asker.interactive() && mistake.exit_code() == 2 => {
             asker.say(&format!("  [!!] {mistake}"));
@@ -442,7 +480,11 @@ async fn ask_model_key(
 
 /// The bot token has every scope the manifest asks for that the service uses, as Slack
 /// says (`X-OAuth-Scopes`); in a terminal, the operator may fix the app and check again.
-async fn check_scopes(asker: &mut dyn Asker, slack: &Slack, bot_token: &Secret) -> Result<(), InitError> {
+async fn check_scopes(
+    asker: &mut dyn Asker,
+    slack: &Slack,
+    bot_token: &Secret,
+) -> Result<(), InitError> {
     loop {
         let granted = match workspace::granted_scopes(&slack.api_url, bot_token).await {
             Ok(Some(granted)) => granted,
@@ -454,7 +496,9 @@ async fn check_scopes(asker: &mut dyn Asker, slack: &Slack, bot_token: &Secret) 
                 return Ok(());
             }
             Err(e) => {
-                asker.say(&format!("  [..] could not ask Slack for the bot token's scopes ({e})"));
+                asker.say(&format!(
+                    "  [..] could not ask Slack for the bot token's scopes ({e})"
+                ));
                 return Ok(());
             }
         };
@@ -593,7 +637,10 @@ async fn pick_channel(
             continue;
         };
         if let Some(channel) = ensure_member(asker, slack, bot_token, bot, channel).await? {
-            asker.say(&format!("  [ok] channel: #{} ({})", channel.name, channel.id));
+            asker.say(&format!(
+                "  [ok] channel: #{} ({})",
+                channel.name, channel.id
+            ));
             return Ok(channel);
         }
     }
@@ -613,13 +660,18 @@ async fn create_channel(
     }
     match workspace::create_channel(&slack.client, bot_token, name).await {
         Ok(channel) => {
-            asker.say(&format!("  [ok] created #{} ({})", channel.name, channel.id));
+            asker.say(&format!(
+                "  [ok] created #{} ({})",
+                channel.name, channel.id
+            ));
             Ok(Some(channel))
         }
         Err(e) => match e.code() {
             Some("name_taken") => refused(
                 asker,
-                format!("#{name} exists already (name_taken): pick it from the list, or another name"),
+                format!(
+                    "#{name} exists already (name_taken): pick it from the list, or another name"
+                ),
             ),
             Some(code) if code.starts_with("invalid_name") => {
                 refused(asker, format!("Slack refused the name #{name} ({code})"))
@@ -719,7 +771,10 @@ async fn wait_for_invite(
                 ..channel.clone()
             }));
         }
-        asker.say(&format!("  [!!] Slack says the bot is not in #{} yet", channel.name));
+        asker.say(&format!(
+            "  [!!] Slack says the bot is not in #{} yet",
+            channel.name
+        ));
     }
 }
 
@@ -839,6 +894,5 @@ fn entry_name(entry: &Value) -> String {
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {
-    a == b
-        || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
 }

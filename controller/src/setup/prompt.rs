@@ -23,8 +23,12 @@ pub trait Asker {
     fn text(&mut self, prompt: &str, default: &str) -> Result<String, InitError>;
 
     /// One of `items`, by index.
-    fn choose(&mut self, prompt: &str, items: &[String], default: usize)
-    -> Result<usize, InitError>;
+    fn choose(
+        &mut self,
+        prompt: &str,
+        items: &[String],
+        default: usize,
+    ) -> Result<usize, InitError>;
 
     /// Yes or no.
     fn confirm(&mut self, prompt: &str, default: bool) -> Result<bool, InitError>;

@@ -53,7 +53,17 @@ impl Terminal {
             .arg(&socket)
             .arg("-f")
             .arg(&conf)
-            .args(["new-session", "-d", "-s", SESSION, "-x", "200", "-y", "50", "-c"])
+            .args([
+                "new-session",
+                "-d",
+                "-s",
+                SESSION,
+                "-x",
+                "200",
+                "-y",
+                "50",
+                "-c",
+            ])
             .arg(cwd)
             .arg(script)
             .status()
@@ -197,13 +207,23 @@ impl Terminal {
     fn process_state(&self) -> String {
         let output = self
             .tmux()
-            .args(["display-message", "-p", "-t", SESSION, "#{pane_pid} #{pane_dead}"])
+            .args([
+                "display-message",
+                "-p",
+                "-t",
+                SESSION,
+                "#{pane_pid} #{pane_dead}",
+            ])
             .output();
         let Ok(output) = output else {
             return "no pane".to_owned();
         };
         let text = String::from_utf8_lossy(&output.stdout).trim().to_owned();
-        let pid = text.split_whitespace().next().unwrap_or_default().to_owned();
+        let pid = text
+            .split_whitespace()
+            .next()
+            .unwrap_or_default()
+            .to_owned();
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
         let state = status
             .lines()

@@ -188,7 +188,8 @@ pub fn shell_path(path: &Path) -> String {
 
 /// The directory of `path`'s file, for messages.
 pub fn dir_of(path: &Path) -> PathBuf {
-    path.parent().map_or_else(|| PathBuf::from("/"), Path::to_owned)
+    path.parent()
+        .map_or_else(|| PathBuf::from("/"), Path::to_owned)
 }
 
 #[cfg(test)]

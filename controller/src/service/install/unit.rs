@@ -22,7 +22,8 @@ pub const AGENT_LABEL: &str = "com.codebutler.agent";
 /// and `--install` overwrites only such a file.
 pub const MARKER: &str = "Written by `codebutler --install`; `codebutler --uninstall` removes it.";
 /// The same mark in a plist (an XML comment cannot hold `--`).
-pub const PLIST_MARKER: &str = "Written by the install option of codebutler; its uninstall option removes it.";
+pub const PLIST_MARKER: &str =
+    "Written by the install option of codebutler; its uninstall option removes it.";
 
 /// Which service manager's scope: the user's, or the system's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,7 +54,9 @@ pub struct ServiceSpec {
 
 /// A value that cannot be written into the file.
 #[derive(Debug, thiserror::Error)]
-#[error("{what} {value:?} holds a control character (a newline, say), which the service file cannot hold")]
+#[error(
+    "{what} {value:?} holds a control character (a newline, say), which the service file cannot hold"
+)]
 pub struct UnwritableValue {
     pub what: &'static str,
     pub value: String,
@@ -68,7 +71,10 @@ pub fn systemd_unit(spec: &ServiceSpec, scope: Scope) -> Result<String, Unwritab
     }
     let home = path_text(&spec.home);
     let fields = [
-        ("@DESCRIPTION@", checked("the description", &spec.description)?.replace('%', "%%")),
+        (
+            "@DESCRIPTION@",
+            checked("the description", &spec.description)?.replace('%', "%%"),
+        ),
         ("@EXEC_START@", exec.join(" ")),
         // A path setting takes the rest of the line as it is: no quotes, `%` doubled.
         (
@@ -78,7 +84,11 @@ pub fn systemd_unit(spec: &ServiceSpec, scope: Scope) -> Result<String, Unwritab
         ),
         (
             "@ENV_HOME@",
-            unit_quote("the config directory", &format!("CODEBUTLER_HOME={home}"), false)?,
+            unit_quote(
+                "the config directory",
+                &format!("CODEBUTLER_HOME={home}"),
+                false,
+            )?,
         ),
         (
             "@ENV_PATH@",
@@ -133,7 +143,10 @@ pub fn launchd_plist(spec: &ServiceSpec, log: &Path) -> Result<String, Unwritabl
     let mut out = String::new();
     let mut in_comment = false;
     for line in PLIST_TEMPLATE.lines() {
-        if line.trim_start().starts_with("<!-- CodeButler's launchd agent") {
+        if line
+            .trim_start()
+            .starts_with("<!-- CodeButler's launchd agent")
+        {
             in_comment = true;
             out.push_str(&format!("<!-- {PLIST_MARKER} -->\n"));
         }
@@ -252,7 +265,10 @@ mod tests {
     fn the_system_unit_is_wanted_by_the_multi_user_target() {
         let unit = systemd_unit(&spec(&[]), Scope::System).unwrap();
         assert!(unit.lines().any(|l| l == "WantedBy=multi-user.target"));
-        assert!(unit.lines().any(|l| l == r#"ExecStart="/usr/local/bin/codebutler""#));
+        assert!(
+            unit.lines()
+                .any(|l| l == r#"ExecStart="/usr/local/bin/codebutler""#)
+        );
     }
 
     #[test]

@@ -88,8 +88,7 @@ pub(super) fn list(st: &SlackState, params: &Params) -> Result<Value, String> {
         .iter()
         .filter(|(id, c)| {
             let is_private = id.starts_with('G');
-            c.exists
-                && ((is_private && private && c.bot_member) || (!is_private && public))
+            c.exists && ((is_private && private && c.bot_member) || (!is_private && public))
         })
         .map(|(id, _)| id)
         .collect();
@@ -100,7 +99,10 @@ pub(super) fn list(st: &SlackState, params: &Params) -> Result<Value, String> {
         .unwrap_or(100)
         .min(1000);
     let start = str_param(params, "cursor")
-        .and_then(|c| c.strip_prefix("next:").and_then(|n| n.parse::<usize>().ok()))
+        .and_then(|c| {
+            c.strip_prefix("next:")
+                .and_then(|n| n.parse::<usize>().ok())
+        })
         .unwrap_or(0);
     let page: Vec<Value> = ids
         .iter()
