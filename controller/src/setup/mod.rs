@@ -105,7 +105,7 @@ pub enum InitError {
     #[error("the answers make a configuration the service would refuse: {0}")]
     Invalid(ConfigError),
     #[error("the terminal: {0}")]
-    Terminal(String),
+    Terminal(#[from] dialoguer::Error),
     #[error(transparent)]
     Write(#[from] WriteError),
 }
@@ -118,10 +118,6 @@ impl InitError {
             Self::Mistake(m) => m.exit_code(),
             Self::Layout(_) | Self::Slack(_) | Self::Terminal(_) | Self::Write(_) => 1,
         }
-    }
-
-    fn terminal(e: dialoguer::Error) -> Self {
-        Self::Terminal(e.to_string())
     }
 }
 

@@ -71,8 +71,7 @@ impl Asker for Terminal {
         let answer = dialoguer::Password::new()
             .with_prompt(prompt)
             .allow_empty_password(true)
-            .interact_on(&self.term)
-            .map_err(InitError::terminal)?;
+            .interact_on(&self.term)?;
         let answer = answer.trim().to_owned();
         Ok((!answer.is_empty()).then_some(answer))
     }
@@ -83,7 +82,7 @@ impl Asker for Terminal {
             .default(default.to_owned())
             .interact_text_on(&self.term)
             .map(|a| a.trim().to_owned())
-            .map_err(InitError::terminal)
+            .map_err(InitError::from)
     }
 
     fn choose(
@@ -97,7 +96,7 @@ impl Asker for Terminal {
             .items(items)
             .default(default.min(items.len().saturating_sub(1)))
             .interact_on(&self.term)
-            .map_err(InitError::terminal)
+            .map_err(InitError::from)
     }
 
     fn confirm(&mut self, prompt: &str, default: bool) -> Result<bool, InitError> {
@@ -105,7 +104,7 @@ impl Asker for Terminal {
             .with_prompt(prompt)
             .default(default)
             .interact_on(&self.term)
-            .map_err(InitError::terminal)
+            .map_err(InitError::from)
     }
 
     fn say(&mut self, line: &str) {
