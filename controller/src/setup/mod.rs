@@ -1,8 +1,10 @@
 //! `codebutler init`: the set-up wizard. It asks for what the service needs — the Slack bot
-//! and app tokens, the repository's channel, the model key — checks each answer at once the
-//! way the service's start does ([`crate::service::preflight`]), checks the model ids the
-//! configuration names against the provider's list ([`models`]), writes the two config
-//! files and checks this host ([`checks`]), then says what to do next.
+//! and app tokens and the model key (`tokens`), the repository's channel (`channel`) —
+//! checks each answer at once the way the service's start does
+//! ([`crate::service::preflight`]), checks the model ids the configuration names against
+//! the provider's list ([`models`]), writes the two config files (the repository listed in
+//! `repositories`: `repositories`) and checks this host ([`checks`]), then says what to do
+//! next. This file holds the steps in their order; each step is its own module.
 //!
 //! In a terminal it asks ([`prompt::Terminal`]: defaults, secrets typed hidden, the bot's
 //! channels to pick from, a channel created or joined on the spot), and an answer Slack or
@@ -19,24 +21,23 @@
 //! it with the others. The result is loaded as the service would load it before anything is
 //! written. Prompts block the thread they run on; nothing else runs meanwhile.
 
+mod channel;
 pub mod checks;
 pub mod models;
 pub mod prompt;
+mod repositories;
+mod tokens;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
 use crate::config::edit::{Document, PLAIN_MODE, SECRET_MODE, WriteError};
-use crate::config::{
-    self, ConfigError, ConfigSources, ENV_OPENROUTER_API_KEY, ENV_SLACK_APP_TOKEN,
-    ENV_SLACK_BOT_TOKEN, OpenRouterConfig,
-};
+use crate::config::{self, ConfigError, ConfigSources};
 use crate::layout::{Layout, LayoutError};
 use crate::secret::Secret;
-use crate::service::preflight::{self, CheckError, SetupMistake};
-use crate::slack::api::{self, BotIdentity, Client, SlackError};
-use crate::slack::workspace::{self, ChannelSummary, INIT_ONLY_SCOPES, MANIFEST_PATH};
+use crate::service::preflight::{CheckError, SetupMistake};
+use crate::slack::api::{self, Client, SlackError};
 use models::ModelCheck;
 use prompt::Asker;
 
@@ -184,7 +185,7 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
             })
     };
 
-    let (bot_token, bot) = ask_bot_token(
+    let (bot_token, bot) = tokens::ask_bot_token(
         asker,
         &slack,
         given
@@ -193,7 +194,7 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
             .or_else(|| current(&["slack", "botToken"])),
     )
     .await?;
-    let app_token = ask_app_token(
+    let app_token = tokens::ask_app_token(
         asker,
         &slack,
         given
@@ -202,9 +203,9 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
             .or_else(|| current(&["slack", "appToken"])),
     )
     .await?;
-    check_scopes(asker, &slack, &bot_token).await?;
+    tokens::check_scopes(asker, &slack, &bot_token).await?;
     let current_channel = repo.string(&["slack", "channelID"]);
-    let channel = pick_channel(
+    let channel = channel::pick_channel(
         asker,
         &slack,
         &bot_token,
@@ -214,7 +215,7 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
         &request.repo,
     )
     .await?;
-    let model_key = ask_model_key(
+    let model_key = tokens::ask_model_key(
         asker,
         &model_url,
         given
@@ -243,7 +244,7 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
     }
     repo.set(&["slack", "channelID"], json!(channel.id));
     repo.set(&["slack", "channelName"], json!(channel.name));
-    register(
+    repositories::register(
         asker,
         &mut global,
         &request.repo,
@@ -309,586 +310,4 @@ pub async fn run(request: &InitRequest, asker: &mut dyn Asker) -> Result<Outcome
         repo: repo.path.clone(),
         exit_code,
     })
-}
-
-/// What is asked for a secret.
-struct SecretQuestion {
-    what: &'static str,
-    prompt: &'static str,
-    prefix: &'static str,
-    flag: &'static str,
-    var: &'static str,
-}
-
-/// A secret from the operator, or from `given` (a flag, the environment, the files): typed
-/// answers win; in a terminal an empty answer keeps `given`.
-fn ask_secret(
-    asker: &mut dyn Asker,
-    question: &SecretQuestion,
-    given: &mut Option<GivenSecret>,
-) -> Result<Secret, InitError> {
-    loop {
-        let typed = if asker.interactive() {
-            asker.secret(question.prompt, given.as_ref().map(|g| g.from.as_str()))?
-        } else {
-            None
-        };
-        let candidate = match (typed, given.as_ref()) {
-            (Some(typed), _) => Secret::new(typed),
-            (None, Some(given)) => given.value.clone(),
-            (None, None) if asker.interactive() => {
-                asker.say(&format!("  [!!] the {} is needed", question.what));
-                continue;
-            }
-            (None, None) => {
-                return Err(InitError::Missing {
-                    what: question.what,
-                    flag: question.flag,
-                    var: question.var,
-                });
-            }
-        };
-        if candidate.expose().starts_with(question.prefix) || question.prefix.is_empty() {
-            return Ok(candidate);
-        }
-        let problem = format!(
-            "that is not a {}: it starts with `{}`",
-            question.what, question.prefix
-        );
-        if !asker.interactive() {
-            return Err(InitError::Problem(format!("{}: {problem}", question.flag)));
-        }
-        asker.say(&format!("  [!!] {problem}"));
-        // A default that is wrong is not offered again.
-        if given
-            .as_ref()
-            .is_some_and(|g| g.value.expose() == candidate.expose())
-        {
-            *given = None;
-        }
-    }
-}
-
-/// Whether a refusal may be answered by asking again (in a terminal, for a mistake the
-/// operator fixes by typing another answer).
-fn ask_again(
-    asker: &mut dyn Asker,
-    e: CheckError,
-    given: &mut Option<GivenSecret>,
-    tried: &Secret,
-) -> Result<(), InitError> {
-    match e {
-        CheckError::Mistake(mistake) if asker.interactive() && mistake.exit_code() == 2 => {
-            asker.say(&format!("  [!!] {mistake}"));
-            if given
-                .as_ref()
-                .is_some_and(|g| g.value.expose() == tried.expose())
-            {
-                *given = None;
-            }
-            Ok(())
-        }
-        e => Err(e.into()),
-    }
-}
-
-async fn ask_bot_token(
-    asker: &mut dyn Asker,
-    slack: &Slack,
-    mut given: Option<GivenSecret>,
-) -> Result<(Secret, BotIdentity), InitError> {
-    let question = SecretQuestion {
-        what: "Slack bot token",
-        prompt: "Slack bot token (xoxb-…, the app's OAuth & Permissions page)",
-        prefix: "xoxb-",
-        flag: "--bot-token",
-        var: ENV_SLACK_BOT_TOKEN,
-    };
-    loop {
-        let token = ask_secret(asker, &question, &mut given)?;
-        match preflight::bot_token(&slack.client, &slack.api_url, &token).await {
-            Ok(bot) => {
-                asker.say(&format!(
-                    "  [ok] bot token: the bot @{} in workspace {}",
-                    bot.name.as_deref().unwrap_or(&bot.user_id),
-                    bot.team_id
-                ));
-                return Ok((token, bot));
-            }
-            Err(e) => ask_again(asker, e, &mut given, &token)?,
-        }
-    }
-}
-
-async fn ask_app_token(
-    asker: &mut dyn Asker,
-    slack: &Slack,
-    mut given: Option<GivenSecret>,
-) -> Result<Secret, InitError> {
-    let question = SecretQuestion {
-        what: "Slack app-level token",
-        prompt: "Slack app-level token (xapp-…, Basic Information → App-Level Tokens, with connections:write)",
-        prefix: "xapp-",
-        flag: "--app-token",
-        var: ENV_SLACK_APP_TOKEN,
-    };
-    loop {
-        let token = ask_secret(asker, &question, &mut given)?;
-        match preflight::app_token(&slack.client, &slack.api_url, &token).await {
-            Ok(()) => {
-                asker.say("  [ok] app token: Socket Mode is on and the token may open it");
-                return Ok(token);
-            }
-            Err(e) => ask_again(asker, e, &mut given, &token)?,
-        }
-    }
-}
-
-async fn ask_model_key(
-    asker: &mut dyn Asker,
-    base_url: &str,
-    mut given: Option<GivenSecret>,
-) -> Result<Secret, InitError> {
-    let question = SecretQuestion {
-        what: "OpenRouter API key",
-        prompt: "OpenRouter API key (sk-or-…, openrouter.ai/keys)",
-        prefix: "",
-        flag: "--openrouter-key",
-        var: ENV_OPENROUTER_API_KEY,
-    };
-    loop {
-        let key = ask_secret(asker, &question, &mut given)?;
-        let openrouter = OpenRouterConfig {
-            api_key: key.clone(),
-            base_url: base_url.to_owned(),
-            timeout_secs: 30,
-            max_retries: 0,
-        };
-        match preflight::model_key(&openrouter).await {
-            Ok(()) => {
-                asker.say(&format!("  [ok] model key: {base_url} takes it"));
-                return Ok(key);
-            }
-            Err(mistake) => ask_again(asker, mistake.into(), &mut given, &key)?,
-        }
-    }
-}
-
-/// The bot token has every scope the manifest asks for that the service uses, as Slack
-/// says (`X-OAuth-Scopes`); in a terminal, the operator may fix the app and check again.
-async fn check_scopes(
-    asker: &mut dyn Asker,
-    slack: &Slack,
-    bot_token: &Secret,
-) -> Result<(), InitError> {
-    loop {
-        let granted = match workspace::granted_scopes(&slack.api_url, bot_token).await {
-            Ok(Some(granted)) => granted,
-            Ok(None) => {
-                asker.say(
-                    "  [..] Slack did not say which scopes the bot token has; a call that lacks \
-                     one will say which",
-                );
-                return Ok(());
-            }
-            Err(e) => {
-                asker.say(&format!(
-                    "  [..] could not ask Slack for the bot token's scopes ({e})"
-                ));
-                return Ok(());
-            }
-        };
-        let wanted = workspace::manifest_bot_scopes();
-        let missing: Vec<&str> = wanted
-            .iter()
-            .map(String::as_str)
-            .filter(|s| !granted.contains(*s) && !INIT_ONLY_SCOPES.contains(s))
-            .collect();
-        let init_only: Vec<&str> = INIT_ONLY_SCOPES
-            .into_iter()
-            .filter(|s| !granted.contains(*s))
-            .collect();
-        if missing.is_empty() {
-            asker.say("  [ok] the bot token has the scopes the service needs");
-            if !init_only.is_empty() {
-                asker.say(&format!(
-                    "  [..] without {} this set-up cannot join or create a channel for you \
-                     (the service does not need them)",
-                    init_only.join(", ")
-                ));
-            }
-            return Ok(());
-        }
-        let problem = format!(
-            "the bot token lacks {}, which {MANIFEST_PATH} asks for: add them to the app (its \
-             OAuth & Permissions page, or update the app from the manifest) and reinstall it \
-             to the workspace",
-            missing.join(", ")
-        );
-        if !asker.interactive() {
-            return Err(InitError::Problem(problem));
-        }
-        asker.say(&format!("  [!!] {problem}"));
-        if !asker.confirm("Check the scopes again?", true)? {
-            return Err(InitError::Problem(problem));
-        }
-    }
-}
-
-/// The channel as a list item.
-fn label(channel: &ChannelSummary) -> String {
-    let mut text = format!("#{} ({})", channel.name, channel.id);
-    if channel.is_private {
-        text.push_str(", private");
-    }
-    if !channel.is_member {
-        text.push_str(" — the bot is not in it");
-    }
-    text
-}
-
-/// The repository's channel: picked from the bot's channels, created, or given.
-async fn pick_channel(
-    asker: &mut dyn Asker,
-    slack: &Slack,
-    bot_token: &Secret,
-    bot: &BotIdentity,
-    given: &Given,
-    current: Option<String>,
-    repo: &Path,
-) -> Result<ChannelSummary, InitError> {
-    let dir_name = repo
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut create = given.create_channel.clone();
-    loop {
-        let channels = match workspace::list_channels(&slack.client, bot_token).await {
-            Ok(channels) => channels,
-            Err(e) => {
-                let e = preflight::bot_token_mistake(&slack.api_url, "conversations.list", e);
-                match e {
-                    CheckError::Mistake(m @ SetupMistake::MissingScope { .. })
-                        if asker.interactive() =>
-                    {
-                        asker.say(&format!("  [!!] {m}"));
-                        if asker.confirm("Check again?", true)? {
-                            continue;
-                        }
-                        return Err(m.into());
-                    }
-                    e => return Err(e.into()),
-                }
-            }
-        };
-        if let Some(name) = create.take() {
-            match create_channel(asker, slack, bot_token, &name).await? {
-                Some(channel) => return Ok(channel),
-                None if asker.interactive() => continue,
-                None => {
-                    return Err(InitError::Problem(format!(
-                        "could not create #{name} (said above)"
-                    )));
-                }
-            }
-        }
-        let wanted = given.channel.clone().or_else(|| current.clone());
-        let found = wanted.as_deref().and_then(|w| {
-            let w = w.trim_start_matches('#');
-            channels.iter().position(|c| c.id == w || c.name == w)
-        });
-        let choice = if asker.interactive() {
-            let mut items: Vec<String> = channels.iter().map(label).collect();
-            items.push("Create a new channel…".to_owned());
-            asker.choose(
-                "Which channel is this repository's? (↑/↓, Enter)",
-                &items,
-                found.unwrap_or(0),
-            )?
-        } else {
-            match (found, wanted) {
-                (Some(i), _) => i,
-                (None, Some(w)) => {
-                    return Err(InitError::Problem(format!(
-                        "the bot sees no channel {w}: invite it there (/invite @{}), or pass \
-                         --create-channel NAME",
-                        bot.name.as_deref().unwrap_or("codebutler")
-                    )));
-                }
-                (None, None) => {
-                    return Err(InitError::Missing {
-                        what: "channel",
-                        flag: "--channel (or --create-channel NAME)",
-                        var: ENV_SLACK_CHANNEL,
-                    });
-                }
-            }
-        };
-        let Some(channel) = channels.get(choice) else {
-            let name = asker.text(
-                "Name of the new channel",
-                &workspace::channel_name_for(&dir_name),
-            )?;
-            create = Some(name);
-            continue;
-        };
-        if let Some(channel) = ensure_member(asker, slack, bot_token, bot, channel).await? {
-            asker.say(&format!(
-                "  [ok] channel: #{} ({})",
-                channel.name, channel.id
-            ));
-            return Ok(channel);
-        }
-    }
-}
-
-/// Creates the public channel `name`: `None` when Slack refused it (said, for the
-/// operator to choose again).
-async fn create_channel(
-    asker: &mut dyn Asker,
-    slack: &Slack,
-    bot_token: &Secret,
-    name: &str,
-) -> Result<Option<ChannelSummary>, InitError> {
-    let name = name.trim().trim_start_matches('#');
-    if let Some(why) = workspace::invalid_channel_name(name) {
-        return refused(asker, format!("#{name}: {why}"));
-    }
-    match workspace::create_channel(&slack.client, bot_token, name).await {
-        Ok(channel) => {
-            asker.say(&format!(
-                "  [ok] created #{} ({})",
-                channel.name, channel.id
-            ));
-            Ok(Some(channel))
-        }
-        Err(e) => match e.code() {
-            Some("name_taken") => refused(
-                asker,
-                format!(
-                    "#{name} exists already (name_taken): pick it from the list, or another name"
-                ),
-            ),
-            Some(code) if code.starts_with("invalid_name") => {
-                refused(asker, format!("Slack refused the name #{name} ({code})"))
-            }
-            Some("restricted_action") => refused(
-                asker,
-                "the workspace does not let the bot create channels (restricted_action): create \
-                 it in Slack and invite the bot"
-                    .to_owned(),
-            ),
-            _ => match preflight::bot_token_mistake(&slack.api_url, "conversations.create", e) {
-                CheckError::Mistake(m @ SetupMistake::MissingScope { .. }) => {
-                    refused(asker, m.to_string())
-                }
-                e => Err(e.into()),
-            },
-        },
-    }
-}
-
-/// A refusal said in a terminal (`Ok(None)`: choose again), or the scripted run's end.
-fn refused<T>(asker: &mut dyn Asker, problem: String) -> Result<Option<T>, InitError> {
-    if asker.interactive() {
-        asker.say(&format!("  [!!] {problem}"));
-        Ok(None)
-    } else {
-        Err(InitError::Problem(problem))
-    }
-}
-
-/// `channel` with the bot in it: joined when public (asked first in a terminal), or waited
-/// for while the operator invites it. `None`: choose again.
-async fn ensure_member(
-    asker: &mut dyn Asker,
-    slack: &Slack,
-    bot_token: &Secret,
-    bot: &BotIdentity,
-    channel: &ChannelSummary,
-) -> Result<Option<ChannelSummary>, InitError> {
-    if channel.is_member {
-        return Ok(Some(channel.clone()));
-    }
-    let bot_name = bot.name.as_deref().unwrap_or("codebutler");
-    let invite = format!("type /invite @{bot_name} in #{}", channel.name);
-    if !asker.confirm(
-        &format!("The bot is not in #{}. Join it now?", channel.name),
-        true,
-    )? {
-        asker.say(&format!("  invite it: {invite}"));
-        return wait_for_invite(asker, slack, bot_token, channel).await;
-    }
-    match workspace::join_channel(&slack.client, bot_token, &channel.id).await {
-        Ok(joined) => {
-            asker.say(&format!("  [ok] the bot joined #{}", joined.name));
-            Ok(Some(ChannelSummary {
-                is_member: true,
-                ..joined
-            }))
-        }
-        Err(e) => {
-            let why = match preflight::bot_token_mistake(&slack.api_url, "conversations.join", e) {
-                CheckError::Mistake(m @ SetupMistake::MissingScope { .. }) => m.to_string(),
-                CheckError::Slack(e) if e.code().is_some() => e.to_string(),
-                e => return Err(e.into()),
-            };
-            if !asker.interactive() {
-                return Err(InitError::Problem(format!(
-                    "the bot could not join #{} ({why}); or {invite}",
-                    channel.name
-                )));
-            }
-            asker.say(&format!("  [!!] the bot could not join: {why}"));
-            asker.say(&format!("  invite it instead: {invite}"));
-            wait_for_invite(asker, slack, bot_token, channel).await
-        }
-    }
-}
-
-/// Asks until the operator says the bot is in `channel` and Slack agrees (`None`: they gave
-/// up, choose again).
-async fn wait_for_invite(
-    asker: &mut dyn Asker,
-    slack: &Slack,
-    bot_token: &Secret,
-    channel: &ChannelSummary,
-) -> Result<Option<ChannelSummary>, InitError> {
-    loop {
-        if !asker.interactive()
-            || !asker.confirm(&format!("Is the bot in #{} now?", channel.name), true)?
-        {
-            return Ok(None);
-        }
-        let info = api::channel_info(&slack.client, bot_token, &channel.id).await?;
-        if info.is_member {
-            return Ok(Some(ChannelSummary {
-                is_member: true,
-                ..channel.clone()
-            }));
-        }
-        asker.say(&format!(
-            "  [!!] Slack says the bot is not in #{} yet",
-            channel.name
-        ));
-    }
-}
-
-/// Adds the repository at `repo` to the global config's `repositories` (kept as it is when
-/// listed; an entry's own `channel` is set to `channel`, since it would win over the
-/// repository's file).
-fn register(
-    asker: &mut dyn Asker,
-    global: &mut Document,
-    repo: &Path,
-    name: Option<&str>,
-    channel: &str,
-) -> Result<(), InitError> {
-    let dir_name = repo
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let mut list = match global.value.get("repositories") {
-        Some(Value::Array(list)) => list.clone(),
-        None | Some(Value::Null) => Vec::new(),
-        Some(_) => {
-            return Err(InitError::Problem(format!(
-                "{}: `repositories` is not a list; fix it, then run codebutler init again",
-                global.path.display()
-            )));
-        }
-    };
-    let same = |entry: &Value| {
-        entry
-            .get("path")
-            .and_then(Value::as_str)
-            .is_some_and(|p| same_dir(Path::new(p), repo))
-    };
-    if let Some(entry) = list.iter_mut().find(|e| same(e)) {
-        if entry.get("channel").is_some() {
-            entry["channel"] = json!(channel);
-        }
-        if let Some(name) = name {
-            entry["name"] = json!(name);
-        }
-    } else {
-        let names: Vec<String> = list.iter().map(entry_name).collect();
-        let mut name = name.map_or_else(|| name_for(&dir_name), str::to_owned);
-        loop {
-            let problem = if !config::valid_name(&name) {
-                format!(
-                    "`{name}` cannot name a repository: letters, digits, `.`, `_` and `-`, \
-                     starting with a letter or a digit"
-                )
-            } else if names
-                .iter()
-                .any(|n| config::sanitized_name(n) == config::sanitized_name(&name))
-            {
-                format!(
-                    "another repository of {} is named `{name}`",
-                    global.path.display()
-                )
-            } else {
-                break;
-            };
-            if !asker.interactive() {
-                return Err(InitError::Problem(format!("{problem}: pass --name")));
-            }
-            asker.say(&format!("  [!!] {problem}"));
-            name = asker.text("Name for this repository", &format!("{name}-2"))?;
-        }
-        let mut entry = json!({"path": repo.to_string_lossy()});
-        if name != dir_name {
-            entry["name"] = json!(name);
-        }
-        list.push(entry);
-        asker.say(&format!(
-            "  [ok] listed under `repositories` in {} as `{name}`",
-            global.path.display()
-        ));
-    }
-    global.set(&["repositories"], Value::Array(list));
-    // The list as the service will read it.
-    config::entries_of(&global.path, &global.value).map_err(InitError::Invalid)?;
-    Ok(())
-}
-
-/// A repository name made from its directory's name `dir`, as `repositories` takes one.
-fn name_for(dir: &str) -> String {
-    let name: String = dir
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect();
-    let name = name.trim_start_matches(|c: char| !c.is_ascii_alphanumeric());
-    if name.is_empty() {
-        "repository".to_owned()
-    } else {
-        name.to_owned()
-    }
-}
-
-/// An entry's name: its `name`, else its directory's.
-fn entry_name(entry: &Value) -> String {
-    entry
-        .get("name")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .or_else(|| {
-            entry
-                .get("path")
-                .and_then(Value::as_str)
-                .and_then(|p| Path::new(p).file_name())
-                .map(|n| n.to_string_lossy().into_owned())
-        })
-        .unwrap_or_default()
-}
-
-fn same_dir(a: &Path, b: &Path) -> bool {
-    a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
 }
