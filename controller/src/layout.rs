@@ -166,6 +166,44 @@ pub fn write_own_file(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     create_own_file(path)?.write_all(bytes)
 }
 
+/// Replaces the file `path` with `bytes`, atomically and never through a link: the bytes go
+/// into a new file beside it (created with `O_EXCL | O_NOFOLLOW` and `mode`, synced), which
+/// is then renamed over `path` — a reader sees the old file or the new one, a crash leaves
+/// one of them, and a link at `path` is refused (rename would replace it, and the operator
+/// who made it would not expect that), never followed. For the files the operator's tools
+/// write: the configs `codebutler init` edits, the service's unit.
+pub fn replace_file(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(std::io::Error::other(
+            "it is a symbolic link; write the file itself there, not a link",
+        ));
+    }
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("no file name"))?
+        .to_string_lossy();
+    let temp = path.with_file_name(format!(".{name}.new-{}", std::process::id()));
+    let written = (|| {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&temp)?;
+        // The mode asked for, whatever the umask took away.
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    written
+}
+
 /// Writes `text` to `path` unless the file exists.
 fn create_new(path: &Path, text: &str) -> Result<(), LayoutError> {
     use std::io::Write;
@@ -250,6 +288,27 @@ mod tests {
                 "{linked}: something was written through the link"
             );
         }
+    }
+
+    /// A replaced file gets its mode whatever the umask, and a link in its place is refused,
+    /// leaving the link's target as it was.
+    #[test]
+    fn replaced_files_have_their_mode_and_never_follow_a_link() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.json");
+        std::fs::write(&path, "old").unwrap();
+        replace_file(&path, b"new", 0o600).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let target = dir.path().join("target");
+        std::fs::write(&target, "host file").unwrap();
+        let link = dir.path().join("linked.json");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(replace_file(&link, b"new", 0o600).is_err());
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "host file");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
     }
 
     /// The daemon's own files are written only where no link stands: a link at a log's or

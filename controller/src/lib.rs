@@ -31,7 +31,9 @@
 //!   [`reconcile`]: what a crash left, sorted out at start; [`logging`], [`secret`], [`tls`];
 //! - [`service`] — one process for many repositories on one Slack app: the shared Slack
 //!   client, sender and Socket Mode connection, events routed by channel, one service per
-//!   app, `--status`;
+//!   app, `--status`, systemd's notify protocol, `--install`/`--uninstall`/`--logs`;
+//! - [`setup`] — `codebutler init`, the set-up wizard: the answers checked as the start
+//!   checks them, the config files edited, this host checked;
 //! - [`daemon`] — one repository's part of the service (wiring).
 
 pub mod admin;
@@ -57,6 +59,7 @@ pub mod repo_lock;
 pub mod runners;
 pub mod secret;
 pub mod service;
+pub mod setup;
 pub mod slack;
 pub mod store;
 pub mod thread;

@@ -460,6 +460,7 @@ async fn status_shows_each_repository_its_service_and_its_active_threads() {
     assert_eq!(
         normalize(&stopped, None),
         "slack app: not running
+service: not installed (codebutler --install)
 repositories: 2
 
 api
@@ -487,6 +488,7 @@ hosts: this one (each store is one host's)
     assert_eq!(
         normalize(&running, Some(service.pid())).replace(&thread, "<thread>"),
         "slack app: running (pid <pid>)
+service: not installed (codebutler --install)
 repositories: 2
 
 api

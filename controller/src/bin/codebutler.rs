@@ -2,7 +2,12 @@
 //! (`--repo DIR`, or the one containing the current directory), or, when the global config
 //! lists `repositories` and no `--repo` is given, for all of them through one Slack app.
 //! With `--status`, prints the topology and exits; with `--cleanup-orphans`, removes what
-//! closed and unknown threads left and exits.
+//! closed and unknown threads left and exits. `codebutler init` is the set-up wizard
+//! ([`codebutler_controller::setup`]); `--install`, `--uninstall` and `--logs` put the
+//! service under the host's service manager, take it away and follow its log
+//! ([`codebutler_controller::service::install`]). Under systemd (`NOTIFY_SOCKET`) the service
+//! says when it is ready, what it is doing and that it is alive
+//! ([`codebutler_controller::service::notify`]).
 //!
 //! Exit codes: 0 stopped cleanly; 1 a failure; 2 the configuration (or the repository to
 //! serve) is wrong, or a service refuses what it names — a Slack token, a scope, the
@@ -12,31 +17,59 @@
 //! `sandbox.diskMB`, the runner, `gh`; 6 Slack cannot be reached. Each is said in one line
 //! on stderr, with its fix.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::Parser;
+use clap::{Parser, Subcommand};
 use codebutler_controller::config::{self, Config, ConfigSources};
 use codebutler_controller::layout::Layout;
 use codebutler_controller::logging::{self, LogFormat};
 use codebutler_controller::repo_lock::{LockError, RepoLock};
+use codebutler_controller::secret::Secret;
+use codebutler_controller::service::install::{
+    self, InstallError, InstallRequest, Placement, Scope, ServiceSpec, Uninstalled,
+};
 use codebutler_controller::service::status::{self, RepoRef};
-use codebutler_controller::service::{self, NoPeers, ServedRepo, StartError};
+use codebutler_controller::service::{self, NoPeers, Notifier, ServedRepo, StartError};
+use codebutler_controller::setup::{self, Given, GivenSecret, InitRequest, prompt};
 use codebutler_controller::store::{self, Store, StoreError};
 use codebutler_controller::workspace::orphans;
 
 /// CodeButler: an AI development team in a Slack channel.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Command>,
     /// The repository to serve (default: every repository listed under `repositories` in
     /// the global config, else the one containing the current directory).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", global = true)]
     repo: Option<PathBuf>,
     /// Print the repositories served, whether a service holds each, their active threads
-    /// and runs, and exit.
-    #[arg(long, conflicts_with = "cleanup_orphans")]
+    /// and runs, whether the service is installed, enabled and running, and exit.
+    #[arg(long, conflicts_with_all = ["cleanup_orphans", "install", "uninstall", "logs"])]
     status: bool,
+    /// Install the service and start it: a systemd user unit (a system unit with --system),
+    /// or a launchd agent on macOS, for the repositories the global config lists (or the
+    /// one --repo names).
+    #[arg(long, conflicts_with_all = ["cleanup_orphans", "uninstall", "logs"])]
+    install: bool,
+    /// Stop the service and remove what --install wrote.
+    #[arg(long, conflicts_with_all = ["cleanup_orphans", "logs"])]
+    uninstall: bool,
+    /// Follow the service's log (journald; the log file on macOS).
+    #[arg(long, conflicts_with = "cleanup_orphans")]
+    logs: bool,
+    /// With --install, --uninstall or --logs: the system unit (in /etc/systemd/system,
+    /// running as root, which the per-thread disks need) instead of the user's.
+    #[arg(long)]
+    system: bool,
+    /// With --install, --uninstall or --logs: the directory the unit file goes in, instead
+    /// of ~/.config/systemd/user (or /etc/systemd/system with --system).
+    #[arg(long, value_name = "DIR")]
+    unit_dir: Option<PathBuf>,
     /// Log line format.
     #[arg(long, value_enum, default_value = "plain")]
     log_format: LogFormat,
@@ -50,15 +83,61 @@ struct Args {
     cleanup_orphans: bool,
 }
 
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Set up: the Slack tokens, the repository's channel and the model key, each checked at
+    /// once, then this host; writes the global and the repository's config. Asks in a
+    /// terminal; every answer can also be given as a flag or in the environment.
+    Init(InitArgs),
+}
+
+/// `codebutler init`'s answers. Secrets are better given in the environment than as flags,
+/// which other users of the host can see in the process list.
+#[derive(Debug, clap::Args)]
+struct InitArgs {
+    /// The Slack bot token (xoxb-…); or CODEBUTLER_SLACK_BOT_TOKEN.
+    #[arg(long, value_name = "TOKEN")]
+    bot_token: Option<String>,
+    /// The Slack app-level token (xapp-…); or CODEBUTLER_SLACK_APP_TOKEN.
+    #[arg(long, value_name = "TOKEN")]
+    app_token: Option<String>,
+    /// The OpenRouter API key; or OPENROUTER_API_KEY.
+    #[arg(long, value_name = "KEY")]
+    openrouter_key: Option<String>,
+    /// The repository's channel: its id (C0123…) or its name; or CODEBUTLER_SLACK_CHANNEL.
+    #[arg(long, value_name = "CHANNEL", conflicts_with = "create_channel")]
+    channel: Option<String>,
+    /// Create this public channel for the repository (the bot is in it).
+    #[arg(long, value_name = "NAME")]
+    create_channel: Option<String>,
+    /// The repository's name in the global config's `repositories` (default: its
+    /// directory's name).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Ask nothing: every answer from the flags, the environment or the files; a missing
+    /// one ends the set-up with exit code 2 (also without a terminal).
+    #[arg(long, short = 'y', alias = "non-interactive")]
+    yes: bool,
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     logging::init(args.log_format, args.verbose);
 
+    if let Some(Command::Init(init)) = &args.command {
+        return run_init(args.repo.as_deref(), init);
+    }
+    if args.install || args.uninstall || args.logs {
+        return service_manager(&args);
+    }
+    let notifier = notifier();
     if args.repo.is_none() && !args.cleanup_orphans {
         match listed_repositories() {
-            Ok(Some((home, entries))) => return serve_listed(&home, &entries, args.status),
+            Ok(Some((home, entries))) => {
+                return serve_listed(&home, &entries, args.status, notifier);
+            }
             Ok(None) => {}
-            Err(e) => return fail(&format!("configuration: {e}"), 2),
+            Err(e) => return refuse(&notifier, &format!("configuration: {e}"), 2),
         }
     }
     let repo = match find_repo(args.repo.as_deref()) {
@@ -74,11 +153,11 @@ fn main() -> ExitCode {
     }
     let sources = match ConfigSources::for_repo(&repo) {
         Ok(sources) => sources,
-        Err(e) => return fail(&format!("configuration: {e}"), 2),
+        Err(e) => return refuse(&notifier, &format!("configuration: {e}"), 2),
     };
     let config = match config::load(&sources, |k| std::env::var(k).ok()) {
         Ok(config) => config,
-        Err(e) => return fail(&format!("configuration: {e}"), 2),
+        Err(e) => return refuse(&notifier, &format!("configuration: {e}"), 2),
     };
     let home = sources
         .global
@@ -96,7 +175,25 @@ fn main() -> ExitCode {
         };
         return print_status(&runtime, vec![repo], &home, &config);
     }
-    exit(runtime.block_on(service::run_one(layout, config, home, shutdown_signal())))
+    let result = runtime.block_on(service::run_one(
+        layout,
+        config,
+        home,
+        notifier.clone(),
+        shutdown_signal(),
+    ));
+    exit(&notifier, result)
+}
+
+/// What tells systemd how the service is doing (nothing when systemd did not start it).
+fn notifier() -> Arc<Notifier> {
+    match Notifier::from_env(|k| std::env::var(k).ok(), std::process::id()) {
+        Ok(notifier) => Arc::new(notifier),
+        Err(e) => {
+            tracing::warn!("not telling systemd how the service does: {e}");
+            Arc::new(Notifier::none())
+        }
+    }
 }
 
 /// The global config directory and its `repositories`, if it lists any.
@@ -107,17 +204,22 @@ fn listed_repositories()
 }
 
 /// Serves (or, with `status`, describes) every repository the global config lists.
-fn serve_listed(home: &Path, entries: &[config::RepositoryEntry], status: bool) -> ExitCode {
+fn serve_listed(
+    home: &Path,
+    entries: &[config::RepositoryEntry],
+    status: bool,
+    notifier: Arc<Notifier>,
+) -> ExitCode {
     if !status {
         for entry in entries {
             if let Err(e) = Layout::new(&entry.path).init() {
-                return fail(&format!("repository `{}`: {e}", entry.name), 1);
+                return refuse(&notifier, &format!("repository `{}`: {e}", entry.name), 1);
             }
         }
     }
     let repos = match config::load_repositories(home, entries, |k| std::env::var(k).ok()) {
         Ok(repos) => repos,
-        Err(e) => return fail(&format!("configuration: {e}"), 2),
+        Err(e) => return refuse(&notifier, &format!("configuration: {e}"), 2),
     };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -145,12 +247,14 @@ fn serve_listed(home: &Path, entries: &[config::RepositoryEntry], status: bool) 
             config: r.config,
         })
         .collect();
-    exit(runtime.block_on(service::run(
+    let result = runtime.block_on(service::run(
         served,
         home.to_owned(),
         NoPeers,
+        notifier.clone(),
         shutdown_signal(),
-    )))
+    ));
+    exit(&notifier, result)
 }
 
 /// `--status`: prints the topology of `repos` on stdout.
@@ -160,22 +264,252 @@ fn print_status(
     home: &Path,
     config: &Config,
 ) -> ExitCode {
+    let env = |k: &str| std::env::var(k).ok();
+    let service_unit = install::unit_status(&env);
     let status = runtime.block_on(status::gather(
         repos,
         home,
         &config.slack.app_token,
         &config.store,
+        service_unit,
     ));
     print!("{}", status::render(&status));
     ExitCode::SUCCESS
 }
 
-/// The exit code of the service's end.
-fn exit(result: Result<(), StartError>) -> ExitCode {
+/// The exit code of the service's end (said to systemd too).
+fn exit(notifier: &Notifier, result: Result<(), StartError>) -> ExitCode {
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => {
+            notifier.status("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => refuse(notifier, &e.to_string(), e.exit_code()),
+    }
+}
+
+/// `fail`, with the line said to systemd as the service's status (what
+/// `systemctl status codebutler` shows).
+fn refuse(notifier: &Notifier, message: &str, code: u8) -> ExitCode {
+    notifier.status(&format!("failed: {message}"));
+    fail(message, code)
+}
+
+/// `codebutler init`: the set-up wizard, asking in a terminal unless `--yes`.
+fn run_init(repo: Option<&Path>, args: &InitArgs) -> ExitCode {
+    let repo = match find_repo(repo) {
+        Ok(repo) => repo,
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    let home = match config::global_dir().map(|home| absolute(&home)) {
+        Ok(home) => home,
+        Err(e) => return fail(&format!("configuration: {e}"), 2),
+    };
+    let secret = |flag: &Option<String>, name: &str, var: &str| {
+        let from_flag = flag
+            .clone()
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| GivenSecret {
+                value: Secret::new(v),
+                from: format!("the one given with {name}"),
+            });
+        from_flag.or_else(|| {
+            std::env::var(var)
+                .ok()
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| GivenSecret {
+                    value: Secret::new(v),
+                    from: format!("the one in {var}"),
+                })
+        })
+    };
+    let given = Given {
+        bot_token: secret(&args.bot_token, "--bot-token", config::ENV_SLACK_BOT_TOKEN),
+        app_token: secret(&args.app_token, "--app-token", config::ENV_SLACK_APP_TOKEN),
+        openrouter_key: secret(
+            &args.openrouter_key,
+            "--openrouter-key",
+            config::ENV_OPENROUTER_API_KEY,
+        ),
+        channel: args.channel.clone().or_else(|| {
+            std::env::var(setup::ENV_SLACK_CHANNEL)
+                .ok()
+                .filter(|c| !c.trim().is_empty())
+        }),
+        create_channel: args.create_channel.clone(),
+        name: args.name.clone(),
+    };
+    let request = InitRequest { repo, home, given };
+    let interactive =
+        !args.yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("start async runtime: {e}"), 1),
+    };
+    let outcome = if interactive {
+        runtime.block_on(setup::run(&request, &mut prompt::Terminal::new()))
+    } else {
+        runtime.block_on(setup::run(&request, &mut prompt::Scripted))
+    };
+    match outcome {
+        Ok(outcome) => ExitCode::from(outcome.exit_code),
+        Err(e) => fail(&format!("init: {e}"), e.exit_code()),
+    }
+}
+
+/// `path` made absolute against the current directory (the service's unit and the
+/// configs name it from elsewhere).
+fn absolute(path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        return path.to_owned();
+    }
+    std::env::current_dir().map_or_else(|_| path.to_owned(), |cwd| cwd.join(path))
+}
+
+/// `--install`, `--uninstall` and `--logs`.
+fn service_manager(args: &Args) -> ExitCode {
+    let env = |k: &str| std::env::var(k).ok();
+    let scope = if args.system {
+        Scope::System
+    } else {
+        Scope::User
+    };
+    let unit_dir = args.unit_dir.as_deref();
+    if args.logs {
+        let line = match install::logs(args.system.then_some(Scope::System), unit_dir, &env) {
+            Ok(line) => line,
+            Err(e) => return fail(&e.to_string(), e.exit_code()),
+        };
+        use std::os::unix::process::CommandExt;
+        let e = std::process::Command::new(&line.program)
+            .args(&line.args)
+            .exec();
+        return fail(&format!("run `{}`: {e}", line.shown()), 1);
+    }
+    let placement = match Placement::for_scope(scope, unit_dir, &env) {
+        Ok(placement) => placement,
+        Err(e) => return fail(&e.to_string(), e.exit_code()),
+    };
+    if args.uninstall {
+        return match install::uninstall(&placement) {
+            Ok(Uninstalled::Nothing { path }) => {
+                println!(
+                    "nothing to remove: no service of codebutler at {}",
+                    path.display()
+                );
+                ExitCode::SUCCESS
+            }
+            Ok(Uninstalled::Removed { path, commands }) => {
+                for command in commands {
+                    println!("ran: {command}");
+                }
+                println!("removed {}", path.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(&e.to_string(), e.exit_code()),
+        };
+    }
+    let (spec, with_disks) = match service_spec(args.repo.as_deref()) {
+        Ok(found) => found,
+        Err(code) => return code,
+    };
+    let request = InstallRequest {
+        placement,
+        spec,
+        with_disks,
+        root: nix::unistd::geteuid().is_root(),
+    };
+    match install::install(&request) {
+        Ok(installed) => {
+            for command in &installed.commands {
+                println!("ran: {command}");
+            }
+            println!(
+                "{} {} and started the service ({}).",
+                if installed.replaced {
+                    "updated"
+                } else {
+                    "installed"
+                },
+                installed.path.display(),
+                request.spec.description
+            );
+            if scope == Scope::User && !cfg!(target_os = "macos") {
+                let user = env("USER").unwrap_or_default();
+                if !Path::new("/var/lib/systemd/linger").join(&user).exists() {
+                    println!(
+                        "to keep it running without a login session: loginctl enable-linger {user}"
+                    );
+                }
+            }
+            println!("follow its log: codebutler --logs; see it: codebutler --status");
+            ExitCode::SUCCESS
+        }
+        Err(e @ InstallError::NoSystemd { .. }) => {
+            println!("{}", install::foreground_command(&request.spec));
+            fail(&e.to_string(), e.exit_code())
+        }
         Err(e) => fail(&e.to_string(), e.exit_code()),
     }
+}
+
+/// What the service runs: every repository the global config lists, or the one `repo`
+/// names (or the current directory's, without a list); with the names of the repositories
+/// that use per-thread disks. A configuration the service would refuse is refused here.
+fn service_spec(repo: Option<&Path>) -> Result<(ServiceSpec, Vec<String>), ExitCode> {
+    let configuration = |e: config::ConfigError| fail(&format!("configuration: {e}"), 2);
+    let home = config::global_dir().map_err(configuration)?;
+    let home = absolute(&home);
+    let binary = std::env::current_exe()
+        .and_then(|b| b.canonicalize())
+        .map_err(|e| fail(&format!("find the codebutler binary: {e}"), 1))?;
+    let env = |k: &str| std::env::var(k).ok();
+    let listed = match repo {
+        Some(_) => None,
+        None => config::entries(&home.join("config.json")).map_err(configuration)?,
+    };
+    let (args, working_directory, description, with_disks) = match listed {
+        Some(entries) => {
+            let repos = config::load_repositories(&home, &entries, env).map_err(configuration)?;
+            let names: Vec<String> = repos.iter().map(|r| r.entry.name.clone()).collect();
+            let with_disks = repos
+                .iter()
+                .filter(|r| r.config.sandbox.disk_mb > 0)
+                .map(|r| format!("`{}`", r.entry.name))
+                .collect();
+            (
+                Vec::new(),
+                home.clone(),
+                format!("{} repositories: {}", names.len(), names.join(", ")),
+                with_disks,
+            )
+        }
+        None => {
+            let repo = find_repo(repo).map_err(|e| fail(&e.to_string(), 2))?;
+            let sources = ConfigSources::in_home(&home, &repo);
+            let config = config::load(&sources, env).map_err(configuration)?;
+            let with_disks = if config.sandbox.disk_mb > 0 {
+                vec![format!("{}", repo.display())]
+            } else {
+                Vec::new()
+            };
+            (
+                vec!["--repo".to_owned(), repo.to_string_lossy().into_owned()],
+                repo.clone(),
+                format!("repository {}", repo.display()),
+                with_disks,
+            )
+        }
+    };
+    let spec = ServiceSpec {
+        binary,
+        args,
+        working_directory,
+        home,
+        path: env("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".to_owned()),
+        description,
+    };
+    Ok((spec, with_disks))
 }
 
 /// `--cleanup-orphans`: under the repository's lock, removes the orphans and prints one line

@@ -83,6 +83,16 @@ impl Files {
         // repository's lives where a repository could commit a link instead.
         let global = read_object(&sources.global, Links::Follow)?;
         let repo = read_object(&sources.repo, Links::Refuse)?;
+        Self::from_values(sources, global, repo)
+    }
+
+    /// The two files as `global` and `repo` hold them (`None`: absent), checked as
+    /// [`Self::read`] checks what it read — for what `codebutler init` is about to write.
+    pub fn from_values(
+        sources: &ConfigSources,
+        global: Option<Value>,
+        repo: Option<Value>,
+    ) -> Result<Self, ConfigError> {
         if global.is_none() && repo.is_none() {
             return Err(ConfigError::NoFiles {
                 global: sources.global.clone(),
@@ -147,14 +157,14 @@ impl Files {
 
 /// Whether a config file may be read through a symbolic link.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Links {
+pub(super) enum Links {
     Follow,
     /// A link as the file's last component is refused ([`ConfigError::NotRegular`]), and
     /// anything else that is not a regular file too.
     Refuse,
 }
 
-fn read_object(path: &Path, links: Links) -> Result<Option<Value>, ConfigError> {
+pub(super) fn read_object(path: &Path, links: Links) -> Result<Option<Value>, ConfigError> {
     let text = match read_text(path, links) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),

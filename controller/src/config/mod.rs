@@ -23,9 +23,14 @@
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
 //! | `runner` | `runner` |
 //! | `store` | `store` |
+//!
+//! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
+//! the fields it asks about (keeping every other field as it was), checking the result as
+//! [`load`] would and writing it back.
 
 mod access;
 mod build_env;
+pub mod edit;
 mod error;
 mod file;
 mod model_fields;
@@ -47,7 +52,9 @@ pub use access::{AccessConfig, GithubConfig, ReviewFrom};
 pub use error::ConfigError;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
-pub use repositories::{Repository, RepositoryEntry, entries, load_repositories, sanitized_name};
+pub use repositories::{
+    Repository, RepositoryEntry, entries, entries_of, load_repositories, sanitized_name, valid_name,
+};
 pub use roles::{
     ArtistConfig, CoderConfig, DEFAULT_CODER_MODEL, DEFAULT_MAX_COST_PER_THREAD, DEFAULT_PM_MODEL,
     ModelChoice, ProductManagerConfig,
@@ -134,6 +141,20 @@ pub fn load(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Config, ConfigError> {
     load_in_channel(sources, None, env)
+}
+
+/// Like [`load`], from the two files' JSON as `global` and `repo` hold it (`None`: absent)
+/// instead of from disk; `sources` names them in errors.
+pub fn load_values(
+    sources: &ConfigSources,
+    global: Option<serde_json::Value>,
+    repo: Option<serde_json::Value>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let files = Files::from_values(sources, global, repo)?;
+    let (merged, origin) = files.merged(sources, None)?;
+    let secrets = Secrets { env: &env, sources };
+    resolve(merged, &origin, &secrets)
 }
 
 /// Like [`load`], with `channel` (a `repositories` entry's) over what the files say.

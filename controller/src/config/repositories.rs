@@ -65,10 +65,22 @@ pub fn entries(global: &Path) -> Result<Option<Vec<RepositoryEntry>>, ConfigErro
     };
     // The file's syntax and shape are checked, with their own errors, when it is loaded
     // as each repository's global file; here only the list matters.
-    let Ok(Value::Object(mut file)) = serde_json::from_str::<Value>(&text) else {
+    let Ok(file) = serde_json::from_str::<Value>(&text) else {
         return Ok(None);
     };
-    let list = match file.remove(REPOSITORIES) {
+    entries_of(global, &file)
+}
+
+/// Like [`entries`], of the global file's JSON `file` (the file at `global`, as
+/// `codebutler init` is about to write it).
+pub fn entries_of(
+    global: &Path,
+    file: &Value,
+) -> Result<Option<Vec<RepositoryEntry>>, ConfigError> {
+    let Some(file) = file.as_object() else {
+        return Ok(None);
+    };
+    let list = match file.get(REPOSITORIES).cloned() {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Array(list)) => list,
         Some(_) => {
@@ -231,7 +243,9 @@ fn repositories_error(path: &Path, message: String) -> ConfigError {
 
 pub use crate::store::sanitized_name;
 
-fn valid_name(name: &str) -> bool {
+/// Whether `name` may name a repository in `repositories`: letters, digits, `.`, `_` and `-`,
+/// starting with a letter or a digit.
+pub fn valid_name(name: &str) -> bool {
     name.chars()
         .next()
         .is_some_and(|c| c.is_ascii_alphanumeric())

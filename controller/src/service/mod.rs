@@ -20,9 +20,15 @@
 //! not in (or cannot see) is different: Slack sends none of its events, so among several
 //! repositories it is said once and the others are served. Stop: Socket Mode first (no new
 //! events), then every repository in order.
+//!
+//! Under systemd ([`notify`]) the start says what it is doing in `STATUS=` lines and
+//! `READY=1` only once every repository has started and Slack's `hello` came on the Socket
+//! Mode connection, pings the watchdog while it runs, and says `STOPPING=1` when it stops.
 
 pub mod app_lock;
 pub mod connections;
+pub mod install;
+pub mod notify;
 pub mod parts;
 pub mod preflight;
 pub mod router;
@@ -45,6 +51,7 @@ use crate::slack::socket::{EventSink, ProbeError, SocketMode};
 use crate::store::Instance;
 
 pub use connections::{LiveInstances, NoPeers, PeerConnections, SharedApp};
+pub use notify::Notifier;
 pub use parts::{ServedRepo, SharedSlack, StartError};
 
 /// How long a probe connection waits for its `hello`.
@@ -52,11 +59,12 @@ const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Serves the one repository at `layout` (already set up with [`Layout::init`]) until
 /// `shutdown` completes: `codebutler --repo DIR`. `home` is the global config directory (where
-/// the Slack app's lock lives).
+/// the Slack app's lock lives); `notifier` tells systemd how the start goes.
 pub async fn run_one(
     layout: Layout,
     config: Config,
     home: PathBuf,
+    notifier: Arc<Notifier>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
     let repo = ServedRepo {
@@ -64,22 +72,30 @@ pub async fn run_one(
         layout,
         config,
     };
-    run(vec![repo], home, NoPeers, shutdown).await
+    run(vec![repo], home, NoPeers, notifier, shutdown).await
 }
 
 /// Serves `repos` (the Slack app is the first one's; the configuration checked they all
 /// name the same) until `shutdown` completes, or until another process turns out to share
 /// the app. `home` is the global config directory (the app's lock is under it); `peers`
-/// counts the Socket Mode connections other instances legitimately hold.
+/// counts the Socket Mode connections other instances legitimately hold; `notifier` tells
+/// systemd how the start goes, when it is ready and that it is alive.
 pub async fn run(
     repos: Vec<ServedRepo>,
     home: PathBuf,
     peers: impl PeerConnections + 'static,
+    notifier: Arc<Notifier>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
     let Some(first) = repos.first() else {
         return Err(StartError::NoRepositories);
     };
+    // The watchdog is pinged from the start, and no longer once this returns.
+    let alive = CancellationToken::new();
+    tokio::spawn(notifier.clone().keep_alive(alive.clone()));
+    let _alive = alive.drop_guard();
+    tokio::pin!(shutdown);
+    let names = served_names(&repos);
     let app = first.config.slack.clone();
     let mut locked = Vec::with_capacity(repos.len());
     for repo in repos {
@@ -87,6 +103,8 @@ pub async fn run(
         locked.push(RepoService::lock(repo).map_err(|e| named(name.as_deref(), e))?);
     }
     let _app_lock = app_lock::AppLock::take(&home, &app.app_token)?;
+    notifier
+        .status("checking the set-up: Slack, each repository's channel, model key, gh, sandbox");
     let client = build_client(&app.api_url)?;
     let bot = preflight::slack(&client, &app).await?;
     tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
@@ -97,6 +115,7 @@ pub async fn run(
         bot_user_id: bot.user_id,
     };
     let instance = Instance::this_process().map_err(StartError::Instance)?;
+    notifier.status(&format!("starting {names}"));
     let mut started = start_all(locked, &slack, &instance).await?;
     // On a shared store the other live instances' connections are expected.
     let peers: Arc<dyn PeerConnections> = match started.iter().find_map(RepoService::shared_store) {
@@ -111,15 +130,22 @@ pub async fn run(
             .iter()
             .map(|r| (r.channel.clone(), r.sink.clone() as Arc<dyn EventSink>)),
     );
-    let (hellos, hello_rx) = mpsc::unbounded_channel();
-    let socket =
-        match SocketMode::start(client.clone(), &app.app_token, Arc::new(router), hellos).await {
-            Ok(socket) => socket,
-            Err(e) => {
-                stop_all(started).await;
-                return Err(StartError::Socket(e));
-            }
-        };
+    let (hellos, mut hello_rx) = mpsc::unbounded_channel();
+    notifier.status("connecting to Slack (Socket Mode)");
+    let socket = match SocketMode::start(
+        client.clone(),
+        &app.app_token,
+        Arc::new(router),
+        hellos.clone(),
+    )
+    .await
+    {
+        Ok(socket) => socket,
+        Err(e) => {
+            stop_all(started).await;
+            return Err(StartError::Socket(e));
+        }
+    };
     for repo in &mut started {
         if let Err(e) = repo.connected().await {
             let e = named(repo.name.as_deref(), e);
@@ -128,31 +154,62 @@ pub async fn run(
             return Err(e);
         }
     }
+    // Ready once Slack said hello on the connection: events flow from then on.
+    notifier.status("waiting for Slack's hello on the Socket Mode connection");
+    let first_hello = tokio::select! {
+        () = &mut shutdown => None,
+        hello = hello_rx.recv() => hello,
+    };
     let watch_stop = CancellationToken::new();
-    let watch = connections::watch(
-        hello_rx,
-        peers,
-        Arc::new(SocketProbe {
-            client,
-            app_token: app.app_token.clone(),
-        }),
-        app.connection_grace,
-        watch_stop.clone(),
-    );
-    tokio::pin!(watch);
-    let outcome = tokio::select! {
-        () = shutdown => Ok(()),
-        Some(shared) = &mut watch => Err(StartError::SharedApp(shared)),
+    let outcome = match first_hello {
+        None => Ok(()),
+        Some(connections) => {
+            // The watch judges the first hello's count like every later one.
+            let _ = hellos.send(connections);
+            drop(hellos);
+            notifier.ready(&format!("serving {names}"));
+            let watch = connections::watch(
+                hello_rx,
+                peers,
+                Arc::new(SocketProbe {
+                    client,
+                    app_token: app.app_token.clone(),
+                }),
+                app.connection_grace,
+                watch_stop.clone(),
+            );
+            tokio::pin!(watch);
+            tokio::select! {
+                () = &mut shutdown => Ok(()),
+                Some(shared) = &mut watch => Err(StartError::SharedApp(shared)),
+            }
+        }
     };
     match &outcome {
         Ok(()) => tracing::info!("shutting down: no new messages; finishing work in flight"),
         Err(e) => tracing::error!("{e}"),
     }
+    notifier.stopping("stopping: no new messages; finishing the work in flight");
     socket.shutdown().await;
     watch_stop.cancel();
     stop_all(started).await;
     tracing::info!("stopped");
     outcome
+}
+
+/// The repositories served, as a status line names them.
+fn served_names(repos: &[ServedRepo]) -> String {
+    let names: Vec<String> = repos
+        .iter()
+        .map(|r| match &r.name {
+            Some(name) => name.clone(),
+            None => r.layout.repo.display().to_string(),
+        })
+        .collect();
+    match names.as_slice() {
+        [one] => format!("repository {one}"),
+        many => format!("{} repositories: {}", many.len(), many.join(", ")),
+    }
 }
 
 /// The set-up of each repository ([`preflight`]): its channel, its model key and model

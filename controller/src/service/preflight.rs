@@ -24,13 +24,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::{
-    Config, ENV_OPENROUTER_API_KEY, ENV_SLACK_APP_TOKEN, ENV_SLACK_BOT_TOKEN, SandboxMode,
-    SlackConfig,
+    Config, ENV_OPENROUTER_API_KEY, ENV_SLACK_APP_TOKEN, ENV_SLACK_BOT_TOKEN, OpenRouterConfig,
+    SandboxMode, SlackConfig,
 };
 use crate::gateway::key::{KeyCheck, check_key};
 use crate::gateway::model_list::{self, Lookup, ModelList};
 use crate::layout::Layout;
 use crate::runners::sandbox_probe::{self, ProbeError};
+use crate::secret::Secret;
 use crate::slack::api::{self, BotIdentity, Client, SlackError};
 use crate::workspace::gh_cli::GhArgs;
 
@@ -171,17 +172,29 @@ pub enum CheckError {
 /// Slack's part: who the bot is (`auth.test` with the bot token), then whether Slack takes
 /// the app token for Socket Mode.
 pub async fn slack(client: &Client, app: &SlackConfig) -> Result<BotIdentity, CheckError> {
-    let bot = within(
-        &app.api_url,
-        "auth.test",
-        api::auth_test(client, &app.bot_token),
-    )
-    .await
-    .map_err(|e| bot_token_mistake(&app.api_url, "auth.test", e))?;
+    let bot = bot_token(client, &app.api_url, &app.bot_token).await?;
+    app_token(client, &app.api_url, &app.app_token).await?;
+    Ok(bot)
+}
+
+/// Who the bot is, as Slack at `api_url` says for `token` (`auth.test`).
+pub async fn bot_token(
+    client: &Client,
+    api_url: &str,
+    token: &Secret,
+) -> Result<BotIdentity, CheckError> {
+    within(api_url, "auth.test", api::auth_test(client, token))
+        .await
+        .map_err(|e| bot_token_mistake(api_url, "auth.test", e))
+}
+
+/// Whether Slack at `api_url` takes `token` as the app token for Socket Mode
+/// (`apps.connections.open`).
+pub async fn app_token(client: &Client, api_url: &str, token: &Secret) -> Result<(), CheckError> {
     within(
-        &app.api_url,
+        api_url,
         "apps.connections.open",
-        api::check_app_token(client, &app.app_token),
+        api::check_app_token(client, token),
     )
     .await
     .map_err(|e| match e.code() {
@@ -201,9 +214,8 @@ pub async fn slack(client: &Client, app: &SlackConfig) -> Result<BotIdentity, Ch
             code: code.to_owned(),
         }
         .into(),
-        _ => common(&app.api_url, e),
-    })?;
-    Ok(bot)
+        _ => common(api_url, e),
+    })
 }
 
 /// The repository's channel `channel`, as the bot sees it: there, and the bot in it.
@@ -244,36 +256,11 @@ pub async fn repository(
     layout: &Layout,
     config: &Config,
 ) -> Result<Option<Arc<ModelList>>, SetupMistake> {
-    match check_key(&config.openrouter).await {
-        KeyCheck::Accepted => {}
-        KeyCheck::Refused { status } => {
-            return Err(SetupMistake::ModelKeyRefused {
-                url: shown_url(&config.openrouter.base_url),
-                status,
-            });
-        }
-        KeyCheck::Unknown(why) => tracing::warn!(
-            "could not check the model key at {} ({why}); going on",
-            shown_url(&config.openrouter.base_url)
-        ),
-    }
+    model_key(&config.openrouter).await?;
     let models = model_ids(config).await?;
     gh_logged_in(&config.github.cli, &layout.repo).await?;
-    if config.sandbox.mode == SandboxMode::Enforce {
-        let runner = crate::runners::runner_bin(config).map_err(|e| ProbeError::Failed {
-            path: config
-                .sandbox
-                .runner_path
-                .clone()
-                .unwrap_or_default()
-                .into(),
-            detail: e.to_string(),
-        })?;
-        let warnings =
-            sandbox_probe::probe(&runner, &config.sandbox, &config.build, &layout.run()).await?;
-        for warning in warnings {
-            tracing::warn!("the sandbox: {warning}");
-        }
+    for warning in sandbox(layout, config).await? {
+        tracing::warn!("the sandbox: {warning}");
     }
     Ok(models)
 }
@@ -281,7 +268,7 @@ pub async fn repository(
 /// Every model id the configuration names for the provider, looked up in its model list:
 /// the first the list lacks is the mistake. A list that cannot be read, or that lists
 /// nothing, checks nothing: the start goes on, saying so once.
-async fn model_ids(config: &Config) -> Result<Option<Arc<ModelList>>, SetupMistake> {
+pub async fn model_ids(config: &Config) -> Result<Option<Arc<ModelList>>, SetupMistake> {
     let url = shown_url(&config.openrouter.base_url);
     let list = match model_list::fetch(&config.openrouter, MODEL_LIST_TIMEOUT).await {
         Ok(list) if list.is_empty() => {
@@ -343,9 +330,46 @@ fn one_line(text: &str) -> String {
     shown
 }
 
+/// The model key, asked of the provider (`GET /key`): refused is a mistake; a provider that
+/// cannot say is logged and passed.
+pub async fn model_key(openrouter: &OpenRouterConfig) -> Result<(), SetupMistake> {
+    match check_key(openrouter).await {
+        KeyCheck::Accepted => Ok(()),
+        KeyCheck::Refused { status } => Err(SetupMistake::ModelKeyRefused {
+            url: shown_url(&openrouter.base_url),
+            status,
+        }),
+        KeyCheck::Unknown(why) => {
+            tracing::warn!(
+                "could not check the model key at {} ({why}); going on",
+                shown_url(&openrouter.base_url)
+            );
+            Ok(())
+        }
+    }
+}
+
+/// The sandbox of `config` entered once on this host (nothing without one, `sandbox.mode`
+/// `none`); the runner's warnings — what it had to leave out — are returned.
+pub async fn sandbox(layout: &Layout, config: &Config) -> Result<Vec<String>, SetupMistake> {
+    if config.sandbox.mode != SandboxMode::Enforce {
+        return Ok(Vec::new());
+    }
+    let runner = crate::runners::runner_bin(config).map_err(|e| ProbeError::Failed {
+        path: config
+            .sandbox
+            .runner_path
+            .clone()
+            .unwrap_or_default()
+            .into(),
+        detail: e.to_string(),
+    })?;
+    Ok(sandbox_probe::probe(&runner, &config.sandbox, &config.build, &layout.run()).await?)
+}
+
 /// `gh auth status`, run as every `gh` call of the controller is (prompts off, in the main
 /// repository `repo`).
-async fn gh_logged_in(cli: &str, repo: &Path) -> Result<(), SetupMistake> {
+pub async fn gh_logged_in(cli: &str, repo: &Path) -> Result<(), SetupMistake> {
     let args = GhArgs::AuthStatus;
     let output = tokio::process::Command::new(cli)
         .args(args.to_args())
@@ -403,7 +427,7 @@ async fn gh_logged_in(cli: &str, repo: &Path) -> Result<(), SetupMistake> {
 }
 
 /// `call` within [`SLACK_TIMEOUT`]; past it, Slack counts as out of reach.
-async fn within<T>(
+pub async fn within<T>(
     url: &str,
     method: &'static str,
     call: impl std::future::Future<Output = Result<T, SlackError>>,
@@ -421,7 +445,7 @@ async fn within<T>(
 
 /// The mistake a failed call with the bot token shows: the token refused, a scope missing,
 /// or what every call can meet ([`common`]).
-fn bot_token_mistake(url: &str, method: &'static str, e: SlackError) -> CheckError {
+pub fn bot_token_mistake(url: &str, method: &'static str, e: SlackError) -> CheckError {
     match e.code() {
         Some(
             code @ ("invalid_auth"
@@ -447,7 +471,7 @@ fn bot_token_mistake(url: &str, method: &'static str, e: SlackError) -> CheckErr
 
 /// What any call can meet: Slack out of reach, or something at `slack.apiUrl` that is not
 /// Slack's API; anything else is passed on as it is.
-fn common(url: &str, e: SlackError) -> CheckError {
+pub fn common(url: &str, e: SlackError) -> CheckError {
     use slack_morphism::errors::SlackClientError;
     if e.is_unreachable() {
         let cause = match &e {

@@ -6,10 +6,17 @@
 //! pure text, tested by equality.
 //!
 //! Hosts and thread leases belong to a PostgreSQL store shared by several hosts; they have
-//! their place in [`Status::hosts`], which is empty for SQLite.
+//! their place in [`Status::hosts`], which is empty for SQLite. Whether the service is
+//! installed, enabled and running under the host's service manager is
+//! [`Status::service_unit`] ([`super::install::unit_status`]).
+//!
+//! The text is one block per part, each rendered by its own function in [`render`]'s order:
+//! a new part of the status (the toolchains found for the sandbox, say) is a field of
+//! [`Status`] and one more block.
 
 use std::path::{Path, PathBuf};
 
+use super::install::{Scope, UnitStatus};
 use crate::domain::{RunRecord, ThreadSummary};
 use crate::layout::Layout;
 use crate::repo_lock;
@@ -77,6 +84,8 @@ pub struct HostStatus {
 pub struct Status {
     /// The Slack app's lock on this host.
     pub app: Holder,
+    /// The service under the host's service manager (`codebutler --install`).
+    pub service_unit: UnitStatus,
     pub repositories: Vec<RepoStatus>,
     /// Hosts sharing the store and their leases: empty with SQLite (one host).
     pub hosts: Vec<HostStatus>,
@@ -84,12 +93,13 @@ pub struct Status {
 
 /// Reads the status of `repos` (the Slack app's lock under `home`, for `app_token`), each
 /// from its store where `store_url` says; on a shared PostgreSQL store, the live instances
-/// and their leases too.
+/// and their leases too. `service_unit` is what the service manager said.
 pub async fn gather(
     repos: Vec<RepoRef>,
     home: &Path,
     app_token: &Secret,
     store_url: &StoreUrl,
+    service_unit: UnitStatus,
 ) -> Status {
     let app = holder(&super::app_lock::path(home, app_token));
     let mut repositories = Vec::with_capacity(repos.len());
@@ -120,6 +130,7 @@ pub async fn gather(
     }
     Status {
         app,
+        service_unit,
         repositories,
         hosts,
     }
@@ -215,12 +226,45 @@ macro_rules! line {
     }};
 }
 
-/// The status as text, one block per repository.
+/// The status as text: the Slack app, the service unit, one block per repository, the hosts.
 pub fn render(status: &Status) -> String {
     let mut out = String::new();
+    render_app(&mut out, status);
+    render_service_unit(&mut out, &status.service_unit);
+    render_repositories(&mut out, &status.repositories);
+    render_hosts(&mut out, &status.hosts);
+    out
+}
+
+fn render_app(out: &mut String, status: &Status) {
     line!(out, "slack app: {}", holder_text(&status.app));
-    line!(out, "repositories: {}", status.repositories.len());
-    for r in &status.repositories {
+}
+
+fn render_service_unit(out: &mut String, unit: &UnitStatus) {
+    match unit {
+        UnitStatus::NotInstalled => {
+            line!(out, "service: not installed (codebutler --install)");
+        }
+        UnitStatus::Installed {
+            path,
+            scope,
+            enabled,
+            running,
+        } => {
+            let scope = match scope {
+                Scope::User => "user",
+                Scope::System => "system",
+            };
+            line!(out, "service: installed, {scope} ({})", path.display());
+            line!(out, "  enabled  {enabled}");
+            line!(out, "  running  {running}");
+        }
+    }
+}
+
+fn render_repositories(out: &mut String, repositories: &[RepoStatus]) {
+    line!(out, "repositories: {}", repositories.len());
+    for r in repositories {
         let name = r.repo.name.as_deref().unwrap_or("(--repo)");
         line!(out, "\n{name}");
         line!(out, "  path     {}", r.repo.path.display());
@@ -252,12 +296,15 @@ pub fn render(status: &Status) -> String {
             }
         }
     }
+}
+
+fn render_hosts(out: &mut String, hosts: &[HostStatus]) {
     line!(out);
-    if status.hosts.is_empty() {
+    if hosts.is_empty() {
         line!(out, "hosts: this one (each store is one host's)");
     } else {
-        line!(out, "hosts: {}", status.hosts.len());
-        for host in &status.hosts {
+        line!(out, "hosts: {}", hosts.len());
+        for host in hosts {
             line!(
                 out,
                 "  {}  {} lease(s): {}",
@@ -267,7 +314,6 @@ pub fn render(status: &Status) -> String {
             );
         }
     }
-    out
 }
 
 fn holder_text(holder: &Holder) -> String {
@@ -323,6 +369,12 @@ mod tests {
         };
         let status = Status {
             app: Holder::Pid(42),
+            service_unit: UnitStatus::Installed {
+                path: "/root/.config/systemd/user/codebutler.service".into(),
+                scope: Scope::User,
+                enabled: "enabled".into(),
+                running: "active".into(),
+            },
             repositories: vec![
                 RepoStatus {
                     repo: RepoRef {
@@ -356,6 +408,9 @@ mod tests {
         assert_eq!(
             render(&status),
             "slack app: running (pid 42)
+service: installed, user (/root/.config/systemd/user/codebutler.service)
+  enabled  enabled
+  running  active
 repositories: 2
 
 api

@@ -10,3 +10,4 @@ pub mod interactive;
 pub mod nodelay;
 pub mod outbox;
 pub mod socket;
+pub mod workspace;

@@ -12,7 +12,9 @@
 //! large repository, [`merge`] for layering JSON
 //! configs, [`wait_until`], a small polling helper, [`mounts`], the clean-up of the disk
 //! mounts a daemon under test leaves, [`postgres`], a throw-away PostgreSQL cluster per
-//! test process, and [`host`], a host without one of the kernel features the sandbox needs.
+//! test process, [`host`], a host without one of the kernel features the sandbox needs,
+//! [`systemd`], a stand-in `systemctl` and `journalctl` for hosts where no systemd runs, and
+//! [`terminal`], a real terminal (tmux) to drive an interactive program in.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -26,6 +28,8 @@ pub mod model;
 pub mod mounts;
 pub mod postgres;
 pub mod slack;
+pub mod systemd;
+pub mod terminal;
 
 pub use gh::{FakePr, gh_edited_body, gh_log, gh_merges, gh_pr_body, install_fake_gh};
 pub use gh_items::FakeItem;

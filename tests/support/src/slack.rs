@@ -46,6 +46,7 @@ use tokio::sync::{Notify, mpsc, watch};
 use crate::wait_until;
 
 mod access;
+mod channels;
 mod history;
 mod interactive;
 mod people;
@@ -73,6 +74,9 @@ const KNOWN_METHODS: &[&str] = &[
     "apps.connections.open",
     "chat.getPermalink",
     "conversations.info",
+    "conversations.list",
+    "conversations.create",
+    "conversations.join",
     "users.info",
     "chat.postMessage",
     "chat.update",
@@ -953,7 +957,11 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
             Some(_) => Err("invalid_auth".to_owned()),
         }
     };
-    match result {
+    // Like Slack, every answer to a call with a known token names its scopes.
+    let granted = token
+        .as_deref()
+        .and_then(|t| access::granted_header(&st, t));
+    let (mut response, stall) = match result {
         Ok(body) => {
             record(&mut st, None);
             (slack_json(body), st.stalls.remove(&method))
@@ -962,7 +970,11 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
             record(&mut st, Some(&error));
             (slack_json(slack_error(&error)), None)
         }
+    };
+    if let Some(granted) = granted.and_then(|g| HeaderValue::from_str(&g).ok()) {
+        response.headers_mut().insert("x-oauth-scopes", granted);
     }
+    (response, stall)
 }
 
 /// The longest a stalled answer is held (the client is normally killed long before).
@@ -1048,6 +1060,9 @@ fn dispatch(
             }))
         }
         "conversations.info" => access::conversations_info(st, params),
+        "conversations.list" => channels::list(st, params),
+        "conversations.create" => channels::create(st, params),
+        "conversations.join" => channels::join(st, params),
         "chat.postMessage" => {
             let channel = need("channel")?;
             access::may_post(st, &channel)?;

@@ -31,9 +31,9 @@ const MANIFEST: &str = include_str!("../../../../deploy/slack-app-manifest.yaml"
 /// with the bot in them).
 #[derive(Debug, Clone)]
 pub(super) struct Channel {
-    name: String,
-    exists: bool,
-    bot_member: bool,
+    pub(super) name: String,
+    pub(super) exists: bool,
+    pub(super) bot_member: bool,
 }
 
 /// The app's access, as the test set it.
@@ -44,11 +44,11 @@ pub(super) struct Access {
     /// The app token's scopes; `None`: `connections:write`.
     app_scopes: Option<BTreeSet<String>>,
     socket_mode_off: bool,
-    channels: HashMap<String, Channel>,
+    pub(super) channels: HashMap<String, Channel>,
 }
 
 impl Access {
-    fn bot_scopes(&self) -> BTreeSet<String> {
+    pub(super) fn bot_scopes(&self) -> BTreeSet<String> {
         self.bot_scopes.clone().unwrap_or_else(manifest_bot_scopes)
     }
 
@@ -58,7 +58,7 @@ impl Access {
             .unwrap_or_else(|| BTreeSet::from(["connections:write".to_owned()]))
     }
 
-    fn channel(&self, id: &str) -> Channel {
+    pub(super) fn channel(&self, id: &str) -> Channel {
         self.channels.get(id).cloned().unwrap_or_else(|| Channel {
             name: id.to_ascii_lowercase(),
             exists: true,
@@ -66,7 +66,7 @@ impl Access {
         })
     }
 
-    fn channel_mut(&mut self, id: &str) -> &mut Channel {
+    pub(super) fn channel_mut(&mut self, id: &str) -> &mut Channel {
         let channel = self.channel(id);
         self.channels.entry(id.to_owned()).or_insert(channel)
     }
@@ -146,6 +146,18 @@ fn needed(method: &str, params: &Params) -> Option<Vec<&'static str>> {
         "reactions.add" | "reactions.remove" => one("reactions:write"),
         "users.info" => one("users:read"),
         "files.getUploadURLExternal" | "files.completeUploadExternal" => one("files:write"),
+        "conversations.list" => one("channels:read"),
+        "conversations.join" => one("channels:join"),
+        "conversations.create" => {
+            let private = params
+                .get("is_private")
+                .is_some_and(|v| v == &serde_json::json!(true) || v == &serde_json::json!("true"));
+            Some(if private {
+                vec!["groups:write"]
+            } else {
+                vec!["channels:manage"]
+            })
+        }
         "conversations.info" => Some(if private {
             vec!["groups:read", "channels:read", "mpim:read", "im:read"]
         } else {
@@ -189,10 +201,37 @@ pub(super) fn refusal(st: &SlackState, method: &str, params: &Params, app: bool)
             }));
         }
     }
+    // Listing private channels needs groups:read besides channels:read.
+    let wants_private = str_param(params, "types")
+        .is_some_and(|t| t.split(',').any(|t| t.trim() == "private_channel"));
+    if method == "conversations.list" && wants_private && !app {
+        let scopes = st.access.bot_scopes();
+        if !scopes.contains("groups:read") {
+            return Some(json!({
+                "ok": false,
+                "error": "missing_scope",
+                "needed": "groups:read",
+                "provided": scopes.into_iter().collect::<Vec<_>>().join(","),
+            }));
+        }
+    }
     if method == "apps.connections.open" && st.access.socket_mode_off {
         return Some(json!({"ok": false, "error": "socket_mode_not_enabled"}));
     }
     None
+}
+
+/// The scopes Slack's `X-OAuth-Scopes` header names on an answer to a call with `token`
+/// (the bot's or the app's), as Slack sends it on every Web API answer.
+pub(super) fn granted_header(st: &SlackState, token: &str) -> Option<String> {
+    let scopes = if token == super::BOT_TOKEN {
+        st.access.bot_scopes()
+    } else if token == super::APP_TOKEN {
+        st.access.app_scopes()
+    } else {
+        return None;
+    };
+    Some(scopes.into_iter().collect::<Vec<_>>().join(","))
 }
 
 /// `conversations.info`: the channel with its name and whether the bot is in it.
