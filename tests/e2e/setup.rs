@@ -304,6 +304,28 @@ async fn a_model_list_that_cannot_be_read_leaves_the_ids_unchecked_and_says_so_o
     assert_eq!(env.model.model_list_requests(), ["output_modalities=all"]);
 }
 
+/// A stop asked for while the service starts (systemd's stop while Slack is slow to answer)
+/// is carried out once the start is through: the service ends as a stop ends it, never
+/// killed by the signal mid-start.
+#[tokio::test]
+async fn a_stop_asked_for_while_starting_ends_the_service_cleanly() {
+    let env = Env::new().await;
+    // The start's Socket Mode check waits on Slack's answer until the test lets it go.
+    let slow = env.slack.stall_next("apps.connections.open");
+    let mut daemon = env.spawn();
+    let asked = env
+        .slack
+        .wait_until(WAIT, || {
+            !env.slack.calls_of("apps.connections.open").is_empty()
+        })
+        .await;
+    assert!(asked, "the start never asked Slack; log:\n{}", daemon.log());
+    daemon.signal("TERM");
+    drop(slow);
+    let status = daemon.wait_exit(WAIT).await;
+    assert_eq!(status.code(), Some(0), "{status:?}; log:\n{}", daemon.log());
+}
+
 #[tokio::test]
 async fn gh_missing_is_named() {
     let env = Env::with_config(json!({"github": {"cli": "gh"}})).await;

@@ -175,12 +175,13 @@ fn main() -> ExitCode {
         };
         return print_status(&runtime, vec![repo], &home, &config);
     }
+    let shutdown = shutdown_signal(&runtime);
     let result = runtime.block_on(service::run_one(
         layout,
         config,
         home,
         notifier.clone(),
-        shutdown_signal(),
+        shutdown,
     ));
     exit(&notifier, result)
 }
@@ -247,12 +248,13 @@ fn serve_listed(
             config: r.config,
         })
         .collect();
+    let shutdown = shutdown_signal(&runtime);
     let result = runtime.block_on(service::run(
         served,
         home.to_owned(),
         NoPeers,
         notifier.clone(),
-        shutdown_signal(),
+        shutdown,
     ));
     exit(&notifier, result)
 }
@@ -601,19 +603,26 @@ fn find_repo(dir: Option<&Path>) -> Result<PathBuf, RepoError> {
     })
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Installs the SIGINT and SIGTERM handlers now, in `runtime`, and returns what completes
+/// when one of them arrives. Installed before the service starts, a stop asked for while it
+/// starts (systemd's stop during a slow Slack) is carried out once the start is through,
+/// instead of the signal's default action killing the process mid-start.
+fn shutdown_signal(runtime: &tokio::runtime::Runtime) -> impl Future<Output = ()> + use<> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
+    let _entered = runtime.enter();
+    let handlers = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term)) = handlers else {
+            tracing::error!("cannot install signal handlers; stop with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 
