@@ -1,5 +1,7 @@
-//! `users.info` and `chat.getPermalink`, as Slack answers them.
+//! `auth.test`, `users.info` and `chat.getPermalink`, as Slack answers them.
 //!
+//! `auth.test` says who the bot is: the fake workspace ([`TEAM_ID`]), the bot's user id
+//! ([`BOT_USER_ID`]) and bot id ([`BOT_ID`]).
 //! `users.info` needs `user` and answers the user a test added with
 //! [`FakeSlack::add_user`] (`profile.display_name`, `profile.real_name` and `real_name`), or
 //! `user_not_found`. `chat.getPermalink` needs `channel` and `message_ts`; it answers
@@ -10,7 +12,7 @@
 
 use serde_json::{Value, json};
 
-use super::{FakeSlack, Params, SlackState, str_param};
+use super::{BOT_ID, BOT_USER_ID, FakeSlack, Params, SlackState, TEAM_ID, str_param};
 
 /// A user `users.info` knows.
 #[derive(Debug, Clone)]
@@ -31,6 +33,20 @@ impl FakeSlack {
             },
         );
     }
+}
+
+/// `auth.test`.
+pub(super) fn auth_test() -> Value {
+    json!({
+        "ok": true,
+        "url": "https://fake.slack.com/",
+        "team": "Fake",
+        "user": "codebutler",
+        "team_id": TEAM_ID,
+        "user_id": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "is_enterprise_install": false,
+    })
 }
 
 /// `users.info`.

@@ -1,0 +1,50 @@
+//! `reactions.add` and `reactions.remove`: reactions on messages the fake holds, each once, as
+//! Slack refuses a second one (`already_reacted`) or removing one that is not there
+//! (`no_reaction`).
+
+use serde_json::{Value, json};
+
+use super::web::{Params, need};
+use super::{Inner, Reaction, SlackState};
+
+/// `reactions.add`.
+pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, String> {
+    let reaction = Reaction {
+        channel: need(params, "channel")?,
+        ts: need(params, "timestamp")?,
+        name: need(params, "name")?,
+    };
+    if !st
+        .messages
+        .contains_key(&(reaction.channel.clone(), reaction.ts.clone()))
+    {
+        return Err("message_not_found".into());
+    }
+    if st.reactions_now.contains(&reaction) {
+        return Err("already_reacted".into());
+    }
+    st.reactions_now.push(reaction.clone());
+    st.reactions_log.push(reaction);
+    Ok(json!({"ok": true}))
+}
+
+/// `reactions.remove`.
+pub(super) fn remove(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, String> {
+    let reaction = Reaction {
+        channel: need(params, "channel")?,
+        ts: need(params, "timestamp")?,
+        name: need(params, "name")?,
+    };
+    if !st
+        .messages
+        .contains_key(&(reaction.channel.clone(), reaction.ts.clone()))
+    {
+        return Err("message_not_found".into());
+    }
+    let before = st.reactions_now.len();
+    st.reactions_now.retain(|r| *r != reaction);
+    if st.reactions_now.len() == before {
+        return Err("no_reaction".into());
+    }
+    Ok(json!({"ok": true}))
+}
