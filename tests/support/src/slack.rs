@@ -41,6 +41,7 @@ use tokio::sync::{mpsc, watch};
 mod access;
 mod acting;
 mod chat;
+mod error;
 mod files;
 mod history;
 mod interactive;

@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use super::error::ApiError;
 use super::web::{Params, json_param, need, str_param};
 use super::{
     APP_ID, BOT_ID, BOT_USER_ID, Inner, Post, SlackState, TEAM_ID, Update, access, channel_type,
@@ -15,13 +16,13 @@ pub(super) fn post_message(
     _: &Inner,
     st: &mut SlackState,
     params: &Params,
-) -> Result<Value, String> {
+) -> Result<Value, ApiError> {
     let channel = need(params, "channel")?;
     access::may_post(st, &channel)?;
     let text = str_param(params, "text");
     let blocks = json_param(params, "blocks");
     if text.is_none() && blocks.is_none() && json_param(params, "attachments").is_none() {
-        return Err("no_text".into());
+        return Err(ApiError::NoText);
     }
     let blocks = match blocks {
         Some(b) => Some(interactive::as_slack_stores(st, b)?),
@@ -86,23 +87,23 @@ pub(super) fn post_message(
 }
 
 /// `chat.update`.
-pub(super) fn update(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, String> {
+pub(super) fn update(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
     let channel = need(params, "channel")?;
     access::may_post(st, &channel)?;
     let ts = need(params, "ts")?;
     let text = str_param(params, "text");
     let blocks = json_param(params, "blocks");
     if text.is_none() && blocks.is_none() && json_param(params, "attachments").is_none() {
-        return Err("no_text".into());
+        return Err(ApiError::NoText);
     }
     let text = text.unwrap_or_default();
     let info = st
         .messages
         .get(&(channel.clone(), ts.clone()))
         .cloned()
-        .ok_or_else(|| "message_not_found".to_owned())?;
+        .ok_or(ApiError::MessageNotFound)?;
     if !info.from_bot {
-        return Err("cant_update_message".into());
+        return Err(ApiError::CantUpdateMessage);
     }
     let blocks = match blocks {
         Some(b) => Some(interactive::as_slack_stores(st, b)?),

@@ -12,6 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::error::ApiError;
 use super::web::{Params, json_param, need, str_param};
 use super::{
     APP_ID, BOT_ID, BOT_USER_ID, Call, Inner, PendingFile, SlackState, Upload, channel_type,
@@ -89,11 +90,11 @@ pub(super) fn get_upload_url(
     inner: &Inner,
     st: &mut SlackState,
     params: &Params,
-) -> Result<Value, String> {
+) -> Result<Value, ApiError> {
     let filename = need(params, "filename")?;
     let length: usize = need(params, "length")?
         .parse()
-        .map_err(|_| "invalid_arguments".to_owned())?;
+        .map_err(|_| ApiError::InvalidArguments)?;
     let file_id = format!("F0FAKE{:06}", st.next_id());
     st.pending_files.insert(
         file_id.clone(),
@@ -116,11 +117,11 @@ pub(super) fn complete_upload(
     _: &Inner,
     st: &mut SlackState,
     params: &Params,
-) -> Result<Value, String> {
+) -> Result<Value, ApiError> {
     let files = json_param(params, "files")
         .and_then(|f| f.as_array().cloned())
         .filter(|f| !f.is_empty())
-        .ok_or_else(|| "invalid_arguments".to_owned())?;
+        .ok_or(ApiError::InvalidArguments)?;
     let channel = str_param(params, "channel_id").or_else(|| {
         str_param(params, "channels")
             .and_then(|c| c.split(',').next().map(str::to_owned))
@@ -133,11 +134,11 @@ pub(super) fn complete_upload(
         let id = file
             .get("id")
             .and_then(Value::as_str)
-            .ok_or_else(|| "invalid_arguments".to_owned())?;
+            .ok_or(ApiError::InvalidArguments)?;
         let title = file.get("title").and_then(Value::as_str).map(str::to_owned);
         match st.pending_files.get(id) {
             Some(p) if p.content.is_some() => done.push((id.to_owned(), title)),
-            _ => return Err("file_not_found".into()),
+            _ => return Err(ApiError::FileNotFound),
         }
     }
     let mut out = Vec::new();

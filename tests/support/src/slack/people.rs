@@ -12,6 +12,7 @@
 
 use serde_json::{Value, json};
 
+use super::error::ApiError;
 use super::{BOT_ID, BOT_USER_ID, FakeSlack, Params, SlackState, TEAM_ID, str_param};
 
 /// A user `users.info` knows.
@@ -50,9 +51,9 @@ pub(super) fn auth_test() -> Value {
 }
 
 /// `users.info`.
-pub(super) fn users_info(st: &SlackState, params: &Params) -> Result<Value, String> {
-    let id = str_param(params, "user").ok_or("invalid_arguments")?;
-    let user = st.users.get(&id).ok_or("user_not_found")?;
+pub(super) fn users_info(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
+    let id = str_param(params, "user").ok_or(ApiError::InvalidArguments)?;
+    let user = st.users.get(&id).ok_or(ApiError::UserNotFound)?;
     Ok(json!({
         "ok": true,
         "user": {
@@ -71,17 +72,16 @@ pub(super) fn users_info(st: &SlackState, params: &Params) -> Result<Value, Stri
 }
 
 /// `chat.getPermalink`.
-pub(super) fn permalink(st: &SlackState, params: &Params) -> Result<Value, String> {
-    let channel = str_param(params, "channel").ok_or("invalid_arguments")?;
-    let ts = str_param(params, "message_ts").ok_or("invalid_arguments")?;
+pub(super) fn permalink(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
+    let channel = str_param(params, "channel").ok_or(ApiError::InvalidArguments)?;
+    let ts = str_param(params, "message_ts").ok_or(ApiError::InvalidArguments)?;
     if !st.history.contains_key(&(channel.clone(), ts.clone())) {
         let known = st.history.keys().any(|(c, _)| *c == channel);
         return Err(if known {
-            "message_not_found"
+            ApiError::MessageNotFound
         } else {
-            "channel_not_found"
-        }
-        .into());
+            ApiError::ChannelNotFound
+        });
     }
     Ok(json!({
         "ok": true,

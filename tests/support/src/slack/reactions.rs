@@ -4,11 +4,12 @@
 
 use serde_json::{Value, json};
 
+use super::error::ApiError;
 use super::web::{Params, need};
 use super::{Inner, Reaction, SlackState};
 
 /// `reactions.add`.
-pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, String> {
+pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
     let reaction = Reaction {
         channel: need(params, "channel")?,
         ts: need(params, "timestamp")?,
@@ -18,10 +19,10 @@ pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Val
         .messages
         .contains_key(&(reaction.channel.clone(), reaction.ts.clone()))
     {
-        return Err("message_not_found".into());
+        return Err(ApiError::MessageNotFound);
     }
     if st.reactions_now.contains(&reaction) {
-        return Err("already_reacted".into());
+        return Err(ApiError::AlreadyReacted);
     }
     st.reactions_now.push(reaction.clone());
     st.reactions_log.push(reaction);
@@ -29,7 +30,7 @@ pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Val
 }
 
 /// `reactions.remove`.
-pub(super) fn remove(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, String> {
+pub(super) fn remove(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
     let reaction = Reaction {
         channel: need(params, "channel")?,
         ts: need(params, "timestamp")?,
@@ -39,12 +40,12 @@ pub(super) fn remove(_: &Inner, st: &mut SlackState, params: &Params) -> Result<
         .messages
         .contains_key(&(reaction.channel.clone(), reaction.ts.clone()))
     {
-        return Err("message_not_found".into());
+        return Err(ApiError::MessageNotFound);
     }
     let before = st.reactions_now.len();
     st.reactions_now.retain(|r| *r != reaction);
     if st.reactions_now.len() == before {
-        return Err("no_reaction".into());
+        return Err(ApiError::NoReaction);
     }
     Ok(json!({"ok": true}))
 }

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::error::ApiError;
 use super::web::Params;
 use super::{APP_ID, APP_TOKEN, Ack, Conn, ConnCmd, Inner, SlackState};
 
@@ -21,7 +22,7 @@ pub(super) fn connections_open(
     inner: &Inner,
     st: &mut SlackState,
     _: &Params,
-) -> Result<Value, String> {
+) -> Result<Value, ApiError> {
     let ticket = format!("{}", st.next_id());
     // Only the one app token gets here (checked before dispatch).
     st.tickets.insert(ticket.clone(), APP_TOKEN.to_owned());

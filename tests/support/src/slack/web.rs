@@ -11,6 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+use super::error::ApiError;
 use super::files::{self, multipart_boundary, parse_multipart};
 use super::{APP_TOKEN, BOT_TOKEN, Call, Inner, SlackState, StallPoint};
 use super::{access, chat, history, people, reactions, socket_mode};
@@ -30,11 +31,11 @@ pub(super) fn slack_error(error: &str) -> Value {
     json!({"ok": false, "error": error})
 }
 
-async fn parse_params(uri: &Uri, headers: &HeaderMap, body: Bytes) -> Result<Params, &'static str> {
+async fn parse_params(uri: &Uri, headers: &HeaderMap, body: Bytes) -> Result<Params, ApiError> {
     let mut params = Params::new();
     if uri.query().is_some() {
-        let Query(pairs) =
-            Query::<Vec<(String, String)>>::try_from_uri(uri).map_err(|_| "invalid_arguments")?;
+        let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(uri)
+            .map_err(|_| ApiError::InvalidArguments)?;
         for (k, v) in pairs {
             params.insert(k, Value::String(v));
         }
@@ -50,23 +51,23 @@ async fn parse_params(uri: &Uri, headers: &HeaderMap, body: Bytes) -> Result<Par
     if content_type.starts_with("application/json") {
         match serde_json::from_slice::<Value>(&body) {
             Ok(Value::Object(obj)) => params.extend(obj),
-            _ => return Err("invalid_json"),
+            _ => return Err(ApiError::InvalidJson),
         }
     } else if content_type.starts_with("application/x-www-form-urlencoded") {
         let req = Request::builder()
             .method(Method::POST)
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(Body::from(body))
-            .map_err(|_| "invalid_form_data")?;
+            .map_err(|_| ApiError::InvalidFormData)?;
         let axum::Form(pairs) = axum::Form::<Vec<(String, String)>>::from_request(req, &())
             .await
-            .map_err(|_| "invalid_form_data")?;
+            .map_err(|_| ApiError::InvalidFormData)?;
         for (k, v) in pairs {
             params.insert(k, Value::String(v));
         }
     } else if content_type.starts_with("multipart/form-data") {
-        let boundary = multipart_boundary(&content_type).ok_or("invalid_form_data")?;
-        for part in parse_multipart(&body, &boundary).ok_or("invalid_form_data")? {
+        let boundary = multipart_boundary(&content_type).ok_or(ApiError::InvalidFormData)?;
+        for part in parse_multipart(&body, &boundary).ok_or(ApiError::InvalidFormData)? {
             if part.filename.is_none() {
                 params.insert(
                     part.name,
@@ -75,7 +76,7 @@ async fn parse_params(uri: &Uri, headers: &HeaderMap, body: Bytes) -> Result<Par
             }
         }
     } else {
-        return Err("invalid_form_data");
+        return Err(ApiError::InvalidFormData);
     }
     Ok(params)
 }
@@ -142,7 +143,7 @@ struct ApiCall {
     method: String,
     http_method: String,
     params: Params,
-    parse_error: Option<&'static str>,
+    parse_error: Option<ApiError>,
     token: Option<String>,
     at: Instant,
 }
@@ -185,8 +186,8 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
     }
 
     let result = match (implementation(&method), parse_error) {
-        (None, _) => Err("unknown_method".to_owned()),
-        (Some(_), Some(e)) => Err(e.to_owned()),
+        (None, _) => Err(ApiError::UnknownMethod),
+        (Some(_), Some(e)) => Err(e),
         (Some(implementation), None) => {
             let expected = if method == "apps.connections.open" {
                 APP_TOKEN
@@ -194,7 +195,7 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
                 BOT_TOKEN
             };
             match token.as_deref() {
-                None => Err("not_authed".to_owned()),
+                None => Err(ApiError::NotAuthed),
                 Some(t) if t == expected => {
                     let app = method == "apps.connections.open";
                     if let Some(refused) = access::refusal(&st, &method, &params, app) {
@@ -204,10 +205,8 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
                     }
                     implementation(inner, &mut st, &params)
                 }
-                Some(t) if t == APP_TOKEN || t == BOT_TOKEN => {
-                    Err("not_allowed_token_type".to_owned())
-                }
-                Some(_) => Err("invalid_auth".to_owned()),
+                Some(t) if t == APP_TOKEN || t == BOT_TOKEN => Err(ApiError::NotAllowedTokenType),
+                Some(_) => Err(ApiError::InvalidAuth),
             }
         }
     };
@@ -217,6 +216,7 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
             (slack_json(body), st.stalls.remove(&method))
         }
         Err(error) => {
+            let error = error.to_string();
             record(&mut st, Some(&error));
             (slack_json(slack_error(&error)), None)
         }
@@ -225,7 +225,7 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
 
 /// What implements one Web API method: it gets the server, the fake's state (locked for the
 /// whole call) and the call's parameters, and answers Slack's JSON or its error.
-type Implementation = fn(&Inner, &mut SlackState, &Params) -> Result<Value, String>;
+type Implementation = fn(&Inner, &mut SlackState, &Params) -> Result<Value, ApiError>;
 
 /// The Web API methods the fake implements, each with what implements it; any other answers
 /// `unknown_method`.
@@ -262,6 +262,6 @@ fn implementation(name: &str) -> Option<Implementation> {
 }
 
 /// A required string parameter, or `invalid_arguments`.
-pub(super) fn need(params: &Params, key: &str) -> Result<String, String> {
-    str_param(params, key).ok_or_else(|| "invalid_arguments".to_owned())
+pub(super) fn need(params: &Params, key: &str) -> Result<String, ApiError> {
+    str_param(params, key).ok_or(ApiError::InvalidArguments)
 }
