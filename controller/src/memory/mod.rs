@@ -296,7 +296,7 @@ impl Memory {
         .await?
         .map_err(|e| MemoryError::Task {
             what: "read the default branch's memory",
-            message: e,
+            message: e.to_string(),
         })?
         .unwrap_or_else(|| seed::PM_DEFAULT.to_owned());
         let new = ops::apply(&old, items)?;
