@@ -5,7 +5,7 @@
 //! runs with turns and cost, its questions with who answered — then what the thread said
 //! about memory, then the usage table. Plain data from plain data, snapshot-tested.
 
-use crate::closing::event::PrEvent;
+use crate::domain::PrEvent;
 use crate::domain::{ButtonAction, PullRequestRef, Role, duration_text};
 use crate::thread::history::{Event, History};
 

@@ -8,7 +8,7 @@
 
 use codebutler_agent::conversation::ChatMessage;
 
-use crate::closing::event::PrEvent;
+use crate::domain::PrEvent;
 use crate::domain::{ButtonAction, Click, Origin, Role, RunRecord, ThreadKey};
 use crate::slack::effects::Effect;
 use crate::store::{QuestionRecord, Store, StoreError};
@@ -293,9 +293,9 @@ mod tests {
     use codebutler_agent::conversation::{ChatMessage, ToolCall};
 
     use super::*;
-    use crate::closing::event::ReviewEvent;
-    use crate::closing::event::WATCHER_USER;
     use crate::domain::IncomingMessage;
+    use crate::domain::ReviewEvent;
+    use crate::domain::WATCHER_USER;
     use crate::slack::effects::Effects;
     use crate::store::{Change, NewRun};
 
