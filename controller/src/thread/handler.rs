@@ -11,6 +11,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::coder::SlackCoder;
+use crate::config::MergeStrategy;
 use crate::domain::{IncomingMessage, Role, ThreadKey, ThreadState};
 use crate::pm::Pm;
 use crate::slack::effects::Effects;
@@ -23,7 +24,6 @@ use crate::thread::dispatch::MessageHandler;
 use crate::thread::replies;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
-use crate::workspace::pull_request::MergeStrategy;
 
 /// Handles a thread's messages with the PM and the Coder.
 #[derive(Debug)]
