@@ -22,7 +22,7 @@
 //! lease ([`crate::thread::lease`]), fences its commits by that lease, and watches for threads
 //! waiting without an owner. What a stop left is not sorted out for the whole store at start
 //! (another instance may be working on it) but thread by thread, by whichever instance takes
-//! the thread ([`crate::thread::dispatch::MessageHandler::adopt`]).
+//! the thread ([`crate::dispatch::MessageHandler::adopt`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,6 +39,7 @@ use crate::coder::ahead::Ahead;
 use crate::config::Config;
 use crate::coordination::Coordination;
 use crate::coordination::merge_order::MergeOrder;
+use crate::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::gateway::Gateway;
 use crate::gateway::model_list::ModelList;
 use crate::journal::description::Describer;
@@ -54,7 +55,6 @@ use crate::service::parts::{ServedRepo, SharedSlack, StartError};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::store::{Instance, Store, repository_name};
-use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::IntakeSink;
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};

@@ -4,7 +4,8 @@
 //! Modules, each with one job:
 //! - [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
 //!   runs, usage), plain data;
-//! - [`thread`] — intake, one task per Slack thread, and the thread as a state machine: its
+//! - [`dispatch`] — one task per active Slack thread, fed from the store;
+//! - [`thread`] — intake, and the thread as a state machine: its
 //!   state read once per message, the command the message gives, the handler applying it
 //!   (approvals, routing, budget, the PM's turn, the Coder's commands);
 //! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
@@ -40,6 +41,7 @@ pub mod coder;
 pub mod config;
 pub mod coordination;
 pub mod daemon;
+pub mod dispatch;
 pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;

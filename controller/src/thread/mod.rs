@@ -1,5 +1,5 @@
 //! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
-//! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
+//! time per thread ([`crate::dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
 //! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`,
 //! `review_commands`, `rebase_commands`). The
@@ -14,7 +14,6 @@ pub mod close_commands;
 pub mod close_plan;
 mod coder_commands;
 pub mod command;
-pub mod dispatch;
 pub mod handler;
 pub mod history;
 pub mod intake;
