@@ -14,6 +14,7 @@
 //!   description, memory proposal);
 //! - [`memory`] — memory people approve in the thread: extraction, proposals and their
 //!   grammar, commits to the PR branch or a memory PR, the default branch's memory;
+//! - [`history`] — a thread's history in time order, read back from the store;
 //! - [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
 //!   the usage report posted at close;
 //! - [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub;
@@ -46,6 +47,7 @@ pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+pub mod history;
 pub mod journal;
 pub mod layout;
 pub mod logging;

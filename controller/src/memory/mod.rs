@@ -23,11 +23,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::{RunRecord, Stage, ThreadKey};
 use crate::gateway::{Gateway, GatewayError};
+use crate::history::History;
 use crate::layout::Layout;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::{Outbox, OutboxError};
 use crate::store::{Change, MemoryChange, OpenProposal, Store, StoreError};
-use crate::thread::history::History;
 use crate::workspace::forge::{self, ForgeError};
 use crate::workspace::step_error::git;
 use crate::workspace::worktree::{self, Preparer};

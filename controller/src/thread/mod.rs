@@ -5,7 +5,7 @@
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
-//! [`replies`]; [`history`] reads a thread's past back; [`model_switch`] checks a PM model
+//! [`replies`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
 //! chosen from Slack against the provider's list.
 
 pub mod approval;
@@ -15,7 +15,6 @@ pub mod close_plan;
 mod coder_commands;
 pub mod command;
 pub mod handler;
-pub mod history;
 pub mod intake;
 pub mod lease;
 mod memory_commands;
