@@ -22,9 +22,9 @@ use crate::domain::{
     ThreadState,
 };
 use crate::domain::{PrEvent, ReviewEvent};
+use crate::gateway::budget::parse_budget_command;
 use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_decline, is_rebase, is_stop, is_undo};
-use crate::thread::budget::parse_budget_command;
 use crate::thread::close_plan::{CloseWord, close_word};
 use crate::thread::routing::{Route, mentioned_roles, route};
 

@@ -3,13 +3,12 @@
 //! the message is classified into a [`command`], and the command is applied
 //! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`,
 //! `review_commands`, `rebase_commands`). The
-//! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
+//! words it understands are in [`approval`], [`crate::gateway::budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
 //! [`replies`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
 //! chosen from Slack against the provider's list.
 
 pub mod approval;
-pub mod budget;
 pub mod close_commands;
 pub mod close_plan;
 mod coder_commands;
