@@ -5,6 +5,7 @@
 
 mod click;
 mod memory;
+pub mod memory_ops;
 mod plan;
 mod role;
 mod run;
