@@ -33,15 +33,13 @@
 //!   [`reconcile`]: what a crash left, sorted out at start; [`logging`], [`secret`], [`tls`];
 //! - [`service`] — one process for many repositories on one Slack app: the shared Slack
 //!   client, sender and Socket Mode connection, events routed by channel, one service per
-//!   app, `--status`;
-//! - [`daemon`] — one repository's part of the service (wiring).
+//!   app, `--status`, and each repository's part of it (`service::daemon`, the wiring).
 
 pub mod admin;
 pub mod closing;
 pub mod coder;
 pub mod config;
 pub mod coordination;
-pub mod daemon;
 pub mod dispatch;
 pub mod domain;
 #[doc(hidden)]

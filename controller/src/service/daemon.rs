@@ -1,7 +1,8 @@
 //! One repository's part of the service: its lock, store, thread handler, dispatcher, PR
 //! watcher and admin socket. The Slack app — the client, the bot's identity, the rate-limited
 //! sender and the Socket Mode connection — is shared by every repository a process serves
-//! and lives in [`crate::service`], which hands each repository the events of its channel.
+//! and lives in the rest of [`crate::service`], which hands each repository the events of its
+//! channel (the two need each other's types, so the daemon is the service's own module).
 //! It holds no policy: what a message does is [`crate::thread::handler`]'s.
 //!
 //! A repository starts in three steps, so that the service can take every lock before it
@@ -33,6 +34,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::parts::{ServedRepo, SharedSlack, StartError};
 use crate::closing::watcher::PrWatcher;
 use crate::coder::SlackCoder;
 use crate::coder::ahead::Ahead;
@@ -51,7 +53,6 @@ use crate::postflight::AfterPr;
 use crate::repo_lock::RepoLock;
 use crate::runners;
 use crate::runners::supervisor::Supervisor;
-use crate::service::parts::{ServedRepo, SharedSlack, StartError};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::store::{Instance, Store, repository_name};
