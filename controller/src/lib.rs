@@ -1,39 +1,56 @@
 //! The CodeButler controller: the daemon that lives in a Slack channel. It holds every
 //! secret and all network access; see `DESIGN.md` for the architecture.
 //!
-//! Modules, each with one job:
-//! - [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
-//!   runs, usage), plain data;
-//! - [`dispatch`] — one task per active Slack thread, fed from the store;
-//! - [`thread`] — intake, and the thread as a state machine: its
-//!   state read once per message, the command the message gives, the handler applying it
-//!   (approvals, routing, budget, the PM's turn, the Coder's commands);
-//! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
-//! - [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
-//! - [`postflight`] — the steps once a thread's pull request opened (TODO scan, PR
-//!   description, memory proposal);
-//! - [`memory`] — memory people approve in the thread: extraction, proposals and their
-//!   grammar, commits to the PR branch or a memory PR, the default branch's memory;
-//! - [`history`] — a thread's history in time order, read back from the store;
-//! - [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
-//!   the usage report posted at close;
-//! - [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub;
-//! - [`coordination`] — threads working on one repository at once: their scopes, overlaps
-//!   and conflicts, the merge order, notices after a merge;
-//! - [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches, resume);
-//! - [`workspace`] — the worktrees runs work in (per-thread repositories and disks, platform
-//!   preparation, checkpoints, commits, pushes and pull requests);
-//! - [`admin`] — the admin socket and the `runnerctl` client;
-//! - [`gateway`] — every model call, and pricing;
-//! - [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
-//! - [`store`] — sqlx persistence; [`config`]: files and environment; [`layout`]:
-//!   `.codebutler/`; [`repo_lock`]: one daemon per repository; [`repo_files`]: a repository's
-//!   files read without following a link (committed blobs, the working copy); [`prompts`]:
-//!   role prompts;
-//!   [`reconcile`]: what a crash left, sorted out at start; [`logging`], [`secret`], [`tls`];
-//! - [`service`] — one process for many repositories on one Slack app: the shared Slack
-//!   client, sender and Socket Mode connection, events routed by channel, one service per
-//!   app, `--status`, and each repository's part of it (`service::daemon`, the wiring).
+//! ## Floors
+//!
+//! Each module has one job, and the modules are floors, listed here from the top down: a
+//! module imports only from the floors below its own, so the shared vocabulary sits at the
+//! bottom and the wiring at the top (`tests/floor_plan.rs` reads this list and fails on an
+//! import that climbs, naming the file, the line and the two modules; a new module takes a
+//! line here).
+//!
+//! 1. [`service`] — one process for many repositories on one Slack app: the shared Slack
+//!    client, sender and Socket Mode connection, events routed by channel, one service per
+//!    app, `--status`, and each repository's part of it (`service::daemon`, the wiring);
+//! 2. [`fuzzing`] — entry points for the fuzz targets, and their property checks;
+//! 3. [`thread`] — intake and the thread as a state machine: its state read once per
+//!    message, the command the message gives, the handler applying it (approvals, routing,
+//!    the PM's turn, the Coder's commands, a close);
+//! 4. [`reconcile`] — what a crash left, sorted out at start;
+//! 5. [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
+//! 6. [`postflight`] — the steps once a thread's pull request opened (TODO scan, PR
+//!    description, memory proposal);
+//! 7. [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
+//!    the usage report posted at close;
+//! 8. [`coordination`] — threads working on one repository at once: their scopes, overlaps
+//!    and conflicts, the merge order, notices after a merge;
+//! 9. [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub, and the
+//!    review loop of an open PR;
+//! 10. [`dispatch`] — one task per active Slack thread, fed from the store, which whatever
+//!     stores a message for a thread wakes;
+//! 11. [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
+//! 12. [`admin`] — the admin socket and the `runnerctl` client;
+//! 13. [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches,
+//!     resume);
+//! 14. [`memory`] — memory people approve in the thread: extraction, proposals, commits to
+//!     the PR branch or a memory PR, the default branch's memory;
+//! 15. [`history`] — a thread's history in time order, read back from the store;
+//! 16. [`workspace`] — the worktrees runs work in (per-thread repositories and disks,
+//!     platform preparation, checkpoints, commits, pushes and pull requests);
+//! 17. [`gateway`] — every model call, pricing, and a thread's Coder budget;
+//! 18. [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
+//! 19. [`config`] — files and environment, each setting typed;
+//! 20. [`store`] — sqlx persistence;
+//! 21. [`prompts`] — role prompts;
+//! 22. [`repo_files`] — a repository's files read without following a link (committed
+//!     blobs, the working copy);
+//! 23. [`repo_lock`] — one daemon per repository;
+//! 24. [`layout`] — `.codebutler/`: where each thing lives in it, and its creation;
+//! 25. [`logging`] — plain and JSON logs;
+//! 26. [`tls`] — the one process-wide TLS provider of outgoing connections;
+//! 27. [`secret`] — a string that never shows itself;
+//! 28. [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
+//!     runs, usage, memory operations, the PR watcher's events), plain data.
 
 pub mod admin;
 pub mod closing;
