@@ -65,12 +65,23 @@ fuzz_target!(|data: &[u8]| {
             .unwrap_or_else(|| panic!("an unclosed quote: {:?}", step.command));
         // Outside quotes, only the template's syntax: words, `&&` between its commands,
         // one redirection into the pins file.
-        for forbidden in [';', '|', '$', '`', '(', ')', '<', '\n', '\\', '*', '?', '[', '#', '~', '"'] {
-            assert!(!bare.contains(forbidden), "{forbidden:?} outside quotes: {:?}", step.command);
+        for forbidden in [
+            ';', '|', '$', '`', '(', ')', '<', '\n', '\\', '*', '?', '[', '#', '~', '"',
+        ] {
+            assert!(
+                !bare.contains(forbidden),
+                "{forbidden:?} outside quotes: {:?}",
+                step.command
+            );
         }
         assert!(bare.matches('>').count() <= 1, "{:?}", step.command);
         assert!(bare.matches("&&").count() <= 3, "{:?}", step.command);
-        assert_eq!(bare.matches('&').count() % 2, 0, "a lone &: {:?}", step.command);
+        assert_eq!(
+            bare.matches('&').count() % 2,
+            0,
+            "a lone &: {:?}",
+            step.command
+        );
         for note in &step.notes {
             assert!(!note.is_empty());
         }
@@ -79,7 +90,8 @@ fuzz_target!(|data: &[u8]| {
     let quoted = shell_word(&text);
     let bare = outside_quotes(&quoted).expect("a quoted word closes its quotes");
     assert!(
-        bare.chars().all(|c| c.is_ascii_alphanumeric() || "_./=:@,+%-".contains(c)),
+        bare.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_./=:@,+%-".contains(c)),
         "{quoted:?}"
     );
 

@@ -30,7 +30,10 @@ fuzz_target!(|text: &str| {
                 assert!(
                     !secs.is_empty()
                         && micros.len() == 6
-                        && secs.bytes().chain(micros.bytes()).all(|b| b.is_ascii_digit()),
+                        && secs
+                            .bytes()
+                            .chain(micros.bytes())
+                            .all(|b| b.is_ascii_digit()),
                     "{text:?}: ts {thread_ts:?}"
                 );
             }
@@ -63,5 +66,9 @@ fuzz_target!(|text: &str| {
         "{text:?} closed its fence"
     );
     assert!(context.chars().count() < 6_000 + 1_000, "{text:?}");
-    assert!(rendered.line.is_some_and(|l| l.starts_with("📎 Read PR #1")));
+    assert!(
+        rendered
+            .line
+            .is_some_and(|l| l.starts_with("📎 Read PR #1"))
+    );
 });

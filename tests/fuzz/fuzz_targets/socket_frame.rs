@@ -2,9 +2,9 @@
 //! intake's filter, or the interaction and the click classifier.
 #![no_main]
 
+use codebutler_controller::domain::{Click, Origin};
 use codebutler_controller::fuzzing::{Frame, socket_frame};
 use codebutler_controller::slack::intake::{Intake, IntakeFilter};
-use codebutler_controller::domain::{Click, Origin};
 use codebutler_controller::slack::interactive::reaction_target;
 use libfuzzer_sys::fuzz_target;
 

@@ -11,8 +11,8 @@
 
 use std::sync::OnceLock;
 
-use codebutler_fuzz::Workbench;
 use codebutler_agent::conversation::{FunctionCall, ToolCall};
+use codebutler_fuzz::Workbench;
 use libfuzzer_sys::fuzz_target;
 
 fn bench() -> &'static Workbench {

@@ -13,25 +13,25 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
-use codebutler_controller::memory::source::DefaultBranchMemory;
-use codebutler_controller::pm::tools::{GhStatus, ListThreads, ProposePlan, ReadMemory};
-use codebutler_controller::store::Store;
-use codebutler_controller::config::ReviewFrom;
-use codebutler_controller::workspace::write_access::WriteAccess;
-use codebutler_controller::domain::{IncomingMessage, ThreadKey};
-use codebutler_proto::runner::v1::RunnerEvent;
-use codebutler_proto::runner::v1::runner_event::Event;
 use codebutler_agent::tool::{ToolError, ToolRegistry};
-use codebutler_runner::tools::{
-    AskUserTool, BashConfig, BashTool, CommitResult, EditTool, FetchFailure, FetchedPage, Forge,
-    ForgeFailure, GitCommitTool, MemoryFailure, MemorySource, MultiEditTool, NotifyTool,
-    OpenPrTool, Questions, ReadMemoryTool, WebFetchTool, WebSource, WriteTool,
-};
 use codebutler_agent::tools::grep::Grep;
 use codebutler_agent::tools::list_files::ListFiles;
 use codebutler_agent::tools::path::RepoRoot;
 use codebutler_agent::tools::read_file::ReadFile;
 use codebutler_agent::tools::repository_tools;
+use codebutler_controller::config::ReviewFrom;
+use codebutler_controller::domain::{IncomingMessage, ThreadKey};
+use codebutler_controller::memory::source::DefaultBranchMemory;
+use codebutler_controller::pm::tools::{GhStatus, ListThreads, ProposePlan, ReadMemory};
+use codebutler_controller::store::Store;
+use codebutler_controller::workspace::write_access::WriteAccess;
+use codebutler_proto::runner::v1::RunnerEvent;
+use codebutler_proto::runner::v1::runner_event::Event;
+use codebutler_runner::tools::{
+    AskUserTool, BashConfig, BashTool, CommitResult, EditTool, FetchFailure, FetchedPage, Forge,
+    ForgeFailure, GitCommitTool, MemoryFailure, MemorySource, MultiEditTool, NotifyTool,
+    OpenPrTool, Questions, ReadMemoryTool, WebFetchTool, WebSource, WriteTool,
+};
 use landlock::{
     ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetCreatedAttr,
     RulesetStatus, path_beneath_rules,
@@ -288,12 +288,17 @@ pub struct RecordingForge {
 
 #[async_trait]
 impl Forge for RecordingForge {
-    async fn commit(&self, message: &str) -> Result<CommitResult, ForgeFailure> {
+    async fn commit(
+        &self,
+        message: &str,
+        _include: &[String],
+    ) -> Result<CommitResult, ForgeFailure> {
         self.commits.lock().unwrap().push(message.to_owned());
         Ok(CommitResult {
             sha: "0123456789abcdef".into(),
             files_changed: vec!["src/main.rs".into()],
             nothing_to_commit: false,
+            left_out: Vec::new(),
         })
     }
 

@@ -83,7 +83,8 @@ mod tests {
         let now = chrono::Utc::now();
         let at = |minutes_ago: i64| (now - chrono::TimeDelta::minutes(minutes_ago)).to_rfc3339();
         // (the batch is sorted, the rounds (opened, heeded comments), maxSortsPerHour, held)
-        let cases: Vec<(bool, Vec<(String, i64)>, u32, bool)> = vec![
+        type Case = (bool, Vec<(String, i64)>, u32, bool);
+        let cases: Vec<Case> = vec![
             (true, vec![], 2, false),
             (true, vec![(at(10), 1)], 2, false),
             (true, vec![(at(10), 1), (at(50), 3)], 2, true),
