@@ -11,6 +11,19 @@ use super::{
     history, interactive,
 };
 
+/// A message of the bot's as Slack shows it (in events and answers).
+fn bot_message(ts: &str, text: &str) -> Value {
+    json!({
+        "type": "message",
+        "ts": ts,
+        "text": text,
+        "user": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "app_id": APP_ID,
+        "team": TEAM_ID,
+    })
+}
+
 /// `chat.postMessage`.
 pub(super) fn post_message(
     _: &Inner,
@@ -48,15 +61,7 @@ pub(super) fn post_message(
         blocks: blocks.clone(),
         metadata: metadata.clone(),
     });
-    let mut message = json!({
-        "type": "message",
-        "ts": ts,
-        "text": text,
-        "user": BOT_USER_ID,
-        "bot_id": BOT_ID,
-        "app_id": APP_ID,
-        "team": TEAM_ID,
-    });
+    let mut message = bot_message(&ts, &text);
     if let Some(blocks) = &blocks {
         message["blocks"] = blocks.clone();
     }
@@ -142,25 +147,9 @@ pub(super) fn update(_: &Inner, st: &mut SlackState, params: &Params) -> Result<
         text: text.clone(),
         blocks,
     });
-    let mut message = json!({
-        "type": "message",
-        "ts": ts,
-        "text": text,
-        "user": BOT_USER_ID,
-        "bot_id": BOT_ID,
-        "app_id": APP_ID,
-        "team": TEAM_ID,
-        "edited": {"user": BOT_USER_ID, "ts": edit_ts},
-    });
-    let mut previous = json!({
-        "type": "message",
-        "ts": ts,
-        "text": previous_text,
-        "user": BOT_USER_ID,
-        "bot_id": BOT_ID,
-        "app_id": APP_ID,
-        "team": TEAM_ID,
-    });
+    let mut message = bot_message(&ts, &text);
+    message["edited"] = json!({"user": BOT_USER_ID, "ts": edit_ts});
+    let mut previous = bot_message(&ts, &previous_text);
     if let Some(thread_ts) = &thread_ts {
         message["thread_ts"] = json!(thread_ts);
         previous["thread_ts"] = json!(thread_ts);

@@ -8,8 +8,8 @@ use super::error::ApiError;
 use super::web::{Params, need};
 use super::{Inner, Reaction, SlackState};
 
-/// `reactions.add`.
-pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
+/// The reaction a call names, on a message the fake holds (`message_not_found` otherwise).
+fn on_a_message(st: &SlackState, params: &Params) -> Result<Reaction, ApiError> {
     let reaction = Reaction {
         channel: need(params, "channel")?,
         ts: need(params, "timestamp")?,
@@ -21,6 +21,12 @@ pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Val
     {
         return Err(ApiError::MessageNotFound);
     }
+    Ok(reaction)
+}
+
+/// `reactions.add`.
+pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
+    let reaction = on_a_message(st, params)?;
     if st.reactions_now.contains(&reaction) {
         return Err(ApiError::AlreadyReacted);
     }
@@ -31,17 +37,7 @@ pub(super) fn add(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Val
 
 /// `reactions.remove`.
 pub(super) fn remove(_: &Inner, st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
-    let reaction = Reaction {
-        channel: need(params, "channel")?,
-        ts: need(params, "timestamp")?,
-        name: need(params, "name")?,
-    };
-    if !st
-        .messages
-        .contains_key(&(reaction.channel.clone(), reaction.ts.clone()))
-    {
-        return Err(ApiError::MessageNotFound);
-    }
+    let reaction = on_a_message(st, params)?;
     let before = st.reactions_now.len();
     st.reactions_now.retain(|r| *r != reaction);
     if st.reactions_now.len() == before {
