@@ -96,7 +96,12 @@ fn main() -> ExitCode {
         };
         return print_status(&runtime, vec![repo], &home, &config);
     }
-    exit(runtime.block_on(service::run_one(layout, config, home, shutdown_signal())))
+    exit(runtime.block_on(service::run_one(
+        layout,
+        config,
+        home,
+        shutdown_signal(&runtime),
+    )))
 }
 
 /// The global config directory and its `repositories`, if it lists any.
@@ -149,7 +154,7 @@ fn serve_listed(home: &Path, entries: &[config::RepositoryEntry], status: bool) 
         served,
         home.to_owned(),
         NoPeers,
-        shutdown_signal(),
+        shutdown_signal(&runtime),
     )))
 }
 
@@ -267,19 +272,26 @@ fn find_repo(dir: Option<&Path>) -> Result<PathBuf, RepoError> {
     })
 }
 
-/// Completes on SIGINT or SIGTERM.
-async fn shutdown_signal() {
+/// Completes on SIGINT or SIGTERM. The handlers are installed now, as the daemon starts,
+/// not when the future is first polled (only once the start-up is done and the service waits
+/// for its end): a signal during the start-up would otherwise end the process at once,
+/// without the orderly stop.
+fn shutdown_signal(runtime: &tokio::runtime::Runtime) -> impl Future<Output = ()> + use<> {
     use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut term)) = (
+    let _context = runtime.enter();
+    let signals = (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
-    ) else {
-        tracing::error!("cannot install signal handlers; stop with SIGKILL");
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    );
+    async move {
+        let (Ok(mut int), Ok(mut term)) = signals else {
+            tracing::error!("cannot install signal handlers; stop with SIGKILL");
+            return std::future::pending().await;
+        };
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
     }
 }
 
