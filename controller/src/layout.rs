@@ -76,6 +76,11 @@ impl Layout {
         self.dir.join("run")
     }
 
+    /// `.codebutler/run/admin.sock`: the admin socket `runnerctl` talks to.
+    pub fn admin_socket(&self) -> PathBuf {
+        self.run().join("admin.sock")
+    }
+
     /// The directories of `.codebutler/` the daemon keeps its own things in, the
     /// committed `prompts/` and `memory/` among them: each must be a real directory.
     fn own_dirs(&self) -> [PathBuf; 7] {

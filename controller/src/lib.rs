@@ -1,51 +1,71 @@
 //! The CodeButler controller: the daemon that lives in a Slack channel. It holds every
 //! secret and all network access; see `controller/ARCHITECTURE.md` for the architecture.
 //!
-//! Modules, each with one job:
-//! - [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
-//!   runs, usage), plain data;
-//! - [`thread`] — intake, one task per Slack thread, and the thread as a state machine: its
-//!   state read once per message, the command the message gives, the handler applying it
-//!   (approvals, routing, budget, the PM's turn, the Coder's commands);
-//! - [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
-//! - [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
-//! - [`postflight`] — the steps once a thread's pull request opened (TODO scan, PR
-//!   description, memory proposal);
-//! - [`memory`] — memory people approve in the thread: extraction, proposals and their
-//!   grammar, commits to the PR branch or a memory PR, the default branch's memory;
-//! - [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
-//!   the usage report posted at close;
-//! - [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub;
-//! - [`coordination`] — threads working on one repository at once: their scopes, overlaps
-//!   and conflicts, the merge order, notices after a merge;
-//! - [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches, resume);
-//! - [`workspace`] — the worktrees runs work in (per-thread repositories and disks, platform
-//!   preparation, checkpoints, commits, pushes and pull requests);
-//! - [`admin`] — the admin socket and the `runnerctl` client;
-//! - [`gateway`] — every model call, and pricing;
-//! - [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
-//! - [`store`] — sqlx persistence; [`config`]: files and environment; [`layout`]:
-//!   `.codebutler/`; [`repo_lock`]: one daemon per repository; [`repo_files`]: a repository's
-//!   files read without following a link (committed blobs, the working copy); [`prompts`]:
-//!   role prompts;
-//!   [`reconcile`]: what a crash left, sorted out at start; [`logging`], [`secret`], [`tls`];
-//! - [`service`] — one process for many repositories on one Slack app: the shared Slack
-//!   client, sender and Socket Mode connection, events routed by channel, one service per
-//!   app, `--status`, systemd's notify protocol, `--install`/`--uninstall`/`--logs`;
-//! - [`setup`] — `codebutler init`, the set-up wizard: the answers checked as the start
-//!   checks them, the config files edited, this host checked;
-//! - [`daemon`] — one repository's part of the service (wiring).
+//! ## Floors
+//!
+//! Each module has one job, and the modules are floors, listed here from the top down: a
+//! module imports only from the floors below its own, so the shared vocabulary sits at the
+//! bottom and the wiring at the top (`tests/floor_plan.rs` reads this list and fails on an
+//! import that climbs, naming the file, the line and the two modules; a new module takes a
+//! line here).
+//!
+//! 1. [`setup`] — `codebutler init`, the set-up wizard: the answers checked as the start
+//!    checks them, the config files edited, this host checked;
+//! 2. [`service`] — one process for many repositories on one Slack app: the shared Slack
+//!    client, sender and Socket Mode connection, events routed by channel, one service per
+//!    app, `--status`, systemd's notify protocol, `--install`/`--uninstall`/`--logs`, and
+//!    each repository's part of it (`service::daemon`, the wiring);
+//! 3. [`fuzzing`] — entry points for the fuzz targets, and their property checks;
+//! 4. [`thread`] — intake and the thread as a state machine: its state read once per
+//!    message, the command the message gives, the handler applying it (approvals, routing,
+//!    the PM's turn, the Coder's commands, a close);
+//! 5. [`reconcile`] — what a crash left, sorted out at start;
+//! 6. [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
+//! 7. [`postflight`] — the steps once a thread's pull request opened (TODO scan, PR
+//!    description, memory proposal);
+//! 8. [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
+//!    the usage report posted at close;
+//! 9. [`coordination`] — threads working on one repository at once: their scopes, overlaps
+//!    and conflicts, the merge order, notices after a merge;
+//! 10. [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub, and the
+//!     review loop of an open PR;
+//! 11. [`dispatch`] — one task per active Slack thread, fed from the store, which whatever
+//!     stores a message for a thread wakes;
+//! 12. [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
+//! 13. [`admin`] — the admin socket and the `runnerctl` client;
+//! 14. [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches,
+//!     resume);
+//! 15. [`memory`] — memory people approve in the thread: extraction, proposals, commits to
+//!     the PR branch or a memory PR, the default branch's memory;
+//! 16. [`history`] — a thread's history in time order, read back from the store;
+//! 17. [`workspace`] — the worktrees runs work in (per-thread repositories and disks,
+//!     platform preparation, checkpoints, commits, pushes and pull requests);
+//! 18. [`gateway`] — every model call, pricing, and a thread's Coder budget;
+//! 19. [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
+//! 20. [`config`] — files and environment, each setting typed;
+//! 21. [`store`] — sqlx persistence;
+//! 22. [`prompts`] — role prompts;
+//! 23. [`repo_files`] — a repository's files read without following a link (committed
+//!     blobs, the working copy);
+//! 24. [`repo_lock`] — one daemon per repository;
+//! 25. [`layout`] — `.codebutler/`: where each thing lives in it, and its creation;
+//! 26. [`logging`] — plain and JSON logs;
+//! 27. [`tls`] — the one process-wide TLS provider of outgoing connections;
+//! 28. [`secret`] — a string that never shows itself;
+//! 29. [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
+//!     runs, usage, memory operations, the PR watcher's events), plain data.
 
 pub mod admin;
 pub mod closing;
 pub mod coder;
 pub mod config;
 pub mod coordination;
-pub mod daemon;
+pub mod dispatch;
 pub mod domain;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gateway;
+pub mod history;
 pub mod journal;
 pub mod layout;
 pub mod logging;

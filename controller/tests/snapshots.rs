@@ -13,6 +13,7 @@ use codebutler_agent::tools::path::RepoRoot;
 use codebutler_controller::config::OpenRouterConfig;
 use codebutler_controller::domain::{Plan, ThreadKey};
 use codebutler_controller::gateway::Gateway;
+use codebutler_controller::gateway::budget::{Estimate, cost_markdown};
 use codebutler_controller::layout::Layout;
 use codebutler_controller::pm::{Pm, closed_thread_prompt};
 use codebutler_controller::prompts::{coder_system_prompt, pm_system_prompt};
@@ -20,7 +21,6 @@ use codebutler_controller::secret::Secret;
 use codebutler_controller::slack::effects::Effects;
 use codebutler_controller::slack::interactive::{plan_blocks, plan_digest, status_blocks};
 use codebutler_controller::store::Store;
-use codebutler_controller::thread::budget::{Estimate, cost_markdown};
 use codebutler_controller::workspace::forge::{PrContext, pr_body, thread_link};
 
 fn thread() -> ThreadKey {

@@ -13,9 +13,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use codebutler_controller::closing::feedback::FEEDBACK_FIELDS;
+use codebutler_controller::config::MergeStrategy;
 use codebutler_controller::pm::references::github::{ISSUE_FIELDS, PR_FIELDS};
 use codebutler_controller::pm::tools::{GH_STATUS_ISSUE_FIELDS, GH_STATUS_PR_FIELDS};
-use codebutler_controller::workspace::gh_cli::{GhArgs, MergeStrategy};
+use codebutler_controller::workspace::gh_cli::GhArgs;
 use codebutler_controller::workspace::pull_request::{VIEW_FIELDS, WATCH_FIELDS};
 
 /// One sample of every command line the controller runs `gh` with.

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::{self, ConfigError};
+use crate::layout::Layout;
 
 /// Why the admin socket could not be found.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +69,7 @@ fn listed_socket(name: &str, global: &Path) -> Result<PathBuf, AddressError> {
 }
 
 fn socket_of(root: &Path) -> PathBuf {
-    root.join(".codebutler").join("run").join("admin.sock")
+    Layout::new(root).admin_socket()
 }
 
 #[cfg(test)]

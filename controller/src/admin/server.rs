@@ -2,7 +2,7 @@
 //! only the controller's user). List runs, show one, follow a run's events live, cancel,
 //! and start a run from a plan in a fresh worktree.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use codebutler_proto::runner::v1::admin_server::{Admin, AdminServer};
 use codebutler_proto::runner::v1::{
@@ -31,14 +31,9 @@ pub struct AdminService {
     pub layout: Layout,
 }
 
-/// The admin socket's path.
-pub fn socket_path(layout: &Layout) -> PathBuf {
-    layout.dir.join("run").join("admin.sock")
-}
-
 /// Serves the admin API on its socket until `shutdown`; the socket file is removed after.
 pub async fn serve(service: AdminService, shutdown: CancellationToken) -> std::io::Result<()> {
-    let path = socket_path(&service.layout);
+    let path = service.layout.admin_socket();
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }

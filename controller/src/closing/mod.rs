@@ -1,15 +1,15 @@
 //! Threads that end: the PR watcher ([`watcher`]) that notices pull requests merged or
-//! closed on GitHub, and the messages it stores in the thread ([`event`]). The
+//! closed on GitHub, and the messages it stores in the thread ([`crate::domain::PrEvent`]:
+//! their markers are the domain's, since the thread and the store read them too). The
 //! same watcher carries the review loop of an open pull request: the comments and checks it
 //! reads ([`feedback`], [`checks`]), the rounds it opens ([`review_watch`], announced by
-//! an [`event`] too), the PM sorting a batch ([`sorting`]) of what a round gives of its
+//! a [`crate::domain::ReviewEvent`]), the PM sorting a batch ([`sorting`]) of what a round gives of its
 //! comments ([`review_input`]: only from people who may steer, and bounded), what the thread
 //! and the Coder are told ([`proposal`]) and the replies on GitHub ([`replies`]); the
 //! thread's side is `thread::review_commands`. What a close does is [`crate::thread`]'s
 //! (`close_commands`), so a close from Slack and one from GitHub take the same path.
 
 pub mod checks;
-pub mod event;
 pub mod feedback;
 pub mod proposal;
 mod replies;

@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::closing::event::{PrEvent, WATCHER_USER};
 use crate::closing::feedback::FEEDBACK_FIELDS;
+use crate::dispatch::Dispatcher;
 use crate::domain::{IncomingMessage, PullRequestRef, Stage, ThreadKey};
+use crate::domain::{PrEvent, WATCHER_USER};
 use crate::runners::supervisor::Supervisor;
 use crate::store::Store;
-use crate::thread::dispatch::Dispatcher;
 use crate::workspace::pull_request::{self, PrState};
 use crate::workspace::write_access::WriteAccess;
 

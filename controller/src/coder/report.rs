@@ -291,7 +291,7 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
         return last_text.to_owned();
     }
     let mut summary =
-        crate::thread::budget::plain_ending(&ending).unwrap_or_else(|| format!("{ending}."));
+        crate::gateway::budget::plain_ending(&ending).unwrap_or_else(|| format!("{ending}."));
     if !succeeded(run) {
         summary.push_str(
             "\n\nSay **continue** to pick up where I stopped, or **undo** to drop what I changed.",

@@ -6,10 +6,39 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::workspace::pull_request::MergeStrategy;
-
 use super::ConfigError;
 use super::origin::Origin;
+
+/// How `gh pr merge` merges (`github.mergeStrategy`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MergeStrategy {
+    /// One commit with every change of the branch (the default).
+    #[default]
+    Squash,
+    /// A merge commit.
+    Merge,
+    /// The branch's commits replayed on the base.
+    Rebase,
+}
+
+impl MergeStrategy {
+    /// Every strategy, as the configuration names them.
+    pub const ALL: [MergeStrategy; 3] = [Self::Squash, Self::Merge, Self::Rebase];
+
+    /// The configuration's name: `squash`, `merge`, `rebase`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Squash => "squash",
+            Self::Merge => "merge",
+            Self::Rebase => "rebase",
+        }
+    }
+
+    /// The strategy a configuration names.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
 
 /// Who may use the bot and how much.
 #[derive(Clone, Debug, PartialEq)]

@@ -48,7 +48,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-pub use access::{AccessConfig, GithubConfig, ReviewFrom};
+pub use access::{AccessConfig, GithubConfig, MergeStrategy, ReviewFrom};
 pub use error::ConfigError;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};

@@ -1,7 +1,6 @@
 //! The configuration loader end to end: real files in a scratch directory, through [`load`].
 
 use super::*;
-use crate::workspace::pull_request::MergeStrategy;
 
 struct Files {
     _dir: tempfile::TempDir,

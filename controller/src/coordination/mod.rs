@@ -35,10 +35,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::dispatch::Dispatcher;
 use crate::domain::{IncomingMessage, Plan, RunRecord, ThreadKey};
 use crate::pm::Pm;
 use crate::store::{Change, ScopeChange, ScopeFile, Store, StoreError, ThreadScope};
-use crate::thread::dispatch::Dispatcher;
 use crate::workspace::{branch_diff, thread_repo, worktree};
 use notices::{ThreadRef, notice_message};
 

@@ -1,7 +1,7 @@
 //! What coordination says, as plain Markdown (tested by equality and snapshots), and how a
 //! notice reaches a thread: as a message stored in that thread ([`notice_message`]), which
 //! its own handler posts in order with everything else said there — like the PR watcher's
-//! [`crate::closing::event::PrEvent`]. A notice for another thread is therefore posted by
+//! [`crate::domain::PrEvent`]. A notice for another thread is therefore posted by
 //! whichever instance owns that thread (on a shared store the instance noticing may not),
 //! and the message is stored in the same transaction as the notice's exactly-once record.
 //!

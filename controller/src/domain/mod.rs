@@ -5,12 +5,14 @@
 
 mod click;
 mod memory;
+pub mod memory_ops;
 mod plan;
 mod role;
 mod run;
 mod thread;
 mod thread_state;
 mod usage;
+mod watcher_event;
 
 pub use click::{ButtonAction, Click};
 pub use memory::MemoryTarget;
@@ -20,6 +22,7 @@ pub use run::{RunRecord, RunState};
 pub use thread::{IncomingMessage, Origin, ThreadKey};
 pub use thread_state::{Closure, PullRequestRef, Stage, ThreadState};
 pub use usage::{ThreadSummary, UsageRecord, UsageTotals};
+pub use watcher_event::{PrEvent, ReviewEvent, WATCHER_USER};
 
 /// A duration as the thread shows it: `42s`, `3m 05s`.
 pub fn duration_text(d: std::time::Duration) -> String {

@@ -43,7 +43,7 @@ impl Plan {
     }
 
     /// The plan as proposed in the thread: the plan, its cost lines (see
-    /// [`crate::thread::budget::cost_markdown`]) and how to approve it. The message also carries
+    /// [`crate::gateway::budget::cost_markdown`]) and how to approve it. The message also carries
     /// Approve and Cancel buttons; typing an approval works as well.
     pub fn proposal_markdown(&self, cost_line: &str) -> String {
         format!(

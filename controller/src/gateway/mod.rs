@@ -3,11 +3,14 @@
 //! It speaks OpenRouter's OpenAI-compatible chat completions API with tool calling, holds the
 //! API key, retries 429s, 5xx answers and timeouts with exponential backoff (2 s base, 60 s
 //! cap, jitter) that gives way to the provider's `Retry-After`, bounds each call with a
-//! timeout, and records the usage of every call against its thread and role.
+//! timeout, and records the usage of every call against its thread and role. What a call
+//! may still spend is a thread's [`budget`] (the runners' hub asks it before each call of a
+//! Coder); what a typical run costs at a model's prices is [`pricing`].
 //!
 //! A small hand-written client rather than a generic OpenAI crate: OpenRouter's numeric error
 //! codes, its `usage.cost` and its error-in-body responses need exact handling.
 
+pub mod budget;
 pub mod key;
 pub mod model_list;
 pub mod pricing;

@@ -16,9 +16,9 @@ use std::collections::HashMap;
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::{PullRequestRef, ThreadKey};
+use crate::history::History;
 use crate::pm::Pm;
 use crate::slack::outbox::Outbox;
-use crate::thread::history::History;
 use crate::workspace::branch_diff::{self, FileChange};
 use crate::workspace::forge;
 use crate::workspace::pull_request::{self, PullRequestError};

@@ -5,9 +5,9 @@
 //! runs with turns and cost, its questions with who answered — then what the thread said
 //! about memory, then the usage table. Plain data from plain data, snapshot-tested.
 
-use crate::closing::event::PrEvent;
+use crate::domain::PrEvent;
 use crate::domain::{ButtonAction, PullRequestRef, Role, duration_text};
-use crate::thread::history::{Event, History};
+use crate::history::{Event, History};
 
 use super::report::{cost, thousands};
 use super::usage::ThreadUsage;
@@ -192,8 +192,8 @@ fn one_line(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::domain::{RunRecord, RunState, ThreadKey, UsageTotals};
+    use crate::history::Entry;
     use crate::journal::usage::RoleLine;
-    use crate::thread::history::Entry;
 
     fn at(minute: u32) -> String {
         format!("2026-11-24T10:{minute:02}:00.000000Z")

@@ -39,7 +39,7 @@ pub fn messages(prompt: &str) -> Vec<ChatMessage> {
 }
 
 /// Asks `model` for the operations; returns its answer's text (parse it with
-/// [`super::ops::parse`]).
+/// [`crate::domain::memory_ops::parse`]).
 pub async fn extract(
     gateway: &Gateway,
     thread: &ThreadKey,

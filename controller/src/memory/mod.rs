@@ -1,6 +1,6 @@
 //! Memory people approve in their thread: after a pull request opens (or when a thread
 //! without one is done, or a person corrects an answer of the PM's), the memory extraction
-//! ([`extraction`]) proposes operations ([`ops`]) that the thread edits and approves
+//! ([`extraction`]) proposes operations ([`crate::domain::memory_ops`]) that the thread edits and approves
 //! ([`proposal`]); approved lines are committed to the thread's pull request branch — or, for
 //! a thread without one, to a small pull request of their own — so memory reaches the default
 //! branch only through a reviewed merge. The PM reads memory from the default branch's latest
@@ -11,7 +11,6 @@
 //! proposals are kept by the store (`store/memory.rs`).
 
 pub mod extraction;
-pub mod ops;
 pub mod proposal;
 pub mod seed;
 pub mod source;
@@ -21,18 +20,18 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::domain::memory_ops::{self, Op, OpsError};
 use crate::domain::{RunRecord, Stage, ThreadKey};
 use crate::gateway::{Gateway, GatewayError};
+use crate::history::History;
 use crate::layout::Layout;
 use crate::slack::effects::Effects;
 use crate::slack::outbox::{Outbox, OutboxError};
 use crate::store::{Change, MemoryChange, OpenProposal, Store, StoreError};
-use crate::thread::history::History;
 use crate::workspace::forge::{self, ForgeError};
 use crate::workspace::step_error::git;
 use crate::workspace::worktree::{self, Preparer};
 use crate::workspace::{branch_files, thread_repo};
-use ops::{Op, OpsError};
 use source::DefaultBranchMemory;
 
 pub use crate::domain::MemoryTarget;
@@ -132,7 +131,7 @@ impl Memory {
         if let Some(step) = step {
             changes.push(Change::StepDone { thread, step });
         }
-        let items = match ops::parse(&answer, &memory) {
+        let items = match memory_ops::parse(&answer, &memory) {
             Ok(items) => items,
             Err(e) => {
                 tracing::warn!(
@@ -172,7 +171,7 @@ impl Memory {
             Some(open) => open.items.iter().cloned().chain(items).collect(),
             None => items,
         };
-        ops::check_independent(&all)?;
+        memory_ops::check_independent(&all)?;
         let effects = Effects::new(thread).reply(&proposal::message(&all), "*PM:* ");
         let post_id = effects.id(0);
         let change = match &open {
@@ -258,7 +257,7 @@ impl Memory {
             let worktree = worktree.clone();
             blocking("read the branch's memory", move || branch_memory(&worktree)).await??
         };
-        let new = ops::apply(&old, items)?;
+        let new = memory_ops::apply(&old, items)?;
         let helper = self.prepare.helper(&worktree);
         let main = self.layout.repo.clone();
         let (tree, text) = (worktree.clone(), new.clone());
@@ -296,10 +295,10 @@ impl Memory {
         .await?
         .map_err(|e| MemoryError::Task {
             what: "read the default branch's memory",
-            message: e,
+            message: e.to_string(),
         })?
         .unwrap_or_else(|| seed::PM_DEFAULT.to_owned());
-        let new = ops::apply(&old, items)?;
+        let new = memory_ops::apply(&old, items)?;
         let history = History::load(&self.store, thread).await?;
         let topic = history.first_request().unwrap_or_default();
         let branch = format!(

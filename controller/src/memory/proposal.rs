@@ -5,7 +5,7 @@
 //! Coder got, `correct 2: <answer>` ([`parse_correction`]), becomes a planning note
 //! ([`correction_note`]). Pure: the message is snapshot-tested and the grammar is a table.
 
-use super::ops::{Category, LineError, Op, OpsError, check_independent, check_line};
+use crate::domain::memory_ops::{Category, LineError, Op, OpsError, check_independent, check_line};
 
 /// A reply to an open proposal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,7 +74,7 @@ pub fn parse_correction(text: &str) -> Option<(usize, String)> {
 }
 
 /// The planning note a correction makes: "Q: <question> — A: <answer>" on one line, each
-/// part shortened so the line stays within [`super::ops::MAX_LINE_CHARS`].
+/// part shortened so the line stays within [`crate::domain::memory_ops::MAX_LINE_CHARS`].
 pub fn correction_note(question: &str, answer: &str) -> String {
     format!(
         "Q: {} — A: {}",
@@ -275,7 +275,10 @@ mod tests {
             "Q: Which auth pattern? — A: JWT"
         );
         let long = correction_note(&"q".repeat(500), &"a".repeat(500));
-        assert!(super::super::ops::check_line(&long).is_ok(), "{long}");
+        assert!(
+            crate::domain::memory_ops::check_line(&long).is_ok(),
+            "{long}"
+        );
     }
 
     #[test]

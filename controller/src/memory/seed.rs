@@ -60,7 +60,7 @@ pub fn default_for(path: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::ops::{Category, Op, apply};
+    use crate::domain::memory_ops::{Category, Op, apply};
 
     #[test]
     fn the_pm_seed_has_every_section_and_the_default_workflows() {

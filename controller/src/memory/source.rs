@@ -17,6 +17,7 @@ use git2::{Oid, Repository};
 use super::seed;
 use crate::repo_files::default_branch_tip;
 use crate::workspace::branch_files::read_file_at;
+use crate::workspace::forge::ForgeError;
 use crate::workspace::worktree::choose_base;
 
 /// The default branch's memory files; cheap to clone.
@@ -87,11 +88,25 @@ impl DefaultBranchMemory {
     }
 }
 
+/// Why a memory file could not be read at a commit (the text is git's, or the read's own).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadAtError {
+    /// The repository does not open.
+    #[error("{}", .0.message())]
+    Open(#[source] git2::Error),
+    /// The commit is no object id.
+    #[error("{}", .0.message())]
+    Commit(#[source] git2::Error),
+    /// The commit's tree or the file's blob could not be read.
+    #[error(transparent)]
+    Read(#[from] ForgeError),
+}
+
 /// The text of `path` at `commit` in the repository at `repo`, if it is a file there.
-pub fn read_at(repo: &Path, commit: &str, path: &str) -> Result<Option<String>, String> {
-    let repository = Repository::open(repo).map_err(|e| e.message().to_owned())?;
-    let id = Oid::from_str(commit).map_err(|e| e.message().to_owned())?;
-    let bytes = read_file_at(&repository, id, path).map_err(|e| e.to_string())?;
+pub fn read_at(repo: &Path, commit: &str, path: &str) -> Result<Option<String>, ReadAtError> {
+    let repository = Repository::open(repo).map_err(ReadAtError::Open)?;
+    let id = Oid::from_str(commit).map_err(ReadAtError::Commit)?;
+    let bytes = read_file_at(&repository, id, path)?;
     Ok(bytes.map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 

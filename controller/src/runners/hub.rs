@@ -174,9 +174,9 @@ impl RunHub {
         }
     }
     /// Why the next model call must not be made, if it must not: the thread's budget is
-    /// spent (see [`crate::thread::budget`]), or the hourly call limit is reached.
+    /// spent (see [`crate::gateway::budget`]), or the hourly call limit is reached.
     async fn refusal(&self) -> Option<String> {
-        if let Some(reason) = crate::thread::budget::refusal(&self.store, &self.ctx.thread).await {
+        if let Some(reason) = crate::gateway::budget::refusal(&self.store, &self.ctx.thread).await {
             return Some(reason);
         }
         if self.calls_per_hour == 0 {

@@ -8,7 +8,7 @@
 //! connection whose events a [`router::Router`] hands to the repository serving their
 //! channel, the app's lock on this host ([`app_lock`]) and the watch for another process on
 //! the app elsewhere ([`connections`]). Each repository's own part — lock, store, handler,
-//! dispatcher, PR watcher, admin socket — is [`crate::daemon`].
+//! dispatcher, PR watcher, admin socket — is [`daemon`].
 //!
 //! Start: every repository's lock, then the app's lock (a second daemon for a repository is
 //! told about that repository first), then the set-up checks ([`preflight`]: Slack's tokens,
@@ -27,6 +27,7 @@
 
 pub mod app_lock;
 pub mod connections;
+pub mod daemon;
 pub mod install;
 pub mod notify;
 pub mod parts;
@@ -43,12 +44,12 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
-use crate::daemon::{LockedRepo, RepoService};
 use crate::layout::Layout;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, build_client};
 use crate::slack::socket::{EventSink, ProbeError, SocketMode};
 use crate::store::Instance;
+use daemon::{LockedRepo, RepoService};
 
 pub use connections::{LiveInstances, NoPeers, PeerConnections, SharedApp};
 pub use notify::Notifier;

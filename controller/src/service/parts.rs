@@ -1,4 +1,4 @@
-//! What the service and each repository's part ([`crate::daemon`]) share: the repository to
+//! What the service and each repository's part ([`super::daemon`]) share: the repository to
 //! serve, the Slack app's shared pieces, and the error that stops a start.
 
 use std::path::PathBuf;

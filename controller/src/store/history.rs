@@ -1,5 +1,5 @@
 //! What the store holds of a thread's past, read for its history
-//! ([`crate::thread::history`]): the people's messages, what CodeButler posted, and the
+//! ([`crate::history`]): the people's messages, what CodeButler posted, and the
 //! PM's conversation with the time of each message.
 
 use codebutler_agent::conversation::ChatMessage;

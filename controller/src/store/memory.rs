@@ -13,7 +13,7 @@ use sqlx::AnyConnection;
 use super::bind::BindThread;
 use super::{Store, StoreError, ThreadKey, now};
 use crate::domain::MemoryTarget;
-use crate::memory::ops::Op;
+use crate::domain::memory_ops::Op;
 
 /// An open proposal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,7 +193,7 @@ pub(super) async fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memory::ops::Category;
+    use crate::domain::memory_ops::Category;
     use crate::store::Change;
 
     fn thread() -> ThreadKey {

@@ -2,9 +2,9 @@
 //! on an ended run, a message or "stop" for a running Coder, the Stop button, "undo".
 
 use crate::domain::{Click, IncomingMessage, Plan, Role, RunRecord};
+use crate::gateway::budget::cap_text;
 use crate::slack::interactive::reaction_target;
 use crate::store::{Change, RunStart};
-use crate::thread::budget::cap_text;
 use crate::thread::handler::{Settle, ThreadHandler};
 use crate::thread::plan_commands::resolve;
 

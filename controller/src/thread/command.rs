@@ -16,15 +16,15 @@
 //! close word ("merge", "abandon", "done"), "rebase", a follow-up on an ended run, a message
 //! for another role, and last the PM.
 
-use crate::closing::event::{PrEvent, ReviewEvent};
 use crate::coordination::notices::parse_notice;
 use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, Origin, PullRequestRef, Role, RunRecord,
     ThreadState,
 };
+use crate::domain::{PrEvent, ReviewEvent};
+use crate::gateway::budget::parse_budget_command;
 use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_decline, is_rebase, is_stop, is_undo};
-use crate::thread::budget::parse_budget_command;
 use crate::thread::close_plan::{CloseWord, close_word};
 use crate::thread::routing::{Route, mentioned_roles, route};
 

@@ -1,14 +1,14 @@
 //! Intake: what Slack delivers (messages and button clicks) is stored as a message of its
 //! thread before the event is acknowledged, then the thread's task is woken
-//! ([`super::dispatch`]). Duplicate deliveries are stored once and wake nothing.
+//! ([`crate::dispatch`]). Duplicate deliveries are stored once and wake nothing.
 
 use async_trait::async_trait;
 use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
 
+use crate::dispatch::Dispatcher;
 use crate::slack::intake::{Intake, IntakeFilter, classify};
 use crate::slack::socket::{EventSink, NotStored};
 use crate::store::Store;
-use crate::thread::dispatch::Dispatcher;
 use crate::thread::pm_turn::preview;
 
 /// Stores accepted events before they are acknowledged and wakes their thread.

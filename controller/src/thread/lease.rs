@@ -6,7 +6,7 @@
 //! stalled is noticed before it answers), renews every lease it holds with its heartbeat,
 //! and gives a thread up once the thread's task is idle, nothing of it waits in the outbox and
 //! no run of it is active here (a run executes on the host that owns its thread). A thread it
-//! claims afresh is adopted ([`super::dispatch::MessageHandler::adopt`]): what an instance
+//! claims afresh is adopted ([`crate::dispatch::MessageHandler::adopt`]): what an instance
 //! that stopped left of it is finished first. Commits are fenced by the lease
 //! ([`crate::slack::outbox::Outbox::fenced_by`]), so an owner that lost its lease records and
 //! says nothing more about the thread.
@@ -18,11 +18,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
+use crate::dispatch::{Claim, Ownership};
 use crate::domain::ThreadKey;
 use crate::runners::supervisor::Supervisor;
 pub use crate::store::LEASE_TTL;
 use crate::store::{Instance, Store, StoreError};
-use crate::thread::dispatch::{Claim, Ownership};
 
 /// How often an instance renews its leases.
 pub const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);

@@ -4,8 +4,8 @@
 //! planning note. Each is recorded with its post and the message marked processed in one
 //! commit, guarded by the proposal's revision, so a crash neither repeats nor loses one.
 
+use crate::domain::memory_ops::{Category, Op, check_line};
 use crate::domain::{IncomingMessage, Role};
-use crate::memory::ops::{Category, Op, check_line};
 use crate::memory::proposal::{self, Reply, correction_note};
 use crate::memory::{MemoryError, MemoryTarget, Saved};
 use crate::slack::effects::Effects;

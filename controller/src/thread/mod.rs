@@ -1,22 +1,19 @@
 //! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
-//! time per thread ([`dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
+//! time per thread ([`crate::dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
 //! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`,
 //! `review_commands`, `rebase_commands`). The
-//! words it understands are in [`approval`], [`budget`], [`routing`] and [`close_plan`]
+//! words it understands are in [`approval`], [`crate::gateway::budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
-//! [`replies`]; [`history`] reads a thread's past back; [`model_switch`] checks a PM model
+//! [`replies`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
 //! chosen from Slack against the provider's list.
 
 pub mod approval;
-pub mod budget;
 pub mod close_commands;
 pub mod close_plan;
 mod coder_commands;
 pub mod command;
-pub mod dispatch;
 pub mod handler;
-pub mod history;
 pub mod intake;
 pub mod lease;
 mod memory_commands;

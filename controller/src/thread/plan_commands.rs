@@ -3,10 +3,10 @@
 //! line saying who used them (see [`crate::slack::interactive`]).
 
 use crate::domain::{Click, IncomingMessage, Role};
+use crate::gateway::budget::{budget_set_reply, cap_text};
 use crate::slack::effects::{Effects, MessageRef};
 use crate::slack::interactive::resolved_blocks;
 use crate::store::Change;
-use crate::thread::budget::{budget_set_reply, cap_text};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::rebase_commands::Aborted;
 

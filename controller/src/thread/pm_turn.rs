@@ -19,12 +19,12 @@ use codebutler_agent::conversation::ChatMessage;
 
 use crate::domain::{IncomingMessage, Plan, Role};
 use crate::gateway::GatewayError;
+use crate::gateway::budget::{cost_markdown, estimate};
 use crate::pm::references::{self, Sources};
 use crate::pm::{PmError, PmTurn};
 use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
-use crate::thread::budget::{cost_markdown, estimate};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::replies::THREAD_CLOSED;
 

@@ -9,43 +9,14 @@
 //! repository ([`super::pull_request`], [`super::forge`], the PM's references and its
 //! GHStatus tool, the start-up check of `gh auth status`).
 
-/// How `gh pr merge` merges (`github.mergeStrategy`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum MergeStrategy {
-    /// One commit with every change of the branch (the default).
-    #[default]
-    Squash,
-    /// A merge commit.
-    Merge,
-    /// The branch's commits replayed on the base.
-    Rebase,
-}
+use crate::config::MergeStrategy;
 
-impl MergeStrategy {
-    /// Every strategy, as the configuration names them.
-    pub const ALL: [MergeStrategy; 3] = [Self::Squash, Self::Merge, Self::Rebase];
-
-    /// The configuration's name: `squash`, `merge`, `rebase`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Squash => "squash",
-            Self::Merge => "merge",
-            Self::Rebase => "rebase",
-        }
-    }
-
-    /// The strategy a configuration names.
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|s| s.as_str() == name)
-    }
-
-    /// `gh pr merge`'s flag.
-    fn flag(self) -> &'static str {
-        match self {
-            Self::Squash => "--squash",
-            Self::Merge => "--merge",
-            Self::Rebase => "--rebase",
-        }
+/// `gh pr merge`'s flag for `strategy`.
+fn merge_flag(strategy: MergeStrategy) -> &'static str {
+    match strategy {
+        MergeStrategy::Squash => "--squash",
+        MergeStrategy::Merge => "--merge",
+        MergeStrategy::Rebase => "--rebase",
     }
 }
 
@@ -113,7 +84,7 @@ impl GhArgs<'_> {
                 owned(&["pr", "comment", &number.to_string(), "--body-file", "-"])
             }
             Self::PrMerge { number, strategy } => {
-                owned(&["pr", "merge", &number.to_string(), strategy.flag()])
+                owned(&["pr", "merge", &number.to_string(), merge_flag(strategy)])
             }
             Self::Api { endpoint, paginate } => {
                 if paginate {

@@ -25,8 +25,8 @@ use tokio::process::Command;
 
 use super::forge::{ForgeError, check_branch};
 use super::gh_cli::GhArgs;
-pub use super::gh_cli::MergeStrategy;
 use super::git_command::{CommandError, quote, run, safe_git};
+use crate::config::MergeStrategy;
 
 /// Longest one `gh` call here may take.
 pub const GH_TIMEOUT: Duration = Duration::from_secs(120);

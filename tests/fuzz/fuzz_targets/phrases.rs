@@ -1,12 +1,12 @@
 //! The approval, stop, undo and budget phrases (`approval.rs`, `budget.rs`), the replies to a
 //! memory proposal and corrections (`memory/proposal.rs`) on any text a person could type, and
-//! memory operations (`memory/ops.rs`) parsed from any model answer.
+//! memory operations (`domain/memory_ops.rs`) parsed from any model answer.
 #![no_main]
 
-use codebutler_controller::memory::ops;
+use codebutler_controller::domain::memory_ops as ops;
 use codebutler_controller::memory::proposal::{Reply, parse_correction, parse_reply};
 use codebutler_controller::thread::approval::{is_approval, is_stop, is_undo};
-use codebutler_controller::thread::budget::{cap_text, parse_budget_command, usd};
+use codebutler_controller::gateway::budget::{cap_text, parse_budget_command, usd};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

@@ -35,8 +35,8 @@ fn pr_column(thread: &ThreadKey, number: u64) -> Result<i64, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::closing::event::WATCHER_USER;
     use crate::domain::PullRequestRef;
+    use crate::domain::WATCHER_USER;
     use crate::store::Change;
     use crate::store::Store;
     use crate::store::bind::BindThread;

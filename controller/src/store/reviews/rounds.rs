@@ -9,8 +9,8 @@ use super::super::bind::BindThread;
 use super::super::{Store, StoreError, ThreadKey, now, unknown_value};
 use super::rate::held;
 use super::{CheckFailure, pr_column};
-use crate::closing::event::ReviewEvent;
-use crate::closing::event::WATCHER_USER;
+use crate::domain::ReviewEvent;
+use crate::domain::WATCHER_USER;
 use crate::domain::{Origin, PullRequestRef};
 
 /// What a round is about.

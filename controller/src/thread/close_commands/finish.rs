@@ -6,6 +6,7 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::{Closure, PullRequestRef, Role, ThreadKey};
+use crate::history::History;
 use crate::journal::description::Describer;
 use crate::journal::{notes, report, usage};
 use crate::memory::MemoryTarget;
@@ -14,7 +15,6 @@ use crate::slack::effects::Effects;
 use crate::store::Change;
 use crate::thread::close_plan::{CloseKind, Step};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
-use crate::thread::history::History;
 
 use super::Closing;
 

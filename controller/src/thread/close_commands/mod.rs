@@ -26,7 +26,7 @@ mod steps;
 
 use std::path::PathBuf;
 
-use crate::closing::event::PrEvent;
+use crate::domain::PrEvent;
 use crate::domain::{IncomingMessage, PullRequestRef, Role, RunRecord, ThreadKey};
 use crate::store::StoreError;
 use crate::thread::close_plan::{CloseKind, Step};

@@ -2,11 +2,11 @@
 //! description, the journal committed on the branch, the merge, the remote branch deleted,
 //! the worktree removed (or kept, for an abandoned thread's work never pushed).
 
+use crate::history::History;
 use crate::journal::thread_journal::{self, JournalHead};
 use crate::journal::usage;
 use crate::thread::close_plan::{CloseKind, Step};
 use crate::thread::handler::ThreadHandler;
-use crate::thread::history::History;
 use crate::workspace::disk::ThreadDisk;
 use crate::workspace::pull_request::{self, PrState, WATCH_FIELDS};
 use crate::workspace::worktree::{self, Worktree};

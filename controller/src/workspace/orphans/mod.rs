@@ -145,7 +145,7 @@ pub async fn clean_up(layout: &Layout, store: &Store) -> Cleanup {
             }
         }
     }
-    let admin = crate::admin::server::socket_path(layout);
+    let admin = layout.admin_socket();
     let admin = admin
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())

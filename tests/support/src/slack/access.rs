@@ -22,6 +22,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::{Value, json};
 
+use super::error::ApiError;
 use super::{FakeSlack, Params, SlackState, str_param};
 
 /// The Slack app manifest the daemon's app is created from.
@@ -235,12 +236,12 @@ pub(super) fn granted_header(st: &SlackState, token: &str) -> Option<String> {
 }
 
 /// `conversations.info`: the channel with its name and whether the bot is in it.
-pub(super) fn conversations_info(st: &SlackState, params: &Params) -> Result<Value, String> {
-    let id = str_param(params, "channel").ok_or("invalid_arguments")?;
+pub(super) fn conversations_info(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
+    let id = str_param(params, "channel").ok_or(ApiError::InvalidArguments)?;
     let channel = st.access.channel(&id);
     let private = id.starts_with('G');
     if !channel.exists || (private && !channel.bot_member) {
-        return Err("channel_not_found".into());
+        return Err(ApiError::ChannelNotFound);
     }
     Ok(json!({
         "ok": true,
@@ -269,14 +270,14 @@ pub(super) fn conversations_info(st: &SlackState, params: &Params) -> Result<Val
 }
 
 /// Whether the bot may post in `channel`: `channel_not_found` or `not_in_channel` if not.
-pub(super) fn may_post(st: &SlackState, channel: &str) -> Result<(), String> {
+pub(super) fn may_post(st: &SlackState, channel: &str) -> Result<(), ApiError> {
     let world = st.access.channel(channel);
     // A private channel the bot is not in is one it cannot see.
     if !world.exists || (channel.starts_with('G') && !world.bot_member) {
-        return Err("channel_not_found".into());
+        return Err(ApiError::ChannelNotFound);
     }
     if !world.bot_member {
-        return Err("not_in_channel".into());
+        return Err(ApiError::NotInChannel);
     }
     Ok(())
 }

@@ -23,6 +23,7 @@
 use serde_json::{Value, json};
 
 use super::access::Channel;
+use super::error::ApiError;
 use super::{FakeSlack, Params, SlackState, str_param};
 
 impl FakeSlack {
@@ -78,7 +79,7 @@ fn summary(id: &str, channel: &Channel) -> Value {
 }
 
 /// `conversations.list` (its scopes checked before, in [`super::access::refusal`]).
-pub(super) fn list(st: &SlackState, params: &Params) -> Result<Value, String> {
+pub(super) fn list(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
     let types = str_param(params, "types").unwrap_or_else(|| "public_channel".to_owned());
     let public = types.split(',').any(|t| t.trim() == "public_channel");
     let private = types.split(',').any(|t| t.trim() == "private_channel");
@@ -119,19 +120,19 @@ pub(super) fn list(st: &SlackState, params: &Params) -> Result<Value, String> {
 }
 
 /// `conversations.create`.
-pub(super) fn create(st: &mut SlackState, params: &Params) -> Result<Value, String> {
-    let name = str_param(params, "name").ok_or("invalid_name_required")?;
+pub(super) fn create(st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
+    let name = str_param(params, "name").ok_or(ApiError::InvalidNameRequired)?;
     if name.chars().count() > 80 {
-        return Err("invalid_name_maxlength".into());
+        return Err(ApiError::InvalidNameMaxlength);
     }
     if !name
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_')
     {
-        return Err("invalid_name_specials".into());
+        return Err(ApiError::InvalidNameSpecials);
     }
     if !name.chars().any(|c| c.is_ascii_alphanumeric()) {
-        return Err("invalid_name_punctuation".into());
+        return Err(ApiError::InvalidNamePunctuation);
     }
     if st
         .access
@@ -139,7 +140,7 @@ pub(super) fn create(st: &mut SlackState, params: &Params) -> Result<Value, Stri
         .values()
         .any(|c| c.exists && c.name == name)
     {
-        return Err("name_taken".into());
+        return Err(ApiError::NameTaken);
     }
     let private = params
         .get("is_private")
@@ -155,14 +156,14 @@ pub(super) fn create(st: &mut SlackState, params: &Params) -> Result<Value, Stri
 }
 
 /// `conversations.join`.
-pub(super) fn join(st: &mut SlackState, params: &Params) -> Result<Value, String> {
-    let id = str_param(params, "channel").ok_or("channel_not_found")?;
+pub(super) fn join(st: &mut SlackState, params: &Params) -> Result<Value, ApiError> {
+    let id = str_param(params, "channel").ok_or(ApiError::ChannelNotFound)?;
     let channel = st.access.channel(&id);
     if !channel.exists || (id.starts_with('G') && !channel.bot_member) {
-        return Err("channel_not_found".into());
+        return Err(ApiError::ChannelNotFound);
     }
     if id.starts_with('G') {
-        return Err("method_not_supported_for_channel_type".into());
+        return Err(ApiError::MethodNotSupportedForChannelType);
     }
     let already = channel.bot_member;
     let joined = st.access.channel_mut(&id);

@@ -17,6 +17,8 @@
 
 use serde_json::{Map, Value, json};
 
+use super::error::ApiError;
+use super::web::need;
 use super::{FakeSlack, Params, SlackState, json_param, str_param};
 
 /// Slack's default and largest `limit`.
@@ -41,20 +43,20 @@ pub(super) fn from_event(event: &Value) -> Value {
 
 /// Checks a `metadata` argument as Slack does: an object with a non-empty string
 /// `event_type` and an object `event_payload`.
-pub(super) fn check_metadata(params: &Params) -> Result<Option<Value>, String> {
+pub(super) fn check_metadata(params: &Params) -> Result<Option<Value>, ApiError> {
     let Some(raw) = params.get("metadata") else {
         return Ok(None);
     };
-    let metadata = json_param(params, "metadata").ok_or("invalid_metadata_format")?;
+    let metadata = json_param(params, "metadata").ok_or(ApiError::InvalidMetadataFormat)?;
     if raw.is_string() && !metadata.is_object() {
-        return Err("invalid_metadata_format".into());
+        return Err(ApiError::InvalidMetadataFormat);
     }
     let ok = metadata["event_type"]
         .as_str()
         .is_some_and(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
         && metadata["event_payload"].is_object();
     if !ok {
-        return Err("invalid_metadata_format".into());
+        return Err(ApiError::InvalidMetadataFormat);
     }
     Ok(Some(metadata))
 }
@@ -93,14 +95,13 @@ impl SlackState {
 }
 
 /// `conversations.replies`.
-pub(super) fn replies(st: &SlackState, params: &Params) -> Result<Value, String> {
-    let need = |key: &str| str_param(params, key).ok_or_else(|| "invalid_arguments".to_owned());
-    let channel = need("channel")?;
-    let ts = need("ts")?;
+pub(super) fn replies(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
+    let channel = need(params, "channel")?;
+    let ts = need(params, "ts")?;
     let root = st
         .history
         .get(&(channel.clone(), ts.clone()))
-        .ok_or_else(|| "thread_not_found".to_owned())?;
+        .ok_or(ApiError::ThreadNotFound)?;
     let thread_ts = root["thread_ts"].as_str().unwrap_or(&ts).to_owned();
     let mut thread: Vec<&Value> = st
         .history
@@ -117,8 +118,8 @@ pub(super) fn replies(st: &SlackState, params: &Params) -> Result<Value, String>
 /// `conversations.history`: the channel's top-level messages (thread parents included,
 /// replies left out), newest first, within `oldest`/`latest`, paged like
 /// `conversations.replies` (`limit` defaults to 100).
-pub(super) fn history(st: &SlackState, params: &Params) -> Result<Value, String> {
-    let channel = str_param(params, "channel").ok_or_else(|| "invalid_arguments".to_owned())?;
+pub(super) fn history(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
+    let channel = str_param(params, "channel").ok_or(ApiError::InvalidArguments)?;
     let mut messages: Vec<&Value> = st
         .history
         .iter()
@@ -137,7 +138,7 @@ fn page(
     params: &Params,
     mut thread: Vec<&Value>,
     default_limit: usize,
-) -> Result<Value, String> {
+) -> Result<Value, ApiError> {
     // `oldest`/`latest` bound the messages returned, exclusive unless `inclusive`.
     let inclusive = matches!(params.get("inclusive"), Some(Value::Bool(true)))
         || matches!(
@@ -157,18 +158,18 @@ fn page(
         None => default_limit,
         Some(l) => l
             .parse::<usize>()
-            .map_err(|_| "invalid_limit".to_owned())?
+            .map_err(|_| ApiError::InvalidLimit)?
             .clamp(1, MAX_LIMIT),
     };
     let limit = st.history_page_cap.map_or(limit, |cap| limit.min(cap));
     let start = match str_param(params, "cursor") {
         None => 0,
         Some(cursor) => {
-            let after = decode_cursor(&cursor).ok_or_else(|| "invalid_cursor".to_owned())?;
+            let after = decode_cursor(&cursor).ok_or(ApiError::InvalidCursor)?;
             thread
                 .iter()
                 .position(|m| m["ts"].as_str() == Some(after.as_str()))
-                .ok_or_else(|| "invalid_cursor".to_owned())?
+                .ok_or(ApiError::InvalidCursor)?
         }
     };
     let with_metadata = matches!(params.get("include_all_metadata"), Some(Value::Bool(true)))

@@ -17,6 +17,7 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
+use super::error::ApiError;
 use super::{APP_ID, BOT_USER_ID, EnvelopeRecord, FakeSlack, Sent, SlackState, TEAM_ID, unix_secs};
 
 /// What a bot message shows now.
@@ -37,10 +38,10 @@ fn chars(v: &Value) -> usize {
 
 /// Checks `blocks` as Slack does and returns them as Slack keeps them: every block gets a
 /// `block_id`, plain texts get `emoji: true`.
-pub(super) fn as_slack_stores(st: &mut SlackState, blocks: Value) -> Result<Value, String> {
+pub(super) fn as_slack_stores(st: &mut SlackState, blocks: Value) -> Result<Value, ApiError> {
     let invalid = |why: &str| {
         tracing::debug!("FakeSlack: invalid_blocks: {why}");
-        "invalid_blocks".to_owned()
+        ApiError::InvalidBlocks
     };
     let Value::Array(mut list) = blocks else {
         return Err(invalid("blocks is not an array"));

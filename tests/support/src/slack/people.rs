@@ -1,5 +1,7 @@
-//! `users.info` and `chat.getPermalink`, as Slack answers them.
+//! `auth.test`, `users.info` and `chat.getPermalink`, as Slack answers them.
 //!
+//! `auth.test` says who the bot is: the fake workspace ([`TEAM_ID`]), the bot's user id
+//! ([`BOT_USER_ID`]) and bot id ([`BOT_ID`]).
 //! `users.info` needs `user` and answers the user a test added with
 //! [`FakeSlack::add_user`] (`profile.display_name`, `profile.real_name` and `real_name`), or
 //! `user_not_found`. `chat.getPermalink` needs `channel` and `message_ts`; it answers
@@ -10,7 +12,8 @@
 
 use serde_json::{Value, json};
 
-use super::{FakeSlack, Params, SlackState, str_param};
+use super::error::ApiError;
+use super::{BOT_ID, BOT_USER_ID, FakeSlack, Params, SlackState, TEAM_ID, str_param};
 
 /// A user `users.info` knows.
 #[derive(Debug, Clone)]
@@ -33,10 +36,24 @@ impl FakeSlack {
     }
 }
 
+/// `auth.test`.
+pub(super) fn auth_test() -> Value {
+    json!({
+        "ok": true,
+        "url": "https://fake.slack.com/",
+        "team": "Fake",
+        "user": "codebutler",
+        "team_id": TEAM_ID,
+        "user_id": BOT_USER_ID,
+        "bot_id": BOT_ID,
+        "is_enterprise_install": false,
+    })
+}
+
 /// `users.info`.
-pub(super) fn users_info(st: &SlackState, params: &Params) -> Result<Value, String> {
-    let id = str_param(params, "user").ok_or("invalid_arguments")?;
-    let user = st.users.get(&id).ok_or("user_not_found")?;
+pub(super) fn users_info(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
+    let id = str_param(params, "user").ok_or(ApiError::InvalidArguments)?;
+    let user = st.users.get(&id).ok_or(ApiError::UserNotFound)?;
     Ok(json!({
         "ok": true,
         "user": {
@@ -55,17 +72,16 @@ pub(super) fn users_info(st: &SlackState, params: &Params) -> Result<Value, Stri
 }
 
 /// `chat.getPermalink`.
-pub(super) fn permalink(st: &SlackState, params: &Params) -> Result<Value, String> {
-    let channel = str_param(params, "channel").ok_or("invalid_arguments")?;
-    let ts = str_param(params, "message_ts").ok_or("invalid_arguments")?;
+pub(super) fn permalink(st: &SlackState, params: &Params) -> Result<Value, ApiError> {
+    let channel = str_param(params, "channel").ok_or(ApiError::InvalidArguments)?;
+    let ts = str_param(params, "message_ts").ok_or(ApiError::InvalidArguments)?;
     if !st.history.contains_key(&(channel.clone(), ts.clone())) {
         let known = st.history.keys().any(|(c, _)| *c == channel);
         return Err(if known {
-            "message_not_found"
+            ApiError::MessageNotFound
         } else {
-            "channel_not_found"
-        }
-        .into());
+            ApiError::ChannelNotFound
+        });
     }
     Ok(json!({
         "ok": true,

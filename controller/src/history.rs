@@ -2,13 +2,14 @@
 //! messages and clicks, what the PR watcher saw on GitHub, what CodeButler said as each role, the PM's tool calls, the Coder's
 //! questions with their answers, and the Coder's runs.
 //!
-//! Memory extraction, the PR description, the thread journal and the usage report's tips
-//! all read a thread through [`History`]: [`History::render`] is the plain text a model is
+//! The thread's handling (its close), memory extraction, the PR description, the thread
+//! journal and the usage report's tips all read a thread through [`History`], so it sits
+//! below all of them: [`History::render`] is the plain text a model is
 //! given; the entries are there for those that lay it out themselves.
 
 use codebutler_agent::conversation::ChatMessage;
 
-use crate::closing::event::PrEvent;
+use crate::domain::PrEvent;
 use crate::domain::{ButtonAction, Click, Origin, Role, RunRecord, ThreadKey};
 use crate::slack::effects::Effect;
 use crate::store::{QuestionRecord, Store, StoreError};
@@ -293,9 +294,9 @@ mod tests {
     use codebutler_agent::conversation::{ChatMessage, ToolCall};
 
     use super::*;
-    use crate::closing::event::ReviewEvent;
-    use crate::closing::event::WATCHER_USER;
     use crate::domain::IncomingMessage;
+    use crate::domain::ReviewEvent;
+    use crate::domain::WATCHER_USER;
     use crate::slack::effects::Effects;
     use crate::store::{Change, NewRun};
 

@@ -1,4 +1,7 @@
-//! Thread dispatch: one tokio task per active Slack thread.
+//! Thread dispatch: one tokio task per active Slack thread. It runs whatever handles a
+//! message ([`MessageHandler`], the thread's handler in [`crate::thread`]) and sits below it,
+//! since the PR watcher and coordination, which store messages for threads, wake them
+//! through it too.
 //!
 //! The store is the queue: a message is stored before anything else happens, and a thread's
 //! task always takes the oldest pending message of its thread from the store. The bounded

@@ -6,8 +6,8 @@
 //! read the store are thin. The cap is kept in the store, not in the hub, so a budget raised
 //! while a Coder runs applies to its next model call.
 
+use super::Gateway;
 use crate::domain::ThreadKey;
-use crate::gateway::Gateway;
 use crate::store::Store;
 
 /// The words that start a budget refusal; [`plain_ending`] finds them in a run's ending.

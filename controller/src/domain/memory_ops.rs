@@ -1,6 +1,7 @@
 //! The operations a memory proposal is made of — `append` a line under a section, `replace`
 //! an exact line, `none` — as the extraction model writes them ([`parse`]) and as they change
-//! the memory file ([`apply`]).
+//! the memory file ([`apply`]). They are the domain's because the store keeps a proposal's
+//! operations as well as memory making and applying them.
 //!
 //! Parsing is all or nothing: one malformed operation (unknown op or category, an empty or
 //! multi-line line, a `replace` whose `old` is not an exact line of the memory) refuses the

@@ -1,7 +1,8 @@
 //! One repository's part of the service: its lock, store, thread handler, dispatcher, PR
 //! watcher and admin socket. The Slack app — the client, the bot's identity, the rate-limited
 //! sender and the Socket Mode connection — is shared by every repository a process serves
-//! and lives in [`crate::service`], which hands each repository the events of its channel.
+//! and lives in the rest of [`crate::service`], which hands each repository the events of its
+//! channel (the two need each other's types, so the daemon is the service's own module).
 //! It holds no policy: what a message does is [`crate::thread::handler`]'s.
 //!
 //! A repository starts in three steps, so that the service can take every lock before it
@@ -22,7 +23,7 @@
 //! lease ([`crate::thread::lease`]), fences its commits by that lease, and watches for threads
 //! waiting without an owner. What a stop left is not sorted out for the whole store at start
 //! (another instance may be working on it) but thread by thread, by whichever instance takes
-//! the thread ([`crate::thread::dispatch::MessageHandler::adopt`]).
+//! the thread ([`crate::dispatch::MessageHandler::adopt`]).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,12 +34,14 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::parts::{ServedRepo, SharedSlack, StartError};
 use crate::closing::watcher::PrWatcher;
 use crate::coder::SlackCoder;
 use crate::coder::ahead::Ahead;
 use crate::config::Config;
 use crate::coordination::Coordination;
 use crate::coordination::merge_order::MergeOrder;
+use crate::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::gateway::Gateway;
 use crate::gateway::model_list::ModelList;
 use crate::journal::description::Describer;
@@ -50,11 +53,9 @@ use crate::postflight::AfterPr;
 use crate::repo_lock::RepoLock;
 use crate::runners;
 use crate::runners::supervisor::Supervisor;
-use crate::service::parts::{ServedRepo, SharedSlack, StartError};
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::store::{Instance, Store, repository_name};
-use crate::thread::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::IntakeSink;
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
