@@ -28,6 +28,7 @@ mod payloads;
 mod pm;
 mod postflight;
 mod postgres;
+mod pr_bodies;
 mod prepare_ahead;
 mod project_tests;
 mod pushes;

@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::access::{AccessFile, GithubFile};
+use super::changes_workflow::ChangesWorkflowFile;
 use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
@@ -43,6 +44,8 @@ pub(super) struct FileConfig {
     pub access: AccessFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub github: GithubFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub changes_workflow: ChangesWorkflowFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub sandbox: SandboxFile,
     #[serde(default, deserialize_with = "null_as_absent")]

@@ -19,6 +19,7 @@
 //! | `roles` | `productManager`, `coder`, `artist` |
 //! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
+//! | `changes_workflow` | `changesWorkflow` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
 //! | `runner` | `runner` |
@@ -30,6 +31,7 @@
 
 mod access;
 mod build_env;
+mod changes_workflow;
 pub mod edit;
 mod error;
 mod file;
@@ -49,6 +51,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, GithubConfig, ReviewFrom};
+pub use changes_workflow::ChangesWorkflowConfig;
 pub use error::ConfigError;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
@@ -91,6 +94,8 @@ pub struct Config {
     pub artist: ArtistConfig,
     pub access: AccessConfig,
     pub github: GithubConfig,
+    /// How the Coder's changes become a pull request (`changesWorkflow`).
+    pub changes_workflow: ChangesWorkflowConfig,
     pub sandbox: SandboxConfig,
     pub fetch: FetchConfig,
     pub build: BuildConfig,
@@ -178,6 +183,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin)?;
     let github = file.github.resolve(origin)?;
+    let changes_workflow = file.changes_workflow.resolve(origin)?;
     let sandbox = file.sandbox.resolve();
     if access.max_worktree_disk_mb > 0 && sandbox.disk_mb == 0 {
         // The total is held by the worktrees' own disks; without them a run could pass it.
@@ -206,6 +212,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         artist: file.artist.resolve(),
         access,
         github,
+        changes_workflow,
         sandbox,
         fetch: file.fetch,
         build,
