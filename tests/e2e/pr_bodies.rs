@@ -71,7 +71,9 @@ async fn without_a_template_the_description_has_the_default_sections() {
     thread_with_pr(&env, "DEFAULT-TEMPLATE", vec![]).await;
     let body = edited_body(&env).await;
     let summary = body.find("## Summary\n\nAdds the notes.").expect(&body);
-    let changes = body.find("## Changes\n\n- `notes.txt` (+2 −0)").expect(&body);
+    let changes = body
+        .find("## Changes\n\n- `notes.txt` (+2 −0)")
+        .expect(&body);
     let tested = body
         .find("## How it was tested\n\nTESTED-MARK: the notes were read back.\n")
         .expect(&body);
@@ -103,7 +105,10 @@ async fn the_default_branchs_template_is_used_never_the_runs_edit_or_a_link() {
     // The run rewrites the template on its branch and commits it.
     let first_run = vec![
         write("notes.txt", "one\ntwo\n"),
-        write(".github/pull_request_template.md", "RUN-EDIT: no checklist\n"),
+        write(
+            ".github/pull_request_template.md",
+            "RUN-EDIT: no checklist\n",
+        ),
         Reply::tool_call("GitCommit", r#"{"message": "Add the notes"}"#),
         Reply::tool_call("OpenPR", r#"{"title": "Add notes", "body": "Adds notes."}"#),
         Reply::text("The PR is open."),

@@ -130,7 +130,9 @@ impl SlackCoder {
         workspace: Workspace,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let system_prompt = crate::prompts::coder_system_prompt(&self.layout, self.pr_instructions.as_deref()).await;
+        let system_prompt =
+            crate::prompts::coder_system_prompt(&self.layout, self.pr_instructions.as_deref())
+                .await;
         let request = self.request(approval, plan, tree, resume, workspace, system_prompt);
         let run = self.supervisor.start(request).await?;
         Ok((run, events))
@@ -145,7 +147,9 @@ impl SlackCoder {
         standby: Standby,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let system_prompt = crate::prompts::coder_system_prompt(&self.layout, self.pr_instructions.as_deref()).await;
+        let system_prompt =
+            crate::prompts::coder_system_prompt(&self.layout, self.pr_instructions.as_deref())
+                .await;
         let request = self.request(approval, plan, tree, None, Workspace::Ready, system_prompt);
         let run = self.supervisor.start_on(request, standby).await?;
         Ok((run, events))
