@@ -167,6 +167,18 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn the_projects_pr_instructions_end_the_coders_prompt() {
+        assert_eq!(
+            with_pr_instructions("Role.".into(), Some("  Name the ticket.\n")),
+            "Role.\n\n## This project's instructions for pull requests\nWhen you open a pull \
+             request with OpenPR, its title and body follow these instructions from the \
+             project's configuration:\n\nName the ticket."
+        );
+        assert_eq!(with_pr_instructions("Role.".into(), Some("  ")), "Role.");
+        assert_eq!(with_pr_instructions("Role.".into(), None), "Role.");
+    }
+
     #[tokio::test]
     async fn prompt_joins_role_shared_and_memory() {
         let dir = tempfile::tempdir().unwrap();

@@ -21,6 +21,7 @@ mod hosts;
 mod intake;
 mod lifecycle;
 mod links;
+mod log_file;
 mod memory;
 mod orphans;
 mod output;

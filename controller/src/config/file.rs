@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use super::access::{AccessFile, GithubFile};
 use super::changes_workflow::ChangesWorkflowFile;
+use super::logging::LoggingFile;
 use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
@@ -56,6 +57,8 @@ pub(super) struct FileConfig {
     pub runner: RunnerFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub store: StoreFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub logging: LoggingFile,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

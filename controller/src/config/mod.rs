@@ -24,6 +24,7 @@
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
 //! | `runner` | `runner` |
 //! | `store` | `store` |
+//! | `logging` | `logging` |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
 //! the fields it asks about (keeping every other field as it was), checking the result as
@@ -35,6 +36,7 @@ mod changes_workflow;
 pub mod edit;
 mod error;
 mod file;
+mod logging;
 mod model_fields;
 mod origin;
 mod provider;
@@ -53,6 +55,7 @@ use std::path::{Path, PathBuf};
 pub use access::{AccessConfig, GithubConfig, ReviewFrom};
 pub use changes_workflow::ChangesWorkflowConfig;
 pub use error::ConfigError;
+pub use logging::LoggingConfig;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
 pub use repositories::{
@@ -103,6 +106,8 @@ pub struct Config {
     pub runner: RunnerLauncher,
     /// Where the store lives: SQLite (the default) or a PostgreSQL server.
     pub store: crate::store::StoreUrl,
+    /// How the service's log file rotates (`logging`).
+    pub logging: LoggingConfig,
 }
 
 /// Where the configuration comes from.
@@ -218,6 +223,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         build,
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
+        logging: file.logging.resolve(origin)?,
     })
 }
 
