@@ -13,7 +13,7 @@ use serde_json::json;
 use crate::harness::{Env, OUTSIDE_SECRET, WAIT};
 
 /// The log file of the env's repository, as the service names it.
-fn log_path(env: &Env) -> PathBuf {
+pub fn log_path(env: &Env) -> PathBuf {
     let repo = env.repo_path().file_name().unwrap().to_string_lossy();
     env.home.path().join("logs").join(format!(
         "codebutler-{}.log",
