@@ -49,13 +49,29 @@ pub async fn memory_extraction_template(layout: &Layout) -> String {
     template
 }
 
-/// Assembles the Coder's system prompt for the repository.
-pub async fn coder_system_prompt(layout: &Layout) -> String {
+/// Assembles the Coder's system prompt for the repository, with the project's
+/// `pr_instructions` (`changesWorkflow.prInstructions`) for the pull request it opens.
+pub async fn coder_system_prompt(layout: &Layout, pr_instructions: Option<&str>) -> String {
     let [role, shared] = read_prompts(layout, ["coder.md", "shared.md"]).await;
-    format!(
+    let prompt = format!(
         "{role}\n\n{shared}\n\nYou work in a git worktree of the repository, which is your current directory. \
          Paths you pass to tools are relative to it. Your tools run inside a sandbox without network access."
-    )
+    );
+    with_pr_instructions(prompt, pr_instructions)
+}
+
+/// `prompt` with the project's instructions for its pull requests at the end, when it has
+/// some (the operator's text, set apart under its own heading).
+pub fn with_pr_instructions(mut prompt: String, pr_instructions: Option<&str>) -> String {
+    if let Some(text) = pr_instructions.map(str::trim).filter(|t| !t.is_empty()) {
+        prompt.push_str(
+            "\n\n## This project's instructions for pull requests\n\
+             When you open a pull request with OpenPR, its title and body follow these \
+             instructions from the project's configuration:\n\n",
+        );
+        prompt.push_str(text);
+    }
+    prompt
 }
 
 /// The prompt files `names`, each from the first source that has it (see the module doc),
@@ -151,6 +167,18 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn the_projects_pr_instructions_end_the_coders_prompt() {
+        assert_eq!(
+            with_pr_instructions("Role.".into(), Some("  Name the ticket.\n")),
+            "Role.\n\n## This project's instructions for pull requests\nWhen you open a pull \
+             request with OpenPR, its title and body follow these instructions from the \
+             project's configuration:\n\nName the ticket."
+        );
+        assert_eq!(with_pr_instructions("Role.".into(), Some("  ")), "Role.");
+        assert_eq!(with_pr_instructions("Role.".into(), None), "Role.");
+    }
+
     #[tokio::test]
     async fn prompt_joins_role_shared_and_memory() {
         let dir = tempfile::tempdir().unwrap();
@@ -190,7 +218,7 @@ mod tests {
         let layout = Layout::new(dir.path());
         let prompt = pm_system_prompt(&layout, "").await;
         assert!(prompt.starts_with("You are the PM"), "{prompt}");
-        let coder = coder_system_prompt(&layout).await;
+        let coder = coder_system_prompt(&layout, None).await;
         assert!(coder.starts_with("You are the Coder"), "{coder}");
         assert!(coder.contains("## The team"), "{coder}");
     }
@@ -223,7 +251,7 @@ mod tests {
         assert!(pm.starts_with("EDITED PM\n\nCOMMITTED SHARED"), "{pm}");
         assert!(!pm.contains("outside-secret"), "{pm}");
 
-        let coder = coder_system_prompt(&layout).await;
+        let coder = coder_system_prompt(&layout, None).await;
         assert!(coder.starts_with("You are the Coder"), "{coder}");
         assert!(coder.contains("COMMITTED SHARED"), "{coder}");
         assert!(!coder.contains("PATH="), "{coder}");

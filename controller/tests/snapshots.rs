@@ -117,7 +117,7 @@ async fn the_pm_system_prompt() {
 #[tokio::test]
 async fn the_coder_system_prompt() {
     let (_dir, layout) = acme();
-    insta::assert_snapshot!(coder_system_prompt(&layout).await);
+    insta::assert_snapshot!(coder_system_prompt(&layout, None).await);
 }
 
 /// The PM of the repository `layout`, with its store in `dir` and a gateway never called.

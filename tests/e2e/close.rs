@@ -132,8 +132,9 @@ async fn merge_describes_merges_once_deletes_the_branch_removes_the_worktree_and
         ["*PM:* PR #7 merged. Thread closed."]
     );
 
-    // The description, as gh received it: the five sections, the branch's real diff, the
-    // person by name and the thread's permalink on the workspace's domain.
+    // The description, as gh received it: the five sections (with the default template's
+    // How it was tested, the repository having none), the branch's real diff, the person by
+    // name and the thread's permalink on the workspace's domain.
     let body = gh_edited_body(env.outside.path()).unwrap();
     let permalink = format!(
         "https://fake.slack.com/archives/{CHANNEL}/p{}",
@@ -143,6 +144,7 @@ async fn merge_describes_merges_once_deletes_the_branch_removes_the_worktree_and
         body,
         format!(
             "## Summary\n\nThe change the thread asked for.\n\n## Changes\n\n- `notes.txt` (+2 −0)\n\n\
+             ## How it was tested\n\n(not recorded)\n\n\
              ## Decisions\n\n- (none recorded)\n\n## Participants\n\n- alice\n\n## Slack thread\n\n{permalink}\n"
         )
     );

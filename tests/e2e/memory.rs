@@ -197,6 +197,14 @@ async fn a_proposal_edited_in_the_thread_is_committed_to_the_pushed_pr_branch() 
     }
     let log = git::git(&origin, &["log", "-1", "--format=%an <%ae>", &branch]);
     assert_eq!(log, "CodeButler <codebutler@localhost>");
+    // The service's log file tags the proposal and the save as memory lines.
+    let log_file = std::fs::read_to_string(crate::log_file::log_path(&env)).unwrap();
+    for line in ["memory proposal of 3 item(s)", "memory saved in"] {
+        assert!(
+            log_file.contains(&format!(" MEM  thread {thread} → {line}")),
+            "no MEM line `{line}` in:\n{log_file}"
+        );
+    }
 
     // The proposal is settled: "yes" again goes the usual way (the plan was carried out).
     env.reply(&thread, "yes");

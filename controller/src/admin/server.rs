@@ -29,6 +29,8 @@ pub const CLI_CHANNEL: &str = "runnerctl";
 pub struct AdminService {
     pub supervisor: Supervisor,
     pub layout: Layout,
+    /// The project's instructions for its pull requests, for the Coder's prompt.
+    pub pr_instructions: Option<String>,
 }
 
 /// Serves the admin API on its socket until `shutdown`; the socket file is removed after.
@@ -320,7 +322,11 @@ impl Admin for AdminService {
                 worktree: tree.path,
                 branch: tree.branch,
                 reporting: Reporting::Unattended,
-                system_prompt: crate::prompts::coder_system_prompt(&self.layout).await,
+                system_prompt: crate::prompts::coder_system_prompt(
+                    &self.layout,
+                    self.pr_instructions.as_deref(),
+                )
+                .await,
                 resume: None,
                 workspace: Workspace::Ready,
             })

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use codebutler_controller::config::{self, Config, ConfigSources};
 use codebutler_controller::layout::Layout;
-use codebutler_controller::logging::{self, LogFormat};
+use codebutler_controller::logging::{self, LogFile, LogFileSettings, LogFormat};
 use codebutler_controller::repo_lock::{LockError, RepoLock};
 use codebutler_controller::secret::Secret;
 use codebutler_controller::service::install::{
@@ -122,7 +122,7 @@ struct InitArgs {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    logging::init(args.log_format, args.verbose);
+    let log_file = logging::init(args.log_format, args.verbose);
 
     if let Some(Command::Init(init)) = &args.command {
         return run_init(args.repo.as_deref(), init);
@@ -134,7 +134,7 @@ fn main() -> ExitCode {
     if args.repo.is_none() && !args.cleanup_orphans {
         match listed_repositories() {
             Ok(Some((home, entries))) => {
-                return serve_listed(&home, &entries, args.status, notifier);
+                return serve_listed(&home, &entries, args.status, notifier, &log_file);
             }
             Ok(None) => {}
             Err(e) => return refuse(&notifier, &format!("configuration: {e}"), 2),
@@ -163,6 +163,13 @@ fn main() -> ExitCode {
         .global
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_owned);
+    if !args.status {
+        let name = format!(
+            "codebutler-{}",
+            config::sanitized_name(&codebutler_controller::store::repository_name(&layout))
+        );
+        open_log_file(&log_file, &home, name, &config.logging);
+    }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("start async runtime: {e}"), 1),
@@ -210,6 +217,7 @@ fn serve_listed(
     entries: &[config::RepositoryEntry],
     status: bool,
     notifier: Arc<Notifier>,
+    log_file: &LogFile,
 ) -> ExitCode {
     if !status {
         for entry in entries {
@@ -240,6 +248,14 @@ fn serve_listed(
             .collect();
         return print_status(&runtime, refs, home, &first.config);
     }
+    if let Some(first) = repos.first() {
+        open_log_file(
+            log_file,
+            home,
+            "codebutler".to_owned(),
+            &first.config.logging,
+        );
+    }
     let served = repos
         .into_iter()
         .map(|r| ServedRepo {
@@ -257,6 +273,22 @@ fn serve_listed(
         shutdown,
     ));
     exit(&notifier, result)
+}
+
+/// Starts the service's log file, `<home>/logs/<name>.log`, rotated as `logging` says; when
+/// it cannot be opened the service logs to stderr only, and says so.
+fn open_log_file(log_file: &LogFile, home: &Path, name: String, logging: &config::LoggingConfig) {
+    let settings = LogFileSettings {
+        dir: home.join("logs"),
+        name,
+        max_bytes: logging.max_file_bytes,
+        keep: logging.keep_files,
+    };
+    let path = settings.current();
+    match log_file.open(settings) {
+        Ok(()) => tracing::info!("logging to {}", path.display()),
+        Err(e) => tracing::warn!("no log file, logging to stderr only: {e}"),
+    }
 }
 
 /// `--status`: prints the topology of `repos` on stdout.

@@ -113,6 +113,9 @@ pub struct SlackCoder {
     /// The runs' followers (status message, end report), waited for at shutdown so the
     /// runs the stop ended are reported before the store closes.
     pub followers: tokio_util::task::TaskTracker,
+    /// The project's instructions for its pull requests (`changesWorkflow.prInstructions`),
+    /// added to the Coder's prompt.
+    pub pr_instructions: Option<String>,
 }
 
 impl SlackCoder {
@@ -127,7 +130,9 @@ impl SlackCoder {
         workspace: Workspace,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let system_prompt = crate::prompts::coder_system_prompt(&self.layout).await;
+        let system_prompt =
+            crate::prompts::coder_system_prompt(&self.layout, self.pr_instructions.as_deref())
+                .await;
         let request = self.request(approval, plan, tree, resume, workspace, system_prompt);
         let run = self.supervisor.start(request).await?;
         Ok((run, events))
@@ -142,7 +147,9 @@ impl SlackCoder {
         standby: Standby,
     ) -> Result<(RunRecord, broadcast::Receiver<RunEvent>), SupervisorError> {
         let events = self.supervisor.subscribe();
-        let system_prompt = crate::prompts::coder_system_prompt(&self.layout).await;
+        let system_prompt =
+            crate::prompts::coder_system_prompt(&self.layout, self.pr_instructions.as_deref())
+                .await;
         let request = self.request(approval, plan, tree, None, Workspace::Ready, system_prompt);
         let run = self.supervisor.start_on(request, standby).await?;
         Ok((run, events))

@@ -13,6 +13,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::access::{AccessFile, GithubFile};
+use super::changes_workflow::ChangesWorkflowFile;
+use super::logging::LoggingFile;
 use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
@@ -44,6 +46,8 @@ pub(super) struct FileConfig {
     #[serde(default, deserialize_with = "null_as_absent")]
     pub github: GithubFile,
     #[serde(default, deserialize_with = "null_as_absent")]
+    pub changes_workflow: ChangesWorkflowFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
     pub sandbox: SandboxFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub fetch: FetchConfig,
@@ -53,6 +57,8 @@ pub(super) struct FileConfig {
     pub runner: RunnerFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub store: StoreFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub logging: LoggingFile,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

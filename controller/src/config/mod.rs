@@ -19,10 +19,12 @@
 //! | `roles` | `productManager`, `coder`, `artist` |
 //! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
+//! | `changes_workflow` | `changesWorkflow` |
 //! | `runs` | `sandbox`, `build`, `fetch` |
 //! | `repositories` | the global file's `repositories` list (one service, many repositories) |
 //! | `runner` | `runner` |
 //! | `store` | `store` |
+//! | `logging` | `logging` |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
 //! the fields it asks about (keeping every other field as it was), checking the result as
@@ -30,9 +32,11 @@
 
 mod access;
 mod build_env;
+mod changes_workflow;
 pub mod edit;
 mod error;
 mod file;
+mod logging;
 mod model_fields;
 mod origin;
 mod provider;
@@ -49,7 +53,9 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, GithubConfig, MergeStrategy, ReviewFrom};
+pub use changes_workflow::ChangesWorkflowConfig;
 pub use error::ConfigError;
+pub use logging::LoggingConfig;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
 pub use repositories::{
@@ -91,6 +97,8 @@ pub struct Config {
     pub artist: ArtistConfig,
     pub access: AccessConfig,
     pub github: GithubConfig,
+    /// How the Coder's changes become a pull request (`changesWorkflow`).
+    pub changes_workflow: ChangesWorkflowConfig,
     pub sandbox: SandboxConfig,
     pub fetch: FetchConfig,
     pub build: BuildConfig,
@@ -98,6 +106,8 @@ pub struct Config {
     pub runner: RunnerLauncher,
     /// Where the store lives: SQLite (the default) or a PostgreSQL server.
     pub store: crate::store::StoreUrl,
+    /// How the service's log file rotates (`logging`).
+    pub logging: LoggingConfig,
 }
 
 /// Where the configuration comes from.
@@ -178,6 +188,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin)?;
     let github = file.github.resolve(origin)?;
+    let changes_workflow = file.changes_workflow.resolve(origin)?;
     let sandbox = file.sandbox.resolve();
     if access.max_worktree_disk_mb > 0 && sandbox.disk_mb == 0 {
         // The total is held by the worktrees' own disks; without them a run could pass it.
@@ -206,11 +217,13 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         artist: file.artist.resolve(),
         access,
         github,
+        changes_workflow,
         sandbox,
         fetch: file.fetch,
         build,
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
+        logging: file.logging.resolve(origin)?,
     })
 }
 

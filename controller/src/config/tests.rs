@@ -1061,3 +1061,54 @@ fn every_model_id_for_the_provider_is_listed_with_its_field() {
     .map(|(f, id)| (f.to_owned(), id.to_owned()));
     assert_eq!(pairs, expected);
 }
+
+#[test]
+fn pr_instructions_and_the_log_files_rotation() {
+    let c = load(&files(Some(GLOBAL), Some(REPO)).sources, no_env).unwrap();
+    assert_eq!(c.changes_workflow.pr_instructions, None);
+    assert_eq!(
+        c.logging,
+        LoggingConfig {
+            max_file_bytes: 10 * 1024 * 1024,
+            keep_files: 5
+        }
+    );
+    let f = files(
+        Some(
+            r#"{"slack":{"botToken":"xoxb-1","appToken":"xapp-1"},"openrouter":{"apiKey":"sk-or-1"},"logging":{"maxFileMB":0.5,"keepFiles":0}}"#,
+        ),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"changesWorkflow":{"prInstructions":"  Name the ticket.\n"}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        c.changes_workflow.pr_instructions.as_deref(),
+        Some("Name the ticket.")
+    );
+    assert_eq!(c.logging.max_file_bytes, 512 * 1024);
+    assert_eq!(c.logging.keep_files, 0);
+    for (bad, field) in [
+        (r#""logging":{"maxFileMB":0}"#, "logging.maxFileMB"),
+        (r#""logging":{"maxFileMB":2048}"#, "logging.maxFileMB"),
+        (r#""logging":{"keepFiles":101}"#, "logging.keepFiles"),
+        (
+            r#""changesWorkflow":{"prInstruction":"x"}"#,
+            "changesWorkflow",
+        ),
+    ] {
+        let repo = format!(r#"{{"slack":{{"channelID":"C1"}},{bad}}}"#);
+        let e = load(&files(Some(GLOBAL), Some(&repo)).sources, no_env)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(field), "{bad}: {e}");
+    }
+    let long = "x".repeat(9000);
+    let repo = format!(
+        r#"{{"slack":{{"channelID":"C1"}},"changesWorkflow":{{"prInstructions":"{long}"}}}}"#
+    );
+    let e = load(&files(Some(GLOBAL), Some(&repo)).sources, no_env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("changesWorkflow.prInstructions"), "{e}");
+}

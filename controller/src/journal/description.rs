@@ -1,6 +1,9 @@
 //! The pull request's description as the thread's record, written when the PR opens and
 //! again at close: **Summary**, **Changes**, **Decisions**, **Participants** and **Slack
-//! thread**, then the repository's PR template if it has one.
+//! thread**, then the repository's PR template if it has one. A repository without one gets
+//! the built-in default's sections instead (Summary, Changes, **How it was tested**): the
+//! last is the PM's reading of the thread (the Coder's test runs as its report gave them),
+//! "(not recorded)" when the thread does not say.
 //!
 //! Changes come from git, never from the model: the branch's diff against its base in the
 //! thread's own repository, per file with lines added and removed
@@ -66,6 +69,14 @@ pub fn render(parts: &DescriptionParts) -> String {
             parts.changes.len() - MAX_LISTED_FILES
         ));
     }
+    if repository_template(parts).is_none() {
+        body.push_str("\n## How it was tested\n\n");
+        match parts.summary.as_ref().map(|s| s.tested.trim()) {
+            Some(tested) if !tested.is_empty() => body.push_str(tested),
+            _ => body.push_str("(not recorded)"),
+        }
+        body.push('\n');
+    }
     body.push_str("\n## Decisions\n\n");
     match &parts.summary {
         None => body.push_str("(summary unavailable)\n"),
@@ -88,14 +99,21 @@ pub fn render(parts: &DescriptionParts) -> String {
         Some(link) => body.push_str(&format!("{link}\n")),
         None => body.push_str("(link unavailable)\n"),
     }
-    if let Some(template) = parts.template.as_deref().map(str::trim)
-        && !template.is_empty()
-    {
+    if let Some(template) = repository_template(parts) {
         body.push_str("\n---\n\n");
         body.push_str(template);
         body.push('\n');
     }
     body
+}
+
+/// The repository's PR template, when it has one that is not blank.
+fn repository_template(parts: &DescriptionParts) -> Option<&str> {
+    parts
+        .template
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
 }
 
 /// Gathers a pull request's description from its thread and writes it.
@@ -244,6 +262,7 @@ mod tests {
                     "JWT rather than cookies (the PM, from `docs/auth.md`)".into(),
                     "The old endpoint goes (Alice)".into(),
                 ],
+                tested: "`cargo test` passed (exit 0).".into(),
             }),
             changes: vec![
                 FileChange {

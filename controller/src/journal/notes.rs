@@ -44,6 +44,10 @@ pub struct PrSummary {
     pub summary: String,
     #[serde(default)]
     pub decisions: Vec<String>,
+    /// How the change was tested, as the thread shows it (the Coder's test runs); empty
+    /// when the thread does not say.
+    #[serde(default)]
+    pub tested: String,
 }
 
 #[derive(Deserialize)]
@@ -146,6 +150,7 @@ mod tests {
         assert_eq!(
             parse_summary(plain).unwrap(),
             PrSummary {
+                tested: String::new(),
                 summary: "Fixes expiry.".into(),
                 decisions: vec!["JWT (the PM)".into()]
             }

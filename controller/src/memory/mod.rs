@@ -144,14 +144,14 @@ impl Memory {
             }
         };
         if items.is_empty() {
-            tracing::info!(tag = "PM", "thread {thread} → nothing worth remembering");
+            tracing::info!(tag = "MEM", "thread {thread} → nothing worth remembering");
             self.outbox.commit(&changes, &Effects::new(thread)).await?;
             return Ok(());
         }
         let count = items.len();
         self.post(thread, target, items, &changes).await?;
         tracing::info!(
-            tag = "PM",
+            tag = "MEM",
             "thread {thread} → memory proposal of {count} item(s)"
         );
         Ok(())
@@ -238,7 +238,7 @@ impl Memory {
             MemoryTarget::PrBranch if pr_open => self.save_to_branch(thread, &open.items).await,
             MemoryTarget::PrBranch => {
                 tracing::info!(
-                    tag = "PM",
+                    tag = "MEM",
                     "thread {thread} → its pull request is closed: memory goes in a pull request of its own"
                 );
                 self.save_to_new_pr(thread, &open.items).await

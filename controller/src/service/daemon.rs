@@ -328,6 +328,7 @@ impl LockedRepo {
             crate::admin::server::AdminService {
                 supervisor: supervisor.clone(),
                 layout: layout.clone(),
+                pr_instructions: config.changes_workflow.pr_instructions.clone(),
             },
             admin_stop.clone(),
         ));
@@ -479,6 +480,7 @@ async fn thread_handler(
         prepare: supervisor.worktrees().clone(),
         ahead: Ahead::new(supervisor.worktrees().clone(), supervisor.clone()),
         followers: TaskTracker::new(),
+        pr_instructions: config.changes_workflow.pr_instructions.clone(),
         supervisor,
         layout: layout.clone(),
         outbox: outbox.clone(),

@@ -39,7 +39,7 @@ impl ThreadHandler {
                 match self.memory.save(&thread, &open).await {
                     Ok(saved) => {
                         tracing::info!(
-                            tag = "PM",
+                            tag = "MEM",
                             "thread {thread} → memory saved in {}",
                             short(&saved.sha)
                         );
@@ -60,7 +60,7 @@ impl ThreadHandler {
                 }
             }
             Reply::No => {
-                tracing::info!(tag = "PM", "thread {thread} → memory proposal discarded");
+                tracing::info!(tag = "MEM", "thread {thread} → memory proposal discarded");
                 let settle = MemoryChange::Settled {
                     thread: &thread,
                     seq: open.seq,

@@ -21,9 +21,9 @@
 //!   `refs/heads/codebutler/<slug>` to `origin`;
 //! - pull requests run `gh pr create` in the main repository with fixed arguments, the body
 //!   on stdin; neither `git` nor `gh` ever runs in a worktree;
-//! - the PR template is read from the branch's committed tree, never from the worktree's
-//!   files, so a symlink the runner planted cannot make the controller publish a file from
-//!   outside the repository.
+//! - the PR template is read from the default branch's commit the branch started from,
+//!   never from the worktree's files or the run's own commits, and never through a link,
+//!   so a symlink cannot make the controller publish a file from outside the repository.
 //!
 //! The PR body itself is plain data ([`pr_body`]) and tested by equality.
 
@@ -39,6 +39,7 @@ use super::stage::{self, Helper};
 use super::step_error::{GitStepError, git};
 use super::thread_repo::{self, BOT_EMAIL, BOT_NAME, BRANCH_PREFIX, MAX_COMMIT_FILE_BYTES};
 use super::update_branch;
+use crate::repo_files;
 
 /// Longest a push may take.
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(120);
@@ -55,7 +56,7 @@ pub const TEMPLATE_PATHS: [&str; 6] = [
     "pull_request_template.md",
 ];
 /// Largest template used; a bigger file is ignored.
-const MAX_TEMPLATE_BYTES: usize = 64 * 1024;
+const MAX_TEMPLATE_BYTES: u64 = 64 * 1024;
 /// Most commit subjects listed in the fallback body.
 const MAX_LISTED_COMMITS: usize = 50;
 
@@ -399,31 +400,30 @@ pub struct PrContext {
 }
 
 /// Reads the PR template (the first of [`TEMPLATE_PATHS`] that is a regular file in the
-/// worktree's HEAD commit) and the branch's commit subjects. Blocking (git2).
+/// commit of the default branch the branch started from, so a run cannot rewrite the
+/// template its own pull request is held to) and the branch's commit subjects. Blocking
+/// (git2).
 pub fn pr_context(worktree: &Path) -> Result<PrContext, ForgeError> {
     let repo = thread_repo::open(worktree)?;
     let head = repo
         .head()
         .and_then(|h| h.peel_to_commit())
         .map_err(git("read the branch's last commit"))?;
-    let tree = head.tree().map_err(git("read the branch's tree"))?;
-    let template = TEMPLATE_PATHS.iter().find_map(|path| {
-        let entry = tree.get_path(Path::new(path)).ok()?;
-        // Regular files only: a symlink's blob is its target, not a template.
-        if !matches!(entry.filemode(), 0o100_644 | 0o100_755) {
-            return None;
-        }
-        let blob = repo.find_blob(entry.id()).ok()?;
-        if blob.size() > MAX_TEMPLATE_BYTES {
-            return None;
-        }
-        std::str::from_utf8(blob.content())
-            .ok()
-            .map(str::to_owned)
-            .filter(|t| !t.trim().is_empty())
-    });
-    // Where the branch started.
+    // Where the branch started: the default branch's commit.
     let base = thread_repo::base_of(&repo)?;
+    let template = TEMPLATE_PATHS.iter().find_map(|path| {
+        // Regular files only: a link's blob is its target, not a template.
+        match repo_files::committed(&repo, base, path, MAX_TEMPLATE_BYTES) {
+            Ok(repo_files::Found::File(bytes)) => String::from_utf8(bytes)
+                .ok()
+                .filter(|t| !t.trim().is_empty()),
+            Ok(_) => None,
+            Err(e) => {
+                tracing::warn!("the PR template at {path}: {e}");
+                None
+            }
+        }
+    });
     let mut walk = repo.revwalk().map_err(git("walk the branch"))?;
     walk.push(head.id()).map_err(git("walk the branch"))?;
     walk.hide(base).map_err(git("walk the branch"))?;
@@ -650,7 +650,7 @@ mod tests {
     }
 
     #[test]
-    fn the_template_comes_from_the_branch_and_never_through_a_symlink() {
+    fn the_template_comes_from_the_branchs_base_and_never_from_the_run() {
         let f = ThreadFixture::new(&[
             ("docs/PULL_REQUEST_TEMPLATE.md", "docs template\n"),
             (".github/pull_request_template.md", "github template\n"),
@@ -660,8 +660,8 @@ mod tests {
         assert_eq!(context.template.as_deref(), Some("github template\n"));
         assert!(context.commits.is_empty());
 
-        // A committed symlink in a higher-priority place is skipped; uncommitted edits are not
-        // seen.
+        // What the run commits (here a link in a higher-priority place) and leaves
+        // uncommitted is not seen: the template is the default branch's.
         let secret = f.dir.path().join("secret.txt");
         std::fs::write(&secret, "SECRET").unwrap();
         std::os::unix::fs::symlink(&secret, wt.join(".github/PULL_REQUEST_TEMPLATE.md")).unwrap();

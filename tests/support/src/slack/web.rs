@@ -246,9 +246,15 @@ const METHODS: &[(&str, Implementation)] = &[
     ("conversations.info", |_, st, params| {
         access::conversations_info(st, params)
     }),
-    ("conversations.list", |_, st, params| channels::list(st, params)),
-    ("conversations.create", |_, st, params| channels::create(st, params)),
-    ("conversations.join", |_, st, params| channels::join(st, params)),
+    ("conversations.list", |_, st, params| {
+        channels::list(st, params)
+    }),
+    ("conversations.create", |_, st, params| {
+        channels::create(st, params)
+    }),
+    ("conversations.join", |_, st, params| {
+        channels::join(st, params)
+    }),
     ("users.info", |_, st, params| people::users_info(st, params)),
     ("chat.postMessage", chat::post_message),
     ("chat.update", chat::update),

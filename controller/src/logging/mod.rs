@@ -1,17 +1,21 @@
 //! Logging: `tracing` events printed in the plain tagged format of the spec
-//! (`2026-02-14 15:04:05 INF  slack connected`), or as JSON lines.
+//! (`2026-02-14 15:04:05 INF  slack connected`), or as JSON lines, on stderr and, once the
+//! configuration says where, in the service's log file ([`file`]).
 //!
 //! An event picks its tag with a `tag` field (`info!(tag = "MSG", …)`); without one the level
 //! decides (INF, WRN, ERR, DBG). Tags in use: INF, WRN, ERR, DBG, MSG (user message), PM
 //! (PM activity), RSP (response sent), CLD (Coder), IMG (images), MEM (memory).
 
+pub mod file;
+
 use std::fmt;
+use std::io::{self, Write};
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::Writer;
-use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
 use tracing_subscriber::registry::LookupSpan;
 
 /// How log lines are printed.
@@ -23,17 +27,23 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber writing to stderr. `RUST_LOG` overrides the filter.
-pub fn init(format: LogFormat, verbose: bool) {
+pub use file::{LogFile, LogFileSettings};
+
+/// Installs the global subscriber writing to stderr, and to the log file the returned
+/// handle opens once the configuration is read. `RUST_LOG` overrides the filter.
+pub fn init(format: LogFormat, verbose: bool) -> LogFile {
     let default = if verbose {
         "warn,codebutler_controller=debug,codebutler_agent=debug,codebutler=debug"
     } else {
         "warn,codebutler_controller=info,codebutler_agent=info,codebutler=info"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let log_file = LogFile::default();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(Tee {
+            file: log_file.clone(),
+        });
     let installed = match format {
         LogFormat::Plain => builder.event_format(TaggedFormat).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -41,6 +51,34 @@ pub fn init(format: LogFormat, verbose: bool) {
     // A second init (tests) is harmless: the first subscriber stays, and says so.
     if let Err(e) = installed {
         tracing::debug!("logging was set up already: {e}");
+    }
+    log_file
+}
+
+/// Each log line to stderr and to the log file.
+#[derive(Clone, Debug)]
+struct Tee {
+    file: LogFile,
+}
+
+impl<'a> MakeWriter<'a> for Tee {
+    type Writer = Tee;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
+impl Write for Tee {
+    /// One whole formatted event per call (the formatter buffers the line first).
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file.write(buf);
+        io::stderr().write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        io::stderr().flush()
     }
 }
 
