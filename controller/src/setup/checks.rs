@@ -1,13 +1,14 @@
 //! What `codebutler init` checks on this host once the answers are written, each the way
 //! the service's start checks it ([`crate::service::preflight`]): `gh auth status`, the
-//! repository's `origin`, the sandbox entered once, and loop devices for the per-thread
-//! disks. Each finding says what is wrong, what it costs and how to fix it.
+//! repository's `origin`, the sandbox entered once, the toolchains found for it, and loop
+//! devices for the per-thread disks. Each finding says what is wrong, what it costs and how to fix it.
 
 use std::path::Path;
 
 use crate::config::Config;
 use crate::layout::Layout;
 use crate::service::preflight;
+use crate::workspace::toolchains::Toolchains;
 
 /// One check's outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub async fn host(layout: &Layout, config: &Config) -> Vec<Finding> {
         origin(&layout.repo),
     ];
     findings.extend(sandbox(layout, config).await);
+    findings.push(toolchains(&Toolchains::of_this_process(
+        config.sandbox.find_toolchains,
+    )));
     findings.push(disks(config.sandbox.disk_mb));
     findings
 }
@@ -127,6 +131,18 @@ async fn sandbox(layout: &Layout, config: &Config) -> Vec<Finding> {
             vec![Finding::blocking(mistake.to_string(), code)]
         }
     }
+}
+
+/// The toolchains the sandbox will show without `sandbox.readOnly`.
+fn toolchains(found: &Toolchains) -> Finding {
+    let lines = found.lines();
+    if lines.is_empty() {
+        return Finding::ok(
+            "toolchains for the sandbox: none found in the home or on the PATH (rustup, pyenv,              nvm, volta, uv); add the ones the repositories need to sandbox.readOnly and              build.path"
+                .to_owned(),
+        );
+    }
+    Finding::ok(format!("toolchains for the sandbox: {}", lines.join("; ")))
 }
 
 fn disks(disk_mb: u64) -> Finding {
