@@ -479,7 +479,7 @@ mod tests {
         std::fs::write(h.join(".pyenv/version"), "3.11\n").unwrap();
         let found = find(&env_of(Some(h), &[]));
         let py = real(&opt.path().join("py311"));
-        assert_eq!(found.read_only(), [py.clone()]);
+        assert_eq!(found.read_only(), std::slice::from_ref(&py));
         assert_eq!(found.path(), [py.join("bin").display().to_string()]);
 
         // A version that is a link to the home itself (its bin/python3 planted) or to `/`
