@@ -2,7 +2,7 @@
 //! the service finds them: in the homes its `PATH` leads to, laid out here as rustup's and
 //! pyenv's installers lay out a home (the proxies in `.cargo/bin`, `.rustup/settings.toml`,
 //! `.pyenv/versions/<v>/bin/python3` and the `version` file selecting one), and not looked
-//! for with `sandbox.findToolchains` false. That the toolchains found really build and
+//! for with `sandbox.findToolchains` false (`init` lists them too: `wizard.rs`). That the toolchains found really build and
 //! test a project in the sandbox is `project_tests.rs`'s Rust and pyenv tests.
 
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ fn touch(path: &Path) {
 }
 
 /// A home with rustup and pyenv in it, the way their installers put them.
-fn installed_home() -> tempfile::TempDir {
+pub(crate) fn installed_home() -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     let h = home.path();
     touch(&h.join(".cargo/bin/rustup"));
