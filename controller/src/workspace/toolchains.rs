@@ -16,6 +16,9 @@
 //! - volta: `$VOLTA_HOME` or `<home>/.volta` (`bin/volta`): its directory and `bin`.
 //! - uv: `<home>/.local/bin/uv` (its installer's place): `.local/bin` on the `PATH`.
 //!
+//! Not looked for: Go, Java and Maven (Debian's are under `/usr`, which the sandbox shows;
+//! one elsewhere is `sandbox.readOnly` and `build.path`'s).
+//!
 //! The homes looked in are `HOME` and each home a `PATH` entry lies in the way these
 //! installers put it (`<home>/.cargo/bin`, `<home>/.pyenv/shims`, `<home>/.local/bin`, ...):
 //! a service whose `HOME` is its configuration directory still finds the toolchains its
@@ -175,14 +178,13 @@ pub fn find(env: &HostEnv) -> Toolchains {
 
 /// `HOME`, then the homes `PATH`'s entries lie in as the installers lay them out.
 fn homes(env: &HostEnv) -> Vec<PathBuf> {
-    const INSTALLER_BINS: [&str; 7] = [
+    const INSTALLER_BINS: [&str; 6] = [
         ".cargo/bin",
         ".pyenv/shims",
         ".pyenv/bin",
         ".local/bin",
         ".volta/bin",
         ".nvm",
-        "go/bin",
     ];
     let mut out: Vec<PathBuf> = env.home.iter().cloned().collect();
     for dir in &env.path {
