@@ -138,7 +138,9 @@ fn toolchains(found: &Toolchains) -> Finding {
     let lines = found.lines();
     if lines.is_empty() {
         return Finding::ok(
-            "toolchains for the sandbox: none found in the home or on the PATH (rustup, pyenv,              nvm, volta, uv); add the ones the repositories need to sandbox.readOnly and              build.path"
+            "toolchains for the sandbox: none found in the home or on the PATH (rustup, pyenv, \
+             nvm, fnm, volta, uv, pipx, Go in /usr/local/go); add the ones the repositories \
+             need to sandbox.readOnly and build.path"
                 .to_owned(),
         );
     }
@@ -172,6 +174,32 @@ fn disks(disk_mb: u64) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_toolchains_found_are_one_finding() {
+        let none = toolchains(&Toolchains::none());
+        assert!(
+            none.text.starts_with(
+                "toolchains for the sandbox: none found in the home or on the PATH (rustup, pyenv, nvm,"
+            ),
+            "{}",
+            none.text
+        );
+        let found = Toolchains {
+            found: vec![crate::workspace::toolchains::Toolchain {
+                name: "rustup".into(),
+                read_only: vec!["/root/.rustup".into(), "/root/.cargo/bin".into()],
+                path: vec!["/root/.cargo/bin".into()],
+                env: Default::default(),
+            }],
+        };
+        assert_eq!(
+            toolchains(&found),
+            Finding::ok(
+                "toolchains for the sandbox: rustup (/root/.rustup, /root/.cargo/bin)".into()
+            )
+        );
+    }
 
     #[test]
     fn remote_addresses_are_shown_without_credentials() {

@@ -13,11 +13,16 @@
 //!   file selects (`versions/<v>/bin/python3`): that version's directory, its `bin` on the
 //!   `PATH`, so the project's `.venv` is made from the Python the service user's shell runs.
 //! - nvm: `$NVM_DIR` or `<home>/.nvm`, the newest `versions/node/<v>/bin/node`.
+//! - fnm: `$FNM_DIR` or `<home>/.local/share/fnm`, the version its `aliases/default` link
+//!   names (resolved, and checked to hold `bin/node`).
 //! - volta: `$VOLTA_HOME` or `<home>/.volta` (`bin/volta`): its directory and `bin`.
-//! - uv: `<home>/.local/bin/uv` (its installer's place): `.local/bin` on the `PATH`.
+//! - uv and pipx's applications: `<home>/.local/bin` (with `uv`, or with pipx's
+//!   `<home>/.local/share/pipx/venvs`, which its links point into and which is shown too).
+//! - Go: `$GOROOT` or `/usr/local/go` (the official archive's place) with `bin/go`.
 //!
-//! Not looked for: Go, Java and Maven (Debian's are under `/usr`, which the sandbox shows;
-//! one elsewhere is `sandbox.readOnly` and `build.path`'s).
+//! Not looked for: Java and Maven (Debian's are under `/usr`, which the sandbox shows; one
+//! elsewhere is `sandbox.readOnly` and `build.path`'s), and Go's module cache (the
+//! preparation's `go mod download` fills the worktree's own).
 //!
 //! The homes looked in are `HOME` and each home a `PATH` entry lies in the way these
 //! installers put it (`<home>/.cargo/bin`, `<home>/.pyenv/shims`, `<home>/.local/bin`, ...):
@@ -44,18 +49,20 @@ pub struct HostEnv {
     /// `PATH`'s directories, in order.
     pub path: Vec<PathBuf>,
     /// The installers' own variables that are set (`RUSTUP_HOME`, `CARGO_HOME`,
-    /// `PYENV_ROOT`, `PYENV_VERSION`, `NVM_DIR`, `VOLTA_HOME`).
+    /// `PYENV_ROOT`, `PYENV_VERSION`, `NVM_DIR`, `FNM_DIR`, `VOLTA_HOME`, `GOROOT`).
     pub vars: BTreeMap<String, String>,
 }
 
 /// The installers' variables [`HostEnv::vars`] holds when they are set.
-pub const INSTALLER_VARS: [&str; 6] = [
+pub const INSTALLER_VARS: [&str; 8] = [
     "RUSTUP_HOME",
     "CARGO_HOME",
     "PYENV_ROOT",
     "PYENV_VERSION",
     "NVM_DIR",
+    "FNM_DIR",
     "VOLTA_HOME",
+    "GOROOT",
 ];
 
 impl HostEnv {
@@ -87,7 +94,8 @@ pub struct Toolchain {
     pub env: BTreeMap<String, String>,
 }
 
-/// The toolchains found, in a fixed order (rustup, pyenv, nvm, volta, uv).
+/// The toolchains found, in a fixed order (rustup, pyenv, nvm, fnm, volta, uv and pipx,
+/// Go).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Toolchains {
     pub found: Vec<Toolchain>,
@@ -168,8 +176,10 @@ pub fn find(env: &HostEnv) -> Toolchains {
             env.vars.get("PYENV_VERSION").map(String::as_str),
         ),
         finder.nvm(var("NVM_DIR")),
+        finder.fnm(var("FNM_DIR")),
         finder.volta(var("VOLTA_HOME")),
-        finder.uv(),
+        finder.local_bin(),
+        finder.go(var("GOROOT")),
     ];
     Toolchains {
         found: found.into_iter().flatten().collect(),
@@ -333,12 +343,52 @@ impl Finder<'_> {
         })
     }
 
-    fn uv(&self) -> Option<Toolchain> {
-        let bin = self.first(None, ".local/bin", "uv")?;
+    fn fnm(&self, fnm_dir: Option<PathBuf>) -> Option<Toolchain> {
+        let fnm = self.first(fnm_dir, ".local/share/fnm", "aliases/default")?;
+        let dir = self.checked(&fnm.join("aliases/default"), "bin/node")?;
         Some(Toolchain {
-            name: "uv".to_owned(),
-            read_only: vec![bin.clone()],
-            path: vec![bin],
+            name: "fnm node".to_owned(),
+            read_only: vec![dir.clone()],
+            path: vec![dir.join("bin")],
+            env: BTreeMap::new(),
+        })
+    }
+
+    /// `<home>/.local/bin` when uv or pipx put something there.
+    fn local_bin(&self) -> Option<Toolchain> {
+        self.homes.iter().find_map(|home| {
+            let uv = self.checked(&home.join(".local/bin"), "uv");
+            let pipx = self.checked(&home.join(".local/share/pipx"), "venvs");
+            let bin = match (&uv, &pipx) {
+                (Some(bin), _) => bin.clone(),
+                (None, Some(_)) => self.checked(&home.join(".local/bin"), "")?,
+                (None, None) => return None,
+            };
+            let mut names = Vec::new();
+            let mut read_only = vec![bin.clone()];
+            if uv.is_some() {
+                names.push("uv");
+            }
+            if let Some(pipx) = pipx {
+                names.push("pipx");
+                read_only.push(pipx);
+            }
+            Some(Toolchain {
+                name: names.join(" and "),
+                read_only,
+                path: vec![bin],
+                env: BTreeMap::new(),
+            })
+        })
+    }
+
+    fn go(&self, goroot: Option<PathBuf>) -> Option<Toolchain> {
+        let root = goroot.unwrap_or_else(|| PathBuf::from("/usr/local/go"));
+        let root = self.checked(&root, "bin/go")?;
+        Some(Toolchain {
+            name: "go".to_owned(),
+            read_only: vec![root.clone()],
+            path: vec![root.join("bin")],
             env: BTreeMap::new(),
         })
     }
@@ -505,6 +555,56 @@ mod tests {
         touch(&h.join(".rustup/settings.toml"));
         symlink(h, h.join(".cargo/bin")).unwrap();
         assert!(find(&env_of(Some(h), &[])).found.is_empty());
+    }
+
+    #[test]
+    fn fnm_pipx_and_go_are_found_too() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        touch(&h.join(".local/share/fnm/node-versions/v22.1.0/installation/bin/node"));
+        std::fs::create_dir_all(h.join(".local/share/fnm/aliases")).unwrap();
+        symlink(
+            h.join(".local/share/fnm/node-versions/v22.1.0/installation"),
+            h.join(".local/share/fnm/aliases/default"),
+        )
+        .unwrap();
+        std::fs::create_dir_all(h.join(".local/share/pipx/venvs/black/bin")).unwrap();
+        std::fs::create_dir_all(h.join(".local/bin")).unwrap();
+        let go = tempfile::tempdir().unwrap();
+        touch(&go.path().join("bin/go"));
+        let mut env = env_of(Some(h), &[]);
+        env.vars
+            .insert("GOROOT".into(), go.path().display().to_string());
+        let found = find(&env);
+        let h = real(h);
+        let names: Vec<&str> = found.found.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["fnm node", "pipx", "go"]);
+        let node = h.join(".local/share/fnm/node-versions/v22.1.0/installation");
+        assert_eq!(
+            found.read_only(),
+            [
+                node.clone(),
+                h.join(".local/bin"),
+                h.join(".local/share/pipx"),
+                real(go.path())
+            ]
+        );
+        assert_eq!(
+            found.path(),
+            [
+                node.join("bin"),
+                h.join(".local/bin"),
+                real(go.path()).join("bin")
+            ]
+            .map(|p| p.display().to_string())
+        );
+        // fnm's default linked to the home is refused.
+        std::fs::remove_file(h.join(".local/share/fnm/aliases/default")).unwrap();
+        touch(&h.join("bin/node"));
+        symlink(&h, h.join(".local/share/fnm/aliases/default")).unwrap();
+        env.vars.remove("GOROOT");
+        let names: Vec<String> = find(&env).found.into_iter().map(|t| t.name).collect();
+        assert!(!names.contains(&"fnm node".to_owned()), "{names:?}");
     }
 
     #[test]
