@@ -195,6 +195,57 @@ mod tests {
     }
 
     #[test]
+    fn the_toolchains_found_are_read_only_on_the_path_below_build_path() {
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(project.path().join("pyproject.toml"), "").unwrap();
+        std::fs::write(project.path().join("Cargo.toml"), "").unwrap();
+        let found = toolchains::Toolchains {
+            found: vec![toolchains::Toolchain {
+                name: "rustup".into(),
+                read_only: vec!["/home/ci/.rustup".into(), "/home/ci/.cargo/bin".into()],
+                path: vec!["/home/ci/.cargo/bin".into()],
+                env: [("RUSTUP_HOME".to_owned(), "/home/ci/.rustup".to_owned())].into(),
+            }],
+        };
+        let mut sandbox = sandbox(SandboxMode::Enforce);
+        sandbox.read_only = vec!["/opt/tools".into(), "/home/ci/.rustup".into()];
+        let spec = run_spec(
+            &sandbox,
+            &build(Path::new("/opt/tools/bin"), &[]),
+            &found,
+            project.path(),
+        );
+        assert_eq!(
+            spec.read_only,
+            [
+                PathBuf::from("/opt/tools"),
+                "/home/ci/.rustup".into(),
+                "/home/ci/.cargo/bin".into()
+            ]
+        );
+        let root = spec.mount_point.display().to_string();
+        assert_eq!(
+            spec.env["PATH"],
+            format!(
+                "{root}/.venv/bin:/opt/tools/bin:/home/ci/.cargo/bin:/usr/local/bin:/usr/bin:/bin"
+            )
+        );
+        assert_eq!(spec.env["RUSTUP_HOME"], "/home/ci/.rustup");
+        // The worktree's own cargo home stays what `cargo fetch` fills.
+        assert_eq!(
+            spec.env["CARGO_HOME"],
+            format!("{root}/.codebutler-cache/cargo")
+        );
+        // The operator's build.env wins over a toolchain's variable.
+        let mine = build(
+            Path::new("/opt/tools/bin"),
+            &[("RUSTUP_HOME", "/opt/rustup")],
+        );
+        let spec = run_spec(&sandbox, &mine, &found, project.path());
+        assert_eq!(spec.env["RUSTUP_HOME"], "/opt/rustup");
+    }
+
+    #[test]
     fn a_sandboxed_node_that_has_it_gets_the_wasm_option() {
         let node = |spec: &SandboxSpec| spec.env.get("NODE_OPTIONS").cloned();
         let project = tempfile::tempdir().unwrap();
