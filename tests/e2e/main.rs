@@ -43,6 +43,7 @@ mod runners;
 mod service_manager;
 mod setup;
 mod team;
+mod toolchains;
 mod waiting_runs;
 mod wizard;
 mod worktree;

@@ -6,10 +6,11 @@
 //! and without `uv`), then a Node project whose tests use a test runner from npm, locked by
 //! each package manager (npm, classic yarn, yarn 2+ with its committed release, pnpm) and
 //! one whose tests run with vitest (WebAssembly under the sandbox's memory limit), a
-//! Rust crate with a dev-dependency from crates.io, and a Go module with a test-only
-//! dependency served through a file-based module proxy (the public proxy is out of reach
-//! here; see `codebutler_test_support::goproxy`); and tests that need the network, which
-//! fail in the sandbox.
+//! Rust crate with a dev-dependency from crates.io and a Python package, each built by the
+//! toolchain (rustup, pyenv) found in the home with no `sandbox.readOnly` (issue 23), and a
+//! Go module with a test-only dependency served through a file-based module proxy (the
+//! public proxy is out of reach here; see `codebutler_test_support::goproxy`); and tests
+//! that need the network, which fail in the sandbox.
 //!
 //! Everything is checked from outside: the Bash result the fake model received, the
 //! thread's posts in the fake Slack, the task the fake model was sent, and the packages
@@ -252,6 +253,40 @@ async fn python_way(token: &'static str, extra: &[(&str, &str)], prepared: &str)
     let notes = rest.split_once(')').map_or("", |(_, n)| n);
     assert_eq!(format!("{command}{notes}"), prepared, "{line}");
     seen
+}
+
+/// The Python pyenv's installer put in the home this test runs with, as the `version` file
+/// selects it (its real directory).
+fn pyenv_python() -> PathBuf {
+    let root = std::env::var_os("PYENV_ROOT").map_or_else(
+        || PathBuf::from(std::env::var_os("HOME").expect("HOME is set")).join(".pyenv"),
+        PathBuf::from,
+    );
+    let version = std::fs::read_to_string(root.join("version"))
+        .expect("pyenv is installed in the home with a version selected");
+    let dir = root.join("versions").join(version.trim());
+    assert!(dir.join("bin/python3").is_file(), "{}", dir.display());
+    std::fs::canonicalize(dir).unwrap()
+}
+
+#[tokio::test]
+async fn python_tests_run_with_the_python_pyenv_installed_in_the_home() {
+    // No `sandbox.readOnly`, no `build.path`: pyenv's Python, found in the home the
+    // service's PATH leads to, makes the project's `.venv` and runs its tests.
+    let pyenv = pyenv_python();
+    let seen = python_way(
+        "PY-PYENV",
+        &[
+            ("pyproject.toml", &setuptools_pyproject("")),
+            ("requirements-dev.txt", "pytest\n"),
+        ],
+        "python3 -m venv .venv && .venv/bin/pip install -e . -r requirements-dev.txt",
+    )
+    .await;
+    // The venv's interpreter, as the host sees it: pyenv's, not the system's.
+    let cfg = std::fs::read_to_string(seen.worktree.join(".venv/pyvenv.cfg")).unwrap();
+    let home = format!("home = {}", pyenv.join("bin").display());
+    assert!(cfg.lines().any(|l| l == home), "{home} in:\n{cfg}");
 }
 
 #[tokio::test]
@@ -802,12 +837,8 @@ async fn node_tests_locked_by_pnpm_run_offline_in_the_sandbox() {
 
 #[tokio::test]
 async fn rust_tests_build_offline_with_a_dev_dependency_from_crates_io() {
-    // The toolchain an operator points the sandbox at: rustup's, read-only, on its PATH.
-    let sysroot = Command::new("rustc")
-        .args(["--print", "sysroot"])
-        .output()
-        .expect("rustc is on the test's PATH");
-    let sysroot = String::from_utf8(sysroot.stdout).unwrap().trim().to_owned();
+    // No `sandbox.readOnly`, no `build.path`: rustup, installed in the home the service's
+    // PATH leads to, is found and shown to the sandbox.
     let seen = run_the_tests(Project {
         token: "RUST-DEV",
         files: vec![
@@ -820,10 +851,7 @@ async fn rust_tests_build_offline_with_a_dev_dependency_from_crates_io() {
                 "/// Adds two numbers, refusing an overflow.\npub fn add(a: u32, b: u32) -> Option<u32> {\n    a.checked_add(b)\n}\n\n#[cfg(test)]\nmod tests {\n    use super::add;\n    use assert_matches::assert_matches;\n\n    #[test]\n    fn adds_and_refuses_overflow() {\n        assert_matches!(add(1, 2), Some(3));\n        assert_matches!(add(u32::MAX, 1), None);\n    }\n}\n".into(),
             ),
         ],
-        config: json!({
-            "sandbox": {"readOnly": [sysroot]},
-            "build": {"path": [format!("{sysroot}/bin")]}
-        }),
+        config: json!({}),
         test_command: "cargo test --offline",
         passed: "test tests::adds_and_refuses_overflow ... ok",
     })

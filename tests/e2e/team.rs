@@ -453,6 +453,10 @@ async fn status_shows_each_repository_its_service_and_its_active_threads() {
         if let Some(pid) = pid {
             text = text.replace(&format!("(pid {pid})"), "(pid <pid>)");
         }
+        // The toolchains are this host's (`toolchains.rs` checks what is found).
+        if let (Some(start), Some(end)) = (text.find("toolchains: "), text.find("repositories: ")) {
+            text.replace_range(start..end, "toolchains: <this host's>\n");
+        }
         text
     };
     let (code, stopped) = team.status().await;
@@ -461,6 +465,7 @@ async fn status_shows_each_repository_its_service_and_its_active_threads() {
         normalize(&stopped, None),
         "slack app: not running
 service: not installed (codebutler --install)
+toolchains: <this host's>
 repositories: 2
 
 api
@@ -489,6 +494,7 @@ hosts: this one (each store is one host's)
         normalize(&running, Some(service.pid())).replace(&thread, "<thread>"),
         "slack app: running (pid <pid>)
 service: not installed (codebutler --install)
+toolchains: <this host's>
 repositories: 2
 
 api

@@ -445,9 +445,28 @@ async fn init_without_a_terminal_takes_its_answers_from_flags_and_the_environmen
         json!({"channelID": "C0DEPLOY", "channelName": "deploys"})
     );
 
-    // Created instead, by flag.
-    let (code, output) = scripted(&env, &["--create-channel", "codebutler-ops"], &[]).await;
+    // Created instead, by flag; the host's checks list the toolchains the sandbox will
+    // show, found in the home the PATH leads to.
+    let home = crate::toolchains::installed_home();
+    let path = format!(
+        "{}:{}",
+        home.path().join(".cargo/bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let (code, output) = scripted(
+        &env,
+        &["--create-channel", "codebutler-ops"],
+        &[("PATH", &path)],
+    )
+    .await;
     assert_eq!(code, 0, "{output}");
+    let h = std::fs::canonicalize(home.path()).unwrap();
+    let rustup = format!(
+        "[ok] toolchains for the sandbox: rustup ({}, {})",
+        h.join(".rustup").display(),
+        h.join(".cargo/bin").display()
+    );
+    assert!(output.contains(&rustup), "{rustup} in:\n{output}");
     let created = env.slack.channel_named("codebutler-ops").expect("created");
     assert_eq!(
         read_json(&repo_config_path(&env))["slack"]["channelID"],

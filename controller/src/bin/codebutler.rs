@@ -36,6 +36,7 @@ use codebutler_controller::service::{self, NoPeers, Notifier, ServedRepo, StartE
 use codebutler_controller::setup::{self, Given, GivenSecret, InitRequest, prompt};
 use codebutler_controller::store::{self, Store, StoreError};
 use codebutler_controller::workspace::orphans;
+use codebutler_controller::workspace::toolchains::Toolchains;
 
 /// CodeButler: an AI development team in a Slack channel.
 #[derive(Debug, Parser)]
@@ -300,12 +301,17 @@ fn print_status(
 ) -> ExitCode {
     let env = |k: &str| std::env::var(k).ok();
     let service_unit = install::unit_status(&env);
+    let toolchains = config
+        .sandbox
+        .find_toolchains
+        .then(|| Toolchains::of_this_process(true));
     let status = runtime.block_on(status::gather(
         repos,
         home,
         &config.slack.app_token,
         &config.store,
         service_unit,
+        toolchains.as_ref(),
     ));
     print!("{}", status::render(&status));
     ExitCode::SUCCESS

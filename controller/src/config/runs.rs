@@ -34,8 +34,11 @@ pub struct SandboxConfig {
     /// The size of each worktree's own filesystem (its files, `.git` and checkpoints), in
     /// MB; what a run can write on the host's disk. 0: no per-thread disk (no cap).
     pub disk_mb: u64,
-    /// Extra host paths the sandbox sees read-only (toolchains such as `~/.cargo`).
+    /// Extra host paths the sandbox sees read-only (anything the found toolchains are not).
     pub read_only: Vec<String>,
+    /// `sandbox.findToolchains` (default true): show the sandbox the toolchains found in the
+    /// service user's home and `PATH` (`crate::workspace::toolchains`).
+    pub find_toolchains: bool,
     /// The `codebutler-runner` binary (default: beside `codebutler`).
     pub runner_path: Option<String>,
 }
@@ -58,6 +61,7 @@ pub(super) struct SandboxFile {
     disk_mb: Option<u64>,
     #[serde(default)]
     read_only: Vec<String>,
+    find_toolchains: Option<bool>,
     runner_path: Option<String>,
 }
 
@@ -88,6 +92,7 @@ impl SandboxFile {
             tmp_mb: self.tmp_mb.unwrap_or(1024),
             disk_mb: self.disk_mb.unwrap_or(DEFAULT_DISK_MB),
             read_only: self.read_only,
+            find_toolchains: self.find_toolchains.unwrap_or(true),
             runner_path: self.runner_path,
         }
     }

@@ -405,6 +405,23 @@ fn sandbox_mode_is_an_enum_defaulting_to_enforce() {
 }
 
 #[test]
+fn toolchains_are_found_unless_the_setting_turns_it_off() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert!(load(&f.sources, no_env).unwrap().sandbox.find_toolchains);
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"findToolchains":false}}"#),
+    );
+    assert!(!load(&f.sources, no_env).unwrap().sandbox.find_toolchains);
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"sandbox":{"findToolchains":"no"}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(e.contains("sandbox.findToolchains"), "{e}");
+}
+
+#[test]
 fn an_invalid_sandbox_mode_names_its_file_and_field_and_the_values() {
     let f = files(
         Some(GLOBAL),

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::config::{BuildConfig, SandboxConfig};
 use crate::layout::write_own_file;
+use crate::workspace::toolchains::Toolchains;
 
 /// How long the probe may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -140,12 +141,13 @@ impl ProbeError {
     }
 }
 
-/// Enters the sandbox `sandbox` and `build` describe, with the runner `runner_bin`, around
+/// Enters the sandbox `sandbox`, `build` and the `toolchains` found describe, with the runner `runner_bin`, around
 /// an empty directory under `run_dir` (`.codebutler/run`); returns the runner's warnings.
 pub async fn probe(
     runner_bin: &Path,
     sandbox: &SandboxConfig,
     build: &BuildConfig,
+    toolchains: &Toolchains,
     run_dir: &Path,
 ) -> Result<Vec<String>, ProbeError> {
     let failed = |detail: String| ProbeError::Failed {
@@ -156,7 +158,7 @@ pub async fn probe(
     let dir = run_dir.join(&name);
     let spec_path = run_dir.join(format!("{name}.json"));
     std::fs::create_dir_all(&dir).map_err(|e| failed(format!("create {}: {e}", dir.display())))?;
-    let mut spec = crate::workspace::run_spec(sandbox, build, &dir);
+    let mut spec = crate::workspace::run_spec(sandbox, build, toolchains, &dir);
     // No hub socket to keep: the probe runs `/bin/true`.
     spec.keep_fds = Vec::new();
     let outcome = async {

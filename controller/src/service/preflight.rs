@@ -34,6 +34,7 @@ use crate::runners::sandbox_probe::{self, ProbeError};
 use crate::secret::Secret;
 use crate::slack::api::{self, BotIdentity, Client, SlackError};
 use crate::workspace::gh_cli::GhArgs;
+use crate::workspace::toolchains::Toolchains;
 
 /// How long one of Slack's checks may take.
 const SLACK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -349,8 +350,9 @@ pub async fn model_key(openrouter: &OpenRouterConfig) -> Result<(), SetupMistake
     }
 }
 
-/// The sandbox of `config` entered once on this host (nothing without one, `sandbox.mode`
-/// `none`); the runner's warnings — what it had to leave out — are returned.
+/// The sandbox of `config` entered once on this host, with the toolchains found for it
+/// (nothing without one, `sandbox.mode` `none`); the runner's warnings — what it had to
+/// leave out — are returned.
 pub async fn sandbox(layout: &Layout, config: &Config) -> Result<Vec<String>, SetupMistake> {
     if config.sandbox.mode != SandboxMode::Enforce {
         return Ok(Vec::new());
@@ -364,7 +366,18 @@ pub async fn sandbox(layout: &Layout, config: &Config) -> Result<Vec<String>, Se
             .into(),
         detail: e.to_string(),
     })?;
-    Ok(sandbox_probe::probe(&runner, &config.sandbox, &config.build, &layout.run()).await?)
+    let toolchains = Toolchains::of_this_process(config.sandbox.find_toolchains);
+    for line in toolchains.lines() {
+        tracing::info!("toolchain for the sandbox: {line}");
+    }
+    Ok(sandbox_probe::probe(
+        &runner,
+        &config.sandbox,
+        &config.build,
+        &toolchains,
+        &layout.run(),
+    )
+    .await?)
 }
 
 /// `gh auth status`, run as every `gh` call of the controller is (prompts off, in the main

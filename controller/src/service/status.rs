@@ -11,7 +11,7 @@
 //! [`Status::service_unit`] ([`super::install::unit_status`]).
 //!
 //! The text is one block per part, each rendered by its own function in [`render`]'s order:
-//! a new part of the status (the toolchains found for the sandbox, say) is a field of
+//! a new part of the status (like the toolchains found for the sandbox) is a field of
 //! [`Status`] and one more block.
 
 use std::path::{Path, PathBuf};
@@ -22,6 +22,7 @@ use crate::layout::Layout;
 use crate::repo_lock;
 use crate::secret::Secret;
 use crate::store::{Store, StoreUrl};
+use crate::workspace::toolchains::Toolchains;
 
 /// How many active threads and runs are listed per repository.
 const LIST_LIMIT: usize = 20;
@@ -89,17 +90,22 @@ pub struct Status {
     pub repositories: Vec<RepoStatus>,
     /// Hosts sharing the store and their leases: empty with SQLite (one host).
     pub hosts: Vec<HostStatus>,
+    /// The toolchains the sandbox shows, found as the service finds them
+    /// ([`crate::workspace::toolchains`]); `None` when `sandbox.findToolchains` is off.
+    pub toolchains: Option<Vec<String>>,
 }
 
 /// Reads the status of `repos` (the Slack app's lock under `home`, for `app_token`), each
 /// from its store where `store_url` says; on a shared PostgreSQL store, the live instances
-/// and their leases too. `service_unit` is what the service manager said.
+/// and their leases too. `service_unit` is what the service manager said; `toolchains`
+/// what [`Toolchains::of_this_process`] found (`None`: finding them is off).
 pub async fn gather(
     repos: Vec<RepoRef>,
     home: &Path,
     app_token: &Secret,
     store_url: &StoreUrl,
     service_unit: UnitStatus,
+    toolchains: Option<&Toolchains>,
 ) -> Status {
     let app = holder(&super::app_lock::path(home, app_token));
     let mut repositories = Vec::with_capacity(repos.len());
@@ -133,6 +139,7 @@ pub async fn gather(
         service_unit,
         repositories,
         hosts,
+        toolchains: toolchains.map(Toolchains::lines),
     }
 }
 
@@ -231,6 +238,7 @@ pub fn render(status: &Status) -> String {
     let mut out = String::new();
     render_app(&mut out, status);
     render_service_unit(&mut out, &status.service_unit);
+    render_toolchains(&mut out, status.toolchains.as_deref());
     render_repositories(&mut out, &status.repositories);
     render_hosts(&mut out, &status.hosts);
     out
@@ -258,6 +266,22 @@ fn render_service_unit(out: &mut String, unit: &UnitStatus) {
             line!(out, "service: installed, {scope} ({})", path.display());
             line!(out, "  enabled  {enabled}");
             line!(out, "  running  {running}");
+        }
+    }
+}
+
+fn render_toolchains(out: &mut String, toolchains: Option<&[String]>) {
+    match toolchains {
+        None => line!(
+            out,
+            "toolchains: not looked for (sandbox.findToolchains false)"
+        ),
+        Some([]) => line!(out, "toolchains: none found"),
+        Some(found) => {
+            line!(out, "toolchains: {}", found.len());
+            for t in found {
+                line!(out, "  {t}");
+            }
         }
     }
 }
@@ -404,6 +428,10 @@ mod tests {
                 },
             ],
             hosts: Vec::new(),
+            toolchains: Some(vec![
+                "rustup (/root/.rustup, /root/.cargo/bin)".into(),
+                "pyenv 3.11.7 (/root/.pyenv/versions/3.11.7)".into(),
+            ]),
         };
         assert_eq!(
             render(&status),
@@ -411,6 +439,9 @@ mod tests {
 service: installed, user (/root/.config/systemd/user/codebutler.service)
   enabled  enabled
   running  active
+toolchains: 2
+  rustup (/root/.rustup, /root/.cargo/bin)
+  pyenv 3.11.7 (/root/.pyenv/versions/3.11.7)
 repositories: 2
 
 api

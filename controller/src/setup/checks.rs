@@ -1,13 +1,14 @@
 //! What `codebutler init` checks on this host once the answers are written, each the way
 //! the service's start checks it ([`crate::service::preflight`]): `gh auth status`, the
-//! repository's `origin`, the sandbox entered once, and loop devices for the per-thread
-//! disks. Each finding says what is wrong, what it costs and how to fix it.
+//! repository's `origin`, the sandbox entered once, the toolchains found for it, and loop
+//! devices for the per-thread disks. Each finding says what is wrong, what it costs and how to fix it.
 
 use std::path::Path;
 
 use crate::config::Config;
 use crate::layout::Layout;
 use crate::service::preflight;
+use crate::workspace::toolchains::Toolchains;
 
 /// One check's outcome.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +54,9 @@ pub async fn host(layout: &Layout, config: &Config) -> Vec<Finding> {
         origin(&layout.repo),
     ];
     findings.extend(sandbox(layout, config).await);
+    findings.push(toolchains(&Toolchains::of_this_process(
+        config.sandbox.find_toolchains,
+    )));
     findings.push(disks(config.sandbox.disk_mb));
     findings
 }
@@ -129,6 +133,20 @@ async fn sandbox(layout: &Layout, config: &Config) -> Vec<Finding> {
     }
 }
 
+/// The toolchains the sandbox will show without `sandbox.readOnly`.
+fn toolchains(found: &Toolchains) -> Finding {
+    let lines = found.lines();
+    if lines.is_empty() {
+        return Finding::ok(
+            "toolchains for the sandbox: none found in the home or on the PATH (rustup, pyenv, \
+             nvm, fnm, volta, uv, pipx, Go in /usr/local/go); add the ones the repositories \
+             need to sandbox.readOnly and build.path"
+                .to_owned(),
+        );
+    }
+    Finding::ok(format!("toolchains for the sandbox: {}", lines.join("; ")))
+}
+
 fn disks(disk_mb: u64) -> Finding {
     if disk_mb == 0 {
         return Finding::warning(
@@ -156,6 +174,32 @@ fn disks(disk_mb: u64) -> Finding {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_toolchains_found_are_one_finding() {
+        let none = toolchains(&Toolchains::none());
+        assert!(
+            none.text.starts_with(
+                "toolchains for the sandbox: none found in the home or on the PATH (rustup, pyenv, nvm,"
+            ),
+            "{}",
+            none.text
+        );
+        let found = Toolchains {
+            found: vec![crate::workspace::toolchains::Toolchain {
+                name: "rustup".into(),
+                read_only: vec!["/root/.rustup".into(), "/root/.cargo/bin".into()],
+                path: vec!["/root/.cargo/bin".into()],
+                env: Default::default(),
+            }],
+        };
+        assert_eq!(
+            toolchains(&found),
+            Finding::ok(
+                "toolchains for the sandbox: rustup (/root/.rustup, /root/.cargo/bin)".into()
+            )
+        );
+    }
 
     #[test]
     fn remote_addresses_are_shown_without_credentials() {

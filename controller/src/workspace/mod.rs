@@ -41,6 +41,7 @@ pub mod stage;
 pub mod step_error;
 pub mod test_command;
 pub mod thread_repo;
+pub mod toolchains;
 pub mod update_branch;
 pub mod worktree;
 pub mod write_access;
@@ -53,12 +54,23 @@ use crate::config::{BuildConfig, Config, SandboxConfig};
 use crate::layout::Layout;
 
 /// The sandbox spec of a Coder run in `worktree`: paths, limits and mode from the `sandbox`
-/// section, and the environment of the worktree's platforms with the operator's
-/// `build.env` and `build.path` ([`platform::environment`], `build.projectType` deciding
-/// the platforms; [`node_wasm`] for Node's WebAssembly); no network.
-pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -> SandboxSpec {
+/// section, the `toolchains` found read-only with their `PATH` and variables, and the
+/// environment of the worktree's platforms with the operator's `build.env` and
+/// `build.path` ([`platform::environment`], `build.projectType` deciding the platforms;
+/// [`node_wasm`] for Node's WebAssembly); no network.
+pub fn run_spec(
+    sandbox: &SandboxConfig,
+    build: &BuildConfig,
+    toolchains: &toolchains::Toolchains,
+    worktree: &Path,
+) -> SandboxSpec {
     let mut spec = SandboxSpec::for_worktree(worktree);
     spec.read_only = sandbox.read_only.iter().map(PathBuf::from).collect();
+    for dir in toolchains.read_only() {
+        if !spec.read_only.contains(&dir) {
+            spec.read_only.push(dir);
+        }
+    }
     spec.limits = Limits {
         max_processes: sandbox.max_processes,
         memory_bytes: sandbox.memory_mb << 20,
@@ -73,13 +85,17 @@ pub fn run_spec(sandbox: &SandboxConfig, build: &BuildConfig, worktree: &Path) -
         SandboxMode::Enforce => spec.mount_point.clone(),
     };
     let platforms = platform::platforms(worktree, build.project_type);
-    spec.env = platform::environment(&platforms, &root, &build.env, &build.path);
+    let mut path = build.path.clone();
+    path.extend(toolchains.path());
+    let mut env = toolchains.env();
+    env.extend(build.env.clone());
+    spec.env = platform::environment(&platforms, &root, &env, &path);
     // Node's WebAssembly under the sandbox's address-space limit, unless the operator's
     // `build.env` says what Node gets.
     if spec.mode == SandboxMode::Enforce
         && platforms.contains(&platform::Platform::Node)
         && !build.env.contains_key("NODE_OPTIONS")
-        && let Some(option) = node_wasm::node_version(&build.path).and_then(node_wasm::options_for)
+        && let Some(option) = node_wasm::node_version(&path).and_then(node_wasm::options_for)
     {
         spec.env
             .insert("NODE_OPTIONS".to_owned(), option.to_owned());
@@ -126,6 +142,7 @@ pub fn preparer_for(
         sandbox: config.sandbox.clone(),
         build: config.build.clone(),
         max_disk_mb: config.access.max_worktree_disk_mb,
+        toolchains: toolchains::Toolchains::of_this_process(config.sandbox.find_toolchains),
     })
 }
 
@@ -147,6 +164,7 @@ mod tests {
             tmp_mb: 512,
             disk_mb: 0,
             read_only: Vec::new(),
+            find_toolchains: false,
             runner_path: None,
         }
     }
@@ -177,34 +195,102 @@ mod tests {
     }
 
     #[test]
+    fn the_toolchains_found_are_read_only_on_the_path_below_build_path() {
+        let project = tempfile::tempdir().unwrap();
+        std::fs::write(project.path().join("pyproject.toml"), "").unwrap();
+        std::fs::write(project.path().join("Cargo.toml"), "").unwrap();
+        let found = toolchains::Toolchains {
+            found: vec![toolchains::Toolchain {
+                name: "rustup".into(),
+                read_only: vec!["/home/ci/.rustup".into(), "/home/ci/.cargo/bin".into()],
+                path: vec!["/home/ci/.cargo/bin".into()],
+                env: [("RUSTUP_HOME".to_owned(), "/home/ci/.rustup".to_owned())].into(),
+            }],
+        };
+        let mut sandbox = sandbox(SandboxMode::Enforce);
+        sandbox.read_only = vec!["/opt/tools".into(), "/home/ci/.rustup".into()];
+        let spec = run_spec(
+            &sandbox,
+            &build(Path::new("/opt/tools/bin"), &[]),
+            &found,
+            project.path(),
+        );
+        assert_eq!(
+            spec.read_only,
+            [
+                PathBuf::from("/opt/tools"),
+                "/home/ci/.rustup".into(),
+                "/home/ci/.cargo/bin".into()
+            ]
+        );
+        let root = spec.mount_point.display().to_string();
+        assert_eq!(
+            spec.env["PATH"],
+            format!(
+                "{root}/.venv/bin:/opt/tools/bin:/home/ci/.cargo/bin:/usr/local/bin:/usr/bin:/bin"
+            )
+        );
+        assert_eq!(spec.env["RUSTUP_HOME"], "/home/ci/.rustup");
+        // The worktree's own cargo home stays what `cargo fetch` fills.
+        assert_eq!(
+            spec.env["CARGO_HOME"],
+            format!("{root}/.codebutler-cache/cargo")
+        );
+        // The operator's build.env wins over a toolchain's variable.
+        let mine = build(
+            Path::new("/opt/tools/bin"),
+            &[("RUSTUP_HOME", "/opt/rustup")],
+        );
+        let spec = run_spec(&sandbox, &mine, &found, project.path());
+        assert_eq!(spec.env["RUSTUP_HOME"], "/opt/rustup");
+    }
+
+    #[test]
     fn a_sandboxed_node_that_has_it_gets_the_wasm_option() {
         let node = |spec: &SandboxSpec| spec.env.get("NODE_OPTIONS").cloned();
         let project = tempfile::tempdir().unwrap();
         std::fs::write(project.path().join("package.json"), "{}").unwrap();
         let new_node = node_saying("v22.3.1");
         let enforce = sandbox(SandboxMode::Enforce);
-        let spec = run_spec(&enforce, &build(new_node.path(), &[]), project.path());
+        let none = toolchains::Toolchains::none();
+        let spec = run_spec(
+            &enforce,
+            &build(new_node.path(), &[]),
+            &none,
+            project.path(),
+        );
         assert_eq!(node(&spec).as_deref(), Some("--disable-wasm-trap-handler"));
         // An older Node would refuse to start with it.
         let old_node = node_saying("v18.19.0");
-        let spec = run_spec(&enforce, &build(old_node.path(), &[]), project.path());
+        let spec = run_spec(
+            &enforce,
+            &build(old_node.path(), &[]),
+            &none,
+            project.path(),
+        );
         assert_eq!(node(&spec), None);
         // The operator's NODE_OPTIONS is what Node gets.
         let mine = build(
             new_node.path(),
             &[("NODE_OPTIONS", "--max-old-space-size=512")],
         );
-        let spec = run_spec(&enforce, &mine, project.path());
+        let spec = run_spec(&enforce, &mine, &none, project.path());
         assert_eq!(node(&spec).as_deref(), Some("--max-old-space-size=512"));
         // Without a sandbox there is no address-space limit; without Node, no Node.
         let spec = run_spec(
             &sandbox(SandboxMode::None),
             &build(new_node.path(), &[]),
+            &none,
             project.path(),
         );
         assert_eq!(node(&spec), None);
         let generic = tempfile::tempdir().unwrap();
-        let spec = run_spec(&enforce, &build(new_node.path(), &[]), generic.path());
+        let spec = run_spec(
+            &enforce,
+            &build(new_node.path(), &[]),
+            &none,
+            generic.path(),
+        );
         assert_eq!(node(&spec), None);
     }
 }

@@ -13,6 +13,7 @@ use super::{
 };
 use crate::config::{BuildConfig, SandboxConfig};
 use crate::workspace::platform::{self, InitEnd, InitRequest};
+use crate::workspace::toolchains::Toolchains;
 use crate::workspace::{disk, prepared, project_files, stage};
 
 /// How worktree preparation reports in the thread.
@@ -88,6 +89,9 @@ pub struct Preparer {
     /// `access.maxWorktreeDiskMB`; 0 for no limit (the configuration allows one only with
     /// `sandbox.diskMB` set: it is held by the worktrees' disks).
     pub max_disk_mb: u64,
+    /// The toolchains found at start that every sandbox here shows
+    /// ([`crate::workspace::toolchains`]).
+    pub toolchains: Toolchains,
 }
 
 impl Preparer {
@@ -156,7 +160,7 @@ impl Preparer {
 
     /// The sandbox spec of a Coder run in `worktree` (see [`crate::workspace::run_spec`]).
     pub fn run_spec(&self, worktree: &Path) -> codebutler_sandbox::SandboxSpec {
-        crate::workspace::run_spec(&self.sandbox, &self.build, worktree)
+        crate::workspace::run_spec(&self.sandbox, &self.build, &self.toolchains, worktree)
     }
 
     /// The worktree helper for `worktree`, in the sandbox its runs get (see [`stage`]).
@@ -260,8 +264,9 @@ impl Preparer {
         if let Some(command) = &self.build.init_command {
             return Ok(Some(Init::given(command)));
         }
-        let extra = &self.build.path;
-        let has_program = |program: &str| platform::in_sandbox_path(program, extra);
+        let mut extra = self.build.path.clone();
+        extra.extend(self.toolchains.path());
+        let has_program = |program: &str| platform::in_sandbox_path(program, &extra);
         let mut init: Option<Init> = None;
         for step in platform::init_plan(&platforms, &files, &has_program) {
             if !has_program(&step.program) {
@@ -305,7 +310,8 @@ impl Preparer {
             shown,
             notes,
         } = init;
-        let mut spec = crate::workspace::run_spec(&self.sandbox, &self.build, &tree.path);
+        let mut spec =
+            crate::workspace::run_spec(&self.sandbox, &self.build, &self.toolchains, &tree.path);
         spec.network = true;
         spec.keep_fds = Vec::new();
         let name = tree
@@ -450,6 +456,7 @@ mod tests {
                 tmp_mb: 64,
                 disk_mb: 0,
                 read_only: Vec::new(),
+                find_toolchains: false,
                 runner_path: None,
             },
             build: BuildConfig {
@@ -463,6 +470,7 @@ mod tests {
                 path: Vec::new(),
             },
             max_disk_mb: 0,
+            toolchains: Toolchains::none(),
         }
     }
 
