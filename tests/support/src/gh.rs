@@ -416,7 +416,8 @@ if [ "$1" = "pr" ] && [ "$2" = "edit" ]; then
     exit 1
   fi
   [ -n "$(pr_head "$number")" ] || not_found "$number"
-  cat > "$here/pr-edit-body.md"
+  # Written whole, then renamed: a test waiting for the file never reads half of it.
+  cat > "$here/pr-edit-body.md.part" && mv "$here/pr-edit-body.md.part" "$here/pr-edit-body.md"
   echo "https://github.com/acme/app/pull/$number"
   exit 0
 fi
@@ -482,7 +483,7 @@ if [ "$1" = "pr" ] && [ "$2" = "create" ]; then
   find_origin
   base="$(base_branch)"
   # The body comes on stdin (`--body-file -`); keep it for the test.
-  cat > "$here/pr-body.md"
+  cat > "$here/pr-body.md.part" && mv "$here/pr-body.md.part" "$here/pr-body.md"
   # Like GitHub: one open pull request per head branch.
   for dir in "$here"/prs/*/; do
     [ -f "$dir/head" ] || continue
