@@ -401,7 +401,7 @@ mod tests {
             .unwrap();
         // A coordination notice is history through its post, not as a message.
         store
-            .record_message(&crate::coordination::notices::notice_message(
+            .record_message(&crate::domain::notice_message(
                 &thread,
                 "1.8",
                 "⚠️ both change it",

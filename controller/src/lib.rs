@@ -53,7 +53,8 @@
 //! 27. [`tls`] — the one process-wide TLS provider of outgoing connections;
 //! 28. [`secret`] — a string that never shows itself;
 //! 29. [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
-//!     runs, usage, memory operations, the PR watcher's events), plain data.
+//!     runs, usage, memory operations, the PR watcher's events, coordination notices),
+//!     plain data.
 
 pub mod admin;
 pub mod closing;

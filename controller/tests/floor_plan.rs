@@ -5,13 +5,12 @@
 //! `super::…` chains that reach the crate's root — and fails naming the file, the line and
 //! the two modules of each import that climbs.
 //!
-//! The floors are the product's: code compiled only for tests (`#[cfg(test)]` items and the
-//! test-only modules they declare) is not read, since a test may build its input with the real
-//! producer from a floor above (a store test recording the effects the Slack module makes)
-//! rather than a copy of it.
+//! Tests are held to the same plan: a test lives on its module's floor and imports only
+//! from below it, so a test that needs a producer from a floor above belongs with that
+//! producer (a store test of what the runner module saves sits in the runner module).
 //!
 //! It reads the source as text: comments, strings and character literals are blanked first
-//! (a path in a doc comment or a message is no import), then test-only items, then inline
+//! (a path in a doc comment or a message is no import), then inline
 //! `mod name { … }` blocks are followed so `super::` resolves from the module it is written
 //! in. The binaries in `src/bin/` sit above every floor and reach the library through its
 //! name, so they are not read.
@@ -165,102 +164,6 @@ fn char_literal_len(chars: &[char], i: usize) -> Option<usize> {
         }
         _ => (chars.get(i + 2) == Some(&'\'')).then_some(3),
     }
-}
-
-/// Whether a `cfg` predicate holds only in tests: `test`, or `all(…)` with `test` among its
-/// parts.
-fn test_only(predicate: &str) -> bool {
-    let predicate: String = predicate.chars().filter(|c| !c.is_whitespace()).collect();
-    predicate == "test"
-        || predicate
-            .strip_prefix("all(")
-            .is_some_and(|rest| rest.split([',', ')']).any(|part| part == "test"))
-}
-
-/// The index just after the `]` closing the attribute whose `#` is at `i`.
-fn attribute_end(chars: &[char], i: usize) -> usize {
-    let mut depth = 0;
-    let mut j = i + 1;
-    while j < chars.len() {
-        match chars[j] {
-            '[' => depth += 1,
-            ']' => {
-                depth -= 1;
-                if depth == 0 {
-                    return j + 1;
-                }
-            }
-            _ => {}
-        }
-        j += 1;
-    }
-    chars.len()
-}
-
-/// `code` (already blanked) with every item compiled only for tests blanked too, and the
-/// names of the test-only modules it declares in files of their own (`#[cfg(test)] mod x;`).
-fn without_test_items(code: &str) -> (String, Vec<String>) {
-    let mut chars: Vec<char> = code.chars().collect();
-    let mut test_modules = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        if !chars[i..].starts_with(&['#', '[', 'c', 'f', 'g', '(']) {
-            i += 1;
-            continue;
-        }
-        let end = attribute_end(&chars, i);
-        let predicate: String = chars[i + 6..end.saturating_sub(2)].iter().collect();
-        if !test_only(&predicate) {
-            i = end;
-            continue;
-        }
-        // The item: past further attributes, up to its `;` or its matching `}`.
-        let mut j = end;
-        loop {
-            while chars.get(j).is_some_and(|c| c.is_whitespace()) {
-                j += 1;
-            }
-            if chars.get(j) == Some(&'#') {
-                j = attribute_end(&chars, j);
-            } else {
-                break;
-            }
-        }
-        let start = j;
-        let mut nesting = 0;
-        let mut braces = 0;
-        while j < chars.len() {
-            match chars[j] {
-                '(' | '[' => nesting += 1,
-                ')' | ']' => nesting -= 1,
-                '{' => braces += 1,
-                '}' => {
-                    braces -= 1;
-                    if braces == 0 {
-                        break;
-                    }
-                }
-                ';' if nesting == 0 && braces == 0 => {
-                    let item: String = chars[start..j].iter().collect();
-                    let words: Vec<&str> = item.split_whitespace().collect();
-                    if let [.., "mod", name] = words.as_slice() {
-                        test_modules.push((*name).to_owned());
-                    }
-                    break;
-                }
-                _ => {}
-            }
-            j += 1;
-        }
-        let stop = (j + 1).min(chars.len());
-        for c in &mut chars[i..stop] {
-            if *c != '\n' {
-                *c = ' ';
-            }
-        }
-        i = stop;
-    }
-    (chars.into_iter().collect(), test_modules)
 }
 
 /// One path that names a top-level module of the crate.
@@ -479,34 +382,21 @@ fn every_import_between_the_controllers_modules_points_down() {
     );
     let floor_of = |module: &str| floors.iter().position(|f| f == module);
 
-    // The product's code of each file, and the files only tests compile.
+    // The code of each file, tests included.
     let mut product = Vec::new();
-    let mut test_files: BTreeSet<PathBuf> = BTreeSet::new();
     for file in rust_files(&src) {
         let relative = file.strip_prefix(&src).unwrap().to_path_buf();
         if relative.starts_with("bin") {
             continue;
         }
         let code = blank_non_code(&fs::read_to_string(&file).unwrap());
-        let (code, test_modules) = without_test_items(&code);
-        let dir = match relative.file_name().and_then(|n| n.to_str()) {
-            Some("mod.rs" | "lib.rs") => relative.parent().unwrap().to_path_buf(),
-            _ => relative.with_extension(""),
-        };
-        for name in test_modules {
-            test_files.insert(dir.join(format!("{name}.rs")));
-            test_files.insert(dir.join(&name));
-        }
         product.push((relative, code));
     }
 
     let mut climbs = Vec::new();
     let mut seen = 0;
     for (relative, code) in product {
-        let tests_only = test_files
-            .iter()
-            .any(|t| relative == *t || relative.starts_with(t));
-        if relative == Path::new("lib.rs") || tests_only {
+        if relative == Path::new("lib.rs") {
             continue;
         }
         let path = module_path(&relative);
@@ -546,31 +436,6 @@ fn every_import_between_the_controllers_modules_points_down() {
         climbs.len(),
         climbs.join("\n")
     );
-}
-
-#[test]
-fn test_only_items_and_modules_are_left_out() {
-    let code = r#"
-use crate::config::Config;
-#[cfg(test)]
-mod testing;
-#[cfg(all(test, target_os = "linux"))]
-#[allow(dead_code)]
-fn helper(x: [u8; 2]) { crate::thread::x(); }
-#[cfg(not(test))]
-use crate::store::Store;
-#[cfg(test)]
-mod tests {
-    use crate::coder::Coder;
-}
-"#;
-    let (code, test_modules) = without_test_items(&blank_non_code(code));
-    assert_eq!(test_modules, ["testing"]);
-    let found: Vec<String> = references(&code, &["slack".to_owned()])
-        .into_iter()
-        .map(|r| r.module)
-        .collect();
-    assert_eq!(found, ["config", "store"]);
 }
 
 #[test]

@@ -36,11 +36,12 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::dispatch::Dispatcher;
+use crate::domain::notice_message;
 use crate::domain::{IncomingMessage, Plan, RunRecord, ThreadKey};
 use crate::pm::Pm;
 use crate::store::{Change, ScopeChange, ScopeFile, Store, StoreError, ThreadScope};
 use crate::workspace::{branch_diff, thread_repo, worktree};
-use notices::{ThreadRef, notice_message};
+use notices::ThreadRef;
 
 /// How long a plan's proposal waits for the PM's semantic judgement before it is posted
 /// without it.

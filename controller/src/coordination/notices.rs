@@ -1,46 +1,15 @@
 //! What coordination says, as plain Markdown (tested by equality and snapshots), and how a
-//! notice reaches a thread: as a message stored in that thread ([`notice_message`]), which
+//! notice reaches a thread: as a message stored in that thread
+//! ([`crate::domain::notice_message`]), which
 //! its own handler posts in order with everything else said there — like the PR watcher's
 //! [`crate::domain::PrEvent`]. A notice for another thread is therefore posted by
 //! whichever instance owns that thread (on a shared store the instance noticing may not),
 //! and the message is stored in the same transaction as the notice's exactly-once record.
-//!
-//! The marker starts with `<codebutler:coordination`: Slack escapes `<` in what people type
-//! (as `&lt;`), so no typed message can pass for a notice.
 
 use crate::domain::ThreadKey;
-use crate::domain::{IncomingMessage, Origin};
 use crate::workspace::forge::thread_link;
 
 use super::overlap::Overlap;
-
-const MARKER: &str = "<codebutler:coordination>\n";
-
-/// The Slack user id notices are stored under (no real user has it: Slack ids are
-/// upper-case).
-pub const NOTICE_USER: &str = "codebutler:coordination";
-
-/// The stored message carrying `markdown` into `thread`, at `ts`.
-pub fn notice_message(thread: &ThreadKey, ts: &str, markdown: &str) -> IncomingMessage {
-    IncomingMessage {
-        channel: thread.channel.clone(),
-        ts: ts.to_owned(),
-        thread_ts: thread.thread_ts.clone(),
-        user: NOTICE_USER.to_owned(),
-        text: format!("{MARKER}{markdown}"),
-        event_id: None,
-        origin: Origin::Notice,
-    }
-}
-
-/// The notice a stored message carries, if it is one: only a message the controller stored
-/// as a notice is one, whatever another's text says.
-pub fn parse_notice(msg: &IncomingMessage) -> Option<&str> {
-    if msg.origin != Origin::Notice {
-        return None;
-    }
-    msg.text.strip_prefix(MARKER)
-}
 
 /// Another thread as a notice names it.
 #[derive(Clone, Debug, PartialEq)]
@@ -238,23 +207,5 @@ mod tests {
         let cut = label(Some(&long));
         assert!(cut.ends_with('…') && cut.chars().count() <= 60, "{cut}");
         assert!(plan_block(&[]).is_empty());
-    }
-
-    #[test]
-    fn notices_read_back_and_typed_text_never_passes_for_one() {
-        let thread = other(None).thread;
-        let msg = notice_message(&thread, "1.2", "⚠️ hi");
-        assert_eq!(parse_notice(&msg), Some("⚠️ hi"));
-        // The same text typed by a person, even under the notices' user id, is text.
-        let typed = IncomingMessage {
-            origin: Origin::Person,
-            ..msg.clone()
-        };
-        assert_eq!(parse_notice(&typed), None);
-        let escaped = IncomingMessage {
-            text: "&lt;codebutler:coordination&gt;\nhi".into(),
-            ..msg
-        };
-        assert_eq!(parse_notice(&escaped), None);
     }
 }

@@ -143,6 +143,8 @@ fn has_all_results(conversation: &[ChatMessage]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::ThreadKey;
+    use crate::store::NewRun;
     use codebutler_agent::conversation::ToolCall;
 
     fn call(id: &str) -> ToolCall {
@@ -280,4 +282,66 @@ mod tests {
         );
         assert!(resume_with("{not json", "continue").is_err());
     }
+
+    /// Whatever the calls' conversations, the store reads back the latest one exactly.
+    async fn the_store_reads_back_each_calls_conversation_exactly(store: &Store) {
+        let calls = |id: &str| ChatMessage::Assistant {
+            content: None,
+            tool_calls: vec![ToolCall::new(id, "Bash", r#"{"command":"ls"}"#)],
+        };
+        let json = |messages: &[ChatMessage]| -> Vec<String> {
+            messages
+                .iter()
+                .map(|m| serde_json::to_string(m).unwrap())
+                .collect()
+        };
+        store
+            .create_run(NewRun {
+                id: "r1",
+                thread: &ThreadKey {
+                    channel: "C1".into(),
+                    thread_ts: "1.1".into(),
+                },
+                plan: "p",
+                model: "m",
+                worktree: "/w",
+                branch: "codebutler/x",
+                max_turns: 5,
+            })
+            .await
+            .unwrap();
+        let plan = ChatMessage::user("plan");
+        let turn = |i: usize| {
+            vec![
+                calls(&format!("c{i}")),
+                ChatMessage::tool_result(format!("c{i}"), format!("out {i} \"quoted\" ✓")),
+            ]
+        };
+        let mut conversations = Vec::new();
+        let mut growing = vec![plan.clone()];
+        for i in 0..4 {
+            growing.extend(turn(i));
+            conversations.push(growing.clone());
+        }
+        // A compaction, turns after it, and a cut back to the plan.
+        let mut compacted = vec![plan.clone(), ChatMessage::user("Summary: four turns")];
+        conversations.push(compacted.clone());
+        compacted.extend(turn(4));
+        conversations.push(compacted.clone());
+        conversations.push(compacted.clone());
+        conversations.push(vec![plan.clone()]);
+        conversations.push(vec![plan, ChatMessage::assistant_text("done")]);
+
+        let mut stored = StoredConversation::default();
+        for conversation in conversations {
+            let json = json(&conversation);
+            stored.save(store, "r1", &json).await.unwrap();
+            assert_eq!(
+                store.run_conversation("r1").await.unwrap(),
+                Some(format!("[{}]", json.join(",")))
+            );
+        }
+    }
+
+    crate::store::testing::on_both_backends!(the_store_reads_back_each_calls_conversation_exactly);
 }

@@ -334,57 +334,8 @@ mod tests {
         assert_eq!(s.latest_checkpoint(&thread()).await.unwrap(), None);
     }
 
-    /// Whatever the calls' conversations, the store reads back the latest one exactly.
-    async fn the_store_reads_back_each_calls_conversation_exactly(store: &Store) {
-        use crate::runners::resume::StoredConversation;
-        use codebutler_agent::conversation::{ChatMessage, ToolCall};
-        let calls = |id: &str| ChatMessage::Assistant {
-            content: None,
-            tool_calls: vec![ToolCall::new(id, "Bash", r#"{"command":"ls"}"#)],
-        };
-        let json = |messages: &[ChatMessage]| -> Vec<String> {
-            messages
-                .iter()
-                .map(|m| serde_json::to_string(m).unwrap())
-                .collect()
-        };
-        run(store, "r1").await;
-        let plan = ChatMessage::user("plan");
-        let turn = |i: usize| {
-            vec![
-                calls(&format!("c{i}")),
-                ChatMessage::tool_result(format!("c{i}"), format!("out {i} \"quoted\" ✓")),
-            ]
-        };
-        let mut conversations = Vec::new();
-        let mut growing = vec![plan.clone()];
-        for i in 0..4 {
-            growing.extend(turn(i));
-            conversations.push(growing.clone());
-        }
-        // A compaction, turns after it, and a cut back to the plan.
-        let mut compacted = vec![plan.clone(), ChatMessage::user("Summary: four turns")];
-        conversations.push(compacted.clone());
-        compacted.extend(turn(4));
-        conversations.push(compacted.clone());
-        conversations.push(compacted.clone());
-        conversations.push(vec![plan.clone()]);
-        conversations.push(vec![plan, ChatMessage::assistant_text("done")]);
-
-        let mut stored = StoredConversation::default();
-        for conversation in conversations {
-            let json = json(&conversation);
-            stored.save(store, "r1", &json).await.unwrap();
-            assert_eq!(
-                store.run_conversation("r1").await.unwrap(),
-                Some(format!("[{}]", json.join(",")))
-            );
-        }
-    }
-
     crate::store::testing::on_both_backends!(
         conversations_follow_the_latest_model_call,
-        the_store_reads_back_each_calls_conversation_exactly,
         each_call_appends_and_a_compaction_cuts_back_to_the_shared_head,
         a_row_that_cannot_be_read_back_is_an_error,
         undo_walks_back_one_run_at_a_time,

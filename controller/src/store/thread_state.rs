@@ -377,9 +377,11 @@ mod tests {
             store.stored_thread(&t).await.unwrap().stage,
             Stage::Closed(Closure::Done)
         );
-        let said = crate::slack::effects::Effects::new(&t)
-            .reply("closed again", "")
-            .intents();
+        let said = [crate::store::NewIntent {
+            id: "close/0".into(),
+            thread: t.clone(),
+            body: r#"{"post":{"text":"closed again"}}"#.into(),
+        }];
         let before = store.thread_effects(&t).await.unwrap().len();
         assert!(
             !store

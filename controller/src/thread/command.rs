@@ -16,7 +16,7 @@
 //! close word ("merge", "abandon", "done"), "rebase", a follow-up on an ended run, a message
 //! for another role, and last the PM.
 
-use crate::coordination::notices::parse_notice;
+use crate::domain::parse_notice;
 use crate::domain::{
     ButtonAction, Click, IncomingMessage, Mention, Origin, PullRequestRef, Role, RunRecord,
     ThreadState,
@@ -626,7 +626,7 @@ mod tests {
             channel: "C1".into(),
             thread_ts: "1.1".into(),
         };
-        let notice = crate::coordination::notices::notice_message(&thread, "1.3", "⚠️ both");
+        let notice = crate::domain::notice_message(&thread, "1.3", "⚠️ both");
         for state in [
             ThreadState::Conversing,
             ThreadState::CoderRunning,
@@ -879,7 +879,7 @@ mod tests {
             channel: "C1".into(),
             thread_ts: "1.1".into(),
         };
-        let notice = crate::coordination::notices::notice_message(&thread, "1.3", "⚠️ x").text;
+        let notice = crate::domain::notice_message(&thread, "1.3", "⚠️ x").text;
         for text in [
             PrEvent::Merged.to_text(7),
             PrEvent::Closed.to_text(7),
@@ -1207,7 +1207,7 @@ mod tests {
             ),
             (
                 "notice".into(),
-                crate::coordination::notices::notice_message(&thread, "1.3", "⚠️ both"),
+                crate::domain::notice_message(&thread, "1.3", "⚠️ both"),
             ),
             (
                 "typed watcher marker".into(),

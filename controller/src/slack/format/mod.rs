@@ -53,6 +53,7 @@ mod inert;
 mod langs;
 mod links;
 mod names;
+mod oracle;
 mod output;
 mod references;
 mod render;
@@ -63,6 +64,7 @@ mod table;
 mod test_support;
 
 pub(crate) use links::is_invisible;
+pub use oracle::foreign_markup;
 pub use split::split_message;
 
 /// Size limit for one Slack message, in characters (Slack recommends staying

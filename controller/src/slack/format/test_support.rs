@@ -33,7 +33,7 @@ pub(super) fn texts(out: &[Outgoing]) -> Vec<String> {
 
 /// Fails unless every `<…>` in `text` is markup the renderer may produce for `source`.
 pub(super) fn check_inert(text: &str, source: &str) {
-    if let Some(found) = crate::fuzzing::foreign_markup(text, source) {
+    if let Some(found) = super::foreign_markup(text, source) {
         panic!("foreign markup {found:?} in {text:?}");
     }
 }
