@@ -214,7 +214,7 @@ fn said(body: &str) -> Option<Event> {
 /// The role a post's label names, and the text after the label (the PM's when unlabelled).
 fn speaker_of(text: &str) -> (Role, &str) {
     for role in Role::ALL {
-        let label = format!("*{}:* ", role_label(role));
+        let label = format!("*{}:* ", role.label());
         if let Some(rest) = text.strip_prefix(&label) {
             return (role, rest);
         }
@@ -222,24 +222,15 @@ fn speaker_of(text: &str) -> (Role, &str) {
     (Role::Pm, text)
 }
 
-/// How a role is named in the thread and in the history.
-fn role_label(role: Role) -> &'static str {
-    match role {
-        Role::Pm => "PM",
-        Role::Coder => "Coder",
-        Role::Artist => "Artist",
-    }
-}
-
 fn render_event(event: &Event) -> String {
     match event {
         Event::Person { user, text } => format!("<@{user}>: {text}"),
-        Event::Clicked { user, action } => format!("<@{user}> clicked {}", button(*action)),
+        Event::Clicked { user, action } => format!("<@{user}> clicked {}", action.label()),
         Event::GitHub(PrEvent::Merged) => "GitHub: the pull request was merged".to_owned(),
         Event::GitHub(PrEvent::Closed) => {
             "GitHub: the pull request was closed without merging".to_owned()
         }
-        Event::Said { role, text } => format!("{}: {text}", role_label(*role)),
+        Event::Said { role, text } => format!("{}: {text}", role.label()),
         Event::PmTool { name, arguments } => format!("PM used {name} {arguments}"),
         Event::CoderQuestion {
             number,
@@ -264,15 +255,6 @@ fn render_event(event: &Event) -> String {
             run.completion_tokens,
             run.cost
         ),
-    }
-}
-
-/// A button's name as people saw it.
-fn button(action: ButtonAction) -> &'static str {
-    match action {
-        ButtonAction::Approve => "Approve",
-        ButtonAction::CancelPlan => "Cancel",
-        ButtonAction::StopRun => "Stop",
     }
 }
 

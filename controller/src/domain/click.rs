@@ -27,6 +27,15 @@ impl ButtonAction {
         }
     }
 
+    /// The button's name in the history and the journal.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Approve => "Approve",
+            Self::CancelPlan => "Cancel",
+            Self::StopRun => "Stop",
+        }
+    }
+
     /// The action a stored marker's word names.
     pub fn from_word(word: &str) -> Option<Self> {
         [Self::Approve, Self::CancelPlan, Self::StopRun]

@@ -27,6 +27,16 @@ impl Role {
         }
     }
 
+    /// The role's name as people read it: in front of what it says in the thread, in the
+    /// history a model is given and in the journal.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Pm => "PM",
+            Self::Coder => "Coder",
+            Self::Artist => "Artist",
+        }
+    }
+
     /// The role named `name` (lower-case), if there is one.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|r| r.as_str() == name)

@@ -6,7 +6,7 @@
 //! about memory, then the usage table. Plain data from plain data, snapshot-tested.
 
 use crate::domain::PrEvent;
-use crate::domain::{ButtonAction, PullRequestRef, Role, duration_text};
+use crate::domain::{PullRequestRef, duration_text};
 use crate::history::{Event, History};
 
 use super::report::{cost, thousands};
@@ -113,17 +113,10 @@ fn narrate(event: &Event) -> (String, String) {
         ),
         Event::Person { user, text } => (format!("<@{user}> wrote:"), text.clone()),
         Event::Clicked { user, action } => (
-            format!(
-                "<@{user}> clicked {}",
-                match action {
-                    ButtonAction::Approve => "Approve",
-                    ButtonAction::CancelPlan => "Cancel",
-                    ButtonAction::StopRun => "Stop",
-                }
-            ),
+            format!("<@{user}> clicked {}", action.label()),
             String::new(),
         ),
-        Event::Said { role, text } => (format!("{} said:", role_name(*role)), text.clone()),
+        Event::Said { role, text } => (format!("{} said:", role.label()), text.clone()),
         Event::PmTool { name, arguments } => (
             format!("PM used `{name}` {}", inline(arguments)),
             String::new(),
@@ -160,14 +153,6 @@ fn narrate(event: &Event) -> (String, String) {
     }
 }
 
-fn role_name(role: Role) -> &'static str {
-    match role {
-        Role::Pm => "PM",
-        Role::Coder => "Coder",
-        Role::Artist => "Artist",
-    }
-}
-
 /// Arguments as inline code, without backticks that would end it.
 fn inline(text: &str) -> String {
     if text.is_empty() {
@@ -191,7 +176,7 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{RunRecord, RunState, ThreadKey, UsageTotals};
+    use crate::domain::{ButtonAction, Role, RunRecord, RunState, ThreadKey, UsageTotals};
     use crate::history::Entry;
     use crate::journal::usage::RoleLine;
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use codebutler_agent::conversation::ChatMessage;
 
-use crate::domain::{ThreadKey, UsageTotals};
+use crate::domain::{Role, ThreadKey, UsageTotals};
 use crate::store::{QuestionRecord, Store, StoreError};
 
 /// One role's line of the report.
@@ -55,12 +55,9 @@ impl ThreadUsage {
 /// stored name.
 pub fn role_label(role: &str) -> String {
     match role {
-        "pm" => "PM".into(),
-        "coder" => "Coder".into(),
         crate::memory::extraction::ROLE => "Memory extraction".into(),
-        "artist" => "Artist".into(),
         "whisper" => "Whisper".into(),
-        other => other.into(),
+        other => Role::parse(other).map_or_else(|| other.into(), |role| role.label().into()),
     }
 }
 

@@ -291,7 +291,7 @@ impl ThreadHandler {
         markdown: &str,
         changes: &[Change<'_>],
     ) -> Settle {
-        let effects = Effects::new(&msg.thread()).reply(markdown, speaker(role));
+        let effects = Effects::new(&msg.thread()).reply(markdown, &speaker(role));
         self.record(msg, changes, &effects).await
     }
 
@@ -326,10 +326,6 @@ impl ThreadHandler {
 }
 
 /// The label in front of what `role` says in the thread.
-pub(super) fn speaker(role: Role) -> &'static str {
-    match role {
-        Role::Pm => "*PM:* ",
-        Role::Coder => "*Coder:* ",
-        Role::Artist => "*Artist:* ",
-    }
+pub(super) fn speaker(role: Role) -> String {
+    format!("*{}:* ", role.label())
 }

@@ -83,7 +83,7 @@ impl ThreadHandler {
                 }
                 Ok(items) => {
                     let effects =
-                        Effects::new(&thread).reply(&proposal::message(&items), speaker(Role::Pm));
+                        Effects::new(&thread).reply(&proposal::message(&items), &speaker(Role::Pm));
                     let post_id = effects.id(0);
                     let edited = MemoryChange::Edited {
                         thread: &thread,
@@ -169,7 +169,7 @@ impl ThreadHandler {
         change: MemoryChange<'_>,
         text: &str,
     ) -> Settle {
-        let effects = Effects::new(&msg.thread()).reply(text, speaker(Role::Pm));
+        let effects = Effects::new(&msg.thread()).reply(text, &speaker(Role::Pm));
         self.commit_memory(msg, change, &effects).await
     }
 

@@ -42,7 +42,7 @@ impl ThreadHandler {
             Aborted::Merge => "Plan withdrawn, and the merge with it: the worktree is back at the branch's head. Say **rebase** to try again.".to_owned(),
             Aborted::Failed(e) => format!("Plan withdrawn, but I couldn't put the worktree back ({e}); say **rebase** to start the merge over."),
         };
-        let effects = resolve(msg, click, &note).reply(&reply, speaker(Role::Pm));
+        let effects = resolve(msg, click, &note).reply(&reply, &speaker(Role::Pm));
         let mut changes = vec![Change::WithdrawPlan(&thread)];
         if aborted != Aborted::Nothing {
             changes.push(Change::BackToRuns(&thread));

@@ -211,7 +211,7 @@ impl ThreadHandler {
         let thread = msg.thread();
         let effects = match &turn.plan {
             Some(plan) => self.plan_effects(msg, &turn.answer, plan, cancel).await?,
-            None => Effects::new(&thread).reply(&turn.answer, speaker(Role::Pm)),
+            None => Effects::new(&thread).reply(&turn.answer, &speaker(Role::Pm)),
         }
         .react(&msg.ts, "white_check_mark");
         let changes = [
@@ -267,7 +267,7 @@ impl ThreadHandler {
         let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
         let digest = plan_digest(&plan.to_json()?);
         Ok(
-            Effects::new(&thread).reply_with_blocks(&markdown, speaker(Role::Pm), |text| {
+            Effects::new(&thread).reply_with_blocks(&markdown, &speaker(Role::Pm), |text| {
                 plan_blocks(text, &digest)
             }),
         )

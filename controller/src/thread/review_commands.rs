@@ -268,7 +268,7 @@ impl ThreadHandler {
     /// Records `changes` with `text` as the PM's; when a guard finds it done already, the
     /// message is only marked processed.
     async fn said_once(&self, msg: &IncomingMessage, text: &str, changes: &[Change<'_>]) -> Settle {
-        let effects = Effects::new(&msg.thread()).reply(text, super::handler::speaker(Role::Pm));
+        let effects = Effects::new(&msg.thread()).reply(text, &super::handler::speaker(Role::Pm));
         match self.outbox.commit(changes, &effects).await {
             Ok(true) => Settle::Settled,
             Ok(false) => Settle::Processed,

@@ -48,8 +48,8 @@ impl ThreadHandler {
         ];
         changes.extend(notices.iter().map(|n| n.change()));
         let effects = Effects::new(&c.thread)
-            .reply(&report, speaker(Role::Pm))
-            .reply(&last, speaker(Role::Pm));
+            .reply(&report, &speaker(Role::Pm))
+            .reply(&last, &speaker(Role::Pm));
         tracing::info!(tag = "INF", "thread {} → closed ({closure:?})", c.thread);
         match self.outbox.commit(&changes, &effects).await {
             Ok(true) => {
