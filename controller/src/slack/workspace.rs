@@ -30,25 +30,16 @@ const SCOPES_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The bot scopes the manifest asks for (`oauth_config.scopes.bot`).
 pub fn manifest_bot_scopes() -> BTreeSet<String> {
-    let mut scopes = BTreeSet::new();
-    let mut in_bot = false;
-    for line in MANIFEST.lines() {
-        let trimmed = line.trim();
-        if trimmed == "bot:" {
-            in_bot = true;
-            continue;
-        }
-        if in_bot {
-            match trimmed.strip_prefix("- ") {
-                Some(scope) => {
-                    scopes.insert(scope.trim().to_owned());
-                }
-                None if trimmed.is_empty() || trimmed.starts_with('#') => {}
-                None => break,
-            }
-        }
-    }
-    scopes
+    let Ok(documents) = yaml_rust2::YamlLoader::load_from_str(MANIFEST) else {
+        return BTreeSet::new();
+    };
+    documents
+        .first()
+        .and_then(|manifest| manifest["oauth_config"]["scopes"]["bot"].as_vec())
+        .into_iter()
+        .flatten()
+        .filter_map(|scope| scope.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The scopes Slack says the bot token has: the `X-OAuth-Scopes` header of its answer to

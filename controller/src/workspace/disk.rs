@@ -133,7 +133,15 @@ impl ThreadDisk {
         if is_mount_point(&self.mount)? {
             let mut umount = Command::new(find_tool("umount")?);
             umount.arg(&self.mount);
-            run(umount, "umount")?;
+            if let Err(busy) = run(umount, "umount") {
+                // A process that is ending (the run's runner) may still hold a file there:
+                // detach it now, and the kernel frees it when the last one is closed (the
+                // loop device clears itself, so the image's space goes with it).
+                let mut lazy = Command::new(find_tool("umount")?);
+                lazy.arg("--lazy").arg(&self.mount);
+                run(lazy, "umount --lazy").map_err(|_| busy)?;
+                tracing::info!(mount = %self.mount.display(), "the disk was busy: unmounted lazily");
+            }
         }
         match fs::remove_file(&self.image) {
             Ok(()) => {}
@@ -325,6 +333,22 @@ mod tests {
         drop(cleanup);
         assert!(!disk.image.exists());
         assert!(!worktree.exists());
+    }
+
+    #[test]
+    fn a_disk_still_in_use_is_removed_all_the_same() {
+        probe().expect("these machines run the tests as root with loop devices");
+        let dir = tempfile::tempdir().unwrap();
+        let worktree = dir.path().join("branches/t");
+        let disk = ThreadDisk::of(&dir.path().join("disks"), &worktree);
+        disk.create(16).unwrap();
+        // An ending runner still holding a file there keeps the mount busy.
+        let held = std::fs::File::create(worktree.join("open")).unwrap();
+        disk.remove().unwrap();
+        assert!(!is_mount_point(&worktree).unwrap_or(false));
+        assert!(!disk.image.exists());
+        assert!(!worktree.exists());
+        drop(held);
     }
 
     #[test]
