@@ -141,16 +141,11 @@ fn needed(method: &str, params: &Params) -> Option<Vec<&'static str>> {
         "files.getUploadURLExternal" | "files.completeUploadExternal" => one("files:write"),
         "conversations.list" => one("channels:read"),
         "conversations.join" => one("channels:join"),
-        "conversations.create" => {
-            let private = params
-                .get("is_private")
-                .is_some_and(|v| v == &serde_json::json!(true) || v == &serde_json::json!("true"));
-            Some(if private {
-                vec!["groups:write"]
-            } else {
-                vec!["channels:manage"]
-            })
-        }
+        "conversations.create" => Some(if super::channels::is_private(params) {
+            vec!["groups:write"]
+        } else {
+            vec!["channels:manage"]
+        }),
         "conversations.info" => Some(if private {
             vec!["groups:read", "channels:read", "mpim:read", "im:read"]
         } else {
@@ -235,30 +230,7 @@ pub(super) fn conversations_info(st: &SlackState, params: &Params) -> Result<Val
     if !channel.exists || (private && !channel.bot_member) {
         return Err(ApiError::ChannelNotFound);
     }
-    Ok(json!({
-        "ok": true,
-        "channel": {
-            "id": id,
-            "name": channel.name,
-            "name_normalized": channel.name,
-            "is_channel": !private,
-            "is_group": false,
-            "is_im": false,
-            "is_mpim": false,
-            "is_private": private,
-            "is_archived": false,
-            "is_general": false,
-            "is_shared": false,
-            "is_org_shared": false,
-            "is_ext_shared": false,
-            "is_member": channel.bot_member,
-            "created": 1_700_000_000,
-            "creator": "U0ALICE",
-            "unlinked": 0,
-            "topic": {"value": "", "creator": "", "last_set": 0},
-            "purpose": {"value": "", "creator": "", "last_set": 0},
-        },
-    }))
+    Ok(json!({"ok": true, "channel": super::channels::summary(&id, &channel)}))
 }
 
 /// Whether the bot may post in `channel`: `channel_not_found` or `not_in_channel` if not.

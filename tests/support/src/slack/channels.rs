@@ -55,7 +55,9 @@ impl FakeSlack {
     }
 }
 
-fn summary(id: &str, channel: &Channel) -> Value {
+/// A conversation object as Slack's `conversations.*` methods return it: `conversations.info`,
+/// each of `conversations.list`'s, and those `create` and `join` answer with.
+pub(super) fn summary(id: &str, channel: &Channel) -> Value {
     let private = id.starts_with('G');
     json!({
         "id": id,
@@ -69,9 +71,12 @@ fn summary(id: &str, channel: &Channel) -> Value {
         "is_archived": false,
         "is_general": false,
         "is_shared": false,
+        "is_org_shared": false,
+        "is_ext_shared": false,
         "is_member": channel.bot_member,
         "created": 1_700_000_000,
         "creator": "U0ALICE",
+        "unlinked": 0,
         "topic": {"value": "", "creator": "", "last_set": 0},
         "purpose": {"value": "", "creator": "", "last_set": 0},
         "num_members": 1,
@@ -142,9 +147,7 @@ pub(super) fn create(st: &mut SlackState, params: &Params) -> Result<Value, ApiE
     {
         return Err(ApiError::NameTaken);
     }
-    let private = params
-        .get("is_private")
-        .is_some_and(|v| v == &json!(true) || v == &json!("true"));
+    let private = is_private(params);
     let n = st.next_id();
     let id = format!("{}0NEW{n:04}", if private { 'G' } else { 'C' });
     let channel = st.access.channel_mut(&id);
@@ -175,4 +178,12 @@ pub(super) fn join(st: &mut SlackState, params: &Params) -> Result<Value, ApiErr
         answer["response_metadata"] = json!({"warnings": ["already_in_channel"]});
     }
     Ok(answer)
+}
+
+/// Whether `conversations.create` was asked for a private channel (`is_private`, a JSON
+/// boolean or the form's `"true"`).
+pub(super) fn is_private(params: &Params) -> bool {
+    params
+        .get("is_private")
+        .is_some_and(|v| v == &json!(true) || v == &json!("true"))
 }
