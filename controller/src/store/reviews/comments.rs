@@ -8,6 +8,14 @@ use super::super::bind::BindThread;
 use super::super::{Store, StoreError, ThreadKey};
 use super::pr_column;
 
+/// A round's comments oldest first, as GitHub dates them; undated ones after, in the order
+/// they were seen.
+macro_rules! oldest_first {
+    () => {
+        "ORDER BY CASE WHEN created_ms IS NULL THEN 1 ELSE 0 END, created_ms, seen_ms, comment_key"
+    };
+}
+
 /// A comment the watcher saw for the first time.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewComment {
@@ -166,11 +174,11 @@ impl Store {
         thread: &ThreadKey,
         round: i64,
     ) -> Result<Vec<StoredComment>, StoreError> {
-        Ok(sqlx::query_as::<_, StoredComment>(
+        Ok(sqlx::query_as::<_, StoredComment>(concat!(
             "SELECT comment_key, author, path, line, body, url, reply_to, sorted, reply FROM review_comments \
-             WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 1 \
-             ORDER BY CASE WHEN created_ms IS NULL THEN 1 ELSE 0 END, created_ms, seen_ms, comment_key",
-        )
+             WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 1 ",
+            oldest_first!()
+        ))
         .bind_thread(thread)
         .bind(round)
         .fetch_all(&self.pool)
@@ -184,11 +192,11 @@ impl Store {
         thread: &ThreadKey,
         round: i64,
     ) -> Result<Vec<String>, StoreError> {
-        Ok(sqlx::query_scalar::<_, String>(
+        Ok(sqlx::query_scalar::<_, String>(concat!(
             "SELECT author FROM review_comments \
-             WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 0 \
-             ORDER BY CASE WHEN created_ms IS NULL THEN 1 ELSE 0 END, created_ms, seen_ms, comment_key",
-        )
+             WHERE channel_id = $1 AND thread_ts = $2 AND round = $3 AND heeded = 0 ",
+            oldest_first!()
+        ))
         .bind_thread(thread)
         .bind(round)
         .fetch_all(&self.pool)
