@@ -144,7 +144,6 @@ fn has_all_results(conversation: &[ChatMessage]) -> bool {
 mod tests {
     use super::*;
     use crate::domain::ThreadKey;
-    use crate::store::NewRun;
     use codebutler_agent::conversation::ToolCall;
 
     fn call(id: &str) -> ToolCall {
@@ -295,21 +294,11 @@ mod tests {
                 .map(|m| serde_json::to_string(m).unwrap())
                 .collect()
         };
-        store
-            .create_run(NewRun {
-                id: "r1",
-                thread: &ThreadKey {
-                    channel: "C1".into(),
-                    thread_ts: "1.1".into(),
-                },
-                plan: "p",
-                model: "m",
-                worktree: "/w",
-                branch: "codebutler/x",
-                max_turns: 5,
-            })
-            .await
-            .unwrap();
+        let thread = ThreadKey {
+            channel: "C1".into(),
+            thread_ts: "1.1".into(),
+        };
+        crate::store::testing::create_run(store, "r1", &thread).await;
         let plan = ChatMessage::user("plan");
         let turn = |i: usize| {
             vec![

@@ -191,8 +191,8 @@ pub(super) async fn append_run_conversation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Change;
     use crate::store::testing::Place;
-    use crate::store::{Change, NewRun};
 
     fn thread() -> ThreadKey {
         ThreadKey {
@@ -202,17 +202,7 @@ mod tests {
     }
 
     async fn run(s: &Store, id: &str) {
-        s.create_run(NewRun {
-            id,
-            thread: &thread(),
-            plan: "p",
-            model: "m",
-            worktree: "/w",
-            branch: "codebutler/x",
-            max_turns: 5,
-        })
-        .await
-        .unwrap();
+        crate::store::testing::create_run(s, id, &thread()).await;
     }
 
     fn checkpoint(run_id: &str, tree: &str) -> CheckpointRecord {

@@ -309,7 +309,6 @@ async fn append_turn(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::NewRun;
 
     fn msg(ts: &str) -> IncomingMessage {
         IncomingMessage {
@@ -379,17 +378,7 @@ mod tests {
 
     async fn a_run_end_is_reported_once(s: &Store) {
         let t = msg("1.1").thread();
-        s.create_run(NewRun {
-            id: "r1",
-            thread: &t,
-            plan: "p",
-            model: "m",
-            worktree: "/w",
-            branch: "codebutler/x",
-            max_turns: 5,
-        })
-        .await
-        .unwrap();
+        crate::store::testing::create_run(s, "r1", &t).await;
         assert!(
             s.commit(&[Change::RunReported("r1")], &[reply("end/0")])
                 .await

@@ -528,17 +528,7 @@ mod tests {
         s.register_instance(&a).await.unwrap();
         s.register_instance(&b).await.unwrap();
         for id in ["r1", "r2", "r3", "r4"] {
-            s.create_run(crate::store::NewRun {
-                id,
-                thread: &thread(&format!("{id}.1")),
-                plan: "p",
-                model: "m",
-                worktree: "/w",
-                branch: "codebutler/x",
-                max_turns: 5,
-            })
-            .await
-            .unwrap();
+            crate::store::testing::create_run(s, id, &thread(&format!("{id}.1"))).await;
         }
         assert!(s.admit_run("r1", &a.id, 2, MINUTE).await.unwrap());
         assert!(!s.admit_run("r1", &b.id, 2, MINUTE).await.unwrap(), "once");

@@ -7,13 +7,29 @@
 use sqlx::AnyPool;
 use tempfile::TempDir;
 
-use super::{Store, StoreUrl, backend};
+use super::{NewRun, Store, StoreUrl, ThreadKey, backend};
 use crate::layout::Layout;
 
 /// A store for one test, with what must live as long as it.
 pub(crate) struct TestStore {
     pub store: Store,
     _dir: TempDir,
+}
+
+/// Records run `id` of `thread`, with placeholder plan, model, worktree and branch.
+pub(crate) async fn create_run(store: &Store, id: &str, thread: &ThreadKey) {
+    store
+        .create_run(NewRun {
+            id,
+            thread,
+            plan: "p",
+            model: "m",
+            worktree: "/w",
+            branch: "codebutler/x",
+            max_turns: 5,
+        })
+        .await
+        .unwrap();
 }
 
 /// A store in a new SQLite file.
