@@ -103,29 +103,34 @@ impl ManagerError {
     }
 }
 
+/// Why systemd does not run in a scope, in a few words (`offline` where PID 1 is not
+/// systemd, as in most containers; no user manager without a login).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct NotRunning(String);
+
 /// Whether systemd runs in `scope`, asked as `systemctl is-system-running` asks it: `Ok`
-/// when it answers a state of a running manager, else why not in a few words (`offline`
-/// where PID 1 is not systemd, as in most containers; no user manager without a login).
-pub fn systemd_running(scope: Scope) -> Result<(), String> {
+/// when it answers a state of a running manager, else why not.
+pub fn systemd_running(scope: Scope) -> Result<(), NotRunning> {
     let line = CommandLine::systemctl(scope, &["is-system-running"]);
     let state = match line.run() {
         Ok(state) => state,
-        Err(e @ ManagerError::Spawn { .. }) => return Err(e.to_string()),
+        Err(e @ ManagerError::Spawn { .. }) => return Err(NotRunning(e.to_string())),
         // A degraded or starting system fails the command but runs.
         Err(e) => {
             let state = e.stdout().to_owned();
             if state.is_empty() {
-                return Err(match e {
+                return Err(NotRunning(match e {
                     ManagerError::Failed { said, .. } => said,
                     other => other.to_string(),
-                });
+                }));
             }
             state
         }
     };
     match state.lines().next().unwrap_or_default().trim() {
         "running" | "degraded" | "starting" | "initializing" | "maintenance" => Ok(()),
-        other => Err(format!("`{}` says {other:?}", line.shown())),
+        other => Err(NotRunning(format!("`{}` says {other:?}", line.shown()))),
     }
 }
 

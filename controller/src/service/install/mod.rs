@@ -321,7 +321,8 @@ pub fn uninstall(placement: &Placement) -> Result<Uninstalled, InstallError> {
 
 /// systemd runs in `scope`, or the error saying it does not.
 fn systemd_available(scope: Scope) -> Result<(), InstallError> {
-    manager::systemd_running(scope).map_err(|why| {
+    manager::systemd_running(scope).map_err(|not_running| {
+        let why = not_running.to_string();
         // Without a system manager, the user's cannot run either.
         if scope == Scope::User && manager::systemd_running(Scope::System).is_ok() {
             InstallError::NoUserManager { why }
