@@ -64,6 +64,15 @@ impl Seen {
             .find(|t| t.starts_with("*Coder:* prepared the worktree: `"))
             .unwrap_or_else(|| panic!("no preparation line in {:?}", self.texts))
     }
+
+    /// Fails unless the thread said the worktree was prepared by `command`.
+    fn assert_prepared_by(&self, command: &str) {
+        let line = self.prepared_line();
+        assert!(
+            line.starts_with(&format!("*Coder:* prepared the worktree: `{command}` (")),
+            "{line}"
+        );
+    }
 }
 
 /// Slack's escaping of `&`, `<` and `>` undone.
@@ -430,13 +439,7 @@ async fn python_tests_locked_by_uv_run_after_uv_sync_with_uv_in_build_path() {
         passed: "1 passed",
     })
     .await;
-    let line = seen.prepared_line();
-    assert!(
-        line.starts_with(
-            "*Coder:* prepared the worktree: `python3 -m venv .venv && uv sync --frozen --group test` ("
-        ),
-        "{line}"
-    );
+    seen.assert_prepared_by("python3 -m venv .venv && uv sync --frozen --group test");
     // The lock's versions, installed by uv (pip writes `pip` in INSTALLER), and what uv
     // downloaded in the worktree's cache.
     assert_eq!(
@@ -632,12 +635,7 @@ async fn node_tests_run_with_a_test_runner_from_npm() {
         passed: "Passed:    1",
     })
     .await;
-    assert!(
-        seen.prepared_line()
-            .starts_with("*Coder:* prepared the worktree: `npm ci` ("),
-        "{}",
-        seen.prepared_line()
-    );
+    seen.assert_prepared_by("npm ci");
     // uvu came from the registry into the worktree: the dev dependency the tests need.
     assert!(
         seen.worktree
@@ -675,12 +673,7 @@ async fn node_tests_run_with_vitest_which_uses_webassembly() {
         passed: "Tests  1 passed (1)",
     })
     .await;
-    assert!(
-        seen.prepared_line()
-            .starts_with("*Coder:* prepared the worktree: `npm ci` ("),
-        "{}",
-        seen.prepared_line()
-    );
+    seen.assert_prepared_by("npm ci");
     assert!(
         seen.worktree
             .join("node_modules/es-module-lexer/package.json")
@@ -704,12 +697,7 @@ async fn node_tests_locked_by_yarn_run_offline_in_the_sandbox() {
         passed: "Passed:    1",
     })
     .await;
-    assert!(
-        seen.prepared_line()
-            .starts_with("*Coder:* prepared the worktree: `yarn install --frozen-lockfile` ("),
-        "{}",
-        seen.prepared_line()
-    );
+    seen.assert_prepared_by("yarn install --frozen-lockfile");
     assert!(
         seen.worktree
             .join("node_modules/uvu/package.json")
@@ -771,12 +759,7 @@ async fn node_tests_locked_by_yarn_berry_run_offline_in_the_sandbox() {
         passed: "Passed:    1",
     })
     .await;
-    assert!(
-        seen.prepared_line()
-            .starts_with("*Coder:* prepared the worktree: `yarn install --frozen-lockfile` ("),
-        "{}",
-        seen.prepared_line()
-    );
+    seen.assert_prepared_by("yarn install --frozen-lockfile");
     // Plug'n'Play, no node_modules: uvu is a zip in the worktree's cache.
     assert!(seen.worktree.join(".pnp.cjs").is_file());
     let cache = std::fs::read_dir(seen.worktree.join(".codebutler-cache/yarn")).unwrap();
@@ -817,12 +800,7 @@ async fn node_tests_locked_by_pnpm_run_offline_in_the_sandbox() {
         passed: "Passed:    1",
     })
     .await;
-    assert!(
-        seen.prepared_line()
-            .starts_with("*Coder:* prepared the worktree: `pnpm install --frozen-lockfile` ("),
-        "{}",
-        seen.prepared_line()
-    );
+    seen.assert_prepared_by("pnpm install --frozen-lockfile");
     // node_modules/uvu leads into pnpm's virtual store inside the worktree.
     let worktree = std::fs::canonicalize(&seen.worktree).unwrap();
     let real = std::fs::canonicalize(worktree.join("node_modules/uvu")).unwrap();
@@ -856,12 +834,7 @@ async fn rust_tests_build_offline_with_a_dev_dependency_from_crates_io() {
         passed: "test tests::adds_and_refuses_overflow ... ok",
     })
     .await;
-    assert!(
-        seen.prepared_line()
-            .starts_with("*Coder:* prepared the worktree: `cargo fetch` ("),
-        "{}",
-        seen.prepared_line()
-    );
+    seen.assert_prepared_by("cargo fetch");
     assert!(
         seen.worktree
             .join(".codebutler-cache/cargo/registry/cache")
@@ -922,12 +895,7 @@ async fn go_tests_run_offline_with_a_test_only_dependency_from_the_operators_pro
         passed: "ok  \texample.com/calc",
     })
     .await;
-    assert!(
-        seen.prepared_line()
-            .starts_with("*Coder:* prepared the worktree: `go mod download` ("),
-        "{}",
-        seen.prepared_line()
-    );
+    seen.assert_prepared_by("go mod download");
     assert!(
         seen.worktree
             .join(".codebutler-cache/go/pkg/mod/github.com/google/go-cmp@v0.5.9/cmp/compare.go")
