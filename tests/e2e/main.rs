@@ -23,6 +23,7 @@ mod lifecycle;
 mod links;
 mod log_file;
 mod memory;
+mod merge_reviews;
 mod orphans;
 mod output;
 mod payloads;

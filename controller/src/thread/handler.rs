@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::coder::SlackCoder;
-use crate::config::MergeStrategy;
+use crate::config::{MergeChecks, MergeStrategy};
 use crate::dispatch::MessageHandler;
 use crate::domain::{IncomingMessage, Role, ThreadKey, ThreadState};
 use crate::pm::Pm;
@@ -39,6 +39,8 @@ pub struct ThreadHandler {
     pub max_cost_per_thread: f64,
     /// `github.mergeStrategy`: how "merge" merges the thread's pull request.
     pub merge_strategy: MergeStrategy,
+    /// `github.mergeChecks`: what reviewers said that makes "merge" refuse.
+    pub merge_checks: MergeChecks,
     /// Memory proposals and their commits.
     pub memory: crate::memory::Memory,
 }
@@ -212,7 +214,7 @@ impl ThreadHandler {
             Command::StopCoder => self.stop_coder(msg).await,
             Command::ToRunningCoder => self.to_running_coder(msg).await,
             Command::CloseWhileCoderRuns => self.answer(msg, Role::Pm, replies::CODER_RUNS).await,
-            Command::Merge { pr } => self.merge(msg, &pr).await,
+            Command::Merge { pr, anyway } => self.merge(msg, &pr, anyway).await,
             Command::NothingToMerge => self.answer(msg, Role::Pm, replies::NOTHING_TO_MERGE).await,
             Command::Abandon { pr } => self.close(msg, CloseKind::Abandon, pr.as_ref()).await,
             Command::Done => self.close(msg, CloseKind::Done, None).await,
