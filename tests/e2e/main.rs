@@ -35,6 +35,7 @@ mod prepare_ahead;
 mod project_tests;
 mod pushes;
 mod questions;
+mod quick_messages;
 mod rebase;
 mod references;
 mod resilience;

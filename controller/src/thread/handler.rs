@@ -60,7 +60,7 @@ pub(super) enum Settle {
 
 /// Why a thread's state could not be read.
 #[derive(Debug, thiserror::Error)]
-enum LoadError {
+pub(super) enum LoadError {
     #[error(transparent)]
     Stored(#[from] ThreadStateError),
     #[error("write the stored plan for its digest: {0}")]
@@ -136,7 +136,7 @@ impl ThreadHandler {
     /// What the rules need to know of the thread for `msg`, read once: whether its author is
     /// on the allow-list, the open memory proposal and review round (a failure to read either
     /// is logged and read as none open), and the thread's state.
-    async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
+    pub(super) async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
         let thread = msg.thread();
         let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
         let proposal_open = match self.store.open_memory_proposal(&thread).await {
