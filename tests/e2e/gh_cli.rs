@@ -76,6 +76,7 @@ fn shapes() -> Vec<GhArgs<'static>> {
             comment: 500,
         },
         GhArgs::RunLogFailed { run: 4242 },
+        GhArgs::ReviewThreads { number: 7 },
     ];
     shapes.extend(MergeStrategy::ALL.map(|strategy| GhArgs::PrMerge {
         number: 7,
@@ -85,7 +86,7 @@ fn shapes() -> Vec<GhArgs<'static>> {
 }
 
 /// How many kinds of call `GhArgs` has: the arms of `kind`.
-const KINDS: usize = 12;
+const KINDS: usize = 13;
 
 /// A number for each kind of call; a kind added to `GhArgs` makes this stop compiling.
 fn kind(args: &GhArgs) -> usize {
@@ -102,6 +103,7 @@ fn kind(args: &GhArgs) -> usize {
         GhArgs::Api { .. } => 9,
         GhArgs::ApiReply { .. } => 10,
         GhArgs::RunLogFailed { .. } => 11,
+        GhArgs::ReviewThreads { .. } => 12,
     }
 }
 

@@ -16,7 +16,7 @@ use codebutler_test_support::slack::{self, FakeSlack};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::harness::{CODER_MODEL, Daemon, PM_MODEL, USER, codebutler_command, user_messages};
+use crate::harness::{CODER_MODEL, Daemon, PM_MODEL, USER, codebutler_command};
 
 const CHANNELS: [(&str, &str); 2] = [("api", "C0API"), ("web", "C0WEB")];
 const THREADS_PER_CHANNEL: usize = 3;
@@ -129,12 +129,31 @@ fn make_repo(root: &Path, name: &str) {
     git::commit_paths(&repo, &["README.md"], "Initial commit");
 }
 
-/// The question token (`Q7`) in a text.
-fn token(text: &str) -> Option<String> {
-    let start = text.find("QTOKEN-")?;
-    let rest = &text[start + "QTOKEN-".len()..];
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    (!digits.is_empty()).then(|| format!("QTOKEN-{digits}"))
+/// Every `QTOKEN-<n>` in `text`, in order.
+fn tokens(text: &str) -> Vec<String> {
+    text.match_indices("QTOKEN-")
+        .filter_map(|(at, _)| {
+            let rest = &text[at + "QTOKEN-".len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            (!digits.is_empty()).then(|| format!("QTOKEN-{digits}"))
+        })
+        .collect()
+}
+
+/// The tokens of the questions a PM request answers: those of the user messages after the
+/// conversation's last answer (questions typed while the PM thinks join its turn, and its
+/// one answer addresses them all).
+fn asked_now(body: &serde_json::Value) -> Vec<String> {
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    let since = messages
+        .iter()
+        .rposition(|m| m["role"] == "assistant")
+        .map_or(0, |i| i + 1);
+    messages[since..]
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .flat_map(|m| tokens(&crate::harness::content_text(&m["content"])))
+        .collect()
 }
 
 /// The owners of the thread leases, from every repository's schema.
@@ -188,13 +207,14 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
     // as Slack retries an unacknowledged event; the instances deduplicate the retries.
     slack.retry_unacked(Duration::from_secs(3));
     let model = FakeModel::start().await;
-    // Every PM question is answered by naming its token, however often it is asked.
+    // Every PM turn is answered by naming the tokens of its questions (those typed while
+    // the PM thinks join its turn), however often it is asked.
     model.respond("", |body| {
-        let asked = user_messages(body);
-        let last = asked.last().cloned().unwrap_or_default();
-        match token(&last) {
-            Some(t) => Reply::text(format!("Answer to {t}.")),
-            None => Reply::text("No token."),
+        let asked = asked_now(body);
+        if asked.is_empty() {
+            Reply::text("No token.")
+        } else {
+            Reply::text(format!("Answer to {}.", asked.join(" and ")))
         }
     });
     let outside = tempfile::tempdir().unwrap();
@@ -283,7 +303,7 @@ async fn three_instances_on_one_store_answer_every_question_once_in_order_throug
             .posts()
             .into_iter()
             .filter(|p| p.channel == channel && p.thread_ts.as_deref() == Some(ts))
-            .filter_map(|p| token(&p.text))
+            .flat_map(|p| tokens(&p.text))
             .collect()
     };
     let all_answered = slack

@@ -129,11 +129,11 @@ async fn exhausted_retries_give_a_clear_message_and_keep_the_message() {
     );
     assert_eq!(env.model.requests_for(q).len(), 3);
 
-    // The next message in the thread retries the stored one first, then answers the new one.
+    // The next message in the thread brings the stored one back: it is asked again, and the
+    // new one, there before its answer, joins its turn: one answer for both.
     env.reply(&thread, "try again");
-    let posts = env.wait_thread_posts(&thread, 3).await;
+    let posts = env.wait_thread_posts(&thread, 2).await;
     assert_eq!(posts[1].text, "*PM:* Back: first answer.");
-    assert_eq!(posts[2].text, "*PM:* Second answer.");
     let last = env.model.requests_for(q).pop().unwrap();
     let users = user_messages(&last.body);
     assert_eq!(users.len(), 2);
@@ -141,6 +141,12 @@ async fn exhausted_retries_give_a_clear_message_and_keep_the_message() {
         users[0].ends_with(q) && users[1].ends_with("try again"),
         "{users:?}"
     );
+    // Neither is left for another turn: the next message gets the next answer.
+    env.reply(&thread, "and now?");
+    let posts = env.wait_thread_posts(&thread, 3).await;
+    assert_eq!(posts[2].text, "*PM:* Second answer.");
+    assert_eq!(posts.len(), 3);
+    assert_eq!(env.model.requests_for(q).len(), 5);
     env.assert_clean();
 }
 

@@ -71,6 +71,47 @@ pub struct GithubConfig {
     pub review_from: ReviewFrom,
     /// Most sorting calls per pull request in any hour, whatever they find.
     pub max_sorts_per_hour: u32,
+    /// What reviewers said that makes "merge" wait (`github.mergeChecks`).
+    pub merge_checks: MergeChecks,
+}
+
+/// What reviewers said that makes "merge" in a thread refuse (until "merge anyway")
+/// (`github.mergeChecks`): each check on its own, both on by default, since a repository
+/// without branch protection lets GitHub merge over a reviewer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeChecks {
+    /// A reviewer's latest review requests changes (`changesRequested`).
+    pub changes_requested: bool,
+    /// A review thread (line comments) is not resolved (`unresolvedThreads`).
+    pub unresolved_threads: bool,
+}
+
+impl Default for MergeChecks {
+    fn default() -> Self {
+        Self {
+            changes_requested: true,
+            unresolved_threads: true,
+        }
+    }
+}
+
+/// What a file may say in `github.mergeChecks`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct MergeChecksFile {
+    changes_requested: Option<bool>,
+    unresolved_threads: Option<bool>,
+}
+
+impl MergeChecksFile {
+    /// The checks, each on unless the file turns it off.
+    fn resolve(self) -> MergeChecks {
+        let on = MergeChecks::default();
+        MergeChecks {
+            changes_requested: self.changes_requested.unwrap_or(on.changes_requested),
+            unresolved_threads: self.unresolved_threads.unwrap_or(on.unresolved_threads),
+        }
+    }
 }
 
 /// Whose comments on a pull request the review loop acts on (`github.reviewFrom`).
@@ -158,11 +199,12 @@ pub(super) struct GithubFile {
     review_quiet_secs: Option<u64>,
     review_from: Option<String>,
     max_sorts_per_hour: Option<u32>,
+    merge_checks: Option<MergeChecksFile>,
 }
 
 impl GithubFile {
     /// The section with its defaults: `gh`, squash, 60 s, no bots, 3 rounds, 90 s, comments
-    /// from people with write access, 6 sorting calls an hour; the strategy must be one of
+    /// from people with write access, 6 sorting calls an hour, both merge checks on; the strategy must be one of
     /// squash, merge, rebase, the interval between 1 s and a day, the rounds at most 100,
     /// the quiet period at most a day, no bot login empty, `reviewFrom` one of write,
     /// anyone, and the sorting calls between 1 and 60 an hour.
@@ -226,6 +268,7 @@ impl GithubFile {
             review_quiet: Duration::from_secs(quiet),
             review_from,
             max_sorts_per_hour,
+            merge_checks: self.merge_checks.unwrap_or_default().resolve(),
         })
     }
 }

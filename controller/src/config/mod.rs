@@ -52,7 +52,7 @@ mod tests;
 
 use std::path::{Path, PathBuf};
 
-pub use access::{AccessConfig, GithubConfig, MergeStrategy, ReviewFrom};
+pub use access::{AccessConfig, GithubConfig, MergeChecks, MergeStrategy, ReviewFrom};
 pub use changes_workflow::ChangesWorkflowConfig;
 pub use error::ConfigError;
 pub use logging::LoggingConfig;

@@ -950,6 +950,49 @@ fn github_review_loop_keys_default_and_are_checked() {
 }
 
 #[test]
+fn merge_checks_are_on_by_default_and_each_turns_off_alone() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        c.github.merge_checks,
+        super::MergeChecks {
+            changes_requested: true,
+            unresolved_threads: true
+        }
+    );
+    for (checks, expected) in [
+        (r#"{"changesRequested":false}"#, (false, true)),
+        (r#"{"unresolvedThreads":false}"#, (true, false)),
+        (
+            r#"{"changesRequested":false,"unresolvedThreads":false}"#,
+            (false, false),
+        ),
+        ("{}", (true, true)),
+    ] {
+        let repo =
+            format!(r#"{{"slack":{{"channelID":"C1"}},"github":{{"mergeChecks":{checks}}}}}"#);
+        let f = files(Some(GLOBAL), Some(&repo));
+        let c = load(&f.sources, no_env).unwrap();
+        let got = c.github.merge_checks;
+        assert_eq!(
+            (got.changes_requested, got.unresolved_threads),
+            expected,
+            "{checks}"
+        );
+    }
+    for bad in [
+        r#"{"mergeChecks":{"ciPassed":true}}"#,
+        r#"{"mergeChecks":{"changesRequested":"yes"}}"#,
+        r#"{"mergeChecks":true}"#,
+    ] {
+        let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"github":{bad}}}"#);
+        let f = files(Some(GLOBAL), Some(&repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains("mergeChecks") || e.contains("ciPassed"), "{e}");
+    }
+}
+
+#[test]
 fn preparing_ahead_is_on_by_default_and_zero_turns_it_off() {
     let f = files(Some(GLOBAL), Some(REPO));
     let c = load(&f.sources, no_env).unwrap();

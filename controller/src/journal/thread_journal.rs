@@ -26,6 +26,9 @@ pub struct JournalHead<'a> {
     pub pr: Option<&'a PullRequestRef>,
     /// How it closed, in words: "merged", "closed without merging".
     pub outcome: &'a str,
+    /// What a "merge anyway" merged over (Markdown: who said it, then a list of the
+    /// reviewers' objections), if it merged over anything.
+    pub overridden: Option<&'a str>,
 }
 
 /// The journal's Markdown.
@@ -40,6 +43,11 @@ pub fn render(head: &JournalHead<'_>, history: &History, usage: &ThreadUsage) ->
         out.push_str(&format!("- Pull request: #{} ({})\n", pr.number, pr.url));
     }
     out.push_str(&format!("- Outcome: {}\n", head.outcome));
+    if let Some(overridden) = head.overridden {
+        out.push_str("\n## Merged anyway\n\n");
+        out.push_str(overridden.trim_end());
+        out.push('\n');
+    }
 
     out.push_str("\n## What happened\n\n");
     if history.entries.is_empty() {
@@ -307,8 +315,21 @@ mod tests {
             permalink: Some("https://acme.slack.com/archives/C1/p1732475000000100"),
             pr: Some(&pr),
             outcome: "merged",
+            overridden: None,
         };
         insta::assert_snapshot!(render(&head, &history, &usage));
+        // A merge over the reviewers says so under the head, before the story.
+        let over = JournalHead {
+            overridden: Some(
+                "<@U0ALICE> said **merge anyway** over:\n\n- **bob** requested changes",
+            ),
+            ..head.clone()
+        };
+        let text = render(&over, &history, &usage);
+        assert!(
+            text.contains("- Outcome: merged\n\n## Merged anyway\n\n<@U0ALICE> said **merge anyway** over:\n\n- **bob** requested changes\n\n## What happened\n"),
+            "{text}"
+        );
         assert_eq!(
             journal_path("1732475000.000100"),
             ".codebutler/journals/thread-1732475000.000100.md"

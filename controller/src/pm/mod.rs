@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 
 use codebutler_agent::conversation::ChatMessage;
 use codebutler_agent::tool::{DEFAULT_MAX_TOOL_OUTPUT, ToolRegistry};
-use codebutler_agent::tool_loop::{LoopError, LoopLimits, run_tool_loop};
+use codebutler_agent::tool_loop::{
+    Arrivals, LoopError, LoopLimits, NoArrivals, run_tool_loop_with,
+};
 use codebutler_agent::tools::path::RepoRoot;
 use codebutler_agent::tools::repository_tools;
 use tokio_util::sync::CancellationToken;
@@ -113,11 +115,14 @@ impl Pm {
     }
 
     /// Runs the PM on one user message: restores the thread's conversation, adds the
-    /// message, and runs the tool loop. Nothing is stored here; the caller stores the turn
-    /// together with the answer's outbox effects, before anything is posted.
+    /// message, and runs the tool loop, which takes the thread's messages that `arrivals`
+    /// gives meanwhile into the conversation (before each model call and before it
+    /// answers), so one answer addresses them all. Nothing is stored here; the caller stores
+    /// the turn together with the answer's outbox effects, before anything is posted.
     pub async fn answer(
         &self,
         msg: &IncomingMessage,
+        arrivals: &dyn Arrivals,
         cancel: &CancellationToken,
     ) -> Result<PmTurn, PmError> {
         let proposed = Arc::new(Mutex::new(None));
@@ -125,7 +130,8 @@ impl Pm {
         // As last fetched: an answer never waits on the network.
         let memory = self.memory.pm(false).await;
         let system = crate::prompts::pm_system_prompt(&self.layout, &memory).await;
-        self.turn(msg, cancel, &registry, &system, &proposed).await
+        self.turn(msg, arrivals, cancel, &registry, &system, &proposed)
+            .await
     }
 
     /// Runs the PM on a question in a closed thread, as [`Self::answer`] does but with the
@@ -141,7 +147,8 @@ impl Pm {
         let system =
             closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout, &memory).await);
         let nothing = Arc::new(Mutex::new(None));
-        self.turn(msg, cancel, &registry, &system, &nothing).await
+        self.turn(msg, &NoArrivals, cancel, &registry, &system, &nothing)
+            .await
     }
 
     /// One turn of the PM with `registry` and `system`; `proposed` is where its ProposePlan,
@@ -149,6 +156,7 @@ impl Pm {
     async fn turn(
         &self,
         msg: &IncomingMessage,
+        arrivals: &dyn Arrivals,
         cancel: &CancellationToken,
         registry: &ToolRegistry,
         system: &str,
@@ -156,7 +164,7 @@ impl Pm {
     ) -> Result<PmTurn, PmError> {
         let thread = msg.thread();
         let mut history = self.store.conversation(&thread, ROLE).await?;
-        let user_message = ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text));
+        let user_message = said(msg);
         history.push(user_message.clone());
         let model = RoleModel {
             gateway: &self.gateway,
@@ -170,7 +178,9 @@ impl Pm {
         let limits = LoopLimits {
             max_iterations: MAX_ITERATIONS,
         };
-        let outcome = run_tool_loop(&model, registry, system, &history, limits, cancel).await?;
+        let outcome =
+            run_tool_loop_with(&model, registry, system, &history, limits, arrivals, cancel)
+                .await?;
         let mut new_messages = vec![user_message];
         new_messages.extend(outcome.new_messages);
         // A poisoned slot still holds the plan the tool recorded; losing it would drop a plan
@@ -186,6 +196,11 @@ impl Pm {
             tool_calls: outcome.tool_calls,
         })
     }
+}
+
+/// A person's message as the PM's conversation holds it: `<@user>: text`.
+pub fn said(msg: &IncomingMessage) -> ChatMessage {
+    ChatMessage::user(format!("<@{}>: {}", msg.user, msg.text))
 }
 
 /// What the PM is told in a closed thread (`prompts/closed-thread.md`), after its system

@@ -501,6 +501,7 @@ async fn thread_handler(
         allowed_users: config.access.allowed_users.clone(),
         max_cost_per_thread: config.coder.max_cost_per_thread,
         merge_strategy: config.github.merge_strategy,
+        merge_checks: config.github.merge_checks,
         memory,
     })
 }

@@ -379,6 +379,24 @@ impl Store {
         row.map(IncomingMessage::try_from).transpose()
     }
 
+    /// The thread's messages stored after `ts` and still waiting to be answered, oldest
+    /// first: those that arrived while the message `ts` was being handled.
+    pub async fn pending_after(
+        &self,
+        thread: &ThreadKey,
+        ts: &str,
+    ) -> Result<Vec<IncomingMessage>, StoreError> {
+        let rows = sqlx::query_as::<_, MessageRow>(
+            "SELECT channel_id, ts, thread_ts, user_id, text, event_id, origin FROM messages \
+             WHERE state = 'pending' AND channel_id = $1 AND thread_ts = $2 AND ts > $3 ORDER BY ts",
+        )
+        .bind_thread(thread)
+        .bind(ts)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(IncomingMessage::try_from).collect()
+    }
+
     /// Marks a message handled, with nothing to record or say about it.
     pub async fn mark_processed(&self, msg: &IncomingMessage) -> Result<(), StoreError> {
         self.commit(&[Change::Processed(msg)], &[])
@@ -678,6 +696,17 @@ mod tests {
         assert_eq!(conv.len(), 3);
         assert_eq!(conv[2], ChatMessage::user("q2"));
         assert!(s.conversation(&t, "coder").await.unwrap().is_empty());
+        // Those stored after a message and still pending, oldest first.
+        let (c, d) = (msg("1.4", "1.1"), msg("1.3", "1.1"));
+        s.record_message(&c).await.unwrap();
+        s.record_message(&d).await.unwrap();
+        assert_eq!(
+            s.pending_after(&t, "1.1").await.unwrap(),
+            vec![d.clone(), c.clone()]
+        );
+        assert_eq!(s.pending_after(&t, "1.3").await.unwrap(), vec![c.clone()]);
+        s.mark_processed(&d).await.unwrap();
+        assert_eq!(s.pending_after(&t, "1.1").await.unwrap(), vec![c]);
     }
 
     async fn failed_messages_wait_until_requeued(s: &Store) {

@@ -8,10 +8,13 @@ use crate::thread::approval::normalize;
 /// The words that close a thread, whole message, case and punctuation ignored: with
 /// merging (when the thread has a pull request; "done" closes a thread without one) and
 /// without.
-pub const CLOSE_WORDS: [(&str, CloseWord); 6] = [
+pub const CLOSE_WORDS: [(&str, CloseWord); 9] = [
     ("merge", CloseWord::Merge),
     ("merge it", CloseWord::Merge),
     ("ship it", CloseWord::Merge),
+    ("merge anyway", CloseWord::MergeAnyway),
+    ("merge it anyway", CloseWord::MergeAnyway),
+    ("ship it anyway", CloseWord::MergeAnyway),
     ("done", CloseWord::Done),
     ("abandon", CloseWord::Abandon),
     ("close without merging", CloseWord::Abandon),
@@ -22,6 +25,9 @@ pub const CLOSE_WORDS: [(&str, CloseWord); 6] = [
 pub enum CloseWord {
     /// Merge the pull request and close.
     Merge,
+    /// Merge the pull request over its reviewers' objections (changes requested,
+    /// unresolved review threads) and close; its checks and conflicts still refuse.
+    MergeAnyway,
     /// Merge the pull request if there is one; close either way.
     Done,
     /// Close without merging.
@@ -148,6 +154,10 @@ mod tests {
             ("Close without merging", Some(CloseWord::Abandon)),
             ("merge the two functions", None),
             ("done?", Some(CloseWord::Done)),
+            ("merge anyway", Some(CloseWord::MergeAnyway)),
+            ("Merge it anyway!", Some(CloseWord::MergeAnyway)),
+            ("<@U0BOT> ship it anyway.", Some(CloseWord::MergeAnyway)),
+            ("merge anyway please", None),
             ("not done", None),
             ("abandon ship", None),
             ("", None),

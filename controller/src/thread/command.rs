@@ -60,8 +60,9 @@ pub enum Command {
     ToRunningCoder,
     /// A close word ("merge", "abandon", "done") while the Coder runs: stop it first.
     CloseWhileCoderRuns,
-    /// "merge", "ship it"… once the thread's pull request is open: merge it and close.
-    Merge { pr: PullRequestRef },
+    /// "merge", "ship it"… once the thread's pull request is open: merge it and close;
+    /// "merge anyway" (`anyway`) merges over its reviewers' objections.
+    Merge { pr: PullRequestRef, anyway: bool },
     /// "merge" in a thread without a pull request: nothing to merge.
     NothingToMerge,
     /// "abandon", "close without merging": close without merging (its pull request, if
@@ -339,8 +340,9 @@ fn classify_close(word: CloseWord, state: &ThreadState) -> Command {
         _ => None,
     };
     match (word, pr) {
-        (CloseWord::Merge | CloseWord::Done, Some(pr)) => Command::Merge { pr },
-        (CloseWord::Merge, None) => Command::NothingToMerge,
+        (CloseWord::Merge | CloseWord::Done, Some(pr)) => Command::Merge { pr, anyway: false },
+        (CloseWord::MergeAnyway, Some(pr)) => Command::Merge { pr, anyway: true },
+        (CloseWord::Merge | CloseWord::MergeAnyway, None) => Command::NothingToMerge,
         (CloseWord::Done, None) => Command::Done,
         (CloseWord::Abandon, pr) => Command::Abandon { pr },
     }
@@ -523,11 +525,72 @@ mod tests {
             ),
             ("abandon", true, merged, ThreadClosed),
             ("merge", false, pr_open.clone(), NotAllowed),
-            ("merge", true, pr_open.clone(), Merge { pr: pr() }),
-            ("Merge it!", true, pr_open.clone(), Merge { pr: pr() }),
-            ("ship it", true, pr_open.clone(), Merge { pr: pr() }),
-            ("DONE", true, pr_open.clone(), Merge { pr: pr() }),
-            ("<@U0BOT> done.", true, pr_open.clone(), Merge { pr: pr() }),
+            (
+                "merge",
+                true,
+                pr_open.clone(),
+                Merge {
+                    pr: pr(),
+                    anyway: false,
+                },
+            ),
+            (
+                "Merge it!",
+                true,
+                pr_open.clone(),
+                Merge {
+                    pr: pr(),
+                    anyway: false,
+                },
+            ),
+            (
+                "ship it",
+                true,
+                pr_open.clone(),
+                Merge {
+                    pr: pr(),
+                    anyway: false,
+                },
+            ),
+            (
+                "DONE",
+                true,
+                pr_open.clone(),
+                Merge {
+                    pr: pr(),
+                    anyway: false,
+                },
+            ),
+            (
+                "<@U0BOT> done.",
+                true,
+                pr_open.clone(),
+                Merge {
+                    pr: pr(),
+                    anyway: false,
+                },
+            ),
+            (
+                "merge anyway",
+                true,
+                pr_open.clone(),
+                Merge {
+                    pr: pr(),
+                    anyway: true,
+                },
+            ),
+            (
+                "Ship it anyway.",
+                true,
+                pr_open.clone(),
+                Merge {
+                    pr: pr(),
+                    anyway: true,
+                },
+            ),
+            ("merge anyway", false, pr_open.clone(), NotAllowed),
+            ("merge anyway", true, run_ended.clone(), NothingToMerge),
+            ("merge anyway", true, CoderRunning, CloseWhileCoderRuns),
             (
                 "merge the two functions",
                 true,
@@ -1094,7 +1157,11 @@ mod tests {
             StopCoder => "StopCoder".into(),
             ToRunningCoder => "ToRunningCoder".into(),
             CloseWhileCoderRuns => "CloseWhileCoderRuns".into(),
-            Merge { pr } => format!("Merge #{}", pr.number),
+            Merge { pr, anyway } => format!(
+                "Merge #{}{}",
+                pr.number,
+                if *anyway { " anyway" } else { "" }
+            ),
             NothingToMerge => "NothingToMerge".into(),
             Abandon { pr } => with_pr("Abandon", pr),
             Done => "Done".into(),

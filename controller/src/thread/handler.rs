@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
 
 use crate::coder::SlackCoder;
-use crate::config::MergeStrategy;
+use crate::config::{MergeChecks, MergeStrategy};
 use crate::dispatch::MessageHandler;
 use crate::domain::{IncomingMessage, Role, ThreadKey, ThreadState};
 use crate::pm::Pm;
@@ -39,6 +39,8 @@ pub struct ThreadHandler {
     pub max_cost_per_thread: f64,
     /// `github.mergeStrategy`: how "merge" merges the thread's pull request.
     pub merge_strategy: MergeStrategy,
+    /// `github.mergeChecks`: what reviewers said that makes "merge" refuse.
+    pub merge_checks: MergeChecks,
     /// Memory proposals and their commits.
     pub memory: crate::memory::Memory,
 }
@@ -58,7 +60,7 @@ pub(super) enum Settle {
 
 /// Why a thread's state could not be read.
 #[derive(Debug, thiserror::Error)]
-enum LoadError {
+pub(super) enum LoadError {
     #[error(transparent)]
     Stored(#[from] ThreadStateError),
     #[error("write the stored plan for its digest: {0}")]
@@ -134,7 +136,7 @@ impl ThreadHandler {
     /// What the rules need to know of the thread for `msg`, read once: whether its author is
     /// on the allow-list, the open memory proposal and review round (a failure to read either
     /// is logged and read as none open), and the thread's state.
-    async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
+    pub(super) async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
         let thread = msg.thread();
         let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
         let proposal_open = match self.store.open_memory_proposal(&thread).await {
@@ -212,7 +214,7 @@ impl ThreadHandler {
             Command::StopCoder => self.stop_coder(msg).await,
             Command::ToRunningCoder => self.to_running_coder(msg).await,
             Command::CloseWhileCoderRuns => self.answer(msg, Role::Pm, replies::CODER_RUNS).await,
-            Command::Merge { pr } => self.merge(msg, &pr).await,
+            Command::Merge { pr, anyway } => self.merge(msg, &pr, anyway).await,
             Command::NothingToMerge => self.answer(msg, Role::Pm, replies::NOTHING_TO_MERGE).await,
             Command::Abandon { pr } => self.close(msg, CloseKind::Abandon, pr.as_ref()).await,
             Command::Done => self.close(msg, CloseKind::Done, None).await,

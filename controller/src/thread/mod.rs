@@ -1,7 +1,8 @@
 //! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
 //! time per thread ([`crate::dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
-//! (`coder_commands`, `plan_commands`, `pm_turn`, [`close_commands`], `memory_commands`,
+//! (`coder_commands`, `plan_commands`, `pm_turn` with the messages that join a PM's turn
+//! in `joined_messages`, [`close_commands`], `memory_commands`,
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`crate::gateway::budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
@@ -15,6 +16,7 @@ mod coder_commands;
 pub mod command;
 pub mod handler;
 pub mod intake;
+mod joined_messages;
 pub mod lease;
 mod memory_commands;
 pub mod model_switch;

@@ -1,4 +1,5 @@
-//! A message for the PM: its turn, recorded with its answer (and plan, with the plan's cost
+//! A message for the PM: its turn (which the messages typed meanwhile join,
+//! [`super::joined_messages`]), recorded with its answer (and plan, with the plan's cost
 //! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer. A
 //! recorded plan starts its preparation ahead ([`crate::coder::ahead`]); a plain "no"
 //! discards it. A
@@ -26,6 +27,7 @@ use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
+use crate::thread::joined_messages::JoinedMessages;
 use crate::thread::replies::THREAD_CLOSED;
 
 /// Which PM turn a message gets.
@@ -80,10 +82,12 @@ impl ThreadHandler {
         if let Err(settle) = self.read_references(msg).await {
             return settle;
         }
+        // Messages typed while the PM works join this turn.
+        let joined = JoinedMessages::new(self, msg);
         let answered = match access {
             Access::Full => {
                 tracing::info!(tag = "PM", "thread {thread} → pm responding");
-                self.pm.answer(msg, cancel).await
+                self.pm.answer(msg, &joined, cancel).await
             }
             Access::AfterClose => {
                 tracing::info!(
@@ -126,7 +130,8 @@ impl ThreadHandler {
         if turn.plan.is_some() {
             tracing::info!(tag = "PM", "thread {thread} → plan proposed");
         }
-        if let Err(e) = self.complete_turn(msg, &turn, cancel).await {
+        let joined = joined.joined();
+        if let Err(e) = self.complete_turn(msg, &joined, &turn, cancel).await {
             tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
             return Settle::Failed;
         }
@@ -200,21 +205,26 @@ impl ThreadHandler {
         }
     }
 
-    /// Records the PM's turn with its answer (or plan) and ✅, retrying briefly: until it is
-    /// recorded nothing was said, so a failure leaves the message to be answered again.
+    /// Records the PM's turn with its answer (or plan) and ✅ on `msg` and on the messages
+    /// that `joined` the turn, all handled together, retrying briefly: until it is recorded
+    /// nothing was said, so a failure leaves every one of them to be answered again.
     async fn complete_turn(
         &self,
         msg: &IncomingMessage,
+        joined: &[IncomingMessage],
         turn: &PmTurn,
         cancel: &CancellationToken,
     ) -> Result<(), TurnError> {
         let thread = msg.thread();
-        let effects = match &turn.plan {
+        let mut effects = match &turn.plan {
             Some(plan) => self.plan_effects(msg, &turn.answer, plan, cancel).await?,
             None => Effects::new(&thread).reply(&turn.answer, &speaker(Role::Pm)),
         }
         .react(&msg.ts, "white_check_mark");
-        let changes = [
+        for other in joined {
+            effects = effects.react(&other.ts, "white_check_mark");
+        }
+        let mut changes = vec![
             Change::Turn {
                 thread: &thread,
                 role: Role::Pm.as_str(),
@@ -222,6 +232,7 @@ impl ThreadHandler {
             },
             Change::Processed(msg),
         ];
+        changes.extend(joined.iter().map(Change::Processed));
         let mut attempt = 0;
         loop {
             match self.outbox.commit(&changes, &effects).await {

@@ -11,6 +11,11 @@
 
 use crate::config::MergeStrategy;
 
+/// The GraphQL query for a pull request's review threads: each thread's resolution and its
+/// first comment. The first hundred threads; a pull request with more is rare, and the
+/// hundred are enough to refuse a merge.
+pub const REVIEW_THREADS_QUERY: &str = "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { pullRequest(number: $number) { reviewThreads(first: 100) { nodes { isResolved comments(first: 1) { nodes { author { login } path body } } } } } } }";
+
 /// `gh pr merge`'s flag for `strategy`.
 fn merge_flag(strategy: MergeStrategy) -> &'static str {
     match strategy {
@@ -51,6 +56,9 @@ pub enum GhArgs<'a> {
     ApiReply { number: u64, comment: u64 },
     /// `gh run view <run> --log-failed`: the failed steps' log.
     RunLogFailed { run: u64 },
+    /// `gh api graphql -f query=<REVIEW_THREADS_QUERY> -F owner={owner} -F name={repo} -F
+    /// number=<number>`: the pull request's review threads and whether each is resolved.
+    ReviewThreads { number: u64 },
 }
 
 impl GhArgs<'_> {
@@ -102,6 +110,18 @@ impl GhArgs<'_> {
                 "-",
             ]),
             Self::RunLogFailed { run } => owned(&["run", "view", &run.to_string(), "--log-failed"]),
+            Self::ReviewThreads { number } => owned(&[
+                "api",
+                "graphql",
+                "-f",
+                &format!("query={REVIEW_THREADS_QUERY}"),
+                "-F",
+                "owner={owner}",
+                "-F",
+                "name={repo}",
+                "-F",
+                &format!("number={number}"),
+            ]),
         }
     }
 
@@ -117,7 +137,7 @@ impl GhArgs<'_> {
             Self::PrEditBody { .. } => "gh pr edit",
             Self::PrComment { .. } => "gh pr comment",
             Self::PrMerge { .. } => "gh pr merge",
-            Self::Api { .. } | Self::ApiReply { .. } => "gh api",
+            Self::Api { .. } | Self::ApiReply { .. } | Self::ReviewThreads { .. } => "gh api",
             Self::RunLogFailed { .. } => "gh run view",
         }
     }

@@ -11,7 +11,8 @@
 //! by-products are ignored in each thread's own repository ([`byproducts`]). The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
 //! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
-//! by [`pull_request`] (whose commenters' write access [`write_access`] decides; every `gh`
+//! by [`pull_request`] (whether its reviewers let a merge go on is [`review_gate`]'s to say,
+//! its commenters' write access [`write_access`]'s; every `gh`
 //! command line is built by [`gh_cli`]); a branch is brought up to date with the default
 //! branch by
 //! [`update_branch`]; what threads that are gone left behind is removed by [`orphans`].
@@ -37,6 +38,7 @@ pub mod publish;
 pub mod pull_request;
 pub mod python_deps;
 pub mod python_locks;
+pub mod review_gate;
 pub mod stage;
 pub mod step_error;
 pub mod test_command;

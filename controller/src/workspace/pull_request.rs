@@ -32,8 +32,11 @@ use crate::config::MergeStrategy;
 pub const GH_TIMEOUT: Duration = Duration::from_secs(120);
 /// Longest deleting the remote branch may take.
 pub const PUSH_TIMEOUT: Duration = Duration::from_secs(120);
-/// The fields `gh pr view` is asked for before a merge.
-pub const VIEW_FIELDS: &str = "state,mergeable,mergedAt,closedAt,statusCheckRollup,url";
+/// The fields `gh pr view` is asked for before a merge: its state, its checks and its
+/// reviews (GitHub's decision and each reviewer's latest review, for
+/// [`super::review_gate`]).
+pub const VIEW_FIELDS: &str =
+    "state,mergeable,mergedAt,closedAt,statusCheckRollup,url,reviewDecision,latestReviews";
 /// The fields the PR watcher asks for.
 pub const WATCH_FIELDS: &str = "state,mergedAt,closedAt";
 
@@ -44,6 +47,12 @@ pub enum PullRequestError {
     Command(#[from] CommandError),
     #[error("read `gh pr view {number}`'s answer: {source}; it printed {output:?}")]
     Unreadable {
+        number: u64,
+        source: serde_json::Error,
+        output: String,
+    },
+    #[error("read the review threads of pull request #{number}: {source}; gh printed {output:?}")]
+    UnreadableThreads {
         number: u64,
         source: serde_json::Error,
         output: String,
@@ -113,6 +122,137 @@ pub struct PrStatus {
     pub status_check_rollup: Vec<Check>,
     #[serde(default)]
     pub url: Option<String>,
+    /// GitHub's review decision: `APPROVED`, `CHANGES_REQUESTED`, `REVIEW_REQUIRED`, or
+    /// none (absent, `null` or empty when no review is required or none was given).
+    #[serde(default)]
+    pub review_decision: Option<String>,
+    /// Each reviewer's latest review.
+    #[serde(default)]
+    pub latest_reviews: Vec<Review>,
+}
+
+/// A review as `gh pr view --json latestReviews` prints it (only what the merge reads).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Review {
+    /// Its author; `None` for a deleted account.
+    #[serde(default)]
+    pub author: Option<Login>,
+    /// `APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`, `DISMISSED` or `PENDING`.
+    pub state: String,
+    #[serde(default)]
+    pub body: String,
+}
+
+/// A GitHub account as `gh` prints it: `{"login": …}`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+pub struct Login {
+    pub login: String,
+}
+
+/// A review thread (line comments answering each other) of a pull request, as GitHub's
+/// GraphQL `reviewThreads` gives it: whether it is resolved, and its first comment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReviewThread {
+    pub is_resolved: bool,
+    /// Who opened it; `None` for a deleted account.
+    pub author: Option<String>,
+    /// The file it is on.
+    pub path: String,
+    /// What its first comment says.
+    pub body: String,
+}
+
+/// GitHub's answer to [`super::gh_cli::REVIEW_THREADS_QUERY`].
+#[derive(Deserialize)]
+struct ThreadsAnswer {
+    data: ThreadsData,
+}
+
+#[derive(Deserialize)]
+struct ThreadsData {
+    repository: ThreadsRepository,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadsRepository {
+    pull_request: ThreadsPullRequest,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadsPullRequest {
+    review_threads: Nodes<ThreadNode>,
+}
+
+#[derive(Deserialize)]
+struct Nodes<T> {
+    nodes: Vec<T>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ThreadNode {
+    is_resolved: bool,
+    comments: Nodes<ThreadComment>,
+}
+
+#[derive(Deserialize)]
+struct ThreadComment {
+    #[serde(default)]
+    author: Option<Login>,
+    #[serde(default)]
+    path: String,
+    #[serde(default)]
+    body: String,
+}
+
+/// Parses GitHub's answer to [`super::gh_cli::REVIEW_THREADS_QUERY`] for pull request `number`.
+pub fn parse_review_threads(
+    number: u64,
+    output: &str,
+) -> Result<Vec<ReviewThread>, PullRequestError> {
+    let answer: ThreadsAnswer =
+        serde_json::from_str(output).map_err(|source| PullRequestError::UnreadableThreads {
+            number,
+            source,
+            output: quote(output.trim()),
+        })?;
+    Ok(answer
+        .data
+        .repository
+        .pull_request
+        .review_threads
+        .nodes
+        .into_iter()
+        .map(|node| {
+            let first = node.comments.nodes.into_iter().next();
+            ReviewThread {
+                is_resolved: node.is_resolved,
+                author: first
+                    .as_ref()
+                    .and_then(|c| c.author.as_ref())
+                    .map(|a| a.login.clone()),
+                path: first.as_ref().map(|c| c.path.clone()).unwrap_or_default(),
+                body: first.map(|c| c.body).unwrap_or_default(),
+            }
+        })
+        .collect())
+}
+
+/// Pull request `number`'s review threads: `gh api graphql` with
+/// [`super::gh_cli::REVIEW_THREADS_QUERY`] (`gh` fills in `{owner}` and `{repo}` from the main
+/// repository's remote).
+pub async fn review_threads(
+    cli: &Path,
+    main: &Path,
+    number: u64,
+) -> Result<Vec<ReviewThread>, PullRequestError> {
+    let mut command = gh(cli, main);
+    let args = GhArgs::ReviewThreads { number };
+    command.args(args.to_args());
+    let output = run(command, None, args.what(), GH_TIMEOUT).await?;
+    parse_review_threads(number, &output)
 }
 
 /// Conclusions and states of a check that block a merge.
@@ -455,6 +595,49 @@ mod tests {
         );
         assert_eq!(watched.state, PrState::Merged);
         assert_eq!(watched.merged_at.as_deref(), Some("2026-11-24T10:00:00Z"));
+    }
+
+    #[test]
+    fn review_threads_are_read_from_graphqls_answer() {
+        let threads = parse_review_threads(
+            7,
+            r#"{"data":{"repository":{"pullRequest":{"reviewThreads":{"nodes":[
+                {"isResolved":false,"comments":{"nodes":[{"author":{"login":"bob"},"path":"a.rs","body":"Why?"}]}},
+                {"isResolved":true,"comments":{"nodes":[{"author":null,"path":"b.rs","body":"ok"}]}},
+                {"isResolved":false,"comments":{"nodes":[]}}]}}}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            threads,
+            vec![
+                ReviewThread {
+                    is_resolved: false,
+                    author: Some("bob".into()),
+                    path: "a.rs".into(),
+                    body: "Why?".into()
+                },
+                ReviewThread {
+                    is_resolved: true,
+                    author: None,
+                    path: "b.rs".into(),
+                    body: "ok".into()
+                },
+                ReviewThread {
+                    is_resolved: false,
+                    author: None,
+                    path: String::new(),
+                    body: String::new()
+                },
+            ]
+        );
+        // GitHub's errors come as `{"errors": …}` without data: a clear error.
+        let err = parse_review_threads(7, r#"{"errors":[{"message":"Bad credentials"}]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("read the review threads of pull request #7: "),
+            "{err}"
+        );
     }
 
     #[test]

@@ -2,6 +2,12 @@
 //! run the tool calls it asks for, append the results, and repeat until it answers in
 //! text. After `max_iterations` model calls that still asked for tools, one last call
 //! without tools forces a text answer.
+//!
+//! People may write again while the loop works (a request typed as several quick
+//! messages): [`run_tool_loop_with`] takes what arrived ([`Arrivals`]) into the conversation
+//! before every model call and once more when the model answers; an answer written before
+//! the last of them arrived is dropped and asked again, so the one answer addresses them
+//! all, as the Coder sees messages between its turns.
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -60,6 +66,25 @@ pub enum LoopError<E: std::error::Error + 'static> {
     Cancelled,
 }
 
+/// Messages that arrive while the loop runs: people writing again in the conversation.
+#[async_trait]
+pub trait Arrivals: Send + Sync {
+    /// The messages that arrived since the last call, oldest first, as the conversation's
+    /// user messages; empty when none did. What it returns is the loop's from then on.
+    async fn take(&self) -> Vec<ChatMessage>;
+}
+
+/// No message ever arrives: the loop answers what it was given.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoArrivals;
+
+#[async_trait]
+impl Arrivals for NoArrivals {
+    async fn take(&self) -> Vec<ChatMessage> {
+        Vec::new()
+    }
+}
+
 /// Runs the loop over `system` + `history` (the stored conversation, ending with the new
 /// user message). Only the new messages are returned, so the caller decides what to store.
 pub async fn run_tool_loop<M: ChatModel>(
@@ -70,6 +95,23 @@ pub async fn run_tool_loop<M: ChatModel>(
     limits: LoopLimits,
     cancel: &CancellationToken,
 ) -> Result<LoopOutcome, LoopError<M::Error>> {
+    run_tool_loop_with(model, tools, system, history, limits, &NoArrivals, cancel).await
+}
+
+/// [`run_tool_loop`], taking the messages that arrive meanwhile ([`Arrivals::take`]) into
+/// the conversation before every model call and once more when the model answers in text:
+/// an answer given before messages arrived is dropped (it never saw them) and the model is
+/// asked again, within the same `max_iterations`. The messages taken are among the new
+/// messages returned, where they arrived.
+pub async fn run_tool_loop_with<M: ChatModel>(
+    model: &M,
+    tools: &ToolRegistry,
+    system: &str,
+    history: &[ChatMessage],
+    limits: LoopLimits,
+    arrivals: &dyn Arrivals,
+    cancel: &CancellationToken,
+) -> Result<LoopOutcome, LoopError<M::Error>> {
     let specs = tools.specs();
     let mut messages = Vec::with_capacity(history.len() + 1);
     messages.push(ChatMessage::system(system));
@@ -78,8 +120,15 @@ pub async fn run_tool_loop<M: ChatModel>(
     let mut tool_calls = 0;
 
     for _ in 0..limits.max_iterations {
+        messages.extend(arrivals.take().await);
         let reply = call(model, &messages, &specs, cancel).await?;
         if reply.tool_calls.is_empty() {
+            let late = arrivals.take().await;
+            if !late.is_empty() {
+                // Written before these arrived: ask again with them.
+                messages.extend(late);
+                continue;
+            }
             let answer = reply.content.unwrap_or_default();
             messages.push(ChatMessage::assistant_text(answer.clone()));
             return Ok(outcome(messages, first_new, answer, tool_calls, false));
@@ -97,6 +146,7 @@ pub async fn run_tool_loop<M: ChatModel>(
         messages.extend(results);
     }
 
+    messages.extend(arrivals.take().await);
     messages.push(ChatMessage::user(
         "You have used all your tool calls for this message. Answer now with what you found.",
     ));
@@ -211,6 +261,72 @@ mod tests {
         assert_eq!(out.new_messages[3], ChatMessage::assistant_text("done"));
         // system + user, then + 3
         assert_eq!(calls_seen(&model), vec![(2, 1), (5, 1)]);
+    }
+
+    /// Arrivals a test hands out: the batch for each `take`, in order, then none.
+    struct Batches(std::sync::Mutex<std::collections::VecDeque<Vec<&'static str>>>);
+
+    #[async_trait]
+    impl Arrivals for Batches {
+        async fn take(&self) -> Vec<ChatMessage> {
+            let next = self.0.lock().unwrap().pop_front().unwrap_or_default();
+            next.into_iter().map(ChatMessage::user).collect()
+        }
+    }
+
+    fn batches(list: Vec<Vec<&'static str>>) -> Batches {
+        Batches(std::sync::Mutex::new(list.into()))
+    }
+
+    /// A message that arrives before a model call joins it; one that arrives while the model
+    /// answers makes it answer again, so the one answer saw both.
+    #[tokio::test]
+    async fn messages_that_arrive_join_the_conversation_before_the_answer() {
+        let model = Scripted::new(vec![calls(1), text("draft"), text("both")]);
+        // Before the first call: nothing; after the tool call, before the second call: "b";
+        // when the model answers: "c" (so the draft is dropped); then nothing.
+        let arrivals = batches(vec![vec![], vec!["b"], vec!["c"], vec![], vec![]]);
+        let out = run_tool_loop_with(
+            &model,
+            &tools(),
+            "sys",
+            &[ChatMessage::user("a")],
+            LoopLimits { max_iterations: 15 },
+            &arrivals,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.answer, "both");
+        let seen = model.seen();
+        assert_eq!(seen.len(), 3);
+        assert_eq!(seen[1].last(), Some(&ChatMessage::user("b")));
+        assert_eq!(seen[2].last(), Some(&ChatMessage::user("c")));
+        assert!(
+            !seen[2].contains(&ChatMessage::assistant_text("draft")),
+            "the draft is not in the conversation"
+        );
+        // assistant(tool call), its result, b, c, the answer.
+        assert_eq!(out.new_messages.len(), 5);
+        assert_eq!(out.new_messages[2], ChatMessage::user("b"));
+        assert_eq!(out.new_messages[3], ChatMessage::user("c"));
+        assert_eq!(out.new_messages[4], ChatMessage::assistant_text("both"));
+
+        // Nothing arrives: one call, as without arrivals.
+        let model = Scripted::new(vec![text("alone")]);
+        let out = run_tool_loop_with(
+            &model,
+            &tools(),
+            "sys",
+            &[ChatMessage::user("a")],
+            LoopLimits { max_iterations: 15 },
+            &NoArrivals,
+            &CancellationToken::new(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(out.answer, "alone");
+        assert_eq!(model.seen().len(), 1);
     }
 
     #[tokio::test]

@@ -185,12 +185,21 @@ next_id() {
 
 if [ "$1" = "api" ]; then
   shift
-  method=GET; input=""; paginate=0; endpoint=""
+  method=GET; input=""; paginate=0; endpoint=""; query=""; vars=""
   while [ $# -gt 0 ]; do
     case "$1" in
       --method|-X) shift; method="$1" ;;
       --input) shift; input="$1" ;;
       --paginate) paginate=1 ;;
+      # Fields make gh POST (GraphQL's `query` among them); `{owner}` and `{repo}` are
+      # filled in by gh, so the fake only checks they were asked for.
+      -f|--raw-field|-F|--field)
+        shift; method=POST
+        case "$1" in
+          query=*) query="${1#query=}" ;;
+          *=*) vars="$vars ${1%%=*}:${1#*=}" ;;
+          *) echo "fake gh: field \"$1\" is not in key=value format" >&2; exit 1 ;;
+        esac ;;
       -*) echo "fake gh: unsupported flag $1 (unknown flag: $1)" >&2; exit 1 ;;
       *) if [ -z "$endpoint" ]; then endpoint="$1"; else echo "accepts 1 arg(s), received 2" >&2; exit 1; fi ;;
     esac
@@ -221,6 +230,23 @@ if [ "$1" = "api" ]; then
       exit 0 ;;
     "GET user")
       printf '{"login":"%s","id":4242,"node_id":"U_fake","type":"User","site_admin":false}\n' "$(login)"
+      exit 0 ;;
+    "POST graphql")
+      # The review threads query (REVIEW_THREADS_QUERY): the threads the line comments
+      # opened (add_line_comment), each resolved or not as a person left it
+      # (resolve_review_thread). Any other query is one this fake does not answer.
+      case "$query" in
+        *reviewThreads*isResolved*) ;;
+        *) echo "fake gh: unsupported GraphQL query: $query" >&2; exit 1 ;;
+      esac
+      case "$vars" in
+        *" owner:{owner}"*" name:{repo}"*" number:"[0-9]*) ;;
+        *) echo "fake gh: GraphQL variables not as gh fills them in: $vars" >&2; exit 1 ;;
+      esac
+      number="${vars##* number:}"
+      number_or_die "$number" "number"
+      [ -n "$(pr_head "$number")" ] || not_found "$number"
+      printf '{"data":{"repository":{"pullRequest":{"reviewThreads":{"nodes":%s}}}}}\n' "$(json_list "$here/review-threads.jsonl")"
       exit 0 ;;
     "GET repos/{owner}/{repo}/pulls/"*/comments)
       printf '%s\n' "$(json_list "$here/line-comments.jsonl")"
@@ -389,7 +415,7 @@ if { [ "$1" = "pr" ] || [ "$1" = "issue" ]; } && [ "$2" = "view" ]; then
   for field in $(printf '%s' "$json" | tr ',' ' '); do
     case "$field" in
       number|title|state|url|author|statusCheckRollup|comments|mergeable|mergedAt|closedAt|body|headRefName) ;;
-      headRefOid|baseRefName|reviewDecision|reviews) ;;
+      headRefOid|baseRefName|reviewDecision|reviews|latestReviews) ;;
       *) echo "Unknown JSON field: \"$field\"" >&2; exit 1 ;;
     esac
   done
@@ -402,9 +428,12 @@ if { [ "$1" = "pr" ] || [ "$1" = "issue" ]; } && [ "$2" = "view" ]; then
   head="$(pr_head "$number")"
   [ -n "$head" ] || not_found "$number"
   pr_state "$number"
-  printf '{"number":%s,"title":%s,"state":"%s","mergeable":"%s","mergedAt":%s,"closedAt":%s,"url":"https://github.com/acme/app/pull/%s","statusCheckRollup":%s,"comments":%s,"reviews":%s,"reviewDecision":"%s","headRefName":"%s","baseRefName":"%s","headRefOid":"%s"}\n' \
+  # GitHub's review decision: what the test set (set_review_decision), else the one the
+  # reviews add up to (each reviewer's latest approval or request for changes).
+  decision="$(cat "$here/review-decision" 2>/dev/null || cat "$here/reviews-decision" 2>/dev/null)"
+  printf '{"number":%s,"title":%s,"state":"%s","mergeable":"%s","mergedAt":%s,"closedAt":%s,"url":"https://github.com/acme/app/pull/%s","statusCheckRollup":%s,"comments":%s,"reviews":%s,"latestReviews":%s,"reviewDecision":"%s","headRefName":"%s","baseRefName":"%s","headRefOid":"%s"}\n' \
     "$number" "$(cat "$here/prs/$number/title" | json_string)" "$state" "$(mergeable_of "$number")" "$(quoted "$merged_at")" "$(quoted "$closed_at")" "$number" "$(rollup)" \
-    "$(json_list "$here/comments.jsonl")" "$(json_list "$here/reviews.jsonl")" "$(cat "$here/review-decision" 2>/dev/null)" "$head" "$(base_branch)" "$(pr_head_oid "$number")"
+    "$(json_list "$here/comments.jsonl")" "$(json_list "$here/reviews.jsonl")" "$(json_list "$here/latest-reviews.jsonl")" "$decision" "$head" "$(base_branch)" "$(pr_head_oid "$number")"
   exit 0
 fi
 
@@ -703,7 +732,10 @@ pub fn merge_on_github(dir: &Path, repo: &Path, number: u64, strategy: &str) {
 /// - `gh pr comment <n> --body-file -` records the comment ([`gh_pr_comments`]) and lists it
 ///   among the conversation comments;
 /// - `gh pr view` prints the reviews and conversation comments added ([`add_review`],
-///   [`add_conversation_comment`]) and [`set_review_decision`]'s decision;
+///   [`submit_review`], [`add_conversation_comment`]), each reviewer's latest review
+///   (`latestReviews`) and the decision they add up to (or [`set_review_decision`]'s);
+/// - `gh api graphql` with the review threads query answers with the threads the line
+///   comments opened, resolved or not ([`resolve_review_thread`]); another query fails;
 /// - `gh run view <id> --log-failed` prints [`set_run_log`]'s log, or fails like `gh` for a
 ///   run it does not know; the `failing` checks' `test` run is 4242;
 /// - after [`lose_next_answer`] the next reply or comment is made but its answer is lost
@@ -811,6 +843,15 @@ pub fn add_line_comment_as(
             "side": "RIGHT",
             "subject_type": "line"
         }),
+    ); // The comment opens a review thread, unresolved, as GraphQL's `reviewThreads` gives it.
+    append_line(
+        dir,
+        "review-threads.jsonl",
+        &serde_json::json!({
+            "id": format!("PRRT_{id}"),
+            "isResolved": false,
+            "comments": {"nodes": [{"author": {"login": author}, "path": path, "body": body}]}
+        }),
     );
 }
 
@@ -904,6 +945,87 @@ pub fn add_review_as(
             "commit": {"oid": "0000000000000000000000000000000000000000"}
         }),
     );
+    derive_latest_reviews(dir);
+}
+
+/// A person submits a review (`APPROVED`, `CHANGES_REQUESTED`, `COMMENTED`) with `body` on
+/// the pull request as `login`, a member of the team with write access: listed among its
+/// reviews, and as GitHub does, `latestReviews` and `reviewDecision` follow (the latest
+/// review of each reviewer wins; an approval after a request for changes clears it).
+pub fn submit_review(dir: &Path, login: &str, state: &str, body: &str) {
+    let n = std::fs::read_to_string(dir.join("reviews.jsonl"))
+        .map(|t| t.lines().count())
+        .unwrap_or(0);
+    add_review(dir, &format!("PRR_fake{}", n + 1), login, state, body);
+}
+
+/// Writes what GitHub makes of the reviews in `reviews.jsonl`: each reviewer's latest review
+/// (`latestReviews`, in the order of those reviews) and the decision their latest approvals
+/// and requests for changes add up to (`reviewDecision`: any request for changes wins, else
+/// an approval, else none).
+fn derive_latest_reviews(dir: &Path) {
+    let reviews: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("reviews.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let author = |r: &serde_json::Value| r["author"]["login"].as_str().unwrap_or("").to_owned();
+    let mut latest: Vec<serde_json::Value> = Vec::new();
+    let mut opinion: Vec<(String, String)> = Vec::new();
+    for review in &reviews {
+        let who = author(review);
+        let state = review["state"].as_str().unwrap_or("").to_owned();
+        if state == "PENDING" {
+            continue;
+        }
+        latest.retain(|r| author(r) != who);
+        latest.push(review.clone());
+        if matches!(
+            state.as_str(),
+            "APPROVED" | "CHANGES_REQUESTED" | "DISMISSED"
+        ) {
+            opinion.retain(|(w, _)| *w != who);
+            opinion.push((who, state));
+        }
+    }
+    let decision = if opinion.iter().any(|(_, s)| s == "CHANGES_REQUESTED") {
+        "CHANGES_REQUESTED"
+    } else if opinion.iter().any(|(_, s)| s == "APPROVED") {
+        "APPROVED"
+    } else {
+        ""
+    };
+    let lines: String = latest.iter().map(|r| format!("{r}\n")).collect();
+    write_whole(dir, "latest-reviews.jsonl", &lines);
+    write_whole(dir, "reviews-decision", decision);
+}
+
+/// Writes `dir/<file>` whole, then renames it into place.
+fn write_whole(dir: &Path, file: &str, text: &str) {
+    let tmp = dir.join(format!(".{file}.tmp"));
+    std::fs::write(&tmp, text).expect("fake gh: write");
+    std::fs::rename(&tmp, dir.join(file)).expect("fake gh: rename");
+}
+
+/// A person resolves (or, with `resolved` false, unresolves) the review thread the line
+/// comment `id` opened, as GitHub's `reviewThreads { isResolved }` says from then on.
+pub fn resolve_review_thread(dir: &Path, id: u64, resolved: bool) {
+    let path = dir.join("review-threads.jsonl");
+    let text = std::fs::read_to_string(&path).expect("fake gh: no review thread yet");
+    let mut found = false;
+    let lines: String = text
+        .lines()
+        .map(|l| {
+            let mut node: serde_json::Value = serde_json::from_str(l).expect("fake gh: a thread");
+            if node["id"] == format!("PRRT_{id}") {
+                node["isResolved"] = serde_json::Value::Bool(resolved);
+                found = true;
+            }
+            format!("{node}\n")
+        })
+        .collect();
+    assert!(found, "fake gh: no review thread opened by comment {id}");
+    write_whole(dir, "review-threads.jsonl", &lines);
 }
 
 /// The pull request's `reviewDecision` from now on.

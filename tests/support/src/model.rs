@@ -33,6 +33,54 @@ pub enum Reply {
     },
     /// Sleeps, then answers with the inner reply.
     Delayed(Duration, Box<Reply>),
+    /// Waits until the test opens the gate ([`Gate::open`]), then answers with the inner
+    /// reply: the request is held while the test does something else, without a sleep.
+    Held(Gate, Box<Reply>),
+}
+
+/// A gate a test holds a reply at ([`Reply::held`]): the request that takes the reply is
+/// recorded and waits ([`Gate::arrived`]) until [`Gate::open`]. Cheap to clone; the clones
+/// are one gate.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    /// Whether a request waits (or waited) at the gate.
+    arrived: Arc<tokio::sync::watch::Sender<bool>>,
+    /// Whether the gate is open.
+    open: Arc<tokio::sync::watch::Sender<bool>>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Gate {
+    /// A closed gate nothing reached yet.
+    pub fn new() -> Gate {
+        Gate {
+            arrived: Arc::new(tokio::sync::watch::channel(false).0),
+            open: Arc::new(tokio::sync::watch::channel(false).0),
+        }
+    }
+
+    /// Whether a request reached the gate (and waits there unless it is open).
+    pub fn arrived(&self) -> bool {
+        *self.arrived.borrow()
+    }
+
+    /// Opens the gate: the request waiting there, and any later one, gets its reply.
+    pub fn open(&self) {
+        self.open.send_replace(true);
+    }
+
+    /// Waits until the gate is open, saying a request arrived first.
+    async fn pass(&self) {
+        self.arrived.send_replace(true);
+        let mut open = self.open.subscribe();
+        // The sender lives in `self`: it is never dropped while this waits.
+        let _ = open.wait_for(|o| *o).await;
+    }
 }
 
 impl Reply {
@@ -58,6 +106,11 @@ impl Reply {
     /// `Reply::Delayed`.
     pub fn delayed(delay: Duration, reply: Reply) -> Reply {
         Reply::Delayed(delay, Box::new(reply))
+    }
+
+    /// `Reply::Held`: `reply`, once the test opens `gate`.
+    pub fn held(gate: &Gate, reply: Reply) -> Reply {
+        Reply::Held(gate.clone(), Box::new(reply))
     }
 }
 
@@ -352,6 +405,8 @@ struct Prepared {
     request: Value,
     reply: Reply,
     delay: Duration,
+    /// Gates the reply waits at, in order.
+    gates: Vec<Gate>,
     gen_id: u64,
     call_ids: Vec<String>,
     /// Prompt characters served from the emulated prompt cache.
@@ -470,13 +525,24 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         return Err((500, msg));
     };
 
-    // Resolve delays now (status known up front) and sleep after releasing the lock.
+    // Resolve delays and gates now (status known up front) and wait after releasing the
+    // lock.
     let mut delay = Duration::ZERO;
+    let mut gates = Vec::new();
     let mut reply = reply;
-    while let Reply::Delayed(d, inner_reply) = reply {
-        delay += d;
-        reply = *inner_reply;
-    }
+    let reply = loop {
+        reply = match reply {
+            Reply::Delayed(d, inner_reply) => {
+                delay += d;
+                *inner_reply
+            }
+            Reply::Held(gate, inner_reply) => {
+                gates.push(gate);
+                *inner_reply
+            }
+            other => break other,
+        };
+    };
     let status = match &reply {
         Reply::Error { status, .. } => *status,
         _ => 200,
@@ -499,6 +565,7 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         request,
         reply,
         delay,
+        gates,
         gen_id,
         call_ids,
         cached_chars,
@@ -718,6 +785,7 @@ async fn answer(prepared: Prepared) -> Response {
         request,
         reply,
         delay,
+        gates,
         gen_id,
         call_ids,
         cached_chars,
@@ -726,6 +794,9 @@ async fn answer(prepared: Prepared) -> Response {
 
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
+    }
+    for gate in &gates {
+        gate.pass().await;
     }
 
     let prompt_chars = tools_chars(&request) + messages.iter().map(message_chars).sum::<usize>();
@@ -783,7 +854,9 @@ async fn answer(prepared: Prepared) -> Response {
                 chars,
             )
         }
-        Reply::Delayed(..) => unreachable!("delays were unwrapped above"),
+        Reply::Delayed(..) | Reply::Held(..) => {
+            unreachable!("delays and gates were unwrapped above")
+        }
     };
     let completion_tokens = reply_chars / 4 + 1;
     let body = json!({

@@ -23,7 +23,11 @@ impl ThreadHandler {
     /// the last word, recorded together (so each is said and done once).
     pub(super) async fn finish_close(&self, c: &Closing<'_>, notes_said: &[String]) -> Settle {
         let report = self.usage_report(&c.thread).await;
-        let last = last_word(c.kind, c.pr, notes_said);
+        let mut last = last_word(c.kind, c.pr, notes_said);
+        if let Some(overridden) = &c.overridden {
+            last.push_str("\n\n");
+            last.push_str(overridden);
+        }
         let closure = c.kind.closure();
         // The active threads that overlap what merged are told, with the close.
         let notices = match (closure, c.pr) {

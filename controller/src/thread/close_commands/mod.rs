@@ -17,6 +17,11 @@
 //! and the last word, recorded together — after a merge with the notices of the other
 //! active threads that overlap it ([`crate::coordination::Coordination::after_merge`]).
 //!
+//! Before a merge its checks must pass and its reviewers must not object
+//! ([`crate::workspace::review_gate`], `github.mergeChecks`): a reviewer asking for changes
+//! or an unresolved review thread makes "merge" refuse and name them, and "merge anyway"
+//! merges over them, said in the close's last word and written in the thread's journal.
+//!
 //! Here: the checks before a merge and a close's start; the order its steps run in, each
 //! once, is [`sequence`], each step's effect [`steps`], the close's end [`finish`].
 
@@ -33,7 +38,8 @@ use crate::thread::close_plan::{CloseKind, Step};
 use crate::thread::handler::{Settle, ThreadHandler};
 use crate::workspace::forge::ForgeError;
 use crate::workspace::publish::{self, PublishError};
-use crate::workspace::pull_request::{self, MergeBlocker, PullRequestError, VIEW_FIELDS};
+use crate::workspace::pull_request::{self, MergeBlocker, PrStatus, PullRequestError, VIEW_FIELDS};
+use crate::workspace::review_gate::{self, Objection};
 use crate::workspace::thread_repo;
 use crate::workspace::worktree::{Worktree, WorktreeError};
 use sequence::{Ran, run_steps};
@@ -45,6 +51,9 @@ struct Closing<'a> {
     kind: CloseKind,
     pr: Option<&'a PullRequestRef>,
     tree: Option<Worktree>,
+    /// What a "merge anyway" went past ([`review_gate::overridden`]), if it went past
+    /// anything.
+    overridden: Option<String>,
 }
 
 /// Why a step of a close failed; said in the thread.
@@ -66,8 +75,16 @@ enum StepError {
 
 impl ThreadHandler {
     /// "merge" in a thread whose pull request is open: the checks first, then the close.
-    pub(super) async fn merge(&self, msg: &IncomingMessage, pr: &PullRequestRef) -> Settle {
+    /// "merge anyway" (`anyway`) merges over the reviewers' objections, and the close says
+    /// so in the thread and in its journal.
+    pub(super) async fn merge(
+        &self,
+        msg: &IncomingMessage,
+        pr: &PullRequestRef,
+        anyway: bool,
+    ) -> Settle {
         let thread = msg.thread();
+        let mut overridden = None;
         let merged = match self.step_done(&thread, Step::Merge).await {
             Ok(done) => done,
             Err(settle) => return settle,
@@ -104,7 +121,38 @@ impl ThreadHandler {
             match pull_request::merge_blocker(&status) {
                 // Merged already (on GitHub, or by this close before a stop): close as
                 // merged; the merge step finds it merged and does nothing.
-                None | Some(MergeBlocker::AlreadyMerged) => {}
+                Some(MergeBlocker::AlreadyMerged) => {}
+                None => match self.review_objections(&thread, pr, &status).await {
+                    Ok(found) if found.is_empty() => {}
+                    Ok(found) if anyway => {
+                        tracing::info!(
+                            tag = "PM",
+                            "thread {thread} → {} merges #{} over {} review objection(s)",
+                            msg.user,
+                            pr.number,
+                            found.len()
+                        );
+                        overridden = Some(review_gate::overridden(&msg.user, &found));
+                    }
+                    Ok(found) => {
+                        tracing::info!(
+                            tag = "PM",
+                            "thread {thread} → merge of #{} refused: {} review objection(s)",
+                            pr.number,
+                            found.len()
+                        );
+                        let reply = review_gate::refusal(pr.number, &found);
+                        return self.answer(msg, Role::Pm, &reply).await;
+                    }
+                    Err(e) => {
+                        tracing::error!(thread = %thread, "read the reviews of #{}: {e}", pr.number);
+                        let reply = format!(
+                            "I couldn't read the review threads of pull request #{} on GitHub ({e}). The thread stays open; say **merge** again to retry.",
+                            pr.number
+                        );
+                        return self.answer(msg, Role::Pm, &reply).await;
+                    }
+                },
                 Some(blocker) => {
                     tracing::info!(
                         tag = "PM",
@@ -119,7 +167,28 @@ impl ThreadHandler {
                 }
             }
         }
-        self.close(msg, CloseKind::Merge, Some(pr)).await
+        self.close_overriding(msg, CloseKind::Merge, Some(pr), overridden)
+            .await
+    }
+
+    /// What the pull request's reviewers object to that `github.mergeChecks` heeds: its
+    /// latest reviews (in `status`) and, when that check is on, its unresolved review
+    /// threads (read from GitHub).
+    async fn review_objections(
+        &self,
+        thread: &ThreadKey,
+        pr: &PullRequestRef,
+        status: &PrStatus,
+    ) -> Result<Vec<Objection>, PullRequestError> {
+        let checks = self.merge_checks;
+        let threads = if checks.unresolved_threads {
+            pull_request::review_threads(&self.pm.gh, &self.coder.layout.repo, pr.number).await?
+        } else {
+            Vec::new()
+        };
+        let found = review_gate::objections(status, &threads, checks);
+        tracing::debug!(thread = %thread, "#{}: {} review objection(s)", pr.number, found.len());
+        Ok(found)
     }
 
     /// Pushes the commits of the thread's branch that `origin` lacks (none: nothing
@@ -169,6 +238,18 @@ impl ThreadHandler {
         kind: CloseKind,
         pr: Option<&PullRequestRef>,
     ) -> Settle {
+        self.close_overriding(msg, kind, pr, None).await
+    }
+
+    /// [`Self::close`], with what a "merge anyway" went past (`overridden`), for the journal
+    /// and the last word.
+    async fn close_overriding(
+        &self,
+        msg: &IncomingMessage,
+        kind: CloseKind,
+        pr: Option<&PullRequestRef>,
+        overridden: Option<String>,
+    ) -> Settle {
         let thread = msg.thread();
         // A plan still pending is closed with the thread: its preparation ahead goes too.
         self.coder
@@ -187,6 +268,7 @@ impl ThreadHandler {
             kind,
             pr,
             tree,
+            overridden,
         };
         tracing::info!(
             tag = "INF",

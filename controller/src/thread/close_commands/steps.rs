@@ -92,6 +92,7 @@ impl ThreadHandler {
             permalink: permalink.as_deref(),
             pr: Some(pr),
             outcome: "merged",
+            overridden: c.overridden.as_deref(),
         };
         let text = thread_journal::render(&head, &history, &used);
         let path = thread_journal::journal_path(&c.thread.thread_ts);

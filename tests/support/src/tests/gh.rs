@@ -547,3 +547,76 @@ fn fake_gh_answers_who_has_write_access_as_the_test_set_it() {
     assert_eq!(code, 0);
     assert!(out.contains(r#""permission":"write""#), "{out}");
 }
+
+/// Reviews add up as GitHub adds them: each reviewer's latest review is theirs in
+/// `latestReviews`, an approval after a request for changes clears it from `reviewDecision`,
+/// and a line comment opens a review thread GraphQL lists unresolved until a person resolves
+/// it; another GraphQL query fails.
+#[test]
+fn reviews_and_review_threads_add_up_as_github_adds_them() {
+    let w = World::new();
+    w.branch("feature", &[("b.txt", "b\n")], "Add b");
+    w.push("feature");
+    assert_eq!(w.create("feature", "Add b").0, 0);
+    let gh = &w.gh_dir;
+    let reviews = |w: &World| -> serde_json::Value {
+        let (code, out, err) = w.gh(
+            &["pr", "view", "7", "--json", "reviewDecision,latestReviews"],
+            "",
+        );
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    assert_eq!(reviews(&w)["reviewDecision"], "");
+    crate::gh::submit_review(gh, "carol", "CHANGES_REQUESTED", "Split it.");
+    crate::gh::submit_review(gh, "dave", "APPROVED", "");
+    let seen = reviews(&w);
+    assert_eq!(seen["reviewDecision"], "CHANGES_REQUESTED");
+    let latest = seen["latestReviews"].as_array().unwrap();
+    assert_eq!(latest.len(), 2);
+    assert_eq!(latest[0]["author"]["login"], "carol");
+    assert_eq!(latest[0]["body"], "Split it.");
+    crate::gh::submit_review(gh, "carol", "APPROVED", "Fine.");
+    let seen = reviews(&w);
+    assert_eq!(seen["reviewDecision"], "APPROVED");
+    assert_eq!(seen["latestReviews"].as_array().unwrap().len(), 2);
+
+    let threads = |w: &World| -> (i32, String, String) {
+        w.gh(
+            &[
+                "api",
+                "graphql",
+                "-f",
+                "query=query { reviewThreads { nodes { isResolved } } }",
+                "-F",
+                "owner={owner}",
+                "-F",
+                "name={repo}",
+                "-F",
+                "number=7",
+            ],
+            "",
+        )
+    };
+    crate::gh::add_line_comment(gh, 901, "bob", "b.txt", 1, "Why b?");
+    let (code, out, err) = threads(&w);
+    assert_eq!(code, 0, "{err}");
+    let answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let nodes = &answer["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"];
+    assert_eq!(nodes[0]["isResolved"], false);
+    assert_eq!(nodes[0]["comments"]["nodes"][0]["author"]["login"], "bob");
+    assert_eq!(nodes[0]["comments"]["nodes"][0]["path"], "b.txt");
+    crate::gh::resolve_review_thread(gh, 901, true);
+    let (_, out, _) = threads(&w);
+    let answer: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        answer["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"][0]["isResolved"],
+        true
+    );
+    let (code, _, err) = w.gh(
+        &["api", "graphql", "-f", "query=query { viewer { login } }"],
+        "",
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("unsupported GraphQL query"), "{err}");
+}
