@@ -30,6 +30,7 @@ mod pm;
 mod postflight;
 mod postgres;
 mod pr_bodies;
+mod pr_journal;
 mod prepare_ahead;
 mod project_tests;
 mod pushes;

@@ -462,11 +462,7 @@ async fn thread_handler(
         prepare: supervisor.worktrees().clone(),
         gh: PathBuf::from(&config.github.cli),
     };
-    let describer = Describer {
-        pm: pm.clone(),
-        outbox: outbox.clone(),
-        prepare: supervisor.worktrees().clone(),
-    };
+    let describer = Describer::new(pm.clone(), outbox.clone(), supervisor.worktrees().clone());
     let coordination = Coordination {
         store: store.clone(),
         pm: pm.clone(),
