@@ -7,6 +7,7 @@ mod harness;
 
 mod approval;
 mod boundary;
+mod build_limits;
 mod byproducts;
 mod caching;
 mod chaos;
