@@ -2,7 +2,10 @@
 //! `plan-v2-long.md` §24.4 — the TODO scan, then the pull request's description written
 //! from the thread ([`Describer`]) — run when the run that opened it has been reported
 //! ([`AfterPr::run`]), and at start for threads a stop cut off half-way
-//! ([`AfterPr::resume_all`]).
+//! ([`AfterPr::resume_all`]). After them, and after every later run, review round and
+//! memory saved, the description's Journal is brought up to date
+//! ([`AfterPr::refresh_description`]: one `gh pr edit` when its text changed, none
+//! otherwise; at start for every open pull request, so a step a stop cut off is not lost).
 //!
 //! Each step runs once per thread: it is marked done ([`Change::StepDone`]) in the same
 //! transaction as what it says in the thread, so a crash leaves it either not done and
@@ -12,7 +15,7 @@
 use std::path::PathBuf;
 
 use crate::domain::{Closure, RunRecord, Stage, ThreadKey};
-use crate::journal::description::Describer;
+use crate::journal::description::{Describer, Summary};
 use crate::memory::{Memory, MemoryTarget};
 use crate::slack::effects::Effects;
 use crate::slack::outbox::Outbox;
@@ -47,13 +50,14 @@ pub struct AfterPr {
 
 impl AfterPr {
     /// Runs the thread's steps not done yet, in order, if its pull request is open.
+    /// Then brings the description's Journal up to date.
     pub async fn run(&self, thread: &ThreadKey) {
-        let Some(run) = self.pr_run(thread).await else {
-            return;
-        };
-        self.todo_scan(thread, &run).await;
-        self.pr_description(thread, &run).await;
-        self.memory_proposal(thread).await;
+        if let Some(run) = self.pr_run(thread).await {
+            self.todo_scan(thread, &run).await;
+            self.pr_description(thread, &run).await;
+            self.memory_proposal(thread).await;
+        }
+        self.refresh_description(thread).await;
     }
 
     /// Runs the steps a stop cut off, for every thread whose pull request is open.
@@ -208,7 +212,11 @@ impl AfterPr {
             path: PathBuf::from(&run.worktree),
             branch: run.branch.clone(),
         };
-        if let Err(e) = self.describer.write(thread, &pr, Some(&tree)).await {
+        if let Err(e) = self
+            .describer
+            .refresh(thread, &pr, Some(&tree), Summary::Fresh)
+            .await
+        {
             tracing::error!(thread = %thread, "write the description of PR #{}: {e}", pr.number);
             return;
         }
@@ -216,13 +224,49 @@ impl AfterPr {
             thread,
             step: PR_DESCRIPTION,
         };
-        match self.outbox.commit(&[step], &Effects::new(thread)).await {
-            Ok(_) => tracing::info!(
-                tag = "PM",
-                "thread {thread} → wrote the description of PR #{}",
-                pr.number
-            ),
-            Err(e) => tracing::error!(thread = %thread, "record the PR description: {e}"),
+        if let Err(e) = self.outbox.commit(&[step], &Effects::new(thread)).await {
+            tracing::error!(thread = %thread, "record the PR description: {e}");
+        }
+    }
+
+    /// Brings the pull request's description up to date with the thread's steps (its
+    /// Journal), once its first description was written: a `gh pr edit` only when the
+    /// text changed. Run after every step of a thread whose pull request is open.
+    pub async fn refresh_description(&self, thread: &ThreadKey) {
+        match self.store.step_done(thread, PR_DESCRIPTION).await {
+            Ok(true) => {}
+            // The first description is the step's, with the PM's summary.
+            Ok(false) => return,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the thread's steps: {e}");
+                return;
+            }
+        }
+        let pr = match self.store.thread_record(thread).await {
+            Ok(Some(record)) if record.stage == Stage::PrOpened => record.pull_request,
+            Ok(_) => None,
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the thread's pull request: {e}");
+                return;
+            }
+        };
+        let Some(pr) = pr else { return };
+        let tree = match self.store.latest_run(&thread.thread_ts).await {
+            Ok(run) => run.map(|run| Worktree {
+                path: PathBuf::from(&run.worktree),
+                branch: run.branch,
+            }),
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the thread's latest run: {e}");
+                return;
+            }
+        };
+        if let Err(e) = self
+            .describer
+            .refresh(thread, &pr, tree.as_ref(), Summary::Kept)
+            .await
+        {
+            tracing::error!(thread = %thread, "update the description of PR #{}: {e}", pr.number);
         }
     }
 

@@ -22,12 +22,12 @@ pub fn log_path(env: &Env) -> PathBuf {
 }
 
 /// `path` with `.n` after it.
-fn rotated(path: &Path, n: u32) -> PathBuf {
+pub fn rotated(path: &Path, n: u32) -> PathBuf {
     PathBuf::from(format!("{}.{n}", path.display()))
 }
 
 /// Asks the PM `n`th question in a new thread and waits for its answer.
-async fn ask(env: &Env, n: u32) {
+pub async fn ask(env: &Env, n: u32) {
     let question = format!("what does the Makefile do? LOGFILE-{n}");
     env.model.script(
         &question,

@@ -7,6 +7,7 @@ mod harness;
 
 mod approval;
 mod boundary;
+mod build_limits;
 mod byproducts;
 mod caching;
 mod chaos;
@@ -31,6 +32,7 @@ mod pm;
 mod postflight;
 mod postgres;
 mod pr_bodies;
+mod pr_journal;
 mod prepare_ahead;
 mod project_tests;
 mod pushes;

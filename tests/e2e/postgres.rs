@@ -74,6 +74,7 @@ async fn migrations_run_on_postgresql() {
             "merge_order",
             "messages",
             "outbox",
+            "pr_descriptions",
             "review_comments",
             "review_rounds",
             "run_checkpoints",

@@ -509,3 +509,73 @@ fn verify(path: &Path, user: bool) {
     assert!(output.status.success(), "systemd-analyze verify: {said}");
     assert!(said.trim().is_empty(), "systemd-analyze verify: {said}");
 }
+
+/// Where no systemd unit is installed, `--logs` follows the service's own log file: a line
+/// the daemon writes arrives, and after the file rotated past `logging.maxFileMB` the next
+/// line, written to the new file, arrives too.
+#[tokio::test]
+async fn logs_follow_the_log_file_across_its_rotation_where_no_unit_is_installed() {
+    use crate::log_file::{ask, log_path, rotated};
+    use std::io::{BufRead, BufReader};
+    use std::sync::{Arc, Mutex};
+
+    let env = Env::with_config(json!({"logging": {"maxFileMB": 0.001, "keepFiles": 2}})).await;
+    let log = log_path(&env);
+    let _daemon = env.start().await;
+    // No unit in the user's config directory, nor in the one --unit-dir names.
+    let config = tempfile::tempdir().unwrap();
+    let units = tempfile::tempdir().unwrap();
+    let mut command = codebutler_command(env.home.path());
+    command
+        .args(["--logs", "--unit-dir"])
+        .arg(units.path())
+        .arg("--repo")
+        .arg(env.repo_path())
+        .env("XDG_CONFIG_HOME", config.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut follower = command.spawn().unwrap();
+    let followed = Arc::new(Mutex::new(String::new()));
+    let reader = {
+        let stdout = follower.stdout.take().unwrap();
+        let followed = followed.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let mut all = followed.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+            }
+        })
+    };
+    let seen = |marker: String| {
+        let followed = followed.clone();
+        move || followed.lock().unwrap().contains(&marker)
+    };
+
+    // A line the daemon writes now arrives.
+    ask(&env, 0).await;
+    let ok = env
+        .slack
+        .wait_until(crate::harness::WAIT, seen("LOGFILE-0\"".to_owned()))
+        .await;
+    assert!(ok, "followed:\n{}", followed.lock().unwrap());
+
+    // Until the file rotates; then a line written to the new file arrives too.
+    let mut n = 1;
+    while !rotated(&log, 1).exists() && n < 40 {
+        ask(&env, n).await;
+        n += 1;
+    }
+    assert!(rotated(&log, 1).exists(), "no rotation after {n} questions");
+    // Written after the rotation: to the file that replaced the one `--logs` began with.
+    ask(&env, n).await;
+    let ok = env
+        .slack
+        .wait_until(crate::harness::WAIT, seen(format!("LOGFILE-{n}\"")))
+        .await;
+    assert!(ok, "followed:\n{}", followed.lock().unwrap());
+    follower.kill().unwrap();
+    follower.wait().unwrap();
+    reader.join().unwrap();
+}

@@ -60,7 +60,8 @@ struct Args {
     /// Stop the service and remove what --install wrote.
     #[arg(long, conflicts_with_all = ["cleanup_orphans", "logs"])]
     uninstall: bool,
-    /// Follow the service's log (journald; the log file on macOS).
+    /// Follow the service's log: journald for an installed systemd unit, else (and on macOS)
+    /// the service's log file in $CODEBUTLER_HOME/logs, across its rotation.
     #[arg(long, conflicts_with = "cleanup_orphans")]
     logs: bool,
     /// With --install, --uninstall or --logs: the system unit (in /etc/systemd/system,
@@ -165,11 +166,12 @@ fn main() -> ExitCode {
         .parent()
         .map_or_else(|| PathBuf::from("."), Path::to_owned);
     if !args.status {
-        let name = format!(
-            "codebutler-{}",
-            config::sanitized_name(&codebutler_controller::store::repository_name(&layout))
+        open_log_file(
+            &log_file,
+            &home,
+            single_repo_log_name(&layout),
+            &config.logging,
         );
-        open_log_file(&log_file, &home, name, &config.logging);
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
@@ -253,7 +255,7 @@ fn serve_listed(
         open_log_file(
             log_file,
             home,
-            "codebutler".to_owned(),
+            LISTED_LOG_NAME.to_owned(),
             &first.config.logging,
         );
     }
@@ -274,6 +276,38 @@ fn serve_listed(
         shutdown,
     ));
     exit(&notifier, result)
+}
+
+/// The name of the log file of a service that serves the global config's `repositories`.
+const LISTED_LOG_NAME: &str = "codebutler";
+
+/// The name of the log file of a service that serves the repository of `layout` on its own.
+fn single_repo_log_name(layout: &Layout) -> String {
+    format!(
+        "codebutler-{}",
+        config::sanitized_name(&codebutler_controller::store::repository_name(layout))
+    )
+}
+
+/// The log file `--logs` follows where journald does not hold the log, as the service
+/// names it: the one of the repository `--repo` names, served on its own; else, when the
+/// global config lists `repositories`, theirs; else the one of the repository the current
+/// directory is in. On failure, the exit code, said.
+fn service_log_file(repo: Option<&Path>) -> Result<PathBuf, ExitCode> {
+    let home = config::global_dir().map_err(|e| fail(&format!("configuration: {e}"), 2))?;
+    let listed = match repo {
+        Some(_) => false,
+        None => listed_repositories()
+            .map_err(|e| fail(&format!("configuration: {e}"), 2))?
+            .is_some(),
+    };
+    let name = if listed {
+        LISTED_LOG_NAME.to_owned()
+    } else {
+        let repo = find_repo(repo).map_err(|e| fail(&e.to_string(), 2))?;
+        single_repo_log_name(&Layout::new(&repo))
+    };
+    Ok(logging::file::current_file(&home.join("logs"), &name))
 }
 
 /// Starts the service's log file, `<home>/logs/<name>.log`, rotated as `logging` says; when
@@ -416,7 +450,12 @@ fn service_manager(args: &Args) -> ExitCode {
     };
     let unit_dir = args.unit_dir.as_deref();
     if args.logs {
-        let line = match install::logs(args.system.then_some(Scope::System), unit_dir, &env) {
+        let log_file = match service_log_file(args.repo.as_deref()) {
+            Ok(path) => path,
+            Err(code) => return code,
+        };
+        let scope = args.system.then_some(Scope::System);
+        let line = match install::logs(scope, unit_dir, &env, &log_file) {
             Ok(line) => line,
             Err(e) => return fail(&e.to_string(), e.exit_code()),
         };

@@ -220,6 +220,18 @@ fn check_distinct_and_one_app(
     ]
     .into_iter()
     .find_map(|(field, differs)| differs.then_some(field));
+    let (a, b) = (&other.config.build, &config.build);
+    if a.max_concurrent_builds != b.max_concurrent_builds {
+        return Err(repositories_error(
+            global,
+            format!(
+                "repository `{}` ({}) sets build.maxConcurrentBuilds differently from repository `{}`: the limit is one for the machine's preparations, so set it in the global config only",
+                entry.name,
+                sources.repo.display(),
+                other.entry.name
+            ),
+        ));
+    }
     match differing {
         Some(field) => Err(repositories_error(
             global,

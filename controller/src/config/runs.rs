@@ -186,10 +186,17 @@ pub struct BuildConfig {
     /// Directories put in front of the sandbox's `PATH` (`build.path`: toolchains outside
     /// the system's, which `sandbox.readOnly` must let the sandbox see).
     pub path: Vec<String>,
+    /// Worktree preparations running at once on this machine, for every repository of the
+    /// service (`build.maxConcurrentBuilds`); 0 for no limit.
+    pub max_concurrent_builds: u32,
+    /// A shell command run in the sandbox before the preparation (`build.preBuildCommand`).
+    pub pre_build_command: Option<String>,
 }
 
 /// The most speculative preparations `build.maxPreparedAhead` may ask for.
 const MAX_PREPARED_AHEAD: u32 = 32;
+/// The most preparations `build.maxConcurrentBuilds` may let run at once.
+const MAX_CONCURRENT_BUILDS: u32 = 64;
 
 /// What a file may say in `build`.
 #[derive(Debug, Default, Deserialize)]
@@ -205,6 +212,8 @@ pub(super) struct BuildFile {
     env: BTreeMap<String, String>,
     #[serde(default)]
     path: Vec<String>,
+    max_concurrent_builds: Option<u32>,
+    pre_build_command: Option<String>,
 }
 
 impl BuildFile {
@@ -236,6 +245,16 @@ impl BuildFile {
                 Ok(()) => self.path,
                 Err(e) => return Err(origin.field_error("build.path", e.to_string())),
             },
+            max_concurrent_builds: match self.max_concurrent_builds.unwrap_or(0) {
+                n if n > MAX_CONCURRENT_BUILDS => {
+                    return Err(origin.field_error(
+                        "build.maxConcurrentBuilds",
+                        format!("{n} is more than {MAX_CONCURRENT_BUILDS}"),
+                    ));
+                }
+                n => n,
+            },
+            pre_build_command: self.pre_build_command.filter(|c| !c.trim().is_empty()),
         })
     }
 }

@@ -152,6 +152,8 @@ fn build_section_and_worktree_disk_limit() {
             test_command: None,
             env: Default::default(),
             path: Vec::new(),
+            max_concurrent_builds: 0,
+            pre_build_command: None,
         }
     );
     assert_eq!(c.access.max_worktree_disk_mb, 0, "absent means no limit");
@@ -1171,4 +1173,76 @@ fn pr_instructions_and_the_log_files_rotation() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("changesWorkflow.prInstructions"), "{e}");
+}
+
+#[test]
+fn preparations_are_unlimited_by_default_and_a_pre_build_command_is_kept() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        (c.build.max_concurrent_builds, c.build.pre_build_command),
+        (0, None)
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"build":{"maxConcurrentBuilds":1,"preBuildCommand":"bundle exec pod install"}}"#,
+        ),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(c.build.max_concurrent_builds, 1);
+    assert_eq!(
+        c.build.pre_build_command.as_deref(),
+        Some("bundle exec pod install")
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"build":{"preBuildCommand":"  "}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env).unwrap().build.pre_build_command,
+        None
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"build":{"maxConcurrentBuilds":65}}"#),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("build.maxConcurrentBuilds") && e.contains("65 is more than 64"),
+        "{e}"
+    );
+}
+
+#[test]
+fn one_service_has_one_limit_on_preparations() {
+    let team = Team::new(serde_json::json!({}));
+    let api = team.repo("api", None);
+    let web = team.repo("web", Some(r#"{"build":{"maxConcurrentBuilds":1}}"#));
+    let mut global = team_global(serde_json::json!([
+        {"path": api, "channel": "C1"},
+        {"path": web, "channel": "C2"},
+    ]));
+    global["build"] = serde_json::json!({"maxConcurrentBuilds": 2});
+    team.write_global(global.clone());
+    // Set in the global config only, every repository has it.
+    let web_alike = team.repo("web2", None);
+    let mut alike = global.clone();
+    alike["repositories"][1]["path"] = serde_json::json!(web_alike);
+    team.write_global(alike);
+    let repos = team.load().unwrap();
+    assert!(
+        repos
+            .iter()
+            .all(|r| r.config.build.max_concurrent_builds == 2)
+    );
+    team.write_global(global);
+    assert_eq!(
+        team.load().unwrap_err().to_string(),
+        format!(
+            "{}: repository `web` ({}) sets build.maxConcurrentBuilds differently from repository `api`: the limit is one for the machine's preparations, so set it in the global config only",
+            team.home().join("config.json").display(),
+            web.join(".codebutler/config.json").display()
+        )
+    );
 }

@@ -1,5 +1,5 @@
 //! What a thread leaves behind when its work is done: the pull request's description
-//! ([`description`]), the thread's journal committed on its branch ([`thread_journal`]), and the
+//! ([`description`], its Journal section [`timeline`]), the thread's journal committed on its branch ([`thread_journal`]), and the
 //! usage report posted when it closes ([`report`], from what [`usage`] reads). The PM's
 //! parts of them — the summary, the decisions, the tips — come from one model call each
 //! ([`notes`]).
@@ -8,4 +8,5 @@ pub mod description;
 pub mod notes;
 pub mod report;
 pub mod thread_journal;
+pub mod timeline;
 pub mod usage;

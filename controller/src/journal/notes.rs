@@ -5,7 +5,7 @@
 //! guess, never a crash.
 
 use codebutler_agent::conversation::ChatMessage;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::ThreadKey;
@@ -38,7 +38,7 @@ pub enum NoteError {
 }
 
 /// The Summary and Decisions of a pull request.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrSummary {
     pub summary: String,

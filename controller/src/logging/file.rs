@@ -86,13 +86,19 @@ impl RotatingFile {
 impl LogFileSettings {
     /// The current file, `<dir>/<name>.log`.
     pub fn current(&self) -> PathBuf {
-        self.dir.join(format!("{}.log", self.name))
+        current_file(&self.dir, &self.name)
     }
 
     /// The rotated file `n`, `<dir>/<name>.log.<n>`.
     pub fn rotated(&self, n: u32) -> PathBuf {
         self.dir.join(format!("{}.log.{n}", self.name))
     }
+}
+
+/// The current log file of the service `name` in `dir`, `<dir>/<name>.log` (what
+/// `codebutler --logs` follows where journald does not hold the log).
+pub fn current_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.log"))
 }
 
 /// The directory, made if missing (mode 0700); a link there is refused.

@@ -60,6 +60,7 @@ pub async fn supervisor_for(
     store: Store,
     gateway: Arc<Gateway>,
     shared_as: Option<String>,
+    builds: crate::workspace::build_slots::BuildSlots,
 ) -> Result<Supervisor, SetupError> {
     // The local runner binary also serves the controller's worktree helper and the
     // worktree preparation, whichever launcher runs the Coder.
@@ -78,7 +79,7 @@ pub async fn supervisor_for(
     }
     let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
         .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone())?;
-    let worktrees = crate::workspace::preparer_for(layout, config, runner_bin)?;
+    let worktrees = crate::workspace::preparer_for(layout, config, runner_bin, builds)?;
     Supervisor::new(SupervisorParts {
         store,
         gateway,

@@ -59,6 +59,7 @@ use crate::store::{Instance, Store, repository_name};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::IntakeSink;
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
+use crate::workspace::build_slots::BuildSlots;
 use crate::workspace::write_access::WriteAccess;
 
 /// How long shutdown waits for work in flight.
@@ -274,10 +275,12 @@ impl LockedRepo {
 
     /// Opens the store, builds the thread handler, sorts out what the last stop cut off and
     /// opens the admin socket; events are not taken yet.
+    /// `builds` are the machine's preparation slots, shared by every repository served.
     pub async fn start(
         self,
         slack: &SharedSlack,
         instance: &Instance,
+        builds: &BuildSlots,
     ) -> Result<RepoService, StartError> {
         let LockedRepo { repo, lock, models } = self;
         let ServedRepo {
@@ -304,6 +307,7 @@ impl LockedRepo {
                 &outbox,
                 shared.then_some(instance),
                 models,
+                builds.clone(),
             )
             .await?,
         );
@@ -424,6 +428,7 @@ async fn thread_handler(
     outbox: &Outbox,
     shared_as: Option<&Instance>,
     models: Option<Arc<ModelList>>,
+    builds: BuildSlots,
 ) -> Result<ThreadHandler, StartError> {
     let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?.knowing_models(models));
     let supervisor = runners::supervisor_for(
@@ -432,6 +437,7 @@ async fn thread_handler(
         store.clone(),
         gateway.clone(),
         shared_as.map(|i| i.id.clone()),
+        builds,
     )
     .await?;
     let root = RepoRoot::new(&layout.repo).map_err(|source| StartError::Repo {
@@ -462,11 +468,7 @@ async fn thread_handler(
         prepare: supervisor.worktrees().clone(),
         gh: PathBuf::from(&config.github.cli),
     };
-    let describer = Describer {
-        pm: pm.clone(),
-        outbox: outbox.clone(),
-        prepare: supervisor.worktrees().clone(),
-    };
+    let describer = Describer::new(pm.clone(), outbox.clone(), supervisor.worktrees().clone());
     let coordination = Coordination {
         store: store.clone(),
         pm: pm.clone(),

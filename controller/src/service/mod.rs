@@ -49,6 +49,7 @@ use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, build_client};
 use crate::slack::socket::{EventSink, ProbeError, SocketMode};
 use crate::store::Instance;
+use crate::workspace::build_slots::BuildSlots;
 use daemon::{LockedRepo, RepoService};
 
 pub use connections::{LiveInstances, NoPeers, PeerConnections, SharedApp};
@@ -98,6 +99,9 @@ pub async fn run(
     tokio::pin!(shutdown);
     let names = served_names(&repos);
     let app = first.config.slack.clone();
+    // One limit on preparations for the machine: every repository's is the same (checked
+    // with the configuration).
+    let builds = BuildSlots::new(first.config.build.max_concurrent_builds);
     let mut locked = Vec::with_capacity(repos.len());
     for repo in repos {
         let name = repo.name.clone();
@@ -117,7 +121,7 @@ pub async fn run(
     };
     let instance = Instance::this_process().map_err(StartError::Instance)?;
     notifier.status(&format!("starting {names}"));
-    let mut started = start_all(locked, &slack, &instance).await?;
+    let mut started = start_all(locked, &slack, &instance, &builds).await?;
     // On a shared store the other live instances' connections are expected.
     let peers: Arc<dyn PeerConnections> = match started.iter().find_map(RepoService::shared_store) {
         Some(store) => Arc::new(LiveInstances {
@@ -259,12 +263,13 @@ async fn start_all(
     locked: Vec<LockedRepo>,
     slack: &SharedSlack,
     instance: &Instance,
+    builds: &BuildSlots,
 ) -> Result<Vec<RepoService>, StartError> {
     let mut started = Vec::with_capacity(locked.len());
     let mut locked = locked.into_iter();
     while let Some(repo) = locked.next() {
         let name = repo.name().map(str::to_owned);
-        match repo.start(slack, instance).await {
+        match repo.start(slack, instance, builds).await {
             Ok(service) => started.push(service),
             Err(e) => {
                 // Let go of the locks not started yet before the slow stops.

@@ -157,7 +157,9 @@ impl Store {
         let number = i64::try_from(pr.number)
             .map_err(|_| unknown_value("threads.pr_number", thread, pr.number.to_string()))?;
         let updated = sqlx::query(
-            "UPDATE threads SET state = 'pr_opened', pr_number = $1, pr_url = $2, updated_at = $3 \
+            "UPDATE threads SET state = 'pr_opened', pr_number = $1, pr_url = $2, updated_at = $3, \
+             pr_opened_at = CASE WHEN pr_number = $1 AND pr_opened_at IS NOT NULL \
+               THEN pr_opened_at ELSE $3 END \
              WHERE channel_id = $4 AND thread_ts = $5 AND state NOT LIKE 'closed%'",
         )
         .bind(number)

@@ -3,6 +3,7 @@
 //! [`super::close_commands`] carries the steps out.
 
 use crate::domain::Closure;
+use crate::journal::description::MERGE_STEP;
 use crate::thread::approval::normalize;
 
 /// The words that close a thread, whole message, case and punctuation ignored: with
@@ -64,6 +65,8 @@ pub enum Step {
     Description,
     Journal,
     Merge,
+    /// The merge written in the pull request's Journal.
+    DescriptionMerged,
     DeleteRemoteBranch,
     Cleanup,
     Report,
@@ -75,7 +78,8 @@ impl Step {
         match self {
             Self::Description => "description",
             Self::Journal => "journal",
-            Self::Merge => "merge",
+            Self::Merge => MERGE_STEP,
+            Self::DescriptionMerged => "description_merged",
             Self::DeleteRemoteBranch => "delete_remote_branch",
             Self::Cleanup => "cleanup",
             Self::Report => "report",
@@ -88,6 +92,7 @@ impl Step {
             Self::Description => "update the pull request's description",
             Self::Journal => "commit the thread's journal",
             Self::Merge => "merge the pull request",
+            Self::DescriptionMerged => "write the merge in the pull request's description",
             Self::DeleteRemoteBranch => "delete the pull request's branch on GitHub",
             Self::Cleanup => "remove the thread's worktree",
             Self::Report => "post the usage report",
@@ -103,6 +108,7 @@ impl CloseKind {
                 Step::Description,
                 Step::Journal,
                 Step::Merge,
+                Step::DescriptionMerged,
                 Step::DeleteRemoteBranch,
                 Step::Cleanup,
                 Step::Report,
@@ -176,6 +182,7 @@ mod tests {
                 "description",
                 "journal",
                 "merge",
+                "description_merged",
                 "delete_remote_branch",
                 "cleanup",
                 "report"

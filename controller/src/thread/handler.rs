@@ -107,6 +107,16 @@ impl MessageHandler for ThreadHandler {
 }
 
 impl ThreadHandler {
+    /// Brings the description of the thread's open pull request up to date after a step
+    /// (its Journal), in the background: one `gh pr edit` if its text changed.
+    pub(super) fn refresh_description(&self, thread: &ThreadKey) {
+        let after_pr = self.coder.after_pr.clone();
+        let thread = thread.clone();
+        tokio::spawn(async move { after_pr.refresh_description(&thread).await });
+    }
+}
+
+impl ThreadHandler {
     /// Applies the command `msg` gives with `facts`; when the running Coder it was for had
     /// ended as it came, reads the thread's state again and applies what the rules after the
     /// running Coder's say.

@@ -48,8 +48,12 @@ impl ThreadHandler {
                             seq: open.seq,
                             commit_sha: Some(&saved.sha),
                         };
-                        self.record_memory(msg, settle, &saved_message(&saved))
-                            .await
+                        let settled = self
+                            .record_memory(msg, settle, &saved_message(&saved))
+                            .await;
+                        // The memory saved is one of the Journal's entries.
+                        self.refresh_description(&thread);
+                        settled
                     }
                     Err(e) => {
                         tracing::error!(thread = %thread, "save the memory: {e}");

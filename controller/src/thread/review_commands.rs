@@ -270,7 +270,11 @@ impl ThreadHandler {
     async fn said_once(&self, msg: &IncomingMessage, text: &str, changes: &[Change<'_>]) -> Settle {
         let effects = Effects::new(&msg.thread()).reply(text, &super::handler::speaker(Role::Pm));
         match self.outbox.commit(changes, &effects).await {
-            Ok(true) => Settle::Settled,
+            Ok(true) => {
+                // The round's outcome is one of the Journal's entries.
+                self.refresh_description(&msg.thread());
+                Settle::Settled
+            }
             Ok(false) => Settle::Processed,
             Err(e) => {
                 tracing::error!(thread = %msg.thread(), "record the reply to {}: {e}", msg.ts);

@@ -8,7 +8,8 @@
 //! sandboxed worktree helper ([`stage`]), for commits and pushes and pull requests
 //! ([`forge`]) and for the checkpoints "undo" returns to ([`checkpoint`]). What the
 //! preparation left is recorded and kept out of commits ([`prepared`]), and build
-//! by-products are ignored in each thread's own repository ([`byproducts`]). The controller's
+//! by-products are ignored in each thread's own repository ([`byproducts`]); how many
+//! preparations run at once on the machine is [`build_slots`]'. The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
 //! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
 //! by [`pull_request`] (whether its reviewers let a merge go on is [`review_gate`]'s to say,
@@ -21,6 +22,7 @@
 pub mod base_checkout;
 pub mod branch_diff;
 pub mod branch_files;
+pub mod build_slots;
 pub mod byproducts;
 pub mod checkpoint;
 pub mod ci_workflow;
@@ -123,11 +125,13 @@ pub enum SetupError {
 
 /// The worktree preparer for a repository's configuration (`build`, `sandbox`,
 /// `access.maxWorktreeDiskMB`), with `runner_bin` (the runners' binary, whose
-/// `sandbox-exec` runs the init and the worktree helper).
+/// `sandbox-exec` runs the init and the worktree helper) and the machine's preparation
+/// slots, shared by every repository of the service (`build.maxConcurrentBuilds`).
 pub fn preparer_for(
     layout: &Layout,
     config: &Config,
     runner_bin: PathBuf,
+    builds: build_slots::BuildSlots,
 ) -> Result<worktree::Preparer, SetupError> {
     if config.sandbox.disk_mb > 0
         && let Err(source) = disk::probe()
@@ -145,6 +149,7 @@ pub fn preparer_for(
         build: config.build.clone(),
         max_disk_mb: config.access.max_worktree_disk_mb,
         toolchains: toolchains::Toolchains::of_this_process(config.sandbox.find_toolchains),
+        builds,
     })
 }
 
@@ -184,6 +189,8 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect::<BTreeMap<_, _>>(),
             path: vec![path.display().to_string()],
+            max_concurrent_builds: 0,
+            pre_build_command: None,
         }
     }
 

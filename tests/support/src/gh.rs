@@ -445,8 +445,21 @@ if [ "$1" = "pr" ] && [ "$2" = "edit" ]; then
     exit 1
   fi
   [ -n "$(pr_head "$number")" ] || not_found "$number"
+  cat > "$here/pr-edit-body.md.part"
+  if [ -f "$here/edit.block" ]; then
+    : > "$here/edit.waiting"
+    while [ -f "$here/edit.block" ]; do sleep 0.05; done
+    rm -f "$here/edit.waiting"
+    if [ -f "$here/edit.lost" ]; then
+      rm -f "$here/edit.lost" "$here/pr-edit-body.md.part"
+      echo "fake gh: error connecting to api.github.com" >&2
+      exit 1
+    fi
+  fi
+  # Every body GitHub received, in order, each followed by a separator line.
+  { cat "$here/pr-edit-body.md.part"; printf '\n\036\n'; } >> "$here/pr-edits.log"
   # Written whole, then renamed: a test waiting for the file never reads half of it.
-  cat > "$here/pr-edit-body.md.part" && mv "$here/pr-edit-body.md.part" "$here/pr-edit-body.md"
+  mv "$here/pr-edit-body.md.part" "$here/pr-edit-body.md"
   echo "https://github.com/acme/app/pull/$number"
   exit 0
 fi
@@ -573,7 +586,10 @@ exit 1
 ///   `CONFLICTING` as `git merge-tree` of the base and the head on origin says (`UNKNOWN`
 ///   unless it is open), its state `MERGED` once merged; a number never created fails like
 ///   GitHub; an unknown JSON field or flag fails like `gh`;
-/// - `gh pr edit <n> --body-file -` saves its stdin to `dir/pr-edit-body.md`;
+/// - `gh pr edit <n> --body-file -` saves its stdin to `dir/pr-edit-body.md` and appends it
+///   to `dir/pr-edits.log` ([`gh_edited_bodies`]); while `dir/edit.block` exists it waits
+///   first (having created `dir/edit.waiting`), and then, if `dir/edit.lost` exists, fails
+///   without GitHub receiving the body ([`block_edit`], [`release_edit`]);
 /// - `gh pr merge <n> --squash|--merge|--rebase [--admin]` appends the strategy to
 ///   `dir/merges.log`, waits while `dir/merge.block` exists (having created
 ///   `dir/merge.waiting`), then fails like `gh` when the PR is merged, closed, or (without
@@ -1077,6 +1093,35 @@ pub fn gh_merges(dir: &Path) -> Vec<String> {
 /// The body the last `gh pr edit --body-file -` read on stdin, if any.
 pub fn gh_edited_body(dir: &Path) -> Option<String> {
     std::fs::read_to_string(dir.join("pr-edit-body.md")).ok()
+}
+
+/// Every body `gh pr edit --body-file -` gave GitHub, in order.
+pub fn gh_edited_bodies(dir: &Path) -> Vec<String> {
+    let log = std::fs::read_to_string(dir.join("pr-edits.log")).unwrap_or_default();
+    let mut bodies: Vec<String> = log.split("\n\u{1e}\n").map(str::to_owned).collect();
+    // What follows the last separator is being written (or nothing).
+    bodies.pop();
+    bodies
+}
+
+/// Makes the fake's `gh pr edit` wait before GitHub receives the body (until
+/// [`release_edit`]).
+pub fn block_edit(dir: &Path) {
+    std::fs::write(dir.join("edit.block"), "").expect("fake gh: write edit.block");
+}
+
+/// Whether a `gh pr edit` is waiting on [`block_edit`].
+pub fn edit_waiting(dir: &Path) -> bool {
+    dir.join("edit.waiting").exists()
+}
+
+/// Lets a waiting `gh pr edit` go on: GitHub receives its body, or with `lost` it fails as
+/// when the connection drops, and GitHub receives nothing.
+pub fn release_edit(dir: &Path, lost: bool) {
+    if lost {
+        std::fs::write(dir.join("edit.lost"), "").expect("fake gh: write edit.lost");
+    }
+    std::fs::remove_file(dir.join("edit.block")).expect("fake gh: remove edit.block");
 }
 
 /// Makes the fake's next `gh pr merge` wait (until [`release_merge`]).

@@ -31,7 +31,9 @@ pub mod slack;
 pub mod systemd;
 pub mod terminal;
 
-pub use gh::{FakePr, gh_edited_body, gh_log, gh_merges, gh_pr_body, install_fake_gh};
+pub use gh::{
+    FakePr, gh_edited_bodies, gh_edited_body, gh_log, gh_merges, gh_pr_body, install_fake_gh,
+};
 pub use gh_items::FakeItem;
 pub use model::{FakeModel, Recorded, Reply};
 pub use slack::{

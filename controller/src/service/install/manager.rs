@@ -134,19 +134,19 @@ pub fn systemd_running(scope: Scope) -> Result<(), NotRunning> {
     }
 }
 
-/// The command that follows the service's log: journald for a systemd unit of `scope`, the
-/// log file `log` for a launchd agent.
-pub fn logs_command(manager: Manager, log: &Path) -> CommandLine {
-    match manager {
-        Manager::Systemd(Scope::User) => {
-            CommandLine::new("journalctl", &["--user", "-u", UNIT_NAME, "-f"])
-        }
-        Manager::Systemd(Scope::System) => CommandLine::new("journalctl", &["-u", UNIT_NAME, "-f"]),
-        Manager::Launchd => {
-            let log = log.to_string_lossy();
-            CommandLine::new("tail", &["-n", "200", "-F", &log])
-        }
+/// The command that follows the systemd unit of `scope`'s log in journald.
+pub fn journal_command(scope: Scope) -> CommandLine {
+    match scope {
+        Scope::User => CommandLine::new("journalctl", &["--user", "-u", UNIT_NAME, "-f"]),
+        Scope::System => CommandLine::new("journalctl", &["-u", UNIT_NAME, "-f"]),
     }
+}
+
+/// The command that follows the log file `log` by its name, as it rotates (`tail -F`: a
+/// file renamed away is left for the new one, which it waits for if it is not there yet).
+pub fn follow_file(log: &Path) -> CommandLine {
+    let log = log.to_string_lossy();
+    CommandLine::new("tail", &["-n", "200", "-F", &log])
 }
 
 /// The commands that load and unload the launchd agent at `plist`.
@@ -202,19 +202,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn logs_follow_journald_or_the_agents_file() {
-        let log = Path::new("/Users/ops/Library/Logs/codebutler.log");
+    fn logs_follow_journald_or_the_services_file() {
         assert_eq!(
-            logs_command(Manager::Systemd(Scope::User), log).shown(),
+            journal_command(Scope::User).shown(),
             "journalctl --user -u codebutler.service -f"
         );
         assert_eq!(
-            logs_command(Manager::Systemd(Scope::System), log).shown(),
+            journal_command(Scope::System).shown(),
             "journalctl -u codebutler.service -f"
         );
         assert_eq!(
-            logs_command(Manager::Launchd, log).shown(),
-            "tail -n 200 -F /Users/ops/Library/Logs/codebutler.log"
+            follow_file(Path::new("/home/ops/.codebutler/logs/codebutler.log")).shown(),
+            "tail -n 200 -F /home/ops/.codebutler/logs/codebutler.log"
         );
     }
 

@@ -1,4 +1,5 @@
-//! `codebutler --install`, `--uninstall`, `--logs` and the service's lines of `--status`:
+//! `codebutler --install`, `--uninstall`, `--logs` (journald for an installed systemd unit,
+//! else the service's own log file) and the service's lines of `--status`:
 //! the one service of a Slack app run by the host's service manager — a systemd unit (a user
 //! unit by default, a system unit with `--system`, which the per-thread disks need since
 //! they are loop mounts only root can make) or, on macOS, a launchd agent.
@@ -67,8 +68,6 @@ pub enum InstallError {
     Manager(#[from] ManagerError),
     #[error(transparent)]
     Unwritable(#[from] unit::UnwritableValue),
-    #[error("CodeButler's service is not installed here ({}): install it with codebutler --install", path.display())]
-    NotInstalled { path: PathBuf },
 }
 
 impl InstallError {
@@ -80,8 +79,7 @@ impl InstallError {
             | Self::NotOurs { .. }
             | Self::DisksNeedRoot { .. }
             | Self::NoHome
-            | Self::Unwritable(_)
-            | Self::NotInstalled { .. } => 2,
+            | Self::Unwritable(_) => 2,
             Self::NeedsRoot { .. }
             | Self::Write { .. }
             | Self::Remove { .. }
@@ -332,12 +330,15 @@ fn systemd_available(scope: Scope) -> Result<(), InstallError> {
     })
 }
 
-/// The command that follows the installed service's log: the unit of `scope` when given,
-/// else the user's unit if installed, else the system's.
+/// The command that follows the service's log: journald for the systemd unit of `scope`
+/// when given, else the user's unit if installed, else the system's; where none of those
+/// is installed (the service run some other way) or on macOS, the service's own log file
+/// `log_file`, followed by name across its rotation.
 pub fn logs(
     scope: Option<Scope>,
     unit_dir: Option<&Path>,
     env: &dyn Fn(&str) -> Option<String>,
+    log_file: &Path,
 ) -> Result<CommandLine, InstallError> {
     let placement = match scope {
         Some(scope) => Placement::for_scope(scope, unit_dir, env)?,
@@ -350,12 +351,10 @@ pub fn logs(
             }
         }
     };
-    if !placement.path.exists() {
-        return Err(InstallError::NotInstalled {
-            path: placement.path,
-        });
-    }
-    Ok(manager::logs_command(placement.manager, &placement.log))
+    Ok(match placement.manager {
+        Manager::Systemd(scope) if placement.path.exists() => manager::journal_command(scope),
+        _ => manager::follow_file(log_file),
+    })
 }
 
 /// The service as `--status` shows it.

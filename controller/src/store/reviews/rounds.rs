@@ -86,6 +86,8 @@ pub struct RoundRecord {
     pub state: RoundState,
     /// When it was approved.
     pub approved_at: Option<String>,
+    /// When the watcher opened it.
+    pub created_at: String,
 }
 
 #[derive(sqlx::FromRow)]
@@ -98,6 +100,7 @@ struct RoundRow {
     decision: String,
     state: String,
     approved_at: Option<String>,
+    created_at: String,
 }
 
 impl RoundRow {
@@ -123,12 +126,13 @@ impl RoundRow {
             decision: self.decision,
             state,
             approved_at: self.approved_at,
+            created_at: self.created_at,
         })
     }
 }
 
 const ROUND_COLUMNS: &str =
-    "round, pr_number, pr_url, kind, head_oid, decision, state, approved_at";
+    "round, pr_number, pr_url, kind, head_oid, decision, state, approved_at, created_at";
 
 /// A round the watcher wants to open.
 #[derive(Clone, Debug)]
@@ -415,6 +419,18 @@ impl Store {
         ))
         .bind_thread(thread)
         .bind(state.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(|r| r.into_record(thread)).collect()
+    }
+
+    /// Every round of the thread, oldest first.
+    pub async fn thread_rounds(&self, thread: &ThreadKey) -> Result<Vec<RoundRecord>, StoreError> {
+        let rows = sqlx::query_as::<_, RoundRow>(&format!(
+            "SELECT {ROUND_COLUMNS} FROM review_rounds \
+             WHERE channel_id = $1 AND thread_ts = $2 ORDER BY round"
+        ))
+        .bind_thread(thread)
         .fetch_all(&self.pool)
         .await?;
         rows.into_iter().map(|r| r.into_record(thread)).collect()

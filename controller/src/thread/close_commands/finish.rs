@@ -133,11 +133,8 @@ impl ThreadHandler {
 
     /// Writes pull request descriptions for this thread's handler.
     pub(in crate::thread) fn describer(&self) -> Describer {
-        Describer {
-            pm: self.pm.clone(),
-            outbox: self.outbox.clone(),
-            prepare: self.coder.prepare.clone(),
-        }
+        // The one the steps after a pull request opened use: one refresh at a time.
+        self.coder.after_pr.describer.clone()
     }
 
     /// The thread's title: its plan's summary, else its first message.

@@ -33,6 +33,7 @@ use std::path::PathBuf;
 
 use crate::domain::PrEvent;
 use crate::domain::{IncomingMessage, PullRequestRef, Role, RunRecord, ThreadKey};
+use crate::journal::description::DescriptionError;
 use crate::store::StoreError;
 use crate::thread::close_plan::{CloseKind, Step};
 use crate::thread::handler::{Settle, ThreadHandler};
@@ -61,6 +62,8 @@ struct Closing<'a> {
 enum StepError {
     #[error(transparent)]
     PullRequest(#[from] PullRequestError),
+    #[error(transparent)]
+    Description(#[from] DescriptionError),
     #[error(transparent)]
     Forge(#[from] ForgeError),
     #[error(transparent)]

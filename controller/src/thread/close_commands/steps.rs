@@ -1,8 +1,9 @@
 //! The steps of a close, each a thread's side effect done once: the pull request's
-//! description, the journal committed on the branch, the merge, the remote branch deleted,
+//! description (before the merge, and its Journal after it), the journal committed on the branch, the merge, the remote branch deleted,
 //! the worktree removed (or kept, for an abandoned thread's work never pushed).
 
 use crate::history::History;
+use crate::journal::description::Summary;
 use crate::journal::thread_journal::{self, JournalHead};
 use crate::journal::usage;
 use crate::thread::close_plan::{CloseKind, Step};
@@ -23,10 +24,16 @@ impl ThreadHandler {
     ) -> Result<Option<String>, StepError> {
         let repo = &self.coder.layout.repo;
         match step {
-            Step::Description => {
+            Step::Description | Step::DescriptionMerged => {
                 let Some(pr) = c.pr else { return Ok(None) };
+                // The PM sums the thread up again before the merge; after it, the Journal
+                // gains the merge and the summary stays.
+                let summary = match step {
+                    Step::Description => Summary::Fresh,
+                    _ => Summary::Kept,
+                };
                 self.describer()
-                    .write(&c.thread, pr, c.tree.as_ref())
+                    .refresh(&c.thread, pr, c.tree.as_ref(), summary)
                     .await?;
                 Ok(None)
             }

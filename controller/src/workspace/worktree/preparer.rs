@@ -1,6 +1,8 @@
 //! Preparing a worktree for an approved plan: the disk limit, the base, the worktree, then
-//! the platforms' init in the sandbox, reported in the thread through a [`Progress`], and a
-//! record of what the init left, which the Coder's commits leave out ([`prepared`]).
+//! the platforms' init in the sandbox (after `build.preBuildCommand`, in the same sandbox,
+//! once one of the machine's preparation slots is free: [`BuildSlots`]), reported in the
+//! thread through a [`Progress`], and a record of what the init left, which the Coder's
+//! commits leave out ([`prepared`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,6 +14,7 @@ use super::{
     disks_dir, remove, short,
 };
 use crate::config::{BuildConfig, SandboxConfig};
+use crate::workspace::build_slots::{BuildSlots, Turn};
 use crate::workspace::platform::{self, InitEnd, InitRequest};
 use crate::workspace::toolchains::Toolchains;
 use crate::workspace::{disk, prepared, project_files, stage};
@@ -64,6 +67,25 @@ struct Init {
     notes: Vec<String>,
 }
 
+/// `build.preBuildCommand` (if any) before `init`: in its own subshell, so what it is made
+/// of cannot change what follows it, and the preparation goes on only if it succeeded.
+fn with_pre_build(pre: Option<&str>, init: Option<Init>) -> Option<Init> {
+    let Some(pre) = pre else { return init };
+    let first = format!("(\n{pre}\n)");
+    Some(match init {
+        None => Init {
+            command: first,
+            shown: pre.to_owned(),
+            notes: Vec::new(),
+        },
+        Some(init) => Init {
+            command: format!("{first} && {}", init.command),
+            shown: format!("{pre} && {}", init.shown),
+            notes: init.notes,
+        },
+    })
+}
+
 impl Init {
     /// `build.initCommand`, shown as it is.
     fn given(command: &str) -> Self {
@@ -92,6 +114,9 @@ pub struct Preparer {
     /// The toolchains found at start that every sandbox here shows
     /// ([`crate::workspace::toolchains`]).
     pub toolchains: Toolchains,
+    /// The machine's preparation slots (`build.maxConcurrentBuilds`), shared by every
+    /// repository of the service.
+    pub builds: BuildSlots,
 }
 
 impl Preparer {
@@ -202,9 +227,33 @@ impl Preparer {
 
     /// Detects the platforms, makes the ignored directories, runs the init and records what
     /// it left ([`prepared`]), so the Coder's commits leave it out.
+    /// It waits for one of the machine's preparation slots first, and holds it to the end.
     async fn init(&self, tree: &Worktree, progress: &dyn Progress) -> Result<(), PrepareError> {
-        let Some(init) = self.init_command(tree, progress).await? else {
+        let init = self.init_command(tree, progress).await?;
+        let Some(init) = with_pre_build(self.build.pre_build_command.as_deref(), init) else {
             return Ok(());
+        };
+        let _slot = match self.builds.take() {
+            Turn::Now(slot) => slot,
+            Turn::Queued { ahead, queued } => {
+                let others = match ahead {
+                    1 => "1 other preparation".to_owned(),
+                    n => format!("{n} other preparations"),
+                };
+                progress
+                    .post(&format!(
+                        "waiting for {others} to finish before preparing the worktree \
+                         (build.maxConcurrentBuilds: {})",
+                        self.build.max_concurrent_builds
+                    ))
+                    .await;
+                tracing::info!(
+                    tag = "CLD",
+                    "worktree {}: waiting for {others} (build.maxConcurrentBuilds)",
+                    tree.path.display()
+                );
+                queued.wait().await
+            }
         };
         let shown = init.shown.clone();
         self.run_init(tree, init, progress).await?;
@@ -468,9 +517,12 @@ mod tests {
                 test_command: None,
                 env: Default::default(),
                 path: Vec::new(),
+                max_concurrent_builds: 0,
+                pre_build_command: None,
             },
             max_disk_mb: 0,
             toolchains: Toolchains::none(),
+            builds: BuildSlots::default(),
         }
     }
 
@@ -618,5 +670,35 @@ mod tests {
         let e = limited.prepare("Another", &progress).await.unwrap_err();
         assert!(matches!(e, PrepareError::DiskLimit(_)), "{e}");
         remove(&repo, &tree).await.unwrap();
+    }
+
+    #[test]
+    fn the_pre_build_command_runs_first_in_a_subshell_of_its_own() {
+        let detected = Init {
+            command: "npm ci".into(),
+            shown: "npm ci".into(),
+            notes: vec!["a note".into()],
+        };
+        assert_eq!(
+            with_pre_build(None, Some(detected.clone())),
+            Some(detected.clone())
+        );
+        assert_eq!(with_pre_build(None, None), None);
+        assert_eq!(
+            with_pre_build(Some("make deps # fetch"), Some(detected)),
+            Some(Init {
+                command: "(\nmake deps # fetch\n) && npm ci".into(),
+                shown: "make deps # fetch && npm ci".into(),
+                notes: vec!["a note".into()],
+            })
+        );
+        assert_eq!(
+            with_pre_build(Some("make deps"), None),
+            Some(Init {
+                command: "(\nmake deps\n)".into(),
+                shown: "make deps".into(),
+                notes: Vec::new(),
+            })
+        );
     }
 }

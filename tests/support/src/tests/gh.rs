@@ -2,8 +2,8 @@
 //! bare repository the local one names as `origin`, never from the local branches.
 
 use crate::gh::{
-    FakePr, block_merge, gh_edited_body, gh_merges, merge_on_github, merge_waiting,
-    number_prs_in_order, release_merge,
+    FakePr, block_edit, block_merge, edit_waiting, gh_edited_bodies, gh_edited_body, gh_merges,
+    merge_on_github, merge_waiting, number_prs_in_order, release_edit, release_merge,
 };
 use crate::git;
 use crate::{gh_log, gh_pr_body, install_fake_gh};
@@ -310,6 +310,31 @@ fn checks_and_closing_are_the_tests_to_set_and_refuse_a_merge() {
     assert_eq!(code, 0);
     assert_eq!(gh_edited_body(&w.gh_dir).as_deref(), Some("new body\n"));
     assert_eq!(w.gh(&["pr", "edit", "7", "--title", "x"], "").0, 1);
+    // Each edit GitHub received is logged; one held and lost never reaches it.
+    block_edit(&w.gh_dir);
+    let held = {
+        let (gh_dir, repo) = (w.gh_dir.clone(), w.repo.clone());
+        std::thread::spawn(move || {
+            gh_in(
+                &gh_dir,
+                &repo,
+                &["pr", "edit", "7", "--body-file", "-"],
+                "lost body\n",
+            )
+            .0
+        })
+    };
+    while !edit_waiting(&w.gh_dir) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    release_edit(&w.gh_dir, true);
+    assert_eq!(held.join().unwrap(), 1);
+    let (code, _, _) = w.gh(&["pr", "edit", "7", "--body-file", "-"], "two\n\nlines\n");
+    assert_eq!(code, 0);
+    assert_eq!(
+        gh_edited_bodies(&w.gh_dir),
+        ["new body\n", "two\n\nlines\n"]
+    );
 
     // Failing checks refuse a merge without --admin; no strategy or an unknown flag too.
     FakePr {
