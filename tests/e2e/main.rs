@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod access;
 mod approval;
 mod boundary;
 mod byproducts;

@@ -499,6 +499,7 @@ async fn thread_handler(
         outbox: outbox.clone(),
         store: store.clone(),
         allowed_users: config.access.allowed_users.clone(),
+        developers: crate::thread::permissions::Developers::new(config.access.developers.clone()),
         max_cost_per_thread: config.coder.max_cost_per_thread,
         merge_strategy: config.github.merge_strategy,
         memory,

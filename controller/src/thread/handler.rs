@@ -21,6 +21,7 @@ use crate::store::reviews::RoundState;
 use crate::store::{Change, Store, ThreadStateError};
 use crate::thread::close_plan::CloseKind;
 use crate::thread::command::{Command, Facts, classify};
+use crate::thread::permissions::Developers;
 use crate::thread::replies;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
@@ -35,6 +36,8 @@ pub struct ThreadHandler {
     pub coder: SlackCoder,
     /// Who may ask for work; empty means everyone in the channel.
     pub allowed_users: Vec<String>,
+    /// Who may steer the work (`access.developers`).
+    pub developers: Developers,
     /// `coder.maxCostPerThread`: a thread's budget unless it sets its own.
     pub max_cost_per_thread: f64,
     /// `github.mergeStrategy`: how "merge" merges the thread's pull request.
@@ -132,7 +135,7 @@ impl ThreadHandler {
     }
 
     /// What the rules need to know of the thread for `msg`, read once: whether its author is
-    /// on the allow-list, the open memory proposal and review round (a failure to read either
+    /// on the allow-list and a developer, the open memory proposal and review round (a failure to read either
     /// is logged and read as none open), and the thread's state.
     async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
         let thread = msg.thread();
@@ -153,6 +156,7 @@ impl ThreadHandler {
         };
         Ok(Facts {
             allowed,
+            developer: self.developers.includes(&msg.user),
             state: self.load_state(msg).await?,
             open_round,
             proposal_open,
@@ -193,6 +197,15 @@ impl ThreadHandler {
                     msg.user
                 );
                 self.answer(msg, Role::Pm, replies::NOT_ALLOWED).await
+            }
+            Command::DevelopersOnly(what) => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → {} may not {what}: not in access.developers",
+                    msg.user
+                );
+                let reply = replies::developers_only(&msg.user, what, &self.developers.mentions());
+                self.answer(msg, Role::Pm, &reply).await
             }
             Command::ThreadClosed => {
                 tracing::info!(tag = "PM", "thread {thread} → message in a closed thread");

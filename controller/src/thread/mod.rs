@@ -5,7 +5,7 @@
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`crate::gateway::budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
-//! [`replies`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
+//! [`replies`]; who may give which command in [`permissions`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
 //! chosen from Slack against the provider's list.
 
 pub mod approval;
@@ -18,6 +18,7 @@ pub mod intake;
 pub mod lease;
 mod memory_commands;
 pub mod model_switch;
+pub mod permissions;
 mod plan_commands;
 mod pm_turn;
 mod rebase_commands;

@@ -26,7 +26,7 @@ use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
-use crate::thread::replies::THREAD_CLOSED;
+use crate::thread::replies::{THREAD_CLOSED, plan_waits_for_developer};
 
 /// Which PM turn a message gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,7 +264,11 @@ impl ThreadHandler {
         if !overlaps.is_empty() {
             cost_line = format!("{cost_line}\n\n{overlaps}");
         }
-        let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
+        let mut markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
+        if !self.developers.includes(&msg.user) {
+            let waits = plan_waits_for_developer(&self.developers.mentions());
+            markdown = format!("{markdown}\n\n{waits}");
+        }
         let digest = plan_digest(&plan.to_json()?);
         Ok(
             Effects::new(&thread).reply_with_blocks(&markdown, speaker(Role::Pm), |text| {
