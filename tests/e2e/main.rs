@@ -33,6 +33,7 @@ mod postgres;
 mod pr_bodies;
 mod prepare_ahead;
 mod project_tests;
+mod provider_failures;
 mod pushes;
 mod questions;
 mod rebase;

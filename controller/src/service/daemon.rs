@@ -425,7 +425,15 @@ async fn thread_handler(
     shared_as: Option<&Instance>,
     models: Option<Arc<ModelList>>,
 ) -> Result<ThreadHandler, StartError> {
-    let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?.knowing_models(models));
+    let fallbacks = crate::gateway::Fallbacks {
+        pm: config.product_manager.fallback.clone(),
+        coder: config.coder.fallback.clone(),
+    };
+    let gateway = Arc::new(
+        Gateway::new(&config.openrouter, store.clone())?
+            .knowing_models(models)
+            .with_fallbacks(fallbacks),
+    );
     let supervisor = runners::supervisor_for(
         layout,
         config,

@@ -1231,7 +1231,8 @@ mod tests {
         ];
         // The facts besides the state: on the allow-list, a developer, round open, proposal
         // open, missed by the running Coder.
-        let variants: [(&str, bool, bool, Option<i64>, bool, bool); 7] = [
+        type Variant = (&'static str, bool, bool, Option<i64>, bool, bool);
+        let variants: [Variant; 7] = [
             ("", true, true, None, false, false),
             ("round 2 open", true, true, Some(2), false, false),
             ("proposal open", true, true, None, true, false),

@@ -57,3 +57,15 @@ pub fn developers_only(user: &str, what: &str, developers: &str) -> String {
 pub fn plan_waits_for_developer(developers: &str) -> String {
     format!("⏳ This plan waits for a developer's approval: {developers}.")
 }
+
+/// After a PM answer a fallback model gave (`fallback`), because `primary` is failing.
+pub fn answered_by_fallback(fallback: &str, primary: &str) -> String {
+    format!("_Answered by `{fallback}`: `{primary}` is failing, so its fallback stands in._")
+}
+
+/// When no PM model answered (`reasons`, each model and why).
+pub fn no_pm_model(reasons: &str) -> String {
+    format!(
+        "No PM model answered ({reasons}). Your message is saved: I'll answer it when you next write in this thread, or when I restart."
+    )
+}
