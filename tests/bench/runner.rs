@@ -392,6 +392,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         ),
         thread_link: None,
         stored: Default::default(),
+        outage: Default::default(),
     };
     tokio::spawn(hub.serve(
         tokio::net::UnixStream::from_std(ours).unwrap(),

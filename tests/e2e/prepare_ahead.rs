@@ -543,6 +543,7 @@ async fn a_runner_without_its_task_is_answered_nothing() {
         )),
         thread_link: None,
         stored: Default::default(),
+        outage: Default::default(),
     };
     tokio::spawn(hub.serve(
         tokio::net::UnixStream::from_std(ours).unwrap(),

@@ -1,7 +1,8 @@
 //! A provider's bad day, end to end: a PM model answering server errors is skipped by its
 //! breaker while `productManager.fallback` answers (the thread names the fallback, the
 //! failing model gets no call until its cool-down), and when no PM model answers the thread
-//! says so plainly and the question is answered once the provider is back.
+//! says so plainly and the question is answered once the provider is back; a Coder run whose
+//! model fails is paused, and "continue" picks it up.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -120,5 +121,67 @@ async fn no_pm_model_answering_is_said_and_the_question_is_answered_after_recove
     assert!(
         posts[2].starts_with("*PM:* ANSWER to <@U0ALICE>: anything?"),
         "{posts:?}"
+    );
+}
+
+/// The Coder's model answers 503 to its first call: the run is paused, not failed (the
+/// thread says so with how to go on, and the approval gets ⏸ rather than ❌); once the
+/// provider is back, "continue" picks the run up and it ends well.
+#[tokio::test]
+async fn a_coder_run_whose_model_fails_is_paused_and_continue_resumes_it() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 6, "timeout": 2},
+        "openrouter": {"maxRetries": 0, "breakerFailures": 100}
+    }))
+    .await;
+    let up = Arc::new(AtomicBool::new(false));
+    let provider = up.clone();
+    env.model.respond("PAUSE-RUN", move |body| {
+        if !provider.load(Ordering::SeqCst) {
+            return Reply::error(503, "overloaded");
+        }
+        let wrote = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if wrote {
+            Reply::text("RESUMED AND DONE")
+        } else {
+            crate::harness::write("paused.txt", "written after the pause\n")
+        }
+    });
+    let _daemon = env.start().await;
+    let thread = crate::harness::thread_with_plan(&env, "write the pause file", "PAUSE-RUN").await;
+    let yes = env.reply(&thread, "yes");
+    assert!(
+        env.wait_reaction(&yes.ts, "double_vertical_bar").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+    let posts = env.post_texts(&thread);
+    let paused = posts
+        .iter()
+        .find(|t| t.contains("Paused: no Coder model answered"))
+        .unwrap_or_else(|| panic!("no pause in {posts:?}"));
+    assert!(paused.contains("HTTP 503"), "{paused}");
+    assert!(paused.contains("say *continue*"), "{paused}");
+    assert!(
+        !env.slack
+            .reactions()
+            .iter()
+            .any(|r| r.ts == yes.ts && r.name == "x"),
+        "a pause is not a failure"
+    );
+
+    up.store(true, Ordering::SeqCst);
+    assert_eq!(
+        crate::harness::say_and_wait_run(&env, &thread, "continue").await,
+        "white_check_mark"
+    );
+    assert!(
+        env.post_texts(&thread)
+            .iter()
+            .any(|t| t.contains("RESUMED AND DONE")),
+        "{:?}",
+        env.post_texts(&thread)
     );
 }

@@ -25,6 +25,9 @@ use crate::slack::effects::{Effect, Effects, MessageRef};
 use crate::slack::format::escape_text;
 use crate::store::Change;
 
+/// What a run paused by the model provider's failure says in its thread, after why.
+const PAUSED: &str = "Nothing of the work is lost: say **continue** to pick up where I stopped once the provider answers again, or **undo** to drop what I changed.";
+
 /// What a run the controller's restart cut off says in its thread.
 const INTERRUPTED: &str = "I was stopped while working on this (the CodeButler service restarted). Say **continue** to pick up where I left off, or **undo** to drop what I changed.";
 
@@ -283,6 +286,14 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
     if run.state == RunState::Interrupted {
         return INTERRUPTED.to_owned();
     }
+    if run.state == RunState::Paused {
+        let why = run
+            .ending
+            .as_deref()
+            .and_then(|e| e.strip_prefix("paused: "))
+            .unwrap_or("no Coder model answered");
+        return format!("Paused: {why}. {PAUSED}");
+    }
     let ending = run
         .ending
         .clone()
@@ -341,6 +352,8 @@ fn end_effects(
     if let Some(ts) = approval_ts {
         let reaction = if succeeded(run) {
             "white_check_mark"
+        } else if run.state == RunState::Paused {
+            "double_vertical_bar"
         } else {
             "x"
         };

@@ -142,13 +142,14 @@ impl GatewayError {
     }
 
     /// Whether this says the model is failing (a server error, a timeout, the provider
-    /// unreachable), which counts towards its breaker; a rate limit does not.
-    fn is_model_failure(&self) -> bool {
+    /// unreachable, no model answering), which counts towards its breaker; a rate limit
+    /// does not.
+    pub fn is_model_failure(&self) -> bool {
         match self {
             Self::Http { status, .. } => *status >= 500 || *status == 408,
-            Self::Timeout(_) | Self::Transport(_) => true,
+            Self::Timeout(_) | Self::Transport(_) | Self::NoModelAnswered(_) => true,
             Self::RetriesExhausted { last, .. } => last.is_model_failure(),
-            Self::Decode(_) | Self::Cancelled | Self::NoModelAnswered(_) => false,
+            Self::Decode(_) | Self::Cancelled => false,
         }
     }
 

@@ -77,6 +77,27 @@ pub struct RunHub {
     /// What of the run's conversation is stored; held across a call's store write, so the
     /// writes of concurrent calls do not interleave.
     pub stored: tokio::sync::Mutex<StoredConversation>,
+    /// Why the run's last model call got no answer from any Coder model, if it did not: a
+    /// run that ends on it is paused, not failed.
+    pub outage: ModelOutage,
+}
+
+/// Whether the provider failed a run's last model call (server errors, timeouts, no model
+/// answering), and how: shared by the run's hub, which sees the calls, and its supervisor,
+/// which decides how the run ended. Only the controller's own view of its calls sets it,
+/// never what the runner says.
+#[derive(Clone, Debug, Default)]
+pub struct ModelOutage(Arc<std::sync::Mutex<Option<String>>>);
+
+impl ModelOutage {
+    fn set(&self, why: Option<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    /// Why the last model call got no answer, if it did not.
+    pub fn current(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl RunHub {
@@ -288,10 +309,16 @@ impl RunnerHub for RunHub {
             .gateway
             .complete_with_tool_json(&self.ctx, &messages, tools, &self.cancel)
             .await
-            .map_err(|e| match e {
-                GatewayError::Cancelled => Status::cancelled("the run ended"),
-                other => Status::unavailable(other.to_string()),
+            .map_err(|e| {
+                if e.is_model_failure() {
+                    self.outage.set(Some(e.to_string()));
+                }
+                match e {
+                    GatewayError::Cancelled => Status::cancelled("the run ended"),
+                    other => Status::unavailable(other.to_string()),
+                }
             })?;
+        self.outage.set(None);
         self.record_call(&messages, &completion, has_tools).await;
         let (tx, rx) = mpsc::channel(16);
         let chunks = reply_chunks(completion);
