@@ -1,7 +1,9 @@
 //! Who may do what (`access.developers`), end to end: a request from someone who is not a
 //! developer gets a plan that waits for a developer, their "yes" starts nothing and names who
 //! can approve, a developer's "yes" starts the run, and "merge" from someone who is not a
-//! developer leaves the pull request open on origin.
+//! developer leaves the pull request open on origin. And the caps that hold across threads:
+//! the repository's and each person's spend per day, each person's Coder calls per hour,
+//! with the spend made by runs of the fake model's priced answers.
 
 use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
@@ -121,4 +123,156 @@ async fn merge_from_a_non_developer_is_refused() {
     assert!(refusal.contains("<@U0ALICE>"), "{refusal}");
     assert_eq!(stored_state(&env, &thread).await, "pr_opened");
     assert_eq!(git::git(&origin, &["rev-parse", "HEAD"]), head);
+}
+
+/// Scripts a plan "Work on `token`" for `ask` and a Coder run for it that answers once and
+/// ends; waits for the plan's post; returns the thread, started by `user`.
+async fn planned_thread(env: &Env, user: &str, ask: &str, token: &str) -> String {
+    env.model.script(
+        ask,
+        vec![
+            Reply::tool_call(
+                "ProposePlan",
+                json!({"summary": format!("Work on {token}"), "steps": ["Look"], "files": []})
+                    .to_string(),
+            ),
+            Reply::text("Plan ready."),
+        ],
+    );
+    env.model
+        .script(token, vec![Reply::text(format!("{token} done."))]);
+    let thread = env.slack.user_message(CHANNEL, user, ask, None).ts;
+    wait_post(env, &thread, |t| t.contains(&format!("Work on {token}"))).await;
+    thread
+}
+
+/// `user` approves the thread's plan; waits for the ✅ or ❌ of its run, or for the refusal.
+async fn approve_as(env: &Env, thread: &str, user: &str) -> String {
+    let before = env.post_texts(thread).len();
+    let yes = env.slack.user_message(CHANNEL, user, "yes", Some(thread));
+    let mut outcome = String::new();
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            if let Some(r) = env
+                .slack
+                .reactions()
+                .into_iter()
+                .find(|r| r.ts == yes.ts && (r.name == "white_check_mark" || r.name == "x"))
+            {
+                outcome = r.name;
+            } else if let Some(t) = env
+                .post_texts(thread)
+                .into_iter()
+                .skip(before)
+                .find(|t| t.contains("Not started"))
+            {
+                outcome = t;
+            }
+            !outcome.is_empty()
+        })
+        .await;
+    assert!(ok, "no outcome: {:?}", env.post_texts(thread));
+    outcome
+}
+
+/// The dollar figure after `before` in `text` ("$1.23").
+fn dollars_after(text: &str, before: &str) -> f64 {
+    let at = text
+        .find(before)
+        .unwrap_or_else(|| panic!("{before:?} in {text}"));
+    let rest = &text[at + before.len()..];
+    let figure: String = rest
+        .trim_start_matches('$')
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == '.')
+        .collect();
+    figure
+        .parse()
+        .unwrap_or_else(|_| panic!("a figure in {rest}"))
+}
+
+/// Each Coder call costs about a dollar here: the Coder model is priced at $0.001 a token.
+fn price_the_coder(env: &Env) {
+    env.model
+        .price(crate::harness::CODER_MODEL, 0.001, 0.001, None);
+}
+
+/// The repository spent more than `access.maxCostPerDay` today through a run of the fake
+/// model's priced answers: the next approval is refused, naming the cap, the figure spent and
+/// the reset at midnight UTC, and no run starts.
+#[tokio::test]
+async fn an_approval_over_the_repositorys_daily_cap_is_refused_with_the_figure() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 4, "timeout": 2},
+        "access": {"maxCostPerDay": 0.5}
+    }))
+    .await;
+    price_the_coder(&env);
+    let _daemon = env.start().await;
+    let first = planned_thread(&env, USER, "first job", "CAP-DAY-ONE").await;
+    assert_eq!(approve_as(&env, &first, USER).await, "white_check_mark");
+    let second = planned_thread(&env, USER, "second job", "CAP-DAY-TWO").await;
+    let refusal = approve_as(&env, &second, USER).await;
+    assert!(
+        refusal.contains("this repository's daily cap (`access.maxCostPerDay`, $0.50) is reached"),
+        "{refusal}"
+    );
+    assert!(dollars_after(&refusal, "is reached: ") > 0.5, "{refusal}");
+    assert!(refusal.contains("It resets at 00:00 UTC"), "{refusal}");
+    assert!(env.model.requests_for("CAP-DAY-TWO").is_empty());
+    assert_eq!(env.model.requests_for("CAP-DAY-ONE").len(), 1);
+}
+
+/// `access.maxCostPerUserPerDay` holds per person: once Alice's run spent over it, her next
+/// approval is refused with her figure, while Bob's approval of another plan still starts
+/// its run.
+#[tokio::test]
+async fn the_per_person_daily_cap_refuses_only_the_person_over_it() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 4, "timeout": 2},
+        "access": {"maxCostPerUserPerDay": 0.5}
+    }))
+    .await;
+    price_the_coder(&env);
+    let _daemon = env.start().await;
+    let first = planned_thread(&env, USER, "alice's first", "CAP-USER-ONE").await;
+    assert_eq!(approve_as(&env, &first, USER).await, "white_check_mark");
+    let second = planned_thread(&env, USER, "alice's second", "CAP-USER-TWO").await;
+    let refusal = approve_as(&env, &second, USER).await;
+    assert!(
+        refusal
+            .contains("<@U0ALICE>'s daily cap (`access.maxCostPerUserPerDay`, $0.50) is reached"),
+        "{refusal}"
+    );
+    assert!(dollars_after(&refusal, "is reached: ") > 0.5, "{refusal}");
+    assert!(refusal.contains("It resets at 00:00 UTC"), "{refusal}");
+    assert!(env.model.requests_for("CAP-USER-TWO").is_empty());
+    // Bob has spent nothing today: his approval starts the run.
+    assert_eq!(approve_as(&env, &second, BOB).await, "white_check_mark");
+    assert_eq!(env.model.requests_for("CAP-USER-TWO").len(), 1);
+}
+
+/// `access.maxClaudeCallsPerHour` counts each person's runs: after Alice's run made its
+/// calls, her next approval is refused saying the calls and when one frees up; Bob's starts.
+#[tokio::test]
+async fn the_hourly_coder_call_cap_is_per_person() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 4, "timeout": 2},
+        "access": {"maxClaudeCallsPerHour": 1}
+    }))
+    .await;
+    let _daemon = env.start().await;
+    let first = planned_thread(&env, USER, "alice's call", "CAP-CALLS-ONE").await;
+    assert_eq!(approve_as(&env, &first, USER).await, "white_check_mark");
+    let second = planned_thread(&env, USER, "alice's next call", "CAP-CALLS-TWO").await;
+    let refusal = approve_as(&env, &second, USER).await;
+    assert!(
+        refusal.contains("<@U0ALICE>'s runs made 1 Coder model calls in the last hour, the hourly cap (`access.maxClaudeCallsPerHour`, 1)"),
+        "{refusal}"
+    );
+    assert!(refusal.contains("A call frees up at "), "{refusal}");
+    assert!(env.model.requests_for("CAP-CALLS-TWO").is_empty());
+    assert_eq!(approve_as(&env, &second, BOB).await, "white_check_mark");
+    assert_eq!(env.model.requests_for("CAP-CALLS-TWO").len(), 1);
 }

@@ -44,7 +44,13 @@ impl MergeStrategy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct AccessConfig {
     pub max_concurrent_threads: u32,
+    /// Coder model calls the runs one person started may make in an hour; 0: no limit.
     pub max_claude_calls_per_hour: u32,
+    /// What the whole repository may spend in a UTC day, in USD, before a new Coder run is
+    /// refused; 0: no cap.
+    pub max_cost_per_day: f64,
+    /// What the runs one person started may spend in a UTC day, in USD; 0: no cap.
+    pub max_cost_per_user_per_day: f64,
     /// Slack user ids allowed to talk to the bot; empty means everyone in the channel.
     pub allowed_users: Vec<String>,
     /// Slack user ids who may steer the work (approve plans, close, rebase, undo, approve
@@ -121,6 +127,8 @@ const MAX_WATCH_INTERVAL_SECS: u64 = 86_400;
 pub(super) struct AccessFile {
     max_concurrent_threads: Option<u32>,
     max_claude_calls_per_hour: Option<u32>,
+    max_cost_per_day: Option<f64>,
+    max_cost_per_user_per_day: Option<f64>,
     #[serde(default)]
     allowed_users: Vec<String>,
     #[serde(default)]
@@ -147,7 +155,22 @@ impl AccessFile {
                 ));
             }
         }
+        let dollars = |field: &str, value: Option<f64>| match value {
+            None => Ok(0.0),
+            Some(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            Some(v) => Err(origin.field_error(
+                field,
+                format!("{v} is not an amount of US dollars (0 or more; 0 means no cap)"),
+            )),
+        };
+        let max_cost_per_day = dollars("access.maxCostPerDay", self.max_cost_per_day)?;
+        let max_cost_per_user_per_day = dollars(
+            "access.maxCostPerUserPerDay",
+            self.max_cost_per_user_per_day,
+        )?;
         Ok(AccessConfig {
+            max_cost_per_day,
+            max_cost_per_user_per_day,
             max_concurrent_threads: self.max_concurrent_threads.unwrap_or(5),
             max_claude_calls_per_hour: self.max_claude_calls_per_hour.unwrap_or(20),
             allowed_users: self.allowed_users,

@@ -17,6 +17,7 @@
 
 pub mod breaker;
 pub mod budget;
+pub mod caps;
 pub mod key;
 pub mod model_list;
 pub mod pricing;

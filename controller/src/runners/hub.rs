@@ -204,9 +204,27 @@ impl RunHub {
             return None;
         }
         let since = chrono::Utc::now() - chrono::Duration::hours(1);
-        match self.store.calls_since(self.ctx.role, since).await {
-            Ok(n) if n >= i64::from(self.calls_per_hour) => Some(format!(
-                "the limit of {} Coder model calls per hour (access.maxClaudeCallsPerHour) is reached",
+        // Per person: the calls of the runs whoever started this one started. A run nobody
+        // in Slack started (runnerctl) counts every Coder call.
+        let counted = match self.store.run_starter(&self.run_id).await {
+            Ok(Some(person)) => self
+                .store
+                .person_coder_calls_since(
+                    &person,
+                    &since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                )
+                .await
+                .map(|(n, _)| (n, format!(" for the runs <@{person}> started"))),
+            Ok(None) => self
+                .store
+                .calls_since(self.ctx.role, since)
+                .await
+                .map(|n| (n, String::new())),
+            Err(e) => Err(e),
+        };
+        match counted {
+            Ok((n, whose)) if n >= i64::from(self.calls_per_hour) => Some(format!(
+                "the limit of {} Coder model calls per hour (access.maxClaudeCallsPerHour){whose} is reached",
                 self.calls_per_hour
             )),
             Ok(_) => None,

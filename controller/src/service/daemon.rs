@@ -509,6 +509,11 @@ async fn thread_handler(
         allowed_users: config.access.allowed_users.clone(),
         developers: crate::thread::permissions::Developers::new(config.access.developers.clone()),
         max_cost_per_thread: config.coder.max_cost_per_thread,
+        caps: crate::gateway::caps::Caps {
+            per_day: config.access.max_cost_per_day,
+            per_user_per_day: config.access.max_cost_per_user_per_day,
+            calls_per_hour: config.access.max_claude_calls_per_hour,
+        },
         merge_strategy: config.github.merge_strategy,
         memory,
     })

@@ -43,6 +43,7 @@ mod questions;
 pub mod reviews;
 mod runs;
 mod scope;
+mod spend;
 mod starts;
 mod steps;
 #[cfg(test)]

@@ -40,6 +40,9 @@ pub struct ThreadHandler {
     pub developers: Developers,
     /// `coder.maxCostPerThread`: a thread's budget unless it sets its own.
     pub max_cost_per_thread: f64,
+    /// The caps checked when a person starts a Coder run (`access.maxCostPerDay`,
+    /// `.maxCostPerUserPerDay`, `.maxClaudeCallsPerHour`).
+    pub caps: crate::gateway::caps::Caps,
     /// `github.mergeStrategy`: how "merge" merges the thread's pull request.
     pub merge_strategy: MergeStrategy,
     /// Memory proposals and their commits.
@@ -215,10 +218,13 @@ impl ThreadHandler {
             Command::StopButton(click) => self.stop_button(msg, &click).await,
             Command::SpentClick => Settle::Processed,
             Command::EarlierPlanButton => self.answer(msg, Role::Pm, replies::EARLIER_PLAN).await,
-            Command::ApproveButton(click) => {
-                self.approve_button(msg, &click).await;
-                self.approve(msg).await
-            }
+            Command::ApproveButton(click) => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => {
+                    self.approve_button(msg, &click).await;
+                    self.approve(msg).await
+                }
+            },
             Command::CancelButton(click) => self.cancel_button(msg, &click).await,
             Command::Undo => self.undo(msg).await,
             Command::SetBudget(cap) => self.set_budget(msg, cap).await,
@@ -240,9 +246,15 @@ impl ThreadHandler {
                 Settle::Processed
             }
             Command::Notice(notice) => self.answer(msg, Role::Pm, &notice).await,
-            Command::Approve => self.approve(msg).await,
+            Command::Approve => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => self.approve(msg).await,
+            },
             Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, replies::CARRIED_OUT).await,
-            Command::FollowUp { last } => self.follow_up(msg, &last).await,
+            Command::FollowUp { last } => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => self.follow_up(msg, &last).await,
+            },
             Command::OtherRoles(named) => {
                 let names: Vec<&str> = named.iter().map(|m| m.name()).collect();
                 tracing::info!(
@@ -255,7 +267,10 @@ impl ThreadHandler {
             Command::AskPm => self.ask_pm(msg, cancel).await,
             Command::ReviewRound => self.review_round(msg, cancel).await,
             Command::ReviewCapped => self.review_capped(msg).await,
-            Command::ApproveReview { round, last } => self.approve_review(msg, round, &last).await,
+            Command::ApproveReview { round, last } => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => self.approve_review(msg, round, &last).await,
+            },
             Command::DeclineReview { round } => self.decline_review(msg, round).await,
             Command::MemoryReply(reply) => self.memory_reply(msg, reply).await,
             Command::CorrectAnswer { number, answer } => {
