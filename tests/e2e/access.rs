@@ -276,3 +276,111 @@ async fn the_hourly_coder_call_cap_is_per_person() {
     assert_eq!(approve_as(&env, &second, BOB).await, "white_check_mark");
     assert_eq!(env.model.requests_for("CAP-CALLS-TWO").len(), 1);
 }
+
+/// The `ts` of the thread's Coder status message.
+async fn status_ts(env: &Env, thread: &str) -> String {
+    let found = env
+        .slack
+        .wait_until(WAIT, || {
+            env.thread_posts(thread)
+                .iter()
+                .any(|p| p.text.starts_with("*Coder:* working on"))
+        })
+        .await;
+    assert!(found, "no status message: {:?}", env.post_texts(thread));
+    env.thread_posts(thread)
+        .into_iter()
+        .find(|p| p.text.starts_with("*Coder:* working on"))
+        .map(|p| p.ts)
+        .unwrap_or_default()
+}
+
+/// Waits until the message `ts` was edited to show `text`.
+async fn wait_edit(env: &Env, ts: &str, text: &str) {
+    let ok = env
+        .slack
+        .wait_until(WAIT, || {
+            env.slack
+                .updates()
+                .iter()
+                .any(|u| u.ts == ts && u.text.contains(text))
+        })
+        .await;
+    let edits: Vec<String> = env
+        .slack
+        .updates()
+        .into_iter()
+        .filter(|u| u.ts == ts)
+        .map(|u| u.text)
+        .collect();
+    assert!(ok, "no edit to {text:?}: {edits:?}");
+}
+
+/// With one Coder slot (`access.maxConcurrentThreads`) held by a run, two more approved runs
+/// wait: each thread's status message shows its place in line; when the first run is
+/// stopped the second takes the slot and the third's message moves up to first in line, and
+/// when the second is stopped the third runs.
+#[tokio::test]
+async fn a_queued_run_shows_its_place_and_moves_up_as_runs_finish() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 4, "timeout": 2},
+        "access": {"maxConcurrentThreads": 1}
+    }))
+    .await;
+    let _daemon = env.start().await;
+    // The first run holds the slot: its model takes longer than the test.
+    env.model.script(
+        "QUEUE-A",
+        vec![Reply::delayed(
+            std::time::Duration::from_secs(600),
+            Reply::text("too late"),
+        )],
+    );
+    env.model.script(
+        "hold the slot",
+        vec![
+            Reply::tool_call(
+                "ProposePlan",
+                json!({"summary": "Work on QUEUE-A", "steps": ["Wait"], "files": []}).to_string(),
+            ),
+            Reply::text("Plan ready."),
+        ],
+    );
+    let first = env.say("hold the slot");
+    wait_post(&env, &first, |t| t.contains("Work on QUEUE-A")).await;
+    env.reply(&first, "yes");
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env.model.requests_for("QUEUE-A").len() == 1)
+            .await,
+        "the first run never called its model"
+    );
+
+    let second = planned_thread(&env, USER, "second in the queue", "QUEUE-B").await;
+    // The second run holds the slot too, once it has it, until it is stopped.
+    env.model.respond("QUEUE-B", |_| {
+        Reply::delayed(std::time::Duration::from_secs(600), Reply::text("too late"))
+    });
+    env.reply(&second, "yes");
+    let second_status = status_ts(&env, &second).await;
+    wait_edit(&env, &second_status, "queued: 1st in line").await;
+    let third = planned_thread(&env, USER, "third in the queue", "QUEUE-C").await;
+    env.reply(&third, "yes");
+    let third_status = status_ts(&env, &third).await;
+    wait_edit(&env, &third_status, "queued: 2nd in line").await;
+    assert!(env.model.requests_for("QUEUE-B").is_empty());
+    assert!(env.model.requests_for("QUEUE-C").is_empty());
+
+    env.reply(&first, "stop");
+    wait_edit(&env, &third_status, "queued: 1st in line").await;
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env.model.requests_for("QUEUE-B").len() == 1)
+            .await,
+        "the second run never got the slot"
+    );
+    assert!(env.model.requests_for("QUEUE-C").is_empty());
+    env.reply(&second, "stop");
+    wait_post(&env, &third, |t| t.contains("QUEUE-C done.")).await;
+    assert_eq!(env.model.requests_for("QUEUE-C").len(), 1);
+}
