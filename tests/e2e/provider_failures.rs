@@ -185,3 +185,49 @@ async fn a_coder_run_whose_model_fails_is_paused_and_continue_resumes_it() {
         env.post_texts(&thread)
     );
 }
+
+/// The Coder's model answers 503: its breaker opens at the first failure, `coder.fallback`
+/// answers the run's calls, the run ends well, and its end names the fallback once; the
+/// failing model got that one call only.
+#[tokio::test]
+async fn a_failing_coder_model_gives_way_to_its_fallback_named_at_the_runs_end() {
+    const CODER_FALLBACK: &str = "test/coder-fallback";
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 6, "timeout": 2, "fallback": CODER_FALLBACK},
+        "openrouter": {"maxRetries": 0, "breakerFailures": 1, "breakerCoolDownSecs": 3600}
+    }))
+    .await;
+    env.model.list(CODER_FALLBACK);
+    env.model.respond("CODER-FALLBACK", |body| {
+        if model_of(body) != CODER_FALLBACK {
+            return Reply::error(503, "overloaded");
+        }
+        let wrote = body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"));
+        if wrote {
+            Reply::text("FALLBACK CODER DONE")
+        } else {
+            crate::harness::write("fallback.txt", "written by the fallback\n")
+        }
+    });
+    let _daemon = env.start().await;
+    let thread =
+        crate::harness::thread_with_plan(&env, "write the fallback file", "CODER-FALLBACK").await;
+    assert_eq!(
+        crate::harness::say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    let end = env
+        .post_texts(&thread)
+        .into_iter()
+        .find(|t| t.contains("FALLBACK CODER DONE"))
+        .unwrap_or_else(|| panic!("no end in {:?}", env.post_texts(&thread)));
+    let named = format!(
+        "answered by `{CODER_FALLBACK}`: `{}` was failing",
+        crate::harness::CODER_MODEL
+    );
+    assert_eq!(end.matches(&named).count(), 1, "{end}");
+    assert_eq!(calls_to(&env, crate::harness::CODER_MODEL), 1);
+    assert_eq!(calls_to(&env, CODER_FALLBACK), 2);
+}

@@ -86,11 +86,15 @@ impl SlackCoder {
         // What the run changed, against the other threads: recorded with the report, so a
         // crash neither loses nor repeats a notice.
         let coordination = self.coordination.after_run(&run).await;
-        let tests = self.tests_line(&run).await;
+        let notes: Vec<String> = [self.tests_line(&run).await, self.fallback_line(&run).await]
+            .into_iter()
+            .flatten()
+            .collect();
+        let notes = (!notes.is_empty()).then(|| notes.join("\n\n"));
         let effects = end_effects(
             &run,
             &story.last_text,
-            tests.as_deref(),
+            notes.as_deref(),
             pushed.as_ref(),
             &unannounced,
             status_post.as_deref(),
@@ -112,6 +116,35 @@ impl SlackCoder {
             Ok(false) => tracing::debug!(run = run_id, "run end reported already"),
             Err(e) => tracing::error!(run = run_id, "record the run's end: {e}"),
         }
+    }
+
+    /// The summary's line naming the fallback that answered some of the run's calls while
+    /// its model failed (`coder.fallback`), said once with the run's end; `None` when its
+    /// own model answered every call.
+    async fn fallback_line(&self, run: &RunRecord) -> Option<String> {
+        let models = match self
+            .store
+            .models_since(&run.thread, "coder", &run.created_at)
+            .await
+        {
+            Ok(models) => models,
+            Err(e) => {
+                tracing::warn!(run = %run.id, "read which models answered the run: {e}");
+                return None;
+            }
+        };
+        let others: Vec<String> = models
+            .into_iter()
+            .filter(|m| *m != run.model)
+            .map(|m| format!("`{m}`"))
+            .collect();
+        (!others.is_empty()).then(|| {
+            format!(
+                "_Some of this run's calls were answered by {}: `{}` was failing, so its fallback stood in._",
+                others.join(", "),
+                run.model
+            )
+        })
     }
 
     /// The summary's line about the project's tests, read from the run's stored
@@ -318,7 +351,7 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
 fn end_effects(
     run: &RunRecord,
     last_text: &str,
-    tests: Option<&str>,
+    notes: Option<&str>,
     pushed: Option<&EndPush>,
     unannounced: &[String],
     status_post: Option<&str>,
@@ -340,9 +373,9 @@ fn end_effects(
         });
     }
     let mut summary = end_summary(run, last_text);
-    if let Some(tests) = tests {
+    if let Some(notes) = notes {
         summary.push_str("\n\n");
-        summary.push_str(tests);
+        summary.push_str(notes);
     }
     if let Some(pushed) = pushed {
         summary.push_str("\n\n");

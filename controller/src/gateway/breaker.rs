@@ -1,7 +1,9 @@
 //! A circuit breaker per model id, shared by every thread of the service: after
 //! `openrouter.breakerFailures` failures of a model in a row (server errors, timeouts, the
 //! provider unreachable) the model is skipped for `openrouter.breakerCoolDownSecs`, and the
-//! role's fallback answers meanwhile ([`super::Fallbacks`]). After the cool-down the next
+//! role's fallback answers meanwhile ([`super::Fallbacks`]). When every model a call could
+//! use is skipped, the gateway tries the first all the same: the breaker routes calls to a
+//! model that may answer, it never leaves a call with none. After the cool-down the next
 //! call tries the model again: one success closes the breaker, one more failure opens it
 //! for another cool-down.
 //!

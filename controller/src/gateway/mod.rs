@@ -321,9 +321,15 @@ impl Gateway {
         {
             candidates.push(fallback);
         }
+        // With every candidate's breaker open, the first is tried all the same: skipping
+        // helps only when another model can answer, and a person who writes again expects a
+        // new attempt.
+        let all_open = candidates.iter().all(|m| self.breakers.check(m).is_err());
         let mut tried = Vec::new();
-        for model in candidates {
-            if let Err(left) = self.breakers.check(model) {
+        for (i, model) in candidates.into_iter().enumerate() {
+            if let Err(left) = self.breakers.check(model)
+                && !(all_open && i == 0)
+            {
                 tried.push(Tried {
                     model: model.to_owned(),
                     outcome: TriedOutcome::Skipped(left),

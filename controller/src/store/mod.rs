@@ -467,6 +467,26 @@ impl Store {
         Ok(calls)
     }
 
+    /// The models that answered the thread's `role` calls since `since` (RFC 3339, UTC),
+    /// each once, in the order first used.
+    pub async fn models_since(
+        &self,
+        thread: &ThreadKey,
+        role: &str,
+        since: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let models = sqlx::query_scalar::<_, String>(
+            "SELECT model FROM usage WHERE channel_id = $1 AND thread_ts = $2 AND role = $3 \
+             AND created_at >= $4 GROUP BY model ORDER BY MIN(created_at)",
+        )
+        .bind_thread(thread)
+        .bind(role)
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(models)
+    }
+
     /// A thread's usage so far.
     pub async fn usage_totals(&self, thread: &ThreadKey) -> Result<UsageTotals, StoreError> {
         let row = sqlx::query_as::<_, UsageTotalsRow>(
