@@ -128,6 +128,8 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
         base_url: "http://127.0.0.1:9".into(),
         timeout_secs: 1,
         max_retries: 0,
+        breaker_failures: 0,
+        breaker_cool_down_secs: 0,
     };
     Pm {
         root: Arc::new(RepoRoot::new(&layout.repo).unwrap()),

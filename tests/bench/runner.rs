@@ -336,6 +336,8 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
                 base_url: model.base_url(),
                 timeout_secs: 30,
                 max_retries: 0,
+                breaker_failures: 0,
+                breaker_cool_down_secs: 0,
             },
             store.clone(),
         )
@@ -390,6 +392,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
         ),
         thread_link: None,
         stored: Default::default(),
+        outage: Default::default(),
     };
     tokio::spawn(hub.serve(
         tokio::net::UnixStream::from_std(ours).unwrap(),

@@ -180,6 +180,8 @@ async fn session(context_window: u64, model_id: &str, head_share: f64) -> Figure
             base_url: model.base_url(),
             timeout_secs: 30,
             max_retries: 0,
+            breaker_failures: 0,
+            breaker_cool_down_secs: 0,
         },
         store.clone(),
     )
@@ -188,15 +190,15 @@ async fn session(context_window: u64, model_id: &str, head_share: f64) -> Figure
         channel: "C1".into(),
         thread_ts: "1.1".into(),
     };
-    let role_model = RoleModel {
-        gateway: &gateway,
-        ctx: CallContext {
+    let role_model = RoleModel::new(
+        &gateway,
+        CallContext {
             thread: thread.clone(),
             role: "coder",
             model: model_id.into(),
         },
-        cancel: CancellationToken::new(),
-    };
+        CancellationToken::new(),
+    );
     let task = CoderTask {
         system_prompt: "You are the Coder. ".repeat(200),
         plan: "TOKENS-BENCH: read every file under src/.".into(),

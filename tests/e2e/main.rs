@@ -5,6 +5,7 @@
 
 mod harness;
 
+mod access;
 mod approval;
 mod boundary;
 mod build_limits;
@@ -35,6 +36,7 @@ mod pr_bodies;
 mod pr_journal;
 mod prepare_ahead;
 mod project_tests;
+mod provider_failures;
 mod pushes;
 mod questions;
 mod quick_messages;

@@ -498,6 +498,8 @@ async fn a_runner_without_its_task_is_answered_nothing() {
                 base_url: model.base_url(),
                 timeout_secs: 30,
                 max_retries: 0,
+                breaker_failures: 0,
+                breaker_cool_down_secs: 0,
             },
             store.clone(),
         )
@@ -541,6 +543,7 @@ async fn a_runner_without_its_task_is_answered_nothing() {
         )),
         thread_link: None,
         stored: Default::default(),
+        outage: Default::default(),
     };
     tokio::spawn(hub.serve(
         tokio::net::UnixStream::from_std(ours).unwrap(),

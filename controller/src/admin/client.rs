@@ -336,6 +336,7 @@ fn state_name(state: i32) -> &'static str {
         RunState::Failed => "failed",
         RunState::Cancelled => "cancelled",
         RunState::Interrupted => "interrupted",
+        RunState::Paused => "paused",
         RunState::Unspecified => "unknown",
     }
 }

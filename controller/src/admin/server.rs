@@ -77,6 +77,7 @@ fn proto_state(state: RunState) -> i32 {
         RunState::Failed => P::Failed,
         RunState::Cancelled => P::Cancelled,
         RunState::Interrupted => P::Interrupted,
+        RunState::Paused => P::Paused,
     }) as i32
 }
 

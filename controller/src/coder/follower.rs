@@ -101,6 +101,18 @@ impl Follower {
                     Err(RecvError::Closed) => break,
                 },
                 _ = tick.tick() => {
+                    // While it waits for a Coder slot, its place is shown as it moves up.
+                    let place = self.coder.supervisor.queue_place(&self.run_id);
+                    if self.status.turn == 0 && place != self.status.queue_place {
+                        let shown = std::mem::replace(&mut self.status.queue_place, place);
+                        if self.edit(started.elapsed()).await {
+                            last_edit = Instant::now();
+                            dirty = false;
+                        } else {
+                            // Not shown yet (the message not posted, Slack failing): next tick.
+                            self.status.queue_place = shown;
+                        }
+                    }
                     if dirty && last_edit.elapsed() >= STATUS_INTERVAL {
                         self.edit(started.elapsed()).await;
                         last_edit = Instant::now();
@@ -167,14 +179,14 @@ impl Follower {
         matches!(store.run(&self.run_id).await, Ok(Some(run)) if run.state.is_final())
     }
 
-    /// Edits the live status message in place. Not through the outbox: the next edit or the
-    /// run's end supersedes a lost one.
-    async fn edit(&mut self, elapsed: Duration) {
+    /// Edits the live status message in place; whether Slack took the edit. Not through the
+    /// outbox: the next edit or the run's end supersedes a lost one.
+    async fn edit(&mut self, elapsed: Duration) -> bool {
         if self.status_ts.is_none() {
             self.status_ts = self.coder.outbox.posted(&self.status_id).await;
         }
         let Some(ts) = &self.status_ts else {
-            return;
+            return false;
         };
         let text = self.status.render(elapsed);
         if let Err(e) = self
@@ -190,6 +202,8 @@ impl Follower {
             .await
         {
             tracing::warn!(thread = %self.approval.thread(), "update status: {e}");
+            return false;
         }
+        true
     }
 }

@@ -25,6 +25,9 @@ use crate::slack::effects::{Effect, Effects, MessageRef};
 use crate::slack::format::escape_text;
 use crate::store::Change;
 
+/// What a run paused by the model provider's failure says in its thread, after why.
+const PAUSED: &str = "Nothing of the work is lost: say **continue** to pick up where I stopped once the provider answers again, or **undo** to drop what I changed.";
+
 /// What a run the controller's restart cut off says in its thread.
 const INTERRUPTED: &str = "I was stopped while working on this (the CodeButler service restarted). Say **continue** to pick up where I left off, or **undo** to drop what I changed.";
 
@@ -83,11 +86,15 @@ impl SlackCoder {
         // What the run changed, against the other threads: recorded with the report, so a
         // crash neither loses nor repeats a notice.
         let coordination = self.coordination.after_run(&run).await;
-        let tests = self.tests_line(&run).await;
+        let notes: Vec<String> = [self.tests_line(&run).await, self.fallback_line(&run).await]
+            .into_iter()
+            .flatten()
+            .collect();
+        let notes = (!notes.is_empty()).then(|| notes.join("\n\n"));
         let effects = end_effects(
             &run,
             &story.last_text,
-            tests.as_deref(),
+            notes.as_deref(),
             pushed.as_ref(),
             &unannounced,
             status_post.as_deref(),
@@ -109,6 +116,35 @@ impl SlackCoder {
             Ok(false) => tracing::debug!(run = run_id, "run end reported already"),
             Err(e) => tracing::error!(run = run_id, "record the run's end: {e}"),
         }
+    }
+
+    /// The summary's line naming the fallback that answered some of the run's calls while
+    /// its model failed (`coder.fallback`), said once with the run's end; `None` when its
+    /// own model answered every call.
+    async fn fallback_line(&self, run: &RunRecord) -> Option<String> {
+        let models = match self
+            .store
+            .models_since(&run.thread, "coder", &run.created_at)
+            .await
+        {
+            Ok(models) => models,
+            Err(e) => {
+                tracing::warn!(run = %run.id, "read which models answered the run: {e}");
+                return None;
+            }
+        };
+        let others: Vec<String> = models
+            .into_iter()
+            .filter(|m| *m != run.model)
+            .map(|m| format!("`{m}`"))
+            .collect();
+        (!others.is_empty()).then(|| {
+            format!(
+                "_Some of this run's calls were answered by {}: `{}` was failing, so its fallback stood in._",
+                others.join(", "),
+                run.model
+            )
+        })
     }
 
     /// The summary's line about the project's tests, read from the run's stored
@@ -283,6 +319,14 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
     if run.state == RunState::Interrupted {
         return INTERRUPTED.to_owned();
     }
+    if run.state == RunState::Paused {
+        let why = run
+            .ending
+            .as_deref()
+            .and_then(|e| e.strip_prefix("paused: "))
+            .unwrap_or("no Coder model answered");
+        return format!("Paused: {why}. {PAUSED}");
+    }
     let ending = run
         .ending
         .clone()
@@ -307,7 +351,7 @@ fn end_summary(run: &RunRecord, last_text: &str) -> String {
 fn end_effects(
     run: &RunRecord,
     last_text: &str,
-    tests: Option<&str>,
+    notes: Option<&str>,
     pushed: Option<&EndPush>,
     unannounced: &[String],
     status_post: Option<&str>,
@@ -329,9 +373,9 @@ fn end_effects(
         });
     }
     let mut summary = end_summary(run, last_text);
-    if let Some(tests) = tests {
+    if let Some(notes) = notes {
         summary.push_str("\n\n");
-        summary.push_str(tests);
+        summary.push_str(notes);
     }
     if let Some(pushed) = pushed {
         summary.push_str("\n\n");
@@ -341,6 +385,8 @@ fn end_effects(
     if let Some(ts) = approval_ts {
         let reaction = if succeeded(run) {
             "white_check_mark"
+        } else if run.state == RunState::Paused {
+            "double_vertical_bar"
         } else {
             "x"
         };

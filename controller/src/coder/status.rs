@@ -21,6 +21,8 @@ pub(super) struct Status {
     pub(super) doing: String,
     pub(super) tokens: u64,
     pub(super) cost: f64,
+    /// The run's place in the line for a Coder slot, while it waits for one.
+    pub(super) queue_place: Option<usize>,
 }
 
 impl Status {
@@ -49,7 +51,12 @@ impl Status {
             escape_text(&self.summary),
             escape_text(&self.branch)
         );
-        if self.turn == 0 {
+        if let (0, Some(place)) = (self.turn, self.queue_place) {
+            line.push_str(&format!(
+                "queued: {} in line for a Coder slot (`access.maxConcurrentThreads`)",
+                ordinal(place)
+            ));
+        } else if self.turn == 0 {
             line.push_str("starting the sandbox…");
         } else {
             line.push_str(&format!(
@@ -64,6 +71,18 @@ impl Status {
         }
         line
     }
+}
+
+/// `1st`, `2nd`, `3rd`, `4th`… `11th`, `12th`, `13th`, `21st`.
+fn ordinal(n: usize) -> String {
+    let suffix = match (n % 10, n % 100) {
+        (_, 11..=13) => "th",
+        (1, _) => "st",
+        (2, _) => "nd",
+        (3, _) => "rd",
+        _ => "th",
+    };
+    format!("{n}{suffix}")
 }
 
 /// A plan's one-line summary: the first line of its text, without the "📋 Plan:" label.
@@ -108,6 +127,29 @@ mod tests {
         assert_eq!(
             s.render(Duration::from_secs(72)),
             "*Coder:* working on _Fix expiry_ in `codebutler/fix-expiry`\nturn 3 of 25 · editing src/auth.rs · 1m 12s · 1200 tokens · $0.12"
+        );
+    }
+
+    #[test]
+    fn a_queued_run_shows_its_place_in_line() {
+        let mut s = Status {
+            summary: "Fix expiry".into(),
+            branch: "codebutler/fix-expiry".into(),
+            queue_place: Some(2),
+            ..Status::default()
+        };
+        assert_eq!(
+            s.render(Duration::ZERO),
+            "*Coder:* working on _Fix expiry_ in `codebutler/fix-expiry`\nqueued: 2nd in line for a Coder slot (`access.maxConcurrentThreads`)"
+        );
+        s.queue_place = None;
+        assert!(s.render(Duration::ZERO).ends_with("starting the sandbox…"));
+        let places: Vec<String> = [1, 3, 4, 11, 12, 13, 21, 22, 101].map(ordinal).into();
+        assert_eq!(
+            places,
+            [
+                "1st", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"
+            ]
         );
     }
 

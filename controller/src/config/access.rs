@@ -44,9 +44,18 @@ impl MergeStrategy {
 #[derive(Clone, Debug, PartialEq)]
 pub struct AccessConfig {
     pub max_concurrent_threads: u32,
+    /// Coder model calls the runs one person started may make in an hour; 0: no limit.
     pub max_claude_calls_per_hour: u32,
+    /// What the whole repository may spend in a UTC day, in USD, before a new Coder run is
+    /// refused; 0: no cap.
+    pub max_cost_per_day: f64,
+    /// What the runs one person started may spend in a UTC day, in USD; 0: no cap.
+    pub max_cost_per_user_per_day: f64,
     /// Slack user ids allowed to talk to the bot; empty means everyone in the channel.
     pub allowed_users: Vec<String>,
+    /// Slack user ids who may steer the work (approve plans, close, rebase, undo, approve
+    /// review rounds and memory); empty means everyone allowed is a developer.
+    pub developers: Vec<String>,
     /// Disk the worktrees under `.codebutler/branches/` may use together, in MB; 0 means
     /// no limit.
     pub max_worktree_disk_mb: u64,
@@ -159,29 +168,54 @@ const MAX_WATCH_INTERVAL_SECS: u64 = 86_400;
 pub(super) struct AccessFile {
     max_concurrent_threads: Option<u32>,
     max_claude_calls_per_hour: Option<u32>,
+    max_cost_per_day: Option<f64>,
+    max_cost_per_user_per_day: Option<f64>,
     #[serde(default)]
     allowed_users: Vec<String>,
+    #[serde(default)]
+    developers: Vec<String>,
     #[serde(rename = "maxWorktreeDiskMB")]
     max_worktree_disk_mb: Option<u64>,
 }
 
 impl AccessFile {
-    /// The section with its defaults; every allowed user must look like a Slack user id.
+    /// The section with its defaults; every allowed user and developer must look like a
+    /// Slack user id.
     pub fn resolve(self, origin: &Origin) -> Result<AccessConfig, ConfigError> {
-        if let Some(user) = self
-            .allowed_users
-            .iter()
-            .find(|u| !u.starts_with('U') && !u.starts_with('W'))
-        {
-            return Err(origin.field_error(
-                "access.allowedUsers",
-                format!("`{user}` is not a Slack user id (they look like U0123ABCD)"),
-            ));
+        for (field, users) in [
+            ("access.allowedUsers", &self.allowed_users),
+            ("access.developers", &self.developers),
+        ] {
+            if let Some(user) = users
+                .iter()
+                .find(|u| !u.starts_with('U') && !u.starts_with('W'))
+            {
+                return Err(origin.field_error(
+                    field,
+                    format!("`{user}` is not a Slack user id (they look like U0123ABCD)"),
+                ));
+            }
         }
+        let dollars = |field: &str, value: Option<f64>| match value {
+            None => Ok(0.0),
+            Some(v) if v.is_finite() && v >= 0.0 => Ok(v),
+            Some(v) => Err(origin.field_error(
+                field,
+                format!("{v} is not an amount of US dollars (0 or more; 0 means no cap)"),
+            )),
+        };
+        let max_cost_per_day = dollars("access.maxCostPerDay", self.max_cost_per_day)?;
+        let max_cost_per_user_per_day = dollars(
+            "access.maxCostPerUserPerDay",
+            self.max_cost_per_user_per_day,
+        )?;
         Ok(AccessConfig {
+            max_cost_per_day,
+            max_cost_per_user_per_day,
             max_concurrent_threads: self.max_concurrent_threads.unwrap_or(5),
             max_claude_calls_per_hour: self.max_claude_calls_per_hour.unwrap_or(20),
             allowed_users: self.allowed_users,
+            developers: self.developers,
             max_worktree_disk_mb: self.max_worktree_disk_mb.unwrap_or(0),
         })
     }

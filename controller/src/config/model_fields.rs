@@ -32,7 +32,7 @@ impl ModelField {
 
 impl Config {
     /// The model ids requests to the model provider (`openrouter`) name, in a fixed order:
-    /// the PM's pool, the Coder, then the Artist when it draws through OpenRouter.
+    /// the PM's pool and fallback, the Coder and its fallback, then the Artist when it draws through OpenRouter.
     pub fn provider_model_ids(&self) -> Vec<ModelField> {
         let mut fields: Vec<ModelField> = self
             .product_manager
@@ -42,7 +42,13 @@ impl Config {
                 ModelField::new(format!("productManager.models.{key}.model"), &choice.model)
             })
             .collect();
+        if let Some(fallback) = &self.product_manager.fallback {
+            fields.push(ModelField::new("productManager.fallback", fallback));
+        }
         fields.push(ModelField::new("coder.model", &self.coder.model));
+        if let Some(fallback) = &self.coder.fallback {
+            fields.push(ModelField::new("coder.fallback", fallback));
+        }
         if self
             .artist
             .provider

@@ -17,6 +17,11 @@ pub struct OpenRouterConfig {
     pub timeout_secs: u64,
     /// Retries after the first attempt on 429, 5xx and timeouts.
     pub max_retries: u32,
+    /// Failures of a model in a row (5xx, timeouts) after which it is skipped for the
+    /// cool-down and the role's fallback answers; 0 turns the breaker off.
+    pub breaker_failures: u32,
+    /// How long a model the breaker opened for is skipped, in seconds.
+    pub breaker_cool_down_secs: u64,
 }
 
 /// OpenAI, used directly only for images.
@@ -34,10 +39,13 @@ pub(super) struct OpenRouterFile {
     base_url: Option<String>,
     timeout_seconds: Option<u64>,
     max_retries: Option<u32>,
+    breaker_failures: Option<u32>,
+    breaker_cool_down_secs: Option<u64>,
 }
 
 impl OpenRouterFile {
-    /// The section with its defaults, the key from the environment first.
+    /// The section with its defaults (the breaker opens after 3 failures in a row for 5
+    /// minutes, as the spec says), the key from the environment first.
     pub fn resolve(self, secrets: &Secrets) -> Result<OpenRouterConfig, ConfigError> {
         Ok(OpenRouterConfig {
             api_key: secrets.required(
@@ -49,6 +57,8 @@ impl OpenRouterFile {
             base_url: base_url(self.base_url, "https://openrouter.ai/api/v1"),
             timeout_secs: self.timeout_seconds.unwrap_or(120),
             max_retries: self.max_retries.unwrap_or(5),
+            breaker_failures: self.breaker_failures.unwrap_or(3),
+            breaker_cool_down_secs: self.breaker_cool_down_secs.unwrap_or(300),
         })
     }
 }

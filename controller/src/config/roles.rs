@@ -31,6 +31,9 @@ pub struct CoderConfig {
     /// What a thread's Coder may spend, in USD, unless the thread sets its own budget
     /// ("budget $N"); 0 means no cap.
     pub max_cost_per_thread: f64,
+    /// The model (an OpenRouter id) that answers the Coder's calls while `model`'s breaker
+    /// is open or it fails.
+    pub fallback: Option<String>,
 }
 
 /// The PM role's model pool.
@@ -44,6 +47,9 @@ pub struct ProductManagerConfig {
     /// The OpenRouter model id `default` names, looked up once when loading (where a
     /// `default` outside the pool is refused), so it cannot be missing later.
     default_model: String,
+    /// The model (an OpenRouter id) that answers the PM's calls while its model's breaker is
+    /// open or it fails.
+    pub fallback: Option<String>,
 }
 
 impl ProductManagerConfig {
@@ -77,6 +83,7 @@ pub(super) struct ProductManagerFile {
     memory_extraction: Option<String>,
     #[serde(default)]
     models: BTreeMap<String, ModelChoice>,
+    fallback: Option<String>,
 }
 
 /// The key of the pool used when the configuration names none.
@@ -119,6 +126,7 @@ impl ProductManagerFile {
             memory_extraction,
             models,
             default_model,
+            fallback: self.fallback,
         })
     }
 }
@@ -132,6 +140,7 @@ pub(super) struct CoderFile {
     timeout: Option<f64>,
     context_window: Option<u64>,
     max_cost_per_thread: Option<f64>,
+    fallback: Option<String>,
 }
 
 impl CoderFile {
@@ -154,6 +163,7 @@ impl CoderFile {
             timeout_mins,
             context_window: self.context_window.unwrap_or(200_000).max(1_000),
             max_cost_per_thread,
+            fallback: self.fallback,
         })
     }
 }

@@ -11,6 +11,9 @@ pub enum RunState {
     Failed,
     Cancelled,
     Interrupted,
+    /// Ended because no Coder model answered (the provider failing): nothing of the work is
+    /// lost, and "continue" picks it up once the provider is back.
+    Paused,
 }
 
 impl RunState {
@@ -23,6 +26,7 @@ impl RunState {
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
             Self::Interrupted => "interrupted",
+            Self::Paused => "paused",
         }
     }
 
@@ -35,6 +39,7 @@ impl RunState {
             Self::Failed,
             Self::Cancelled,
             Self::Interrupted,
+            Self::Paused,
         ]
         .into_iter()
         .find(|s| s.as_str() == name)

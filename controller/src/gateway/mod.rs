@@ -7,10 +7,17 @@
 //! may still spend is a thread's [`budget`] (the runners' hub asks it before each call of a
 //! Coder); what a typical run costs at a model's prices is [`pricing`].
 //!
+//! A model that keeps failing (server errors, timeouts) is skipped for a while by its
+//! [`breaker`], and the role's fallback model ([`Fallbacks`]: `productManager.fallback`,
+//! `coder.fallback`) answers instead; a call no model answered is
+//! [`GatewayError::NoModelAnswered`], naming each model and why.
+//!
 //! A small hand-written client rather than a generic OpenAI crate: OpenRouter's numeric error
 //! codes, its `usage.cost` and its error-in-body responses need exact handling.
 
+pub mod breaker;
 pub mod budget;
+pub mod caps;
 pub mod key;
 pub mod model_list;
 pub mod pricing;
@@ -26,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::OpenRouterConfig;
 use crate::domain::{ThreadKey, UsageRecord};
+use crate::gateway::breaker::{BreakerSettings, Breakers};
 use crate::gateway::model_list::{Lookup, ModelList, ModelListError};
 use crate::gateway::pricing::Pricing;
 use crate::store::Store;
@@ -62,6 +70,62 @@ pub enum GatewayError {
     },
     #[error("model call cancelled")]
     Cancelled,
+    /// Neither the model asked for nor its role's fallback answered: each model tried or
+    /// skipped, with why.
+    #[error("no model answered: {}", describe_tried(.0))]
+    NoModelAnswered(Vec<Tried>),
+}
+
+/// A model a call could not get an answer from, and why.
+#[derive(Debug)]
+pub struct Tried {
+    /// The model id.
+    pub model: String,
+    /// What happened.
+    pub outcome: TriedOutcome,
+}
+
+/// Why a model gave no answer.
+#[derive(Debug)]
+pub enum TriedOutcome {
+    /// It was called and failed.
+    Failed(Box<GatewayError>),
+    /// Its breaker is open: it failed repeatedly and is skipped for this much longer.
+    Skipped(Duration),
+}
+
+fn describe_tried(tried: &[Tried]) -> String {
+    tried
+        .iter()
+        .map(|t| match &t.outcome {
+            TriedOutcome::Failed(e) => format!("{}: {e}", t.model),
+            TriedOutcome::Skipped(left) => format!(
+                "{}: skipped, failing (tried again in {}s)",
+                t.model,
+                left.as_secs()
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The models that answer a role's calls while its own model fails: `productManager.fallback`
+/// for the PM and every PM-side call (memory, summaries, sorting), `coder.fallback` for the
+/// Coder.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fallbacks {
+    pub pm: Option<String>,
+    pub coder: Option<String>,
+}
+
+impl Fallbacks {
+    /// The fallback of the calls of `role`.
+    fn for_role(&self, role: &str) -> Option<&str> {
+        match role {
+            "coder" => self.coder.as_deref(),
+            _ => self.pm.as_deref(),
+        }
+    }
 }
 
 impl GatewayError {
@@ -71,7 +135,22 @@ impl GatewayError {
         match self {
             Self::Http { status, .. } => *status == 429 || *status >= 500 || *status == 408,
             Self::Timeout(_) | Self::Transport(_) => true,
-            Self::Decode(_) | Self::RetriesExhausted { .. } | Self::Cancelled => false,
+            Self::Decode(_)
+            | Self::RetriesExhausted { .. }
+            | Self::Cancelled
+            | Self::NoModelAnswered(_) => false,
+        }
+    }
+
+    /// Whether this says the model is failing (a server error, a timeout, the provider
+    /// unreachable, no model answering), which counts towards its breaker; a rate limit
+    /// does not.
+    pub fn is_model_failure(&self) -> bool {
+        match self {
+            Self::Http { status, .. } => *status >= 500 || *status == 408,
+            Self::Timeout(_) | Self::Transport(_) | Self::NoModelAnswered(_) => true,
+            Self::RetriesExhausted { last, .. } => last.is_model_failure(),
+            Self::Decode(_) | Self::Cancelled => false,
         }
     }
 
@@ -104,6 +183,10 @@ pub struct Gateway {
     /// The provider's model list (ids and prices): the one the start read, else fetched
     /// when first needed, then kept.
     models: tokio::sync::Mutex<Option<Arc<ModelList>>>,
+    /// Each model's breaker, shared by every thread this gateway serves.
+    breakers: Breakers,
+    /// The roles' fallback models.
+    fallbacks: Fallbacks,
 }
 
 /// What the provider's model list says of an id a person chose.
@@ -134,7 +217,17 @@ impl Gateway {
             max_retries: config.max_retries,
             store,
             models: tokio::sync::Mutex::new(None),
+            breakers: Breakers::new(BreakerSettings {
+                failures: config.breaker_failures,
+                cool_down: Duration::from_secs(config.breaker_cool_down_secs),
+            }),
+            fallbacks: Fallbacks::default(),
         })
+    }
+
+    /// This gateway, with the roles' fallback models.
+    pub fn with_fallbacks(self, fallbacks: Fallbacks) -> Self {
+        Self { fallbacks, ..self }
     }
 
     /// This gateway, with the model list the start's checks read (so it is not fetched
@@ -213,7 +306,8 @@ impl Gateway {
     }
 
     /// [`Gateway::complete`] with the tools already in the protocol's JSON shape (as a runner
-    /// sends them).
+    /// sends them). The call goes to `ctx.model`, or, while its breaker is open or once it
+    /// failed, to the role's fallback; the usage records the model that answered.
     pub async fn complete_with_tool_json(
         &self,
         ctx: &CallContext,
@@ -221,7 +315,69 @@ impl Gateway {
         tools: Vec<serde_json::Value>,
         cancel: &CancellationToken,
     ) -> Result<Completion, GatewayError> {
-        let body = request_body(&ctx.model, messages, tools);
+        let mut candidates = vec![ctx.model.as_str()];
+        if let Some(fallback) = self.fallbacks.for_role(ctx.role)
+            && fallback != ctx.model
+        {
+            candidates.push(fallback);
+        }
+        // With every candidate's breaker open, the first is tried all the same: skipping
+        // helps only when another model can answer, and a person who writes again expects a
+        // new attempt.
+        let all_open = candidates.iter().all(|m| self.breakers.check(m).is_err());
+        let mut tried = Vec::new();
+        for (i, model) in candidates.into_iter().enumerate() {
+            if let Err(left) = self.breakers.check(model)
+                && !(all_open && i == 0)
+            {
+                tried.push(Tried {
+                    model: model.to_owned(),
+                    outcome: TriedOutcome::Skipped(left),
+                });
+                continue;
+            }
+            match self
+                .complete_with(ctx, model, messages, tools.clone(), cancel)
+                .await
+            {
+                Ok(completion) => {
+                    if !tried.is_empty() {
+                        tracing::warn!(
+                            thread = %ctx.thread,
+                            role = ctx.role,
+                            "answered by {model}: {}",
+                            describe_tried(&tried)
+                        );
+                    }
+                    return Ok(completion);
+                }
+                Err(e) if e.is_model_failure() => tried.push(Tried {
+                    model: model.to_owned(),
+                    outcome: TriedOutcome::Failed(Box::new(e)),
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        // One model, called and failed: its own error says it best.
+        if let [only] = tried.as_mut_slice()
+            && let TriedOutcome::Failed(e) = &mut only.outcome
+        {
+            return Err(std::mem::replace(e.as_mut(), GatewayError::Cancelled));
+        }
+        Err(GatewayError::NoModelAnswered(tried))
+    }
+
+    /// One model's call with retries; each failure counts towards its breaker, and the
+    /// failure that opens it ends the retries.
+    async fn complete_with(
+        &self,
+        ctx: &CallContext,
+        model: &str,
+        messages: &[ChatMessage],
+        tools: Vec<serde_json::Value>,
+        cancel: &CancellationToken,
+    ) -> Result<Completion, GatewayError> {
+        let body = request_body(model, messages, tools);
         let started = std::time::Instant::now();
         let mut attempt = 0;
         loop {
@@ -232,15 +388,17 @@ impl Gateway {
             };
             let err = match result {
                 Ok((reply, usage)) => {
-                    let usage = self.record(ctx, usage, started.elapsed()).await;
+                    self.breakers.succeeded(model);
+                    let usage = self.record(ctx, model, usage, started.elapsed()).await;
                     return Ok(Completion { reply, usage });
                 }
                 Err(err) => err,
             };
+            let opened = err.is_model_failure() && self.breakers.failed(model);
             if !err.is_retryable() {
                 return Err(err);
             }
-            if attempt >= self.max_retries {
+            if attempt >= self.max_retries || opened {
                 return Err(GatewayError::RetriesExhausted {
                     attempts: attempt + 1,
                     last: Box::new(err),
@@ -253,7 +411,7 @@ impl Gateway {
             tracing::warn!(
                 thread = %ctx.thread,
                 role = ctx.role,
-                "model call failed ({err}); retry {} of {} in {:.1}s",
+                "model call to {model} failed ({err}); retry {} of {} in {:.1}s",
                 attempt + 1,
                 self.max_retries,
                 delay.as_secs_f64()
@@ -294,11 +452,17 @@ impl Gateway {
         parse_response(status, retry_after, &text)
     }
 
-    async fn record(&self, ctx: &CallContext, usage: Usage, took: Duration) -> UsageRecord {
+    async fn record(
+        &self,
+        ctx: &CallContext,
+        model: &str,
+        usage: Usage,
+        took: Duration,
+    ) -> UsageRecord {
         let record = UsageRecord {
             thread: ctx.thread.clone(),
             role: ctx.role.to_owned(),
-            model: ctx.model.clone(),
+            model: model.to_owned(),
             prompt_tokens: usage.prompt_tokens,
             completion_tokens: usage.completion_tokens,
             cached_tokens: usage
@@ -523,6 +687,29 @@ pub struct RoleModel<'a> {
     pub gateway: &'a Gateway,
     pub ctx: CallContext,
     pub cancel: CancellationToken,
+    /// The last model other than `ctx.model` that answered one of its calls (the role's
+    /// fallback), if any did.
+    pub fallback_answered: std::sync::Mutex<Option<String>>,
+}
+
+impl<'a> RoleModel<'a> {
+    /// `ctx`'s role on `gateway`, cancelled by `cancel`.
+    pub fn new(gateway: &'a Gateway, ctx: CallContext, cancel: CancellationToken) -> Self {
+        Self {
+            gateway,
+            ctx,
+            cancel,
+            fallback_answered: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The fallback model that answered one of its calls, if one did.
+    pub fn fallback_answered(&self) -> Option<String> {
+        self.fallback_answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
 }
 
 #[async_trait]
@@ -534,10 +721,17 @@ impl ChatModel for RoleModel<'_> {
         messages: &[ChatMessage],
         tools: &[ToolSpec],
     ) -> Result<AssistantReply, GatewayError> {
-        self.gateway
+        let completion = self
+            .gateway
             .complete(&self.ctx, messages, tools, &self.cancel)
-            .await
-            .map(|c| c.reply)
+            .await?;
+        if completion.usage.model != self.ctx.model {
+            *self
+                .fallback_answered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(completion.usage.model);
+        }
+        Ok(completion.reply)
     }
 }
 

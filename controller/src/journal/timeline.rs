@@ -159,6 +159,7 @@ fn outcome(state: RunState) -> &'static str {
         RunState::Failed => "failed",
         RunState::Cancelled => "stopped",
         RunState::Interrupted => "interrupted",
+        RunState::Paused => "paused (no model answered)",
     }
 }
 

@@ -46,6 +46,8 @@ pub struct PmTurn {
     pub new_messages: Vec<ChatMessage>,
     /// Tool calls made.
     pub tool_calls: usize,
+    /// The fallback model that answered while the PM's own model failed, if one did.
+    pub fallback: Option<String>,
 }
 
 /// Why the PM could not answer.
@@ -166,15 +168,15 @@ impl Pm {
         let mut history = self.store.conversation(&thread, ROLE).await?;
         let user_message = said(msg);
         history.push(user_message.clone());
-        let model = RoleModel {
-            gateway: &self.gateway,
-            ctx: CallContext {
+        let model = RoleModel::new(
+            &self.gateway,
+            CallContext {
                 thread,
                 role: ROLE,
                 model: self.model.clone(),
             },
-            cancel: cancel.clone(),
-        };
+            cancel.clone(),
+        );
         let limits = LoopLimits {
             max_iterations: MAX_ITERATIONS,
         };
@@ -194,6 +196,7 @@ impl Pm {
             plan,
             new_messages,
             tool_calls: outcome.tool_calls,
+            fallback: model.fallback_answered(),
         })
     }
 }

@@ -147,15 +147,15 @@ pub async fn ask_pm(
     registry.register(Arc::new(crate::pm::tools::ReadMemory::new(
         pm.memory.clone(),
     )));
-    let model = RoleModel {
-        gateway: &pm.gateway,
-        ctx: CallContext {
+    let model = RoleModel::new(
+        &pm.gateway,
+        CallContext {
             thread: thread.clone(),
             role: ROLE,
             model: pm.model.clone(),
         },
-        cancel: cancel.clone(),
-    };
+        cancel.clone(),
+    );
     let history = [ChatMessage::user(format!("The Coder asks: {question}"))];
     let limits = LoopLimits {
         max_iterations: PM_QUESTION_ITERATIONS,

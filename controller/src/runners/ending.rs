@@ -62,6 +62,25 @@ pub(super) fn ending_of(event: &RunnerEvent, disk: &RunDisk) -> Option<(RunState
     }
 }
 
+/// The ending of a run that stopped at its model step while no Coder model answered
+/// (`outage`: why, as the controller saw its last call fail) is a pause, not a failure:
+/// nothing of its work is lost, and "continue" picks it up once the provider is back. Every
+/// other ending stays as it is.
+pub(super) fn paused_by_outage(
+    ending: Option<(RunState, String)>,
+    outage: Option<String>,
+) -> Option<(RunState, String)> {
+    match (ending, outage) {
+        (Some((RunState::Failed, words)), Some(why)) if words.starts_with("model failed") => {
+            Some((
+                RunState::Paused,
+                format!("paused: no Coder model answered ({why})"),
+            ))
+        }
+        (ending, _) => ending,
+    }
+}
+
 fn first_line(text: &str) -> String {
     text.lines()
         .next()
@@ -90,6 +109,29 @@ mod tests {
         let (state, text) = ending_of(&event, &disk).unwrap();
         assert_eq!(state, RunState::Finished);
         text
+    }
+
+    #[test]
+    fn a_model_step_failing_in_an_outage_is_a_pause_and_nothing_else_is() {
+        let failed = || Some((RunState::Failed, "model failed: hub call failed".to_owned()));
+        assert_eq!(
+            paused_by_outage(failed(), Some("HTTP 503".into())),
+            Some((
+                RunState::Paused,
+                "paused: no Coder model answered (HTTP 503)".into()
+            ))
+        );
+        assert_eq!(paused_by_outage(failed(), None), failed());
+        let commit = Some((RunState::Failed, "commit failed: x".to_owned()));
+        assert_eq!(
+            paused_by_outage(commit.clone(), Some("HTTP 503".into())),
+            commit
+        );
+        let done = Some((RunState::Finished, "completed: ok".to_owned()));
+        assert_eq!(
+            paused_by_outage(done.clone(), Some("HTTP 503".into())),
+            done
+        );
     }
 
     #[test]

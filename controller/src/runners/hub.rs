@@ -77,6 +77,27 @@ pub struct RunHub {
     /// What of the run's conversation is stored; held across a call's store write, so the
     /// writes of concurrent calls do not interleave.
     pub stored: tokio::sync::Mutex<StoredConversation>,
+    /// Why the run's last model call got no answer from any Coder model, if it did not: a
+    /// run that ends on it is paused, not failed.
+    pub outage: ModelOutage,
+}
+
+/// Whether the provider failed a run's last model call (server errors, timeouts, no model
+/// answering), and how: shared by the run's hub, which sees the calls, and its supervisor,
+/// which decides how the run ended. Only the controller's own view of its calls sets it,
+/// never what the runner says.
+#[derive(Clone, Debug, Default)]
+pub struct ModelOutage(Arc<std::sync::Mutex<Option<String>>>);
+
+impl ModelOutage {
+    fn set(&self, why: Option<String>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = why;
+    }
+
+    /// Why the last model call got no answer, if it did not.
+    pub fn current(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 impl RunHub {
@@ -183,9 +204,27 @@ impl RunHub {
             return None;
         }
         let since = chrono::Utc::now() - chrono::Duration::hours(1);
-        match self.store.calls_since(self.ctx.role, since).await {
-            Ok(n) if n >= i64::from(self.calls_per_hour) => Some(format!(
-                "the limit of {} Coder model calls per hour (access.maxClaudeCallsPerHour) is reached",
+        // Per person: the calls of the runs whoever started this one started. A run nobody
+        // in Slack started (runnerctl) counts every Coder call.
+        let counted = match self.store.run_starter(&self.run_id).await {
+            Ok(Some(person)) => self
+                .store
+                .person_coder_calls_since(
+                    &person,
+                    &since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                )
+                .await
+                .map(|(n, _)| (n, format!(" for the runs <@{person}> started"))),
+            Ok(None) => self
+                .store
+                .calls_since(self.ctx.role, since)
+                .await
+                .map(|n| (n, String::new())),
+            Err(e) => Err(e),
+        };
+        match counted {
+            Ok((n, whose)) if n >= i64::from(self.calls_per_hour) => Some(format!(
+                "the limit of {} Coder model calls per hour (access.maxClaudeCallsPerHour){whose} is reached",
                 self.calls_per_hour
             )),
             Ok(_) => None,
@@ -288,10 +327,16 @@ impl RunnerHub for RunHub {
             .gateway
             .complete_with_tool_json(&self.ctx, &messages, tools, &self.cancel)
             .await
-            .map_err(|e| match e {
-                GatewayError::Cancelled => Status::cancelled("the run ended"),
-                other => Status::unavailable(other.to_string()),
+            .map_err(|e| {
+                if e.is_model_failure() {
+                    self.outage.set(Some(e.to_string()));
+                }
+                match e {
+                    GatewayError::Cancelled => Status::cancelled("the run ended"),
+                    other => Status::unavailable(other.to_string()),
+                }
             })?;
+        self.outage.set(None);
         self.record_call(&messages, &completion, has_tools).await;
         let (tx, rx) = mpsc::channel(16);
         let chunks = reply_chunks(completion);

@@ -135,6 +135,9 @@ pub(super) struct Runner {
     pub(super) hub_task: tokio::task::JoinHandle<()>,
     /// Whether the hub answers the runner's calls (see [`super::hub::RunHub::tasked`]).
     pub(super) tasked: Arc<AtomicBool>,
+    /// Whether the provider failed the run's last model call (see
+    /// [`super::hub::ModelOutage`]).
+    pub(super) outage: super::hub::ModelOutage,
 }
 
 impl Runner {

@@ -430,7 +430,15 @@ async fn thread_handler(
     models: Option<Arc<ModelList>>,
     builds: BuildSlots,
 ) -> Result<ThreadHandler, StartError> {
-    let gateway = Arc::new(Gateway::new(&config.openrouter, store.clone())?.knowing_models(models));
+    let fallbacks = crate::gateway::Fallbacks {
+        pm: config.product_manager.fallback.clone(),
+        coder: config.coder.fallback.clone(),
+    };
+    let gateway = Arc::new(
+        Gateway::new(&config.openrouter, store.clone())?
+            .knowing_models(models)
+            .with_fallbacks(fallbacks),
+    );
     let supervisor = runners::supervisor_for(
         layout,
         config,
@@ -501,7 +509,13 @@ async fn thread_handler(
         outbox: outbox.clone(),
         store: store.clone(),
         allowed_users: config.access.allowed_users.clone(),
+        developers: crate::thread::permissions::Developers::new(config.access.developers.clone()),
         max_cost_per_thread: config.coder.max_cost_per_thread,
+        caps: crate::gateway::caps::Caps {
+            per_day: config.access.max_cost_per_day,
+            per_user_per_day: config.access.max_cost_per_user_per_day,
+            calls_per_hour: config.access.max_claude_calls_per_hour,
+        },
         merge_strategy: config.github.merge_strategy,
         merge_checks: config.github.merge_checks,
         memory,

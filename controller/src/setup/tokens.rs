@@ -166,6 +166,8 @@ pub(super) async fn ask_model_key(
             base_url: base_url.to_owned(),
             timeout_secs: 30,
             max_retries: 0,
+            breaker_failures: 0,
+            breaker_cool_down_secs: 0,
         };
         match preflight::model_key(&openrouter).await {
             Ok(()) => {

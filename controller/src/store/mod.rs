@@ -44,6 +44,7 @@ mod questions;
 pub mod reviews;
 mod runs;
 mod scope;
+mod spend;
 mod starts;
 mod steps;
 #[cfg(test)]
@@ -484,6 +485,26 @@ impl Store {
         .fetch_one(&self.pool)
         .await?;
         Ok(calls)
+    }
+
+    /// The models that answered the thread's `role` calls since `since` (RFC 3339, UTC),
+    /// each once, in the order first used.
+    pub async fn models_since(
+        &self,
+        thread: &ThreadKey,
+        role: &str,
+        since: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        let models = sqlx::query_scalar::<_, String>(
+            "SELECT model FROM usage WHERE channel_id = $1 AND thread_ts = $2 AND role = $3 \
+             AND created_at >= $4 GROUP BY model ORDER BY MIN(created_at)",
+        )
+        .bind_thread(thread)
+        .bind(role)
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(models)
     }
 
     /// A thread's usage so far.

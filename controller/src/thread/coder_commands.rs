@@ -3,6 +3,7 @@
 
 use crate::domain::{Click, IncomingMessage, Plan, Role, RunRecord};
 use crate::gateway::budget::cap_text;
+use crate::gateway::caps;
 use crate::slack::interactive::reaction_target;
 use crate::store::{Change, RunStart};
 use crate::thread::handler::{Settle, ThreadHandler};
@@ -57,6 +58,22 @@ impl ThreadHandler {
             changes.push(Change::RunReported(run));
         }
         self.reply(msg, Role::Pm, &reply, &changes).await
+    }
+
+    /// When a cap that holds across threads (`access.maxCostPerDay`, `.maxCostPerUserPerDay`,
+    /// the hourly Coder calls) refuses the run `msg` would start (its author's: the person
+    /// who starts a run answers for its spend): the thread is told which cap, its figure and
+    /// when it resets, and nothing starts. `None`: the run may start.
+    pub(super) async fn over_cap(&self, msg: &IncomingMessage) -> Option<Settle> {
+        let now = chrono::Utc::now();
+        let refused = caps::refusal(&self.store, self.caps, &msg.user, now).await?;
+        tracing::info!(
+            tag = "INF",
+            "thread {} → run not started for {}: {refused:?}",
+            msg.thread(),
+            msg.user
+        );
+        Some(self.answer(msg, Role::Pm, &refused.markdown(now)).await)
     }
 
     /// At approval, fixes the cap the Coder runs under (a typed one, else the default).

@@ -26,6 +26,7 @@ use crate::gateway::budget::parse_budget_command;
 use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_decline, is_rebase, is_stop, is_undo};
 use crate::thread::close_plan::{CloseWord, close_word};
+use crate::thread::permissions::gate;
 use crate::thread::routing::{Route, mentioned_roles, route};
 
 /// What a message asks of its thread.
@@ -118,6 +119,10 @@ pub enum Command {
     /// A message the controller stored (a click, the watcher's, a notice) whose text it
     /// cannot read back: nothing is done (only a change of the markers' format makes one).
     Unreadable,
+    /// A command only developers may give (what it would have done, in a few words), from
+    /// someone who is not one: the reply names the developers; nothing else changes (see
+    /// [`crate::thread::permissions`]).
+    DevelopersOnly(&'static str),
 }
 
 /// What the rules know of a thread besides the message itself, read once per message by
@@ -128,6 +133,8 @@ pub struct Facts {
     /// Whether the message's author is on the allow-list (`access.allowedUsers`, or it is
     /// empty).
     pub allowed: bool,
+    /// Whether the message's author is a developer (`access.developers`, or it is empty).
+    pub developer: bool,
     /// The thread's state.
     pub state: ThreadState,
     /// The review round proposed in the thread and waiting for a *yes* or a *no*, if any.
@@ -139,14 +146,17 @@ pub struct Facts {
     pub coder_missed: bool,
 }
 
-/// The command `msg` gives its thread, given the thread's `facts`: every rule, in order.
+/// The command `msg` gives its thread, given the thread's `facts`: every rule, in order,
+/// then who may give it ([`gate`]).
 pub fn classify(msg: &IncomingMessage, facts: &Facts) -> Command {
-    if !facts.coder_missed
+    let command = if !facts.coder_missed
         && let Some(command) = up_to_the_running_coder(msg, facts)
     {
-        return command;
-    }
-    classify_past_coder(msg, &facts.state)
+        command
+    } else {
+        classify_past_coder(msg, &facts.state)
+    };
+    gate(command, facts.developer)
 }
 
 /// The rules up to and including the running Coder's; `None`: the rules after it decide.
@@ -444,6 +454,7 @@ mod tests {
     fn facts(allowed: bool, state: &ThreadState) -> Facts {
         Facts {
             allowed,
+            developer: allowed,
             state: state.clone(),
             open_round: None,
             proposal_open: false,
@@ -1187,6 +1198,7 @@ mod tests {
             NothingToRebase => "NothingToRebase".into(),
             Notice(_) => "Notice".into(),
             Unreadable => "Unreadable".into(),
+            DevelopersOnly(what) => format!("DevelopersOnly {what:?}"),
         }
     }
 
@@ -1284,15 +1296,17 @@ mod tests {
             ("unreadable watcher".into(), stored(Origin::Watcher, "yes")),
             ("unreadable notice".into(), stored(Origin::Notice, "yes")),
         ];
-        // The facts besides the state: on the allow-list, round open, proposal open, missed
-        // by the running Coder.
-        let variants: [(&str, bool, Option<i64>, bool, bool); 6] = [
-            ("", true, None, false, false),
-            ("round 2 open", true, Some(2), false, false),
-            ("proposal open", true, None, true, false),
-            ("round and proposal", true, Some(2), true, false),
-            ("off the allow-list", false, Some(2), true, false),
-            ("coder missed it", true, None, false, true),
+        // The facts besides the state: on the allow-list, a developer, round open, proposal
+        // open, missed by the running Coder.
+        type Variant = (&'static str, bool, bool, Option<i64>, bool, bool);
+        let variants: [Variant; 7] = [
+            ("", true, true, None, false, false),
+            ("round 2 open", true, true, Some(2), false, false),
+            ("proposal open", true, true, None, true, false),
+            ("round and proposal", true, true, Some(2), true, false),
+            ("off the allow-list", false, false, Some(2), true, false),
+            ("not a developer", true, false, Some(2), true, false),
+            ("coder missed it", true, true, None, false, true),
         ];
         let mut rows = vec![
             std::iter::once("message".to_owned())
@@ -1301,11 +1315,12 @@ mod tests {
                 .collect::<Vec<_>>(),
         ];
         for (name, message) in &messages {
-            for (variant, allowed, open_round, proposal_open, coder_missed) in variants {
+            for (variant, allowed, developer, open_round, proposal_open, coder_missed) in variants {
                 let mut row = vec![name.clone(), variant.to_owned()];
                 for (_, state) in &states {
                     let facts = Facts {
                         allowed,
+                        developer,
                         state: state.clone(),
                         open_round,
                         proposal_open,

@@ -21,6 +21,7 @@ use crate::store::reviews::RoundState;
 use crate::store::{Change, Store, ThreadStateError};
 use crate::thread::close_plan::CloseKind;
 use crate::thread::command::{Command, Facts, classify};
+use crate::thread::permissions::Developers;
 use crate::thread::replies;
 use crate::thread::routing::other_roles_reply;
 use crate::thread::state::thread_state;
@@ -35,8 +36,13 @@ pub struct ThreadHandler {
     pub coder: SlackCoder,
     /// Who may ask for work; empty means everyone in the channel.
     pub allowed_users: Vec<String>,
+    /// Who may steer the work (`access.developers`).
+    pub developers: Developers,
     /// `coder.maxCostPerThread`: a thread's budget unless it sets its own.
     pub max_cost_per_thread: f64,
+    /// The caps checked when a person starts a Coder run (`access.maxCostPerDay`,
+    /// `.maxCostPerUserPerDay`, `.maxClaudeCallsPerHour`).
+    pub caps: crate::gateway::caps::Caps,
     /// `github.mergeStrategy`: how "merge" merges the thread's pull request.
     pub merge_strategy: MergeStrategy,
     /// `github.mergeChecks`: what reviewers said that makes "merge" refuse.
@@ -144,7 +150,7 @@ impl ThreadHandler {
     }
 
     /// What the rules need to know of the thread for `msg`, read once: whether its author is
-    /// on the allow-list, the open memory proposal and review round (a failure to read either
+    /// on the allow-list and a developer, the open memory proposal and review round (a failure to read either
     /// is logged and read as none open), and the thread's state.
     pub(super) async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
         let thread = msg.thread();
@@ -165,6 +171,7 @@ impl ThreadHandler {
         };
         Ok(Facts {
             allowed,
+            developer: self.developers.includes(&msg.user),
             state: self.load_state(msg).await?,
             open_round,
             proposal_open,
@@ -206,6 +213,15 @@ impl ThreadHandler {
                 );
                 self.answer(msg, Role::Pm, replies::NOT_ALLOWED).await
             }
+            Command::DevelopersOnly(what) => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → {} may not {what}: not in access.developers",
+                    msg.user
+                );
+                let reply = replies::developers_only(&msg.user, what, &self.developers.mentions());
+                self.answer(msg, Role::Pm, &reply).await
+            }
             Command::ThreadClosed => {
                 tracing::info!(tag = "PM", "thread {thread} → message in a closed thread");
                 self.answer(msg, Role::Pm, replies::THREAD_CLOSED).await
@@ -214,10 +230,13 @@ impl ThreadHandler {
             Command::StopButton(click) => self.stop_button(msg, &click).await,
             Command::SpentClick => Settle::Processed,
             Command::EarlierPlanButton => self.answer(msg, Role::Pm, replies::EARLIER_PLAN).await,
-            Command::ApproveButton(click) => {
-                self.approve_button(msg, &click).await;
-                self.approve(msg).await
-            }
+            Command::ApproveButton(click) => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => {
+                    self.approve_button(msg, &click).await;
+                    self.approve(msg).await
+                }
+            },
             Command::CancelButton(click) => self.cancel_button(msg, &click).await,
             Command::Undo => self.undo(msg).await,
             Command::SetBudget(cap) => self.set_budget(msg, cap).await,
@@ -239,9 +258,15 @@ impl ThreadHandler {
                 Settle::Processed
             }
             Command::Notice(notice) => self.answer(msg, Role::Pm, &notice).await,
-            Command::Approve => self.approve(msg).await,
+            Command::Approve => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => self.approve(msg).await,
+            },
             Command::AlreadyCarriedOut => self.answer(msg, Role::Coder, replies::CARRIED_OUT).await,
-            Command::FollowUp { last } => self.follow_up(msg, &last).await,
+            Command::FollowUp { last } => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => self.follow_up(msg, &last).await,
+            },
             Command::OtherRoles(named) => {
                 let names: Vec<&str> = named.iter().map(|m| m.name()).collect();
                 tracing::info!(
@@ -254,7 +279,10 @@ impl ThreadHandler {
             Command::AskPm => self.ask_pm(msg, cancel).await,
             Command::ReviewRound => self.review_round(msg, cancel).await,
             Command::ReviewCapped => self.review_capped(msg).await,
-            Command::ApproveReview { round, last } => self.approve_review(msg, round, &last).await,
+            Command::ApproveReview { round, last } => match self.over_cap(msg).await {
+                Some(refused) => refused,
+                None => self.approve_review(msg, round, &last).await,
+            },
             Command::DeclineReview { round } => self.decline_review(msg, round).await,
             Command::MemoryReply(reply) => self.memory_reply(msg, reply).await,
             Command::CorrectAnswer { number, answer } => {

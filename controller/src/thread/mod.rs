@@ -6,7 +6,7 @@
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`crate::gateway::budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
-//! [`replies`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
+//! [`replies`]; who may give which command in [`permissions`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
 //! chosen from Slack against the provider's list.
 
 pub mod approval;
@@ -20,6 +20,7 @@ mod joined_messages;
 pub mod lease;
 mod memory_commands;
 pub mod model_switch;
+pub mod permissions;
 mod plan_commands;
 mod pm_turn;
 mod rebase_commands;

@@ -68,6 +68,8 @@ mod tests {
             base_url: model.base_url(),
             timeout_secs: 5,
             max_retries: 0,
+            breaker_failures: 0,
+            breaker_cool_down_secs: 0,
         };
         Gateway::new(&config, store).unwrap()
     }

@@ -19,8 +19,8 @@ use tokio_util::sync::CancellationToken;
 use codebutler_agent::conversation::ChatMessage;
 
 use crate::domain::{IncomingMessage, Plan, Role};
-use crate::gateway::GatewayError;
 use crate::gateway::budget::{cost_markdown, estimate};
+use crate::gateway::{GatewayError, Tried, TriedOutcome};
 use crate::pm::references::{self, Sources};
 use crate::pm::{PmError, PmTurn};
 use crate::slack::effects::Effects;
@@ -28,7 +28,9 @@ use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::joined_messages::JoinedMessages;
-use crate::thread::replies::THREAD_CLOSED;
+use crate::thread::replies::{
+    THREAD_CLOSED, answered_by_fallback, no_pm_model, plan_waits_for_developer,
+};
 
 /// Which PM turn a message gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,10 +113,13 @@ impl ThreadHandler {
             }
             Err(PmError::Model(e)) => {
                 tracing::error!(thread = %thread, "pm model call failed: {e}");
-                let reply = format!(
-                    "I couldn't reach the model ({}). Your message is saved: I'll try it again when you next write in this thread, or when I restart.",
-                    short_reason(&e)
-                );
+                let reply = match &e {
+                    GatewayError::NoModelAnswered(tried) => no_pm_model(&short_reasons(tried)),
+                    _ => format!(
+                        "I couldn't reach the model ({}). Your message is saved: I'll try it again when you next write in this thread, or when I restart.",
+                        short_reason(&e)
+                    ),
+                };
                 return self
                     .reply(msg, Role::Pm, &reply, &[Change::Failed(msg)])
                     .await;
@@ -130,6 +135,17 @@ impl ThreadHandler {
         if turn.plan.is_some() {
             tracing::info!(tag = "PM", "thread {thread} → plan proposed");
         }
+        let turn = match &turn.fallback {
+            Some(fallback) => PmTurn {
+                answer: format!(
+                    "{}\n\n{}",
+                    turn.answer.trim_end(),
+                    answered_by_fallback(fallback, &self.pm.model)
+                ),
+                ..turn
+            },
+            None => turn,
+        };
         let joined = joined.joined();
         if let Err(e) = self.complete_turn(msg, &joined, &turn, cancel).await {
             tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
@@ -275,7 +291,11 @@ impl ThreadHandler {
         if !overlaps.is_empty() {
             cost_line = format!("{cost_line}\n\n{overlaps}");
         }
-        let markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
+        let mut markdown = format!("{answer}\n\n{}", plan.proposal_markdown(&cost_line));
+        if !self.developers.includes(&msg.user) {
+            let waits = plan_waits_for_developer(&self.developers.mentions());
+            markdown = format!("{markdown}\n\n{waits}");
+        }
         let digest = plan_digest(&plan.to_json()?);
         Ok(
             Effects::new(&thread).reply_with_blocks(&markdown, &speaker(Role::Pm), |text| {
@@ -307,5 +327,23 @@ fn short_reason(e: &GatewayError) -> String {
         GatewayError::Transport(_) => "the provider is unreachable".into(),
         GatewayError::Decode(_) => "the provider's answer was unreadable".into(),
         GatewayError::Cancelled => "cancelled".into(),
+        GatewayError::NoModelAnswered(tried) => short_reasons(tried),
     }
+}
+
+/// Each model a call could not get an answer from, with a short reason: "`a`: the provider
+/// answered HTTP 503 after 3 attempts; `b`: failing, skipped for 280 s".
+fn short_reasons(tried: &[Tried]) -> String {
+    tried
+        .iter()
+        .map(|t| match &t.outcome {
+            TriedOutcome::Failed(e) => format!("`{}`: {}", t.model, short_reason(e)),
+            TriedOutcome::Skipped(left) => format!(
+                "`{}`: failing, skipped for {} s more",
+                t.model,
+                left.as_secs()
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }

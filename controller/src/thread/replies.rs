@@ -1,5 +1,5 @@
 //! The thread's fixed replies: what a message gets when its command needs nothing but an
-//! answer — the allow-list's refusals (typed and clicked), a closed thread, a close word or
+//! answer — the allow-list's refusals (typed and clicked), a command kept for developers, a closed thread, a close word or
 //! "rebase" that must wait, a button of an earlier plan, a plan carried out already. They
 //! live together so a reader finds in one place what the thread says without doing
 //! anything, and each command's row of the rule table ([`crate::thread::command`]) has its
@@ -44,3 +44,28 @@ pub const REBASE_WHILE_PLAN_PENDING: &str =
 
 /// To "rebase" in a thread without a branch.
 pub const NOTHING_TO_REBASE: &str = "This thread has no branch yet (the Coder makes one when a plan is approved), so there is nothing to bring up to date.";
+
+/// To a command only developers may give (`what` it would have done), from `user`, who is not
+/// one of `developers` (as mentions).
+pub fn developers_only(user: &str, what: &str, developers: &str) -> String {
+    format!(
+        "<@{user}>, only this channel's developers (`access.developers`) can {what}: {developers}. Nothing was changed; you can keep asking questions and discussing here."
+    )
+}
+
+/// Under a plan proposed for someone who is not a developer: who must approve it.
+pub fn plan_waits_for_developer(developers: &str) -> String {
+    format!("⏳ This plan waits for a developer's approval: {developers}.")
+}
+
+/// After a PM answer a fallback model gave (`fallback`), because `primary` is failing.
+pub fn answered_by_fallback(fallback: &str, primary: &str) -> String {
+    format!("_Answered by `{fallback}`: `{primary}` is failing, so its fallback stands in._")
+}
+
+/// When no PM model answered (`reasons`, each model and why).
+pub fn no_pm_model(reasons: &str) -> String {
+    format!(
+        "No PM model answered ({reasons}). Your message is saved: I'll answer it when you next write in this thread, or when I restart."
+    )
+}

@@ -411,6 +411,8 @@ struct Prepared {
     call_ids: Vec<String>,
     /// Prompt characters served from the emulated prompt cache.
     cached_chars: usize,
+    /// The requested model's prices, if the test priced it.
+    prices: Option<(f64, f64, Option<f64>)>,
 }
 
 async fn completions(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -560,6 +562,11 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         }
     }
     let cached_chars = prompt_cache(&mut st.cache, &request);
+    let prices = st
+        .listed
+        .iter()
+        .find(|m| Some(m.id.as_str()) == request["model"].as_str())
+        .and_then(|m| m.prices);
     drop(st);
     Ok(Prepared {
         request,
@@ -569,6 +576,7 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         gen_id,
         call_ids,
         cached_chars,
+        prices,
     })
 }
 
@@ -789,6 +797,7 @@ async fn answer(prepared: Prepared) -> Response {
         gen_id,
         call_ids,
         cached_chars,
+        prices,
     } = prepared;
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
 
@@ -859,6 +868,15 @@ async fn answer(prepared: Prepared) -> Response {
         }
     };
     let completion_tokens = reply_chars / 4 + 1;
+    // A priced model's call costs its tokens at its prices, as OpenRouter bills it (cached
+    // prompt tokens at the cache-read price); an unpriced one a token amount.
+    let cost = prices.map_or(0.0001, |(prompt, completion, cache_read)| {
+        let fresh = prompt_tokens.saturating_sub(cached_tokens) as f64;
+        let cached = cached_tokens as f64;
+        fresh * prompt
+            + cached * cache_read.unwrap_or(prompt)
+            + completion_tokens as f64 * completion
+    });
     let body = json!({
         "id": format!("gen-{gen_id}"),
         "object": "chat.completion",
@@ -877,7 +895,7 @@ async fn answer(prepared: Prepared) -> Response {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "cost": 0.0001,
+            "cost": cost,
             "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     });

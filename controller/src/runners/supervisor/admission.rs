@@ -1,8 +1,13 @@
 //! The Coder slots a run waits for before its runner gets its task: this instance's
 //! `access.maxConcurrentThreads` permits, or on a shared store the slots every live instance
 //! shares, asked of the store again until one is free. There is always at least one.
+//!
+//! The runs waiting for a slot are kept in line, in the order they came, so a thread can
+//! show its run's place ([`Slots::place`]). The line is this instance's: on a shared store,
+//! runs other hosts queued are not in it.
 
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -27,6 +32,35 @@ pub(super) struct Slots {
     /// With several instances on one store: this instance's id, and the slots are the
     /// store's.
     shared_as: Option<String>,
+    /// The runs waiting for a slot, first in line first.
+    line: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// A run's place in the line, given up when it is admitted or stops waiting.
+struct InLine {
+    line: Arc<Mutex<VecDeque<String>>>,
+    run_id: String,
+}
+
+impl InLine {
+    fn join(line: &Arc<Mutex<VecDeque<String>>>, run_id: &str) -> Self {
+        lock(line).push_back(run_id.to_owned());
+        Self {
+            line: line.clone(),
+            run_id: run_id.to_owned(),
+        }
+    }
+}
+
+impl Drop for InLine {
+    fn drop(&mut self) {
+        lock(&self.line).retain(|id| *id != self.run_id);
+    }
+}
+
+fn lock(line: &Mutex<VecDeque<String>>) -> std::sync::MutexGuard<'_, VecDeque<String>> {
+    // A panic while holding the line leaves a list of ids: still usable.
+    line.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Slots {
@@ -38,7 +72,16 @@ impl Slots {
             max,
             local: Arc::new(Semaphore::new(max)),
             shared_as,
+            line: Arc::default(),
         }
+    }
+
+    /// The place of run `run_id` in the line for a slot (1: next), if it waits for one.
+    pub fn place(&self, run_id: &str) -> Option<usize> {
+        lock(&self.line)
+            .iter()
+            .position(|id| id == run_id)
+            .map(|i| i + 1)
     }
 
     /// Waits for a slot for the run `run_id`: a local permit, or on a shared store its
@@ -46,6 +89,10 @@ impl Slots {
     /// are gone (shutting down).
     pub async fn admit(&self, store: &Store, run_id: &str) -> Option<Admission> {
         let Some(instance) = &self.shared_as else {
+            if let Ok(permit) = self.local.clone().try_acquire_owned() {
+                return Some(Admission::Local { _permit: permit });
+            }
+            let _in_line = InLine::join(&self.line, run_id);
             return self
                 .local
                 .clone()
@@ -55,13 +102,16 @@ impl Slots {
                 .map(|permit| Admission::Local { _permit: permit });
         };
         let max = i64::try_from(self.max).unwrap_or(i64::MAX);
+        let mut in_line = None;
         loop {
             match store
                 .admit_run(run_id, instance, max, crate::store::LEASE_TTL)
                 .await
             {
                 Ok(true) => return Some(Admission::Shared),
-                Ok(false) => {}
+                Ok(false) => {
+                    in_line.get_or_insert_with(|| InLine::join(&self.line, run_id));
+                }
                 Err(e) => tracing::warn!(run = %run_id, "ask for a Coder slot: {e}"),
             }
             tokio::time::sleep(ADMISSION_POLL).await;
@@ -83,11 +133,13 @@ mod tests {
             let slots = Slots::new(max_concurrent, None);
             let first = slots.admit(&store.store, "r1").await;
             assert!(matches!(first, Some(Admission::Local { .. })));
+            assert_eq!(slots.place("r2"), None, "not waiting yet");
             let mut second = pin!(slots.admit(&store.store, "r2"));
             assert!(
                 futures::poll!(second.as_mut()).is_pending(),
                 "one slot, taken"
             );
+            assert_eq!(slots.place("r2"), Some(1));
             drop(first);
             assert!(matches!(second.await, Some(Admission::Local { .. })));
         }
@@ -97,7 +149,12 @@ mod tests {
         assert!(first.is_some() && second.is_some(), "two slots, two runs");
         let mut third = pin!(slots.admit(&store.store, "r3"));
         assert!(futures::poll!(third.as_mut()).is_pending());
+        let mut fourth = pin!(slots.admit(&store.store, "r4"));
+        assert!(futures::poll!(fourth.as_mut()).is_pending());
+        assert_eq!((slots.place("r3"), slots.place("r4")), (Some(1), Some(2)));
         drop(second);
         assert!(third.await.is_some());
+        assert_eq!(slots.place("r3"), None, "admitted: out of the line");
+        assert_eq!(slots.place("r4"), Some(1), "moved up");
     }
 }

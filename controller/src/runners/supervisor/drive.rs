@@ -13,8 +13,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::super::ending::{RunDisk, ending_of};
-use super::super::hub::RunHub;
+use super::super::ending::{RunDisk, ending_of, paused_by_outage};
+use super::super::hub::{ModelOutage, RunHub};
 use super::super::launcher::{LaunchError, LaunchRequest};
 use super::super::standby::{Launch, Runner, Waiting};
 use super::deadline::KillClock;
@@ -149,7 +149,12 @@ impl Inner {
         let (event_tx, events) = mpsc::channel(64);
         let hub_stop = CancellationToken::new();
         let tasked = Arc::new(AtomicBool::new(tasked));
+        let outage = ModelOutage::default();
         let hub = self.hub(run_id, request, event_tx, command_rx, &hub_stop, &tasked);
+        let hub = RunHub {
+            outage: outage.clone(),
+            ..hub
+        };
         let hub_task = tokio::spawn(hub.serve(launched.hub, hub_stop.clone()));
         Ok(Runner {
             child: launched.process,
@@ -157,6 +162,7 @@ impl Inner {
             hub_stop,
             hub_task,
             tasked,
+            outage,
         })
     }
 
@@ -194,6 +200,7 @@ impl Inner {
             thread_link: request.reporting.thread_link().map(str::to_owned),
             memory: self.memory.clone(),
             stored: Default::default(),
+            outage: ModelOutage::default(),
         }
     }
 
@@ -278,7 +285,7 @@ impl Inner {
             }
             self.record_event(run_id, &mut seq, event).await;
         }
-        (exit, ending)
+        (exit, paused_by_outage(ending, runner.outage.current()))
     }
 
     async fn record_event(&self, run_id: &str, seq: &mut i64, event: RunnerEvent) {

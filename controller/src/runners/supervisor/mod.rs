@@ -335,6 +335,12 @@ impl Supervisor {
         true
     }
 
+    /// The place of run `run_id` in the line for a Coder slot (1: next), while it waits for
+    /// one (`access.maxConcurrentThreads` runs at a time).
+    pub fn queue_place(&self, run_id: &str) -> Option<usize> {
+        self.inner.slots.place(run_id)
+    }
+
     /// Whether the thread has a run queued or in progress.
     pub fn is_active(&self, thread_ts: &str) -> bool {
         self.inner.active.contains(thread_ts)
