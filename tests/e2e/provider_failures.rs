@@ -86,7 +86,7 @@ async fn a_failing_pm_model_is_skipped_and_its_fallback_answers_named_in_the_thr
 }
 
 /// Neither the PM's model nor its fallback answers: the thread says so plainly, naming both;
-/// once the provider is back, the next message has the saved question answered first.
+/// once the provider is back, the next message's answer takes the saved question in too.
 #[tokio::test]
 async fn no_pm_model_answering_is_said_and_the_question_is_answered_after_recovery() {
     let env = env_with_fallback(100, 0).await;
@@ -113,13 +113,25 @@ async fn no_pm_model_answering_is_said_and_the_question_is_answered_after_recove
 
     up.store(true, Ordering::SeqCst);
     env.reply(&thread, "anything?");
-    let posts = wait_posts(&env, &thread, 3).await;
+    // The saved question and the new message are answered together, in one answer whose
+    // request held both, in order (messages waiting for the PM join one turn).
+    let posts = wait_posts(&env, &thread, 2).await;
     assert!(
-        posts[1].starts_with("*PM:* ANSWER to <@U0ALICE>: what does the Makefile do?"),
+        posts[1].starts_with("*PM:* ANSWER to <@U0ALICE>: anything?"),
         "{posts:?}"
     );
+    let answered = env.model.requests_for("what does the Makefile do");
+    let asked = user_messages(&answered.last().expect("a request").body);
+    let saved = asked
+        .iter()
+        .position(|m| m.contains("what does the Makefile do?"));
+    let new = asked.iter().position(|m| m.contains("anything?"));
+    assert!(saved.is_some() && saved < new, "{asked:?}");
+    // Nothing is answered twice: the next message gets the next answer.
+    env.reply(&thread, "thanks");
+    let posts = wait_posts(&env, &thread, 3).await;
     assert!(
-        posts[2].starts_with("*PM:* ANSWER to <@U0ALICE>: anything?"),
+        posts[2].starts_with("*PM:* ANSWER to <@U0ALICE>: thanks"),
         "{posts:?}"
     );
 }
