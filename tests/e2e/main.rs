@@ -15,6 +15,7 @@ mod compaction;
 mod config_errors;
 mod containers;
 mod coordination;
+mod dashboard;
 mod followups;
 mod gh_cli;
 mod hosts;

@@ -25,6 +25,7 @@
 //! | `runner` | `runner` |
 //! | `store` | `store` |
 //! | `logging` | `logging` |
+//! | `dashboard` | `dashboard` (the global file's only) |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
 //! the fields it asks about (keeping every other field as it was), checking the result as
@@ -33,6 +34,7 @@
 mod access;
 mod build_env;
 mod changes_workflow;
+mod dashboard;
 pub mod edit;
 mod error;
 mod file;
@@ -54,6 +56,9 @@ use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, GithubConfig, MergeStrategy, ReviewFrom};
 pub use changes_workflow::ChangesWorkflowConfig;
+pub use dashboard::{
+    DEFAULT_DASHBOARD_LISTEN, DashboardConfig, ENV_DASHBOARD_TOKEN, MIN_TOKEN_CHARS,
+};
 pub use error::ConfigError;
 pub use logging::LoggingConfig;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
@@ -108,6 +113,8 @@ pub struct Config {
     pub store: crate::store::StoreUrl,
     /// How the service's log file rotates (`logging`).
     pub logging: LoggingConfig,
+    /// The dashboard and `/metrics` (`dashboard`, the global file's only); `None`: off.
+    pub dashboard: Option<DashboardConfig>,
 }
 
 /// Where the configuration comes from.
@@ -164,7 +171,8 @@ pub fn load_values(
     let files = Files::from_values(sources, global, repo)?;
     let (merged, origin) = files.merged(sources, None)?;
     let secrets = Secrets { env: &env, sources };
-    resolve(merged, &origin, &secrets)
+    let config = resolve(merged, &origin, &secrets)?;
+    with_dashboard(config, &files, sources, &secrets)
 }
 
 /// Like [`load`], with `channel` (a `repositories` entry's) over what the files say.
@@ -176,7 +184,19 @@ fn load_in_channel(
     let files = Files::read(sources)?;
     let (merged, origin) = files.merged(sources, channel)?;
     let secrets = Secrets { env: &env, sources };
-    resolve(merged, &origin, &secrets)
+    let config = resolve(merged, &origin, &secrets)?;
+    with_dashboard(config, &files, sources, &secrets)
+}
+
+/// `config` with the global file's `dashboard` section, typed.
+fn with_dashboard(
+    mut config: Config,
+    files: &Files,
+    sources: &ConfigSources,
+    secrets: &Secrets,
+) -> Result<Config, ConfigError> {
+    config.dashboard = dashboard::resolve(files.dashboard.clone(), &sources.global, secrets)?;
+    Ok(config)
 }
 
 /// Every section typed, in a fixed order: when several are wrong, the first here is reported.
@@ -224,6 +244,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
         logging: file.logging.resolve(origin)?,
+        dashboard: None,
     })
 }
 

@@ -6,6 +6,7 @@
 mod click;
 mod memory;
 pub mod memory_ops;
+mod overview;
 mod plan;
 mod role;
 mod run;
@@ -16,6 +17,7 @@ mod watcher_event;
 
 pub use click::{ButtonAction, Click};
 pub use memory::MemoryTarget;
+pub use overview::{SpendRow, ThreadOverview};
 pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};

@@ -191,6 +191,19 @@ impl RepoService {
         Ok(())
     }
 
+    /// What the dashboard reads of this repository.
+    pub fn dashboard_view(&self) -> crate::dashboard::RepoView {
+        crate::dashboard::RepoView {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| repository_name(&self.layout)),
+            channel: self.channel.clone(),
+            store: self.store.clone(),
+            runs: self.supervisor.clone(),
+        }
+    }
+
     /// The store, when other instances may share it (PostgreSQL).
     pub fn shared_store(&self) -> Option<Store> {
         self.shared.as_ref().map(|_| self.store.clone())

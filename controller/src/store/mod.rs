@@ -39,6 +39,7 @@ mod history;
 mod leases;
 mod memory;
 mod outbox;
+mod overview;
 mod questions;
 pub mod reviews;
 mod runs;

@@ -74,7 +74,14 @@ pub struct Recorded {
     pub at: Instant,
     /// The HTTP status the fake answered with (before any scripted delay).
     pub status: u16,
+    /// What the fake charged for it in its answer's `usage.cost` (USD): [`CALL_COST`] for an
+    /// answer, 0 for an error.
+    pub charged: f64,
 }
+
+/// What the fake charges per answered call, in `usage.cost` (USD), as OpenRouter reports a
+/// call's cost.
+pub const CALL_COST: f64 = 0.0001;
 
 /// A local fake of an OpenAI-compatible chat completions server. Cheap to clone; the server
 /// stops when the last clone is dropped.
@@ -384,6 +391,7 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
             script,
             at,
             status,
+            charged: if status == 200 { CALL_COST } else { 0.0 },
         });
     };
 
@@ -804,7 +812,7 @@ async fn answer(prepared: Prepared) -> Response {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "cost": 0.0001,
+            "cost": CALL_COST,
             "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     });
