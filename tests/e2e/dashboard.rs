@@ -12,7 +12,10 @@ use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack;
 use serde_json::{Value, json};
 
-use crate::harness::{Env, USER, WAIT};
+use crate::harness::browser::Browser;
+use crate::harness::{
+    Env, USER, WAIT, open_store, runner_env, say_and_wait_run, thread_with_plan, write,
+};
 
 /// The token the tests configure.
 const TOKEN: &str = "dashboard-token-for-tests-5b8e1c";
@@ -29,6 +32,13 @@ fn free_port() -> u16 {
 /// An env whose global config turns the dashboard on at a free port with `token`.
 async fn env_with_dashboard(token: Option<&str>) -> (Env, String) {
     let env = Env::new().await;
+    let base = dashboard_on(&env, token);
+    (env, base)
+}
+
+/// Turns the dashboard on in `env`'s global config, at a free port with `token`; returns
+/// its address.
+fn dashboard_on(env: &Env, token: Option<&str>) -> String {
     let listen = format!("127.0.0.1:{}", free_port());
     let mut dashboard = json!({"listen": listen});
     if let Some(token) = token {
@@ -39,7 +49,7 @@ async fn env_with_dashboard(token: Option<&str>) -> (Env, String) {
         "openrouter": {"apiKey": "sk-or-test-key"},
         "dashboard": dashboard,
     }));
-    (env, format!("http://{listen}"))
+    format!("http://{listen}")
 }
 
 /// The TCP ports `pid` listens on, read from `/proc` on the host: its socket descriptors
@@ -290,4 +300,131 @@ async fn metrics_count_the_messages_the_fake_slack_sent_in() {
             .any(|s| s.metric == "codebutler_ack_seconds_count"),
         "{text}"
     );
+}
+
+/// Where the browser test leaves its screenshots: under the build's `target/`.
+fn screenshots() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("e2e-dashboard")
+}
+
+#[tokio::test]
+async fn a_browser_loads_each_page_and_sees_a_runs_events_arrive_live() {
+    let env = runner_env(json!({})).await;
+    let base = dashboard_on(&env, Some(TOKEN));
+    env.model.script(
+        "LIVE-RUN",
+        vec![
+            write("notes/live.txt", "written while the dashboard watched\n"),
+            Reply::text("Wrote the notes."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "please write <i>live</i> notes", "LIVE-RUN").await;
+    let mut browser = Browser::start().await;
+    let shots = screenshots();
+
+    // The first load carries the token; the page is then reached without it.
+    browser.open(&format!("{base}/?token={TOKEN}")).await;
+    assert_eq!(
+        browser.eval("location.pathname + location.search").await,
+        "/"
+    );
+    let text = browser.text().await;
+    assert!(text.contains("please write <i>live</i> notes"), "{text}");
+    assert_eq!(
+        browser.eval("document.querySelectorAll('i').length").await,
+        0,
+        "a thread's text became markup"
+    );
+    assert_eq!(
+        browser.eval("document.cookie").await,
+        "",
+        "the session cookie is HttpOnly: no script reads it"
+    );
+    browser.screenshot(&shots.join("threads.png")).await;
+
+    // The runs page follows the runs; the run starts only once it is open.
+    browser.open(&format!("{base}/runs")).await;
+    assert!(
+        browser
+            .wait_for("document.getElementById('stream').dataset.stream === 'open'")
+            .await,
+        "the run events' stream did not open"
+    );
+    assert_eq!(
+        browser
+            .eval("document.querySelectorAll('li.run-event').length")
+            .await,
+        0
+    );
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "go").await,
+        "white_check_mark"
+    );
+    assert!(
+        browser
+            .wait_for("!!document.querySelector('li.run-event[data-kind=ended]')")
+            .await,
+        "the run's end never reached the page: {}",
+        browser.text().await
+    );
+    // The events on the page are the run the store recorded, from its start to its end.
+    let pool = open_store(&env).await;
+    let run_id: String = sqlx::query_scalar("SELECT id FROM runs")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let kinds = browser
+        .eval(&format!(
+            "Array.from(document.querySelectorAll('li.run-event[data-run=\"{run_id}\"]')).map(e => e.dataset.kind)"
+        ))
+        .await;
+    let kinds: Vec<String> = serde_json::from_value(kinds).unwrap();
+    for kind in ["started", "turn", "tool", "tool-done", "finished", "ended"] {
+        assert!(kinds.iter().any(|k| k == kind), "no {kind} among {kinds:?}");
+    }
+    assert_eq!(kinds.last().map(String::as_str), Some("ended"));
+    let text = browser.text().await;
+    assert!(
+        text.contains("notes/live.txt"),
+        "the Write's summary: {text}"
+    );
+    assert!(
+        !text.contains("written while the dashboard watched"),
+        "the page shows what the Coder wrote: {text}"
+    );
+    browser.screenshot(&shots.join("runs.png")).await;
+
+    // The log: the kept lines, then new ones as they are written.
+    browser.open(&format!("{base}/logs")).await;
+    assert!(
+        browser
+            .wait_for("document.getElementById('log').textContent.includes('listening in channel')")
+            .await,
+        "the log page has no kept lines: {}",
+        browser.text().await
+    );
+    env.model
+        .script("LOG-LINE-AFTER-LOAD", vec![Reply::text("Noted.")]);
+    env.say("LOG-LINE-AFTER-LOAD");
+    assert!(
+        browser
+            .wait_for("document.getElementById('log').textContent.includes('LOG-LINE-AFTER-LOAD')")
+            .await,
+        "a line written after the page opened never reached it"
+    );
+    assert!(!browser.text().await.contains(TOKEN));
+    browser.screenshot(&shots.join("log.png")).await;
+
+    // The costs: every call the fake model answered, in all.
+    browser.open(&format!("{base}/costs")).await;
+    let total = browser
+        .eval("document.getElementById('total').textContent")
+        .await;
+    assert!(total.as_str().unwrap().contains("model calls"), "{total}");
+    browser.screenshot(&shots.join("costs.png")).await;
+    for shot in ["threads", "runs", "log", "costs"] {
+        let png = std::fs::read(shots.join(format!("{shot}.png"))).unwrap();
+        assert!(png.starts_with(b"\x89PNG"), "{shot}.png is no PNG");
+    }
 }
