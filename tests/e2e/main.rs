@@ -46,5 +46,6 @@ mod setup;
 mod team;
 mod toolchains;
 mod waiting_runs;
+mod weekly_report;
 mod wizard;
 mod worktree;

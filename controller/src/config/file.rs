@@ -17,6 +17,7 @@ use super::changes_workflow::ChangesWorkflowFile;
 use super::logging::LoggingFile;
 use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
+use super::reports::ReportsConfig;
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
 use super::runner::RunnerFile;
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
@@ -59,6 +60,8 @@ pub(super) struct FileConfig {
     pub store: StoreFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub logging: LoggingFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub reports: ReportsConfig,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

@@ -25,6 +25,7 @@
 //! | `runner` | `runner` |
 //! | `store` | `store` |
 //! | `logging` | `logging` |
+//! | `reports` | `reports` |
 //! | `dashboard` | `dashboard` (the global file's only) |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
@@ -42,6 +43,7 @@ mod logging;
 mod model_fields;
 mod origin;
 mod provider;
+mod reports;
 mod repositories;
 mod roles;
 mod runner;
@@ -63,6 +65,7 @@ pub use error::ConfigError;
 pub use logging::LoggingConfig;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
+pub use reports::ReportsConfig;
 pub use repositories::{
     Repository, RepositoryEntry, entries, entries_of, load_repositories, sanitized_name, valid_name,
 };
@@ -113,6 +116,8 @@ pub struct Config {
     pub store: crate::store::StoreUrl,
     /// How the service's log file rotates (`logging`).
     pub logging: LoggingConfig,
+    /// Reports posted in the channel on a schedule (`reports`).
+    pub reports: ReportsConfig,
     /// The dashboard and `/metrics` (`dashboard`, the global file's only); `None`: off.
     pub dashboard: Option<DashboardConfig>,
 }
@@ -244,6 +249,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
         logging: file.logging.resolve(origin)?,
+        reports: file.reports,
         dashboard: None,
     })
 }

@@ -1,8 +1,8 @@
 //! The dashboard: a read-only HTTP server (off unless the global config has a `dashboard`
 //! section) showing what the service does — each repository's threads ([`threads`]), the
 //! Coder runs' events as they happen and the log as it is written ([`live`], over
-//! server-sent events), costs per day, model, role, repository and person ([`costs`], also
-//! as JSON at `/api/costs`) — and Prometheus' `/metrics` ([`crate::metrics`]).
+//! server-sent events), costs per day, model, role, repository and person
+//! ([`crate::domain::Costs`], also as JSON at `/api/costs`) — and Prometheus' `/metrics` ([`crate::metrics`]).
 //!
 //! It is its own module rather than a part of [`crate::service`] because it only reads: the
 //! stores, the supervisors' run broadcasts, the log ring and the metrics. The service
@@ -16,7 +16,6 @@
 //! little inline script for `EventSource`; nothing is loaded from elsewhere.
 
 pub mod auth;
-pub mod costs;
 pub mod html;
 pub mod live;
 pub mod threads;
@@ -34,6 +33,7 @@ use axum::routing::get;
 use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use crate::domain::Costs;
 use crate::logging::LogRing;
 use crate::runners::supervisor::Supervisor;
 use crate::secret::Secret;
@@ -193,7 +193,7 @@ async fn logs_page() -> Html<String> {
 }
 
 /// Every repository's costs.
-async fn read_costs(s: &Shared) -> Result<costs::Costs, PageError> {
+async fn read_costs(s: &Shared) -> Result<Costs, PageError> {
     let mut rows = Vec::with_capacity(s.dashboard.repos.len());
     for repo in &s.dashboard.repos {
         let spend = repo
@@ -206,7 +206,7 @@ async fn read_costs(s: &Shared) -> Result<costs::Costs, PageError> {
             })?;
         rows.push((repo.name.clone(), spend));
     }
-    Ok(costs::costs(&rows))
+    Ok(Costs::of(&rows))
 }
 
 async fn costs_json(State(s): AppState) -> Result<Response, PageError> {

@@ -1,35 +1,18 @@
 //! The threads page: each repository's threads, newest change first — state, who started
 //! it, its title, pull request, cost and age. The title is the first line of the thread's
-//! first message, cut to [`TITLE_CHARS`]: enough to tell threads apart, and no more of what
-//! people wrote in Slack than a glance needs (the rest, and every prompt, stays off the
-//! dashboard).
+//! first message, cut ([`crate::domain::thread_title`]): enough to tell threads apart,
+//! and no more of what people wrote in Slack than a glance needs (the rest, and every
+//! prompt, stays off the dashboard).
 
 use std::fmt::Write;
 
 use chrono::{DateTime, Utc};
 
 use super::html::{dollars, escape, table};
-use crate::domain::ThreadOverview;
-
-/// The most characters of a thread's title shown.
-pub const TITLE_CHARS: usize = 80;
+use crate::domain::{ThreadOverview, thread_title};
 
 /// The most threads listed per repository.
 pub const THREADS_LISTED: i64 = 200;
-
-/// A thread's title: the first non-empty line of its first message, cut to
-/// [`TITLE_CHARS`] with an ellipsis.
-pub fn title(first_message: Option<&str>) -> String {
-    let line = first_message
-        .and_then(|m| m.lines().map(str::trim).find(|l| !l.is_empty()))
-        .unwrap_or("");
-    if line.chars().count() > TITLE_CHARS {
-        let cut: String = line.chars().take(TITLE_CHARS - 1).collect();
-        format!("{cut}…")
-    } else {
-        line.to_owned()
-    }
-}
 
 /// How long ago `since` (RFC 3339) was at `now`: `42s`, `5m`, `3h`, `2d`; `?` when it does
 /// not parse.
@@ -76,7 +59,7 @@ pub fn section(
                 escape(&t.key.thread_ts),
                 escape(t.stage.as_str()),
                 escape(t.started_by.as_deref().unwrap_or("")),
-                escape(&title(t.first_message.as_deref())),
+                escape(&thread_title(t.first_message.as_deref())),
                 pr,
                 dollars(t.cost),
                 escape(&age(&t.created_at, now)),
@@ -103,16 +86,6 @@ fn safe_link(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_title_is_the_first_line_cut() {
-        assert_eq!(title(Some("\n  fix login  \nmore text")), "fix login");
-        let long = "x".repeat(200);
-        let cut = title(Some(&long));
-        assert_eq!(cut.chars().count(), TITLE_CHARS);
-        assert!(cut.ends_with('…'));
-        assert_eq!(title(None), "");
-    }
 
     #[test]
     fn ages_read_in_the_largest_unit() {

@@ -1,11 +1,11 @@
-//! Costs per day, model, role, repository and person: the stores' spend rows summed along
-//! each, for the costs page and `/api/costs`. Pure: rows in, totals out.
+//! Costs per day, model, role, repository and person: spend rows summed along each, for the
+//! dashboard's costs page and `/api/costs` and the weekly report. Pure: rows in, totals out.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::domain::SpendRow;
+use super::SpendRow;
 
 /// What a person is called when the thread's first message is not stored.
 pub const UNKNOWN_PERSON: &str = "unknown";
@@ -22,7 +22,7 @@ pub struct Line {
     pub cost_usd: f64,
 }
 
-/// Every total the costs page shows; `/api/costs` is this as JSON.
+/// Every total the costs page shows (`/api/costs` is this as JSON).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Costs {
@@ -36,8 +36,14 @@ pub struct Costs {
     pub by_person: Vec<Line>,
 }
 
-/// The totals of `repos`' spend rows (repository name, its rows).
-pub fn costs(repos: &[(String, Vec<SpendRow>)]) -> Costs {
+impl Costs {
+    /// The totals of `repos`' spend rows (repository name, its rows).
+    pub fn of(repos: &[(String, Vec<SpendRow>)]) -> Costs {
+        sum(repos)
+    }
+}
+
+fn sum(repos: &[(String, Vec<SpendRow>)]) -> Costs {
     let mut day = BTreeMap::new();
     let mut model = BTreeMap::new();
     let mut role = BTreeMap::new();
@@ -109,7 +115,7 @@ mod tests {
 
     #[test]
     fn sums_along_each_key() {
-        let costs = costs(&[
+        let costs = Costs::of(&[
             (
                 "api".into(),
                 vec![

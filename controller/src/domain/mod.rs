@@ -4,6 +4,7 @@
 //! another's internals.
 
 mod click;
+mod costs;
 mod memory;
 pub mod memory_ops;
 mod overview;
@@ -16,8 +17,9 @@ mod usage;
 mod watcher_event;
 
 pub use click::{ButtonAction, Click};
+pub use costs::{Costs, Line, UNKNOWN_PERSON};
 pub use memory::MemoryTarget;
-pub use overview::{SpendRow, ThreadOverview};
+pub use overview::{SpendRow, TITLE_CHARS, ThreadOverview, ThreadSpend, thread_title};
 pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};

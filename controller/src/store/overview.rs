@@ -2,7 +2,7 @@
 //! and the spend grouped by day, model, role and person. Who started a thread is the
 //! author of its first message — the stored message whose `ts` is the thread's.
 
-use crate::domain::{SpendRow, Stage, ThreadKey, ThreadOverview};
+use crate::domain::{SpendRow, Stage, ThreadKey, ThreadOverview, ThreadSpend};
 
 use super::thread_state::pull_request;
 use super::{Store, StoreError, unknown_value};
@@ -34,7 +34,59 @@ struct SpendQueryRow {
     cost: f64,
 }
 
+/// Bounds every stored time (RFC 3339, UTC) falls between.
+const EARLIEST: &str = "0000";
+const LATEST: &str = "9999";
+
+/// A row of [`Store::costliest_threads`]'s query.
+#[derive(sqlx::FromRow)]
+struct ThreadSpendRow {
+    channel_id: String,
+    thread_ts: String,
+    user_id: Option<String>,
+    text: Option<String>,
+    calls: i64,
+    cost: f64,
+}
+
 impl Store {
+    /// The `limit` threads whose model calls from `from` (inclusive) to `to` (exclusive,
+    /// both RFC 3339 in UTC) cost the most, most first.
+    pub async fn costliest_threads(
+        &self,
+        from: &str,
+        to: &str,
+        limit: i64,
+    ) -> Result<Vec<ThreadSpend>, StoreError> {
+        let rows = sqlx::query_as::<_, ThreadSpendRow>(
+            "SELECT u.channel_id, u.thread_ts, MAX(m.user_id) AS user_id, MAX(m.text) AS text, \
+             COUNT(*) AS calls, COALESCE(SUM(u.cost), 0.0) AS cost \
+             FROM usage u LEFT JOIN messages m \
+               ON m.channel_id = u.channel_id AND m.ts = u.thread_ts \
+             WHERE u.created_at >= $1 AND u.created_at < $2 \
+             GROUP BY u.channel_id, u.thread_ts \
+             ORDER BY cost DESC, u.thread_ts LIMIT $3",
+        )
+        .bind(from)
+        .bind(to)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| ThreadSpend {
+                key: ThreadKey {
+                    channel: r.channel_id,
+                    thread_ts: r.thread_ts,
+                },
+                started_by: r.user_id,
+                first_message: r.text,
+                calls: r.calls,
+                cost: r.cost,
+            })
+            .collect())
+    }
+
     /// The most recently changed threads, newest first, at most `limit`.
     pub async fn thread_overviews(&self, limit: i64) -> Result<Vec<ThreadOverview>, StoreError> {
         let rows = sqlx::query_as::<_, OverviewRow>(
@@ -75,6 +127,12 @@ impl Store {
     /// Every model call, summed by day (UTC), model, role and the person who started the
     /// call's thread.
     pub async fn spend(&self) -> Result<Vec<SpendRow>, StoreError> {
+        self.spend_between(EARLIEST, LATEST).await
+    }
+
+    /// Like [`Self::spend`], for the calls made from `from` (inclusive) to `to` (exclusive),
+    /// both RFC 3339 in UTC.
+    pub async fn spend_between(&self, from: &str, to: &str) -> Result<Vec<SpendRow>, StoreError> {
         let rows = sqlx::query_as::<_, SpendQueryRow>(
             "SELECT SUBSTR(u.created_at, 1, 10) AS day, u.model, u.role, \
              COALESCE(m.user_id, '') AS person, COUNT(*) AS calls, \
@@ -82,9 +140,12 @@ impl Store {
              COALESCE(SUM(u.cost), 0.0) AS cost \
              FROM usage u LEFT JOIN messages m \
                ON m.channel_id = u.channel_id AND m.ts = u.thread_ts \
+             WHERE u.created_at >= $1 AND u.created_at < $2 \
              GROUP BY SUBSTR(u.created_at, 1, 10), u.model, u.role, COALESCE(m.user_id, '') \
              ORDER BY day, u.model, u.role, person",
         )
+        .bind(from)
+        .bind(to)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
@@ -163,6 +224,19 @@ mod tests {
         assert_eq!(first.stage, Stage::Created);
         assert_eq!(s.thread_overviews(1).await.unwrap().len(), 1);
 
+        let week = s.spend_between("2000-01-01", "9999").await.unwrap();
+        assert_eq!(week.len(), s.spend().await.unwrap().len());
+        assert!(
+            s.spend_between("2000-01-01", "2000-01-08")
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        let costliest = s.costliest_threads("0000", "9999", 1).await.unwrap();
+        assert_eq!(costliest.len(), 1);
+        assert_eq!(costliest[0].key.thread_ts, "1.1");
+        assert_eq!(costliest[0].started_by.as_deref(), Some("U_ALICE"));
+        assert_eq!((costliest[0].calls, costliest[0].cost), (3, 1.75));
         let spend = s.spend().await.unwrap();
         let total: f64 = spend.iter().map(|r| r.cost).sum();
         assert_eq!(total, 1.875);
