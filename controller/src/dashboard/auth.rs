@@ -24,11 +24,20 @@ use crate::secret::Secret;
 pub const COOKIE_NAME: &str = "codebutler_dashboard";
 
 /// The token's check: the token and its cookie value.
-#[derive(Debug)]
 pub struct Gate {
     token: Option<Secret>,
     /// The hex SHA-256 of the token: the cookie's value.
     cookie: String,
+}
+
+/// Shows whether a token is set, never the token or its cookie (which opens the pages as
+/// well as the token does).
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gate {
@@ -159,6 +168,14 @@ mod tests {
         assert!(gate.in_query(&format!("/runs?token={TOKEN}").parse().unwrap()));
         assert!(!gate.in_query(&"/runs?token=nope".parse().unwrap()));
         assert!(!gate.in_query(&"/runs".parse().unwrap()));
+    }
+
+    #[test]
+    fn debug_shows_neither_the_token_nor_its_cookie() {
+        let gate = Gate::new(Some(Secret::new(TOKEN)));
+        let shown = format!("{gate:?}");
+        assert!(!shown.contains(TOKEN), "{shown}");
+        assert!(!shown.contains(&gate.cookie), "{shown}");
     }
 
     #[test]
