@@ -15,44 +15,47 @@
 //!    client, sender and Socket Mode connection, events routed by channel, one service per
 //!    app, `--status`, systemd's notify protocol, `--install`/`--uninstall`/`--logs`, and
 //!    each repository's part of it (`service::daemon`, the wiring);
-//! 3. [`fuzzing`] — entry points for the fuzz targets, and their property checks;
-//! 4. [`thread`] — intake and the thread as a state machine: its state read once per
+//! 3. [`dashboard`] — the read-only dashboard and `/metrics`: threads, live runs,
+//!    the log and costs of the repositories the service serves;
+//! 4. [`fuzzing`] — entry points for the fuzz targets, and their property checks;
+//! 5. [`thread`] — intake and the thread as a state machine: its state read once per
 //!    message, the command the message gives, the handler applying it (approvals, routing,
 //!    the PM's turn, the Coder's commands, a close);
-//! 5. [`reconcile`] — what a crash left, sorted out at start;
-//! 6. [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
-//! 7. [`postflight`] — the steps once a thread's pull request opened (TODO scan, PR
+//! 6. [`reconcile`] — what a crash left, sorted out at start;
+//! 7. [`coder`] — Coder runs as a thread sees them (start, continue, undo, status);
+//! 8. [`postflight`] — the steps once a thread's pull request opened (TODO scan, PR
 //!    description, memory proposal);
-//! 8. [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
+//! 9. [`journal`] — what a thread leaves behind: the PR description, the thread's journal,
 //!    the usage report posted at close;
-//! 9. [`coordination`] — threads working on one repository at once: their scopes, overlaps
-//!    and conflicts, the merge order, notices after a merge;
-//! 10. [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub, and the
+//! 10. [`coordination`] — threads working on one repository at once: their scopes, overlaps
+//!     and conflicts, the merge order, notices after a merge;
+//! 11. [`closing`] — the PR watcher, which closes threads whose PR ended on GitHub, and the
 //!     review loop of an open PR;
-//! 11. [`dispatch`] — one task per active Slack thread, fed from the store, which whatever
+//! 12. [`dispatch`] — one task per active Slack thread, fed from the store, which whatever
 //!     stores a message for a thread wakes;
-//! 12. [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
-//! 13. [`admin`] — the admin socket and the `runnerctl` client;
-//! 14. [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches,
+//! 13. [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
+//! 14. [`admin`] — the admin socket and the `runnerctl` client;
+//! 15. [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches,
 //!     resume);
-//! 15. [`memory`] — memory people approve in the thread: extraction, proposals, commits to
+//! 16. [`memory`] — memory people approve in the thread: extraction, proposals, commits to
 //!     the PR branch or a memory PR, the default branch's memory;
-//! 16. [`history`] — a thread's history in time order, read back from the store;
-//! 17. [`workspace`] — the worktrees runs work in (per-thread repositories and disks,
+//! 17. [`history`] — a thread's history in time order, read back from the store;
+//! 18. [`workspace`] — the worktrees runs work in (per-thread repositories and disks,
 //!     platform preparation, checkpoints, commits, pushes and pull requests);
-//! 18. [`gateway`] — every model call, pricing, and a thread's Coder budget;
-//! 19. [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
-//! 20. [`config`] — files and environment, each setting typed;
-//! 21. [`store`] — sqlx persistence;
-//! 22. [`prompts`] — role prompts;
-//! 23. [`repo_files`] — a repository's files read without following a link (committed
+//! 19. [`gateway`] — every model call, pricing, and a thread's Coder budget;
+//! 20. [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
+//! 21. [`config`] — files and environment, each setting typed;
+//! 22. [`store`] — sqlx persistence;
+//! 23. [`prompts`] — role prompts;
+//! 24. [`repo_files`] — a repository's files read without following a link (committed
 //!     blobs, the working copy);
-//! 24. [`repo_lock`] — one daemon per repository;
-//! 25. [`layout`] — `.codebutler/`: where each thing lives in it, and its creation;
-//! 26. [`logging`] — plain and JSON logs;
-//! 27. [`tls`] — the one process-wide TLS provider of outgoing connections;
-//! 28. [`secret`] — a string that never shows itself;
-//! 29. [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
+//! 25. [`repo_lock`] — one daemon per repository;
+//! 26. [`layout`] — `.codebutler/`: where each thing lives in it, and its creation;
+//! 27. [`metrics`] — the process's Prometheus figures, bumped where things happen;
+//! 28. [`logging`] — plain and JSON logs;
+//! 29. [`tls`] — the one process-wide TLS provider of outgoing connections;
+//! 30. [`secret`] — a string that never shows itself;
+//! 31. [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
 //!     runs, usage, memory operations, the PR watcher's events, coordination notices),
 //!     plain data.
 
@@ -61,6 +64,7 @@ pub mod closing;
 pub mod coder;
 pub mod config;
 pub mod coordination;
+pub mod dashboard;
 pub mod dispatch;
 pub mod domain;
 #[doc(hidden)]
@@ -71,6 +75,7 @@ pub mod journal;
 pub mod layout;
 pub mod logging;
 pub mod memory;
+pub mod metrics;
 pub mod pm;
 pub mod postflight;
 pub mod prompts;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use codebutler_controller::config::{self, Config, ConfigSources};
 use codebutler_controller::layout::Layout;
-use codebutler_controller::logging::{self, LogFile, LogFileSettings, LogFormat};
+use codebutler_controller::logging::{self, LogFile, LogFileSettings, LogFormat, Logs};
 use codebutler_controller::repo_lock::{LockError, RepoLock};
 use codebutler_controller::secret::Secret;
 use codebutler_controller::service::install::{
@@ -124,7 +124,8 @@ struct InitArgs {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let log_file = logging::init(args.log_format, args.verbose);
+    let logs = logging::init(args.log_format, args.verbose);
+    let log_file = logs.file.clone();
 
     if let Some(Command::Init(init)) = &args.command {
         return run_init(args.repo.as_deref(), init);
@@ -136,7 +137,7 @@ fn main() -> ExitCode {
     if args.repo.is_none() && !args.cleanup_orphans {
         match listed_repositories() {
             Ok(Some((home, entries))) => {
-                return serve_listed(&home, &entries, args.status, notifier, &log_file);
+                return serve_listed(&home, &entries, args.status, notifier, &logs);
             }
             Ok(None) => {}
             Err(e) => return refuse(&notifier, &format!("configuration: {e}"), 2),
@@ -191,6 +192,7 @@ fn main() -> ExitCode {
         config,
         home,
         notifier.clone(),
+        logs.ring,
         shutdown,
     ));
     exit(&notifier, result)
@@ -220,7 +222,7 @@ fn serve_listed(
     entries: &[config::RepositoryEntry],
     status: bool,
     notifier: Arc<Notifier>,
-    log_file: &LogFile,
+    logs: &Logs,
 ) -> ExitCode {
     if !status {
         for entry in entries {
@@ -253,7 +255,7 @@ fn serve_listed(
     }
     if let Some(first) = repos.first() {
         open_log_file(
-            log_file,
+            &logs.file,
             home,
             LISTED_LOG_NAME.to_owned(),
             &first.config.logging,
@@ -273,6 +275,7 @@ fn serve_listed(
         home.to_owned(),
         NoPeers,
         notifier.clone(),
+        logs.ring.clone(),
         shutdown,
     ));
     exit(&notifier, result)

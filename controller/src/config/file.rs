@@ -17,6 +17,7 @@ use super::changes_workflow::ChangesWorkflowFile;
 use super::logging::LoggingFile;
 use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
+use super::reports::ReportsConfig;
 use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
 use super::runner::RunnerFile;
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
@@ -59,6 +60,8 @@ pub(super) struct FileConfig {
     pub store: StoreFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub logging: LoggingFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub reports: ReportsConfig,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.
@@ -76,10 +79,14 @@ where
 pub(super) struct Files {
     global: Value,
     repo: Value,
+    /// The global file's `dashboard` section, which only that file may hold.
+    pub dashboard: Option<Value>,
 }
 
 /// The global file's key that lists the repositories one service serves.
 pub(super) const REPOSITORIES: &str = "repositories";
+/// The global file's key for the dashboard, a setting of the service, not of a repository.
+pub(super) const DASHBOARD: &str = "dashboard";
 
 impl Files {
     /// Reads both files; an error if neither exists, or if either is not valid JSON, not an
@@ -108,19 +115,26 @@ impl Files {
         let mut files = Self {
             global: global.unwrap_or_else(|| Value::Object(Default::default())),
             repo: repo.unwrap_or_else(|| Value::Object(Default::default())),
+            dashboard: None,
         };
-        if files.repo.get(REPOSITORIES).is_some() {
-            return Err(ConfigError::Field {
-                path: sources.repo.clone(),
-                field: REPOSITORIES.into(),
-                message: format!(
-                    "the list of repositories belongs in the global config ({})",
-                    sources.global.display()
-                ),
-            });
+        for (key, what) in [
+            (REPOSITORIES, "the list of repositories"),
+            (DASHBOARD, "the dashboard"),
+        ] {
+            if files.repo.get(key).is_some() {
+                return Err(ConfigError::Field {
+                    path: sources.repo.clone(),
+                    field: key.into(),
+                    message: format!(
+                        "{what} belongs in the global config ({})",
+                        sources.global.display()
+                    ),
+                });
+            }
         }
         if let Some(global) = files.global.as_object_mut() {
             global.remove(REPOSITORIES);
+            files.dashboard = global.remove(DASHBOARD);
         }
         for (path, value) in [
             (&sources.global, &files.global),

@@ -25,6 +25,8 @@
 //! | `runner` | `runner` |
 //! | `store` | `store` |
 //! | `logging` | `logging` |
+//! | `reports` | `reports` |
+//! | `dashboard` | `dashboard` (the global file's only) |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
 //! the fields it asks about (keeping every other field as it was), checking the result as
@@ -33,6 +35,7 @@
 mod access;
 mod build_env;
 mod changes_workflow;
+mod dashboard;
 pub mod edit;
 mod error;
 mod file;
@@ -40,6 +43,7 @@ mod logging;
 mod model_fields;
 mod origin;
 mod provider;
+mod reports;
 mod repositories;
 mod roles;
 mod runner;
@@ -54,10 +58,14 @@ use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, GithubConfig, MergeChecks, MergeStrategy, ReviewFrom};
 pub use changes_workflow::ChangesWorkflowConfig;
+pub use dashboard::{
+    DEFAULT_DASHBOARD_LISTEN, DashboardConfig, ENV_DASHBOARD_TOKEN, MIN_TOKEN_CHARS,
+};
 pub use error::ConfigError;
 pub use logging::LoggingConfig;
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
+pub use reports::ReportsConfig;
 pub use repositories::{
     Repository, RepositoryEntry, entries, entries_of, load_repositories, sanitized_name, valid_name,
 };
@@ -108,6 +116,10 @@ pub struct Config {
     pub store: crate::store::StoreUrl,
     /// How the service's log file rotates (`logging`).
     pub logging: LoggingConfig,
+    /// Reports posted in the channel on a schedule (`reports`).
+    pub reports: ReportsConfig,
+    /// The dashboard and `/metrics` (`dashboard`, the global file's only); `None`: off.
+    pub dashboard: Option<DashboardConfig>,
 }
 
 /// Where the configuration comes from.
@@ -164,7 +176,8 @@ pub fn load_values(
     let files = Files::from_values(sources, global, repo)?;
     let (merged, origin) = files.merged(sources, None)?;
     let secrets = Secrets { env: &env, sources };
-    resolve(merged, &origin, &secrets)
+    let config = resolve(merged, &origin, &secrets)?;
+    with_dashboard(config, &files, sources, &secrets)
 }
 
 /// Like [`load`], with `channel` (a `repositories` entry's) over what the files say.
@@ -176,7 +189,19 @@ fn load_in_channel(
     let files = Files::read(sources)?;
     let (merged, origin) = files.merged(sources, channel)?;
     let secrets = Secrets { env: &env, sources };
-    resolve(merged, &origin, &secrets)
+    let config = resolve(merged, &origin, &secrets)?;
+    with_dashboard(config, &files, sources, &secrets)
+}
+
+/// `config` with the global file's `dashboard` section, typed.
+fn with_dashboard(
+    mut config: Config,
+    files: &Files,
+    sources: &ConfigSources,
+    secrets: &Secrets,
+) -> Result<Config, ConfigError> {
+    config.dashboard = dashboard::resolve(files.dashboard.clone(), &sources.global, secrets)?;
+    Ok(config)
 }
 
 /// Every section typed, in a fixed order: when several are wrong, the first here is reported.
@@ -224,6 +249,8 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         runner: file.runner.resolve(origin)?,
         store: file.store.resolve(origin, secrets)?,
         logging: file.logging.resolve(origin)?,
+        reports: file.reports,
+        dashboard: None,
     })
 }
 

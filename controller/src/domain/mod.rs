@@ -4,9 +4,11 @@
 //! another's internals.
 
 mod click;
+mod costs;
 mod memory;
 pub mod memory_ops;
 mod notice;
+mod overview;
 mod plan;
 mod role;
 mod run;
@@ -16,8 +18,10 @@ mod usage;
 mod watcher_event;
 
 pub use click::{ButtonAction, Click};
+pub use costs::{Costs, Line, UNKNOWN_PERSON};
 pub use memory::MemoryTarget;
 pub use notice::{NOTICE_USER, notice_message, parse_notice};
+pub use overview::{SpendRow, TITLE_CHARS, ThreadOverview, ThreadSpend, thread_title};
 pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};

@@ -472,6 +472,14 @@ impl Gateway {
             cost: usage.cost,
             duration_ms: i64::try_from(took.as_millis()).unwrap_or(i64::MAX),
         };
+        crate::metrics::metrics().model_call(
+            &record.role,
+            &record.model,
+            u64::try_from(record.prompt_tokens).unwrap_or(0),
+            u64::try_from(record.completion_tokens).unwrap_or(0),
+            u64::try_from(record.cached_tokens).unwrap_or(0),
+            record.cost,
+        );
         if let Err(e) = self.store.record_usage(&record).await {
             tracing::warn!(thread = %ctx.thread, "could not record usage: {e}");
         }

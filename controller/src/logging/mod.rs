@@ -1,12 +1,14 @@
 //! Logging: `tracing` events printed in the plain tagged format of the spec
 //! (`2026-02-14 15:04:05 INF  slack connected`), or as JSON lines, on stderr and, once the
-//! configuration says where, in the service's log file ([`file`]).
+//! configuration says where, in the service's log file ([`file`]); the last lines are also
+//! kept in memory for the dashboard ([`ring`]).
 //!
 //! An event picks its tag with a `tag` field (`info!(tag = "MSG", …)`); without one the level
 //! decides (INF, WRN, ERR, DBG). Tags in use: INF, WRN, ERR, DBG, MSG (user message), PM
 //! (PM activity), RSP (response sent), CLD (Coder), IMG (images), MEM (memory).
 
 pub mod file;
+pub mod ring;
 
 use std::fmt;
 use std::io::{self, Write};
@@ -28,22 +30,30 @@ pub enum LogFormat {
 }
 
 pub use file::{LogFile, LogFileSettings};
+pub use ring::LogRing;
 
-/// Installs the global subscriber writing to stderr, and to the log file the returned
-/// handle opens once the configuration is read. `RUST_LOG` overrides the filter.
-pub fn init(format: LogFormat, verbose: bool) -> LogFile {
+/// Where the log lines go besides stderr: the log file (opened once the configuration is
+/// read) and the ring of recent lines the dashboard reads.
+#[derive(Clone, Debug, Default)]
+pub struct Logs {
+    pub file: LogFile,
+    pub ring: LogRing,
+}
+
+/// Installs the global subscriber writing to stderr, to the log file the returned handle
+/// opens once the configuration is read, and to the ring of recent lines. `RUST_LOG`
+/// overrides the filter.
+pub fn init(format: LogFormat, verbose: bool) -> Logs {
     let default = if verbose {
         "warn,codebutler_controller=debug,codebutler_agent=debug,codebutler=debug"
     } else {
         "warn,codebutler_controller=info,codebutler_agent=info,codebutler=info"
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    let log_file = LogFile::default();
+    let logs = Logs::default();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(Tee {
-            file: log_file.clone(),
-        });
+        .with_writer(Tee { logs: logs.clone() });
     let installed = match format {
         LogFormat::Plain => builder.event_format(TaggedFormat).try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -52,13 +62,13 @@ pub fn init(format: LogFormat, verbose: bool) -> LogFile {
     if let Err(e) = installed {
         tracing::debug!("logging was set up already: {e}");
     }
-    log_file
+    logs
 }
 
-/// Each log line to stderr and to the log file.
+/// Each log line to stderr, to the log file and to the ring.
 #[derive(Clone, Debug)]
 struct Tee {
-    file: LogFile,
+    logs: Logs,
 }
 
 impl<'a> MakeWriter<'a> for Tee {
@@ -72,7 +82,8 @@ impl<'a> MakeWriter<'a> for Tee {
 impl Write for Tee {
     /// One whole formatted event per call (the formatter buffers the line first).
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file.write(buf);
+        self.logs.file.write(buf);
+        self.logs.ring.push(buf);
         io::stderr().write_all(buf)?;
         Ok(buf.len())
     }

@@ -13,7 +13,8 @@
 //! unknown threads left ([`crate::workspace::orphans`]), then opens the admin socket; once
 //! connected, [`RepoService::connected`] delivers what the outbox still holds, answers the
 //! messages still pending (a close a stop cut off among them) and starts the PR watcher
-//! ([`crate::closing::watcher`]). [`RepoService::shutdown`] stops it in order: the watcher,
+//! ([`crate::closing::watcher`]) and, with `reports.weekly`, the weekly cost report
+//! ([`crate::journal::weekly`]). [`RepoService::shutdown`] stops it in order: the watcher,
 //! work in flight within a bound, the runners and the reports of their ends, the admin
 //! socket, the store. Everything it says in Slack goes through the outbox
 //! ([`crate::slack::outbox`]), recorded with the change it reports.
@@ -45,6 +46,7 @@ use crate::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::gateway::Gateway;
 use crate::gateway::model_list::ModelList;
 use crate::journal::description::Describer;
+use crate::journal::weekly::WeeklyReport;
 use crate::layout::Layout;
 use crate::memory::Memory;
 use crate::memory::source::DefaultBranchMemory;
@@ -102,6 +104,8 @@ pub struct RepoService {
     /// Coordination between threads: its merge-order refresh runs beside the watcher.
     coordination: Coordination,
     merge_order: Option<JoinHandle<()>>,
+    /// The weekly cost report's task (`reports.weekly`), beside the watcher.
+    weekly: Option<JoinHandle<()>>,
     /// With several instances on one store: this instance, and what stops its heartbeat
     /// and its watch for waiting threads.
     shared: Option<SharedStore>,
@@ -180,6 +184,20 @@ impl RepoService {
                 self.watcher_stop.clone(),
             ),
         ));
+        if self.config.reports.weekly {
+            self.weekly = Some(tokio::spawn(
+                WeeklyReport {
+                    store: self.store.clone(),
+                    outbox: self.outbox.clone(),
+                    channel: self.channel.clone(),
+                    repository: self
+                        .name
+                        .clone()
+                        .unwrap_or_else(|| repository_name(&self.layout)),
+                }
+                .run(self.watcher_stop.clone()),
+            ));
+        }
         tracing::info!(
             "{}listening in channel {} (pm model {})",
             self.name
@@ -190,6 +208,19 @@ impl RepoService {
             self.config.product_manager.default_model()
         );
         Ok(())
+    }
+
+    /// What the dashboard reads of this repository.
+    pub fn dashboard_view(&self) -> crate::dashboard::RepoView {
+        crate::dashboard::RepoView {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| repository_name(&self.layout)),
+            channel: self.channel.clone(),
+            store: self.store.clone(),
+            runs: self.supervisor.clone(),
+        }
     }
 
     /// The store, when other instances may share it (PostgreSQL).
@@ -211,6 +242,11 @@ impl RepoService {
             && let Err(e) = merge_order.await
         {
             tracing::warn!("merge order task: {e}");
+        }
+        if let Some(weekly) = self.weekly
+            && let Err(e) = weekly.await
+        {
+            tracing::warn!("weekly report task: {e}");
         }
         self.dispatcher.shutdown(SHUTDOWN_GRACE).await;
         self.ahead.shutdown().await;
@@ -399,6 +435,7 @@ impl LockedRepo {
             write_access,
             coordination,
             merge_order: None,
+            weekly: None,
             shared,
             _lock: lock,
         })

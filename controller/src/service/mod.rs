@@ -21,6 +21,10 @@
 //! repositories it is said once and the others are served. Stop: Socket Mode first (no new
 //! events), then every repository in order.
 //!
+//! With a `dashboard` section in the global config the service also serves the dashboard
+//! ([`crate::dashboard`]): its address is taken before any repository starts (a port in use
+//! fails the start, saying so), and it serves once they all have, until the stop.
+//!
 //! Under systemd ([`notify`]) the start says what it is doing in `STATUS=` lines and
 //! `READY=1` only once every repository has started and Slack's `hello` came on the Socket
 //! Mode connection, pings the watchdog while it runs, and says `STOPPING=1` when it stops.
@@ -45,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
 use crate::layout::Layout;
+use crate::logging::LogRing;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, build_client};
 use crate::slack::socket::{EventSink, ProbeError, SocketMode};
@@ -61,12 +66,14 @@ const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Serves the one repository at `layout` (already set up with [`Layout::init`]) until
 /// `shutdown` completes: `codebutler --repo DIR`. `home` is the global config directory (where
-/// the Slack app's lock lives); `notifier` tells systemd how the start goes.
+/// the Slack app's lock lives); `notifier` tells systemd how the start goes; `logs` is the
+/// ring of recent log lines the dashboard shows.
 pub async fn run_one(
     layout: Layout,
     config: Config,
     home: PathBuf,
     notifier: Arc<Notifier>,
+    logs: LogRing,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
     let repo = ServedRepo {
@@ -74,19 +81,21 @@ pub async fn run_one(
         layout,
         config,
     };
-    run(vec![repo], home, NoPeers, notifier, shutdown).await
+    run(vec![repo], home, NoPeers, notifier, logs, shutdown).await
 }
 
 /// Serves `repos` (the Slack app is the first one's; the configuration checked they all
 /// name the same) until `shutdown` completes, or until another process turns out to share
 /// the app. `home` is the global config directory (the app's lock is under it); `peers`
 /// counts the Socket Mode connections other instances legitimately hold; `notifier` tells
-/// systemd how the start goes, when it is ready and that it is alive.
+/// systemd how the start goes, when it is ready and that it is alive; `logs` is the ring of
+/// recent log lines the dashboard shows.
 pub async fn run(
     repos: Vec<ServedRepo>,
     home: PathBuf,
     peers: impl PeerConnections + 'static,
     notifier: Arc<Notifier>,
+    logs: LogRing,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), StartError> {
     let Some(first) = repos.first() else {
@@ -102,12 +111,22 @@ pub async fn run(
     // One limit on preparations for the machine: every repository's is the same (checked
     // with the configuration).
     let builds = BuildSlots::new(first.config.build.max_concurrent_builds);
+    let dashboard_config = first.config.dashboard.clone();
     let mut locked = Vec::with_capacity(repos.len());
     for repo in repos {
         let name = repo.name.clone();
         locked.push(RepoService::lock(repo).map_err(|e| named(name.as_deref(), e))?);
     }
     let _app_lock = app_lock::AppLock::take(&home, &app.app_token)?;
+    let dashboard_listener = match &dashboard_config {
+        Some(config) => Some(tokio::net::TcpListener::bind(config.listen).await.map_err(
+            |source| StartError::Dashboard {
+                listen: config.listen,
+                source,
+            },
+        )?),
+        None => None,
+    };
     notifier
         .status("checking the set-up: Slack, each repository's channel, model key, gh, sandbox");
     let client = build_client(&app.api_url)?;
@@ -122,6 +141,22 @@ pub async fn run(
     let instance = Instance::this_process().map_err(StartError::Instance)?;
     notifier.status(&format!("starting {names}"));
     let mut started = start_all(locked, &slack, &instance, &builds).await?;
+    let dashboard_stop = CancellationToken::new();
+    let _dashboard_stop = dashboard_stop.clone().drop_guard();
+    if let (Some(listener), Some(config)) = (dashboard_listener, dashboard_config) {
+        let dashboard = crate::dashboard::Dashboard {
+            repos: started.iter().map(RepoService::dashboard_view).collect(),
+            logs,
+            token: config.token,
+        };
+        tracing::info!("dashboard on http://{}", config.listen);
+        let stop = dashboard_stop.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::dashboard::serve(listener, dashboard, stop).await {
+                tracing::error!("dashboard: {e}");
+            }
+        });
+    }
     // On a shared store the other live instances' connections are expected.
     let peers: Arc<dyn PeerConnections> = match started.iter().find_map(RepoService::shared_store) {
         Some(store) => Arc::new(LiveInstances {

@@ -49,6 +49,14 @@ pub enum StartError {
         #[source]
         source: Box<StartError>,
     },
+    #[error(
+        "dashboard: listen on {listen}: {source} (change dashboard.listen in the global config, \
+         or stop what uses that port)"
+    )]
+    Dashboard {
+        listen: std::net::SocketAddr,
+        source: std::io::Error,
+    },
     /// A set-up mistake, said with its fix.
     #[error(transparent)]
     Setup(#[from] SetupMistake),

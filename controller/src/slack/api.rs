@@ -726,6 +726,7 @@ impl Sender {
         let mut attempt = 0;
         loop {
             let Ok(answer) = tokio::time::timeout(CALL_TIMEOUT, call()).await else {
+                crate::metrics::metrics().slack_error(method, false);
                 tracing::warn!(
                     "slack {method}: no answer within {}s",
                     CALL_TIMEOUT.as_secs()
@@ -737,6 +738,7 @@ impl Sender {
             };
             match answer {
                 Err(SlackClientError::RateLimitError(e)) if attempt < MAX_RATE_LIMIT_RETRIES => {
+                    crate::metrics::metrics().slack_error(method, true);
                     let wait = e.retry_after.unwrap_or(Duration::from_secs(1));
                     tracing::warn!(
                         "slack {method} rate limited; retrying in {}s",
@@ -745,7 +747,11 @@ impl Sender {
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
-                Err(source) => return Err(SlackError::Api { method, source }),
+                Err(source) => {
+                    let limited = matches!(source, SlackClientError::RateLimitError(_));
+                    crate::metrics::metrics().slack_error(method, limited);
+                    return Err(SlackError::Api { method, source });
+                }
                 Ok(v) => return Ok(v),
             }
         }

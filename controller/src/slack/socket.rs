@@ -205,11 +205,13 @@ async fn on_push(
     _client: Arc<Client>,
     state: SlackClientEventsUserState,
 ) -> UserCallbackResult<()> {
-    sink_of(&state)
-        .await?
-        .accept(event)
-        .await
-        .map_err(Into::into)
+    let arrived = std::time::Instant::now();
+    let stored = sink_of(&state).await?.accept(event).await;
+    // The acknowledgement goes out as this returns.
+    crate::metrics::metrics()
+        .ack_seconds
+        .observe(arrived.elapsed().as_secs_f64());
+    stored.map_err(Into::into)
 }
 
 async fn on_interaction(

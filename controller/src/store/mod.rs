@@ -40,6 +40,7 @@ mod journal;
 mod leases;
 mod memory;
 mod outbox;
+mod overview;
 mod questions;
 pub mod reviews;
 mod runs;

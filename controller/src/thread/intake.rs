@@ -38,6 +38,7 @@ impl EventSink for IntakeSink {
             tracing::debug!(event = %event.event_id.0, "duplicate delivery of message {}", msg.ts);
             return Ok(());
         }
+        crate::metrics::metrics().messages_received.inc();
         tracing::info!(tag = "MSG", "{}: {:?}", msg.user, preview(&msg.text));
         self.dispatcher.notify(&msg.thread());
         Ok(())

@@ -53,8 +53,10 @@ impl Leases {
     }
 
     fn forget(&self, thread: &ThreadKey) {
-        if let Ok(mut held) = self.held.lock() {
-            held.remove(thread);
+        if let Ok(mut held) = self.held.lock()
+            && held.remove(thread)
+        {
+            crate::metrics::metrics().leases_held.dec();
         }
     }
 
@@ -90,6 +92,9 @@ impl Ownership for Leases {
             .lock()
             .map(|mut held| held.insert(thread.clone()))
             .unwrap_or(true);
+        if fresh {
+            crate::metrics::metrics().leases_held.inc();
+        }
         Ok(if fresh { Claim::Fresh } else { Claim::Mine })
     }
 

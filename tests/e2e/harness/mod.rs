@@ -1,8 +1,9 @@
 //! Shared set-up: a repository with known content, a `CODEBUTLER_HOME` with the global
 //! config, the fakes, and the daemon as a child process whose stderr goes to a file; the
 //! steps tests repeat in a thread ([`steps`]), around Coder runs ([`runs`]) and to carry a
-//! thread to an open pull request ([`pull_requests`]).
+//! thread to an open pull request ([`pull_requests`]); a headless browser ([`browser`]).
 
+pub mod browser;
 mod pull_requests;
 mod runs;
 mod steps;

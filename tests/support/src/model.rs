@@ -127,7 +127,15 @@ pub struct Recorded {
     pub at: Instant,
     /// The HTTP status the fake answered with (before any scripted delay).
     pub status: u16,
+    /// What the fake charged for it in its answer's `usage.cost` (USD): a priced model's
+    /// tokens at its prices, [`CALL_COST`] for an unpriced one; 0 for an error (or an answer
+    /// not made yet).
+    pub charged: f64,
 }
+
+/// What the fake charges per answered call of a model the test gave no prices, in
+/// `usage.cost` (USD), as OpenRouter reports a call's cost.
+pub const CALL_COST: f64 = 0.0001;
 
 /// A local fake of an OpenAI-compatible chat completions server. Cheap to clone; the server
 /// stops when the last clone is dropped.
@@ -413,6 +421,8 @@ struct Prepared {
     cached_chars: usize,
     /// The requested model's prices, if the test priced it.
     prices: Option<(f64, f64, Option<f64>)>,
+    /// Where the request is recorded, for what its answer charged.
+    record_index: usize,
 }
 
 async fn completions(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
@@ -420,7 +430,7 @@ async fn completions(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: 
         Ok(p) => p,
         Err((status, message)) => return openrouter_error(status, &message),
     };
-    answer(prepared).await
+    answer(&inner, prepared).await
 }
 
 /// Checks, records and picks the scripted reply, all under the lock.
@@ -441,6 +451,8 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
             script,
             at,
             status,
+            // Set when the answer is made: what its `usage.cost` says.
+            charged: 0.0,
         });
     };
 
@@ -550,6 +562,7 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         _ => 200,
     };
     record(&mut st, Some(matcher), status);
+    let record_index = st.requests.len() - 1;
     let gen_id = {
         st.next_id += 1;
         st.next_id
@@ -577,6 +590,7 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         call_ids,
         cached_chars,
         prices,
+        record_index,
     })
 }
 
@@ -788,7 +802,7 @@ async fn models(State(inner): State<Arc<Inner>>, RawQuery(query): RawQuery) -> R
     resp
 }
 
-async fn answer(prepared: Prepared) -> Response {
+async fn answer(inner: &Inner, prepared: Prepared) -> Response {
     let Prepared {
         request,
         reply,
@@ -798,6 +812,7 @@ async fn answer(prepared: Prepared) -> Response {
         call_ids,
         cached_chars,
         prices,
+        record_index,
     } = prepared;
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
 
@@ -870,13 +885,16 @@ async fn answer(prepared: Prepared) -> Response {
     let completion_tokens = reply_chars / 4 + 1;
     // A priced model's call costs its tokens at its prices, as OpenRouter bills it (cached
     // prompt tokens at the cache-read price); an unpriced one a token amount.
-    let cost = prices.map_or(0.0001, |(prompt, completion, cache_read)| {
+    let cost = prices.map_or(CALL_COST, |(prompt, completion, cache_read)| {
         let fresh = prompt_tokens.saturating_sub(cached_tokens) as f64;
         let cached = cached_tokens as f64;
         fresh * prompt
             + cached * cache_read.unwrap_or(prompt)
             + completion_tokens as f64 * completion
     });
+    if let Some(recorded) = inner.lock().requests.get_mut(record_index) {
+        recorded.charged = cost;
+    }
     let body = json!({
         "id": format!("gen-{gen_id}"),
         "object": "chat.completion",

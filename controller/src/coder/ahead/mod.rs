@@ -72,6 +72,8 @@ pub struct Speculation {
     pub relay: Relay,
     /// The preparation; its outcome once it ended.
     pub task: JoinHandle<Outcome>,
+    /// Counted in `/metrics` while it is kept.
+    _counted: crate::metrics::Held,
 }
 
 /// How a preparation ended.
@@ -221,6 +223,7 @@ impl Inner {
             failed,
             relay,
             task,
+            _counted: crate::metrics::Held::new(&crate::metrics::metrics().prepared_worktrees),
         }
     }
 

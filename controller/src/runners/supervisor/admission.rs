@@ -88,6 +88,7 @@ impl Slots {
     /// admission by `store` (asked again every [`ADMISSION_POLL`]). `None` when the slots
     /// are gone (shutting down).
     pub async fn admit(&self, store: &Store, run_id: &str) -> Option<Admission> {
+        let _queued = crate::metrics::Held::new(&crate::metrics::metrics().queue_depth);
         let Some(instance) = &self.shared_as else {
             if let Ok(permit) = self.local.clone().try_acquire_owned() {
                 return Some(Admission::Local { _permit: permit });

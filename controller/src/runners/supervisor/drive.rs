@@ -118,6 +118,7 @@ impl Inner {
     /// Records that the run's runner is up (its process id).
     async fn started(&self, run_id: &str, request: &RunRequest, runner: &Runner) {
         let pid = runner.child.id().map_or(0, i64::from);
+        crate::metrics::metrics().run("started");
         if let Err(e) = self.store.run_started(run_id, pid).await {
             tracing::error!(run = run_id, "record run start: {e}");
         }
@@ -317,6 +318,7 @@ impl Inner {
         ending: &str,
         code: Option<i64>,
     ) -> RunState {
+        crate::metrics::metrics().run(state.as_str());
         if let Err(e) = self.store.finish_run(run_id, state, ending, code).await {
             tracing::error!(run = run_id, "record run end: {e}");
         }

@@ -92,6 +92,17 @@ pub struct Sent {
 }
 
 impl FakeSlack {
+    /// The people's messages the fake sent in `channel` as events, each counted once however
+    /// often it was delivered (resent, retried).
+    pub fn user_messages_sent(&self, channel: &str) -> usize {
+        self.inner
+            .lock()
+            .messages
+            .iter()
+            .filter(|((c, _), m)| c == channel && m.user.is_some() && !m.from_bot)
+            .count()
+    }
+
     /// Waits until at least one socket is connected and has received `hello`.
     pub async fn wait_connected(&self, timeout: Duration) -> bool {
         wait_until(timeout, || !self.inner.lock().conns.is_empty()).await
