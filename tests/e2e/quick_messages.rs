@@ -86,18 +86,22 @@ async fn messages_typed_while_the_pm_thinks_get_one_answer_that_saw_them_all() {
         user_messages(&requests[2].body).last().map(String::as_str),
         Some(format!("<@{USER}>: thanks, what else?").as_str())
     );
-    // Each message is marked answered.
-    let reactions = env.slack.reactions();
-    for ts in [&thread, &second, &third] {
-        assert!(
-            reactions.contains(&Reaction {
-                channel: CHANNEL.into(),
-                ts: ts.clone(),
-                name: "white_check_mark".into()
-            }),
-            "{ts}: {reactions:?}"
-        );
-    }
+    // Each message is marked answered (the ✅ follows its answer's post: wait for it).
+    let answered_mark = |ts: &String| Reaction {
+        channel: CHANNEL.into(),
+        ts: ts.clone(),
+        name: "white_check_mark".into(),
+    };
+    let all_marked = env
+        .slack
+        .wait_until(WAIT, || {
+            let reactions = env.slack.reactions();
+            [&thread, &second, &third]
+                .iter()
+                .all(|ts| reactions.contains(&answered_mark(ts)))
+        })
+        .await;
+    assert!(all_marked, "{:?}", env.slack.reactions());
     env.assert_clean();
 }
 

@@ -5,13 +5,14 @@
 //! a redirect to the same page without the token, which so leaves the address bar and the
 //! history. The cookie holds the token's SHA-256, not the token. Every comparison takes the
 //! same time whatever the bytes, so timing tells nothing about how much of a guess was
-//! right. Without a token (loopback only: the configuration refuses anything else) every
-//! request passes.
+//! right. Without a token (loopback only: the configuration refuses anything else) a
+//! request passes when its `Host` is a loopback name or address: a web page whose own name
+//! an attacker pointed at 127.0.0.1 (DNS rebinding) sends its own name and is refused.
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header::{AUTHORIZATION, COOKIE, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
+use axum::http::header::{AUTHORIZATION, COOKIE, HOST, LOCATION, SET_COOKIE, WWW_AUTHENTICATE};
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -50,10 +51,11 @@ impl Gate {
         Self { token, cookie }
     }
 
-    /// Whether `headers` show the token (a bearer header or the cookie).
+    /// Whether `headers` show the token (a bearer header or the cookie); without a token,
+    /// whether they name a loopback host.
     fn shown_in(&self, headers: &HeaderMap) -> bool {
         let Some(token) = &self.token else {
-            return true;
+            return loopback_host(headers);
         };
         let bearer = headers
             .get_all(AUTHORIZATION)
@@ -87,6 +89,22 @@ impl Gate {
             .iter()
             .any(|(k, v)| k == "token" && same(v, token.expose()))
     }
+}
+
+/// Whether the request's `Host` is `localhost`, a loopback address (`127.0.0.0/8`, `[::1]`),
+/// with or without a port.
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The query's pairs, decoded; `None` when it does not decode.
@@ -179,8 +197,26 @@ mod tests {
     }
 
     #[test]
-    fn without_a_token_everything_passes() {
+    fn without_a_token_only_loopback_hosts_pass() {
         let gate = Gate::new(None);
-        assert!(gate.shown_in(&HeaderMap::new()));
+        for host in [
+            "127.0.0.1:8741",
+            "localhost:8741",
+            "LOCALHOST",
+            "[::1]:8741",
+            "127.1.2.3",
+        ] {
+            assert!(gate.shown_in(&headers(HOST, host)), "{host}");
+        }
+        // A rebound name, a LAN address, a name that only starts like one, no Host at all.
+        for host in [
+            "evil.example:8741",
+            "192.168.1.5:8741",
+            "localhost.evil.example",
+            "127.0.0.1.nip.io",
+        ] {
+            assert!(!gate.shown_in(&headers(HOST, host)), "{host}");
+        }
+        assert!(!gate.shown_in(&HeaderMap::new()));
     }
 }

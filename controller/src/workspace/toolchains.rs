@@ -19,10 +19,15 @@
 //! - uv and pipx's applications: `<home>/.local/bin` (with `uv`, or with pipx's
 //!   `<home>/.local/share/pipx/venvs`, which its links point into and which is shown too).
 //! - Go: `$GOROOT` or `/usr/local/go` (the official archive's place) with `bin/go`.
+//! - Java: `$JAVA_HOME` or SDKMAN's `$SDKMAN_DIR/candidates/java/current` (`<home>/.sdkman`
+//!   by default) with `bin/java`: its directory, its `bin` on the `PATH`, `JAVA_HOME` set.
+//! - Maven: `$MAVEN_HOME` or SDKMAN's `candidates/maven/current` with `bin/mvn`: its
+//!   directory, its `bin` on the `PATH`, `MAVEN_HOME` set.
 //!
-//! Not looked for: Java and Maven (Debian's are under `/usr`, which the sandbox shows; one
-//! elsewhere is `sandbox.readOnly` and `build.path`'s), and Go's module cache (the
-//! preparation's `go mod download` fills the worktree's own).
+//! Not looked for: Debian's Java and Maven (under `/usr`, which the sandbox shows), Maven's
+//! `~/.m2` (it writes there, and `settings.xml` may hold credentials: a project's
+//! dependencies are the preparation's), and Go's module cache (the preparation's
+//! `go mod download` fills the worktree's own).
 //!
 //! The homes looked in are `HOME` and each home a `PATH` entry lies in the way these
 //! installers put it (`<home>/.cargo/bin`, `<home>/.pyenv/shims`, `<home>/.local/bin`, ...):
@@ -49,12 +54,13 @@ pub struct HostEnv {
     /// `PATH`'s directories, in order.
     pub path: Vec<PathBuf>,
     /// The installers' own variables that are set (`RUSTUP_HOME`, `CARGO_HOME`,
-    /// `PYENV_ROOT`, `PYENV_VERSION`, `NVM_DIR`, `FNM_DIR`, `VOLTA_HOME`, `GOROOT`).
+    /// `PYENV_ROOT`, `PYENV_VERSION`, `NVM_DIR`, `FNM_DIR`, `VOLTA_HOME`, `GOROOT`,
+    /// `JAVA_HOME`, `MAVEN_HOME`, `SDKMAN_DIR`).
     pub vars: BTreeMap<String, String>,
 }
 
 /// The installers' variables [`HostEnv::vars`] holds when they are set.
-pub const INSTALLER_VARS: [&str; 8] = [
+pub const INSTALLER_VARS: [&str; 11] = [
     "RUSTUP_HOME",
     "CARGO_HOME",
     "PYENV_ROOT",
@@ -63,6 +69,9 @@ pub const INSTALLER_VARS: [&str; 8] = [
     "FNM_DIR",
     "VOLTA_HOME",
     "GOROOT",
+    "JAVA_HOME",
+    "MAVEN_HOME",
+    "SDKMAN_DIR",
 ];
 
 impl HostEnv {
@@ -95,7 +104,7 @@ pub struct Toolchain {
 }
 
 /// The toolchains found, in a fixed order (rustup, pyenv, nvm, fnm, volta, uv and pipx,
-/// Go).
+/// Go, Java, Maven).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Toolchains {
     pub found: Vec<Toolchain>,
@@ -180,6 +189,8 @@ pub fn find(env: &HostEnv) -> Toolchains {
         finder.volta(var("VOLTA_HOME")),
         finder.local_bin(),
         finder.go(var("GOROOT")),
+        finder.sdk(var("JAVA_HOME"), var("SDKMAN_DIR"), JAVA),
+        finder.sdk(var("MAVEN_HOME"), var("SDKMAN_DIR"), MAVEN),
     ];
     Toolchains {
         found: found.into_iter().flatten().collect(),
@@ -233,6 +244,32 @@ fn strip_tail<'a>(dir: &'a Path, tail: &str) -> Option<&'a Path> {
 struct Finder<'a> {
     homes: &'a [PathBuf],
 }
+
+/// A toolchain SDKMAN installs, or its home variable names.
+struct Sdk {
+    /// As `--status` names it.
+    name: &'static str,
+    /// SDKMAN's candidate.
+    candidate: &'static str,
+    /// The executable its `bin` holds.
+    marker: &'static str,
+    /// The variable that names its directory, set in the sandbox too.
+    var: &'static str,
+}
+
+const JAVA: Sdk = Sdk {
+    name: "java",
+    candidate: "java",
+    marker: "bin/java",
+    var: "JAVA_HOME",
+};
+
+const MAVEN: Sdk = Sdk {
+    name: "maven",
+    candidate: "maven",
+    marker: "bin/mvn",
+    var: "MAVEN_HOME",
+};
 
 impl Finder<'_> {
     /// `dir` resolved, when the real directory holds `marker` (a relative path) and is
@@ -390,6 +427,30 @@ impl Finder<'_> {
             read_only: vec![root.clone()],
             path: vec![root.join("bin")],
             env: BTreeMap::new(),
+        })
+    }
+}
+
+impl Finder<'_> {
+    /// `sdk` from its variable's directory, else SDKMAN's current candidate
+    /// (`$SDKMAN_DIR` or `<home>/.sdkman`).
+    fn sdk(
+        &self,
+        explicit: Option<PathBuf>,
+        sdkman: Option<PathBuf>,
+        sdk: Sdk,
+    ) -> Option<Toolchain> {
+        let current = format!("candidates/{}/current", sdk.candidate);
+        let dir = match (explicit, sdkman) {
+            (Some(dir), _) => self.checked(&dir, sdk.marker)?,
+            (None, Some(sdkman)) => self.checked(&sdkman.join(&current), sdk.marker)?,
+            (None, None) => self.first(None, &format!(".sdkman/{current}"), sdk.marker)?,
+        };
+        Some(Toolchain {
+            name: sdk.name.to_owned(),
+            read_only: vec![dir.clone()],
+            path: vec![dir.join("bin")],
+            env: BTreeMap::from([(sdk.var.to_owned(), dir.to_string_lossy().into_owned())]),
         })
     }
 }
@@ -637,5 +698,56 @@ mod tests {
             found.lines()[2],
             format!("uv ({})", h.join(".local/bin").display())
         );
+    }
+
+    #[test]
+    fn java_and_maven_are_found_from_sdkman_or_their_variables() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        // SDKMAN: `current` links to the installed version.
+        touch(&h.join(".sdkman/candidates/java/21.0.2-tem/bin/java"));
+        symlink(
+            h.join(".sdkman/candidates/java/21.0.2-tem"),
+            h.join(".sdkman/candidates/java/current"),
+        )
+        .unwrap();
+        touch(&h.join(".sdkman/candidates/maven/3.9.6/bin/mvn"));
+        symlink(
+            h.join(".sdkman/candidates/maven/3.9.6"),
+            h.join(".sdkman/candidates/maven/current"),
+        )
+        .unwrap();
+        let found = find(&env_of(Some(h), &[]));
+        let h = real(h);
+        let java = h.join(".sdkman/candidates/java/21.0.2-tem");
+        let maven = h.join(".sdkman/candidates/maven/3.9.6");
+        let names: Vec<&str> = found.found.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["java", "maven"]);
+        assert_eq!(found.read_only(), [java.clone(), maven.clone()]);
+        assert_eq!(
+            found.path(),
+            [java.join("bin"), maven.join("bin")].map(|p| p.display().to_string())
+        );
+        assert_eq!(found.env()["JAVA_HOME"], java.display().to_string());
+        assert_eq!(found.env()["MAVEN_HOME"], maven.display().to_string());
+
+        // `JAVA_HOME` wins over SDKMAN; one without `bin/java`, or that is the home, is refused.
+        let jdk = tempfile::tempdir().unwrap();
+        touch(&jdk.path().join("bin/java"));
+        let mut env = env_of(Some(&h), &[]);
+        env.vars
+            .insert("JAVA_HOME".into(), jdk.path().display().to_string());
+        assert_eq!(
+            find(&env).env()["JAVA_HOME"],
+            real(jdk.path()).display().to_string()
+        );
+        env.vars
+            .insert("JAVA_HOME".into(), h.join("nowhere").display().to_string());
+        let names: Vec<String> = find(&env).found.into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["maven"]);
+        touch(&h.join("bin/java"));
+        env.vars.insert("JAVA_HOME".into(), h.display().to_string());
+        let names: Vec<String> = find(&env).found.into_iter().map(|t| t.name).collect();
+        assert_eq!(names, ["maven"]);
     }
 }
