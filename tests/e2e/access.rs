@@ -24,22 +24,6 @@ async fn env_with_developers() -> Env {
     .await
 }
 
-/// Waits until a post of the thread satisfies `pred`; returns its text.
-async fn wait_post(env: &Env, thread: &str, pred: impl Fn(&str) -> bool) -> String {
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.thread_posts(thread).iter().any(|p| pred(&p.text))
-        })
-        .await;
-    assert!(ok, "no such post in {:?}", env.post_texts(thread));
-    env.thread_posts(thread)
-        .into_iter()
-        .find(|p| pred(&p.text))
-        .map(|p| p.text)
-        .unwrap_or_default()
-}
-
 /// Bob asks for work: the plan says it waits for Alice; Bob's "yes" gets one answer naming
 /// Alice and starts no run (no Coder request, nothing listed by `runnerctl`); Alice's "yes"
 /// starts the run, which ends well.
@@ -69,17 +53,18 @@ async fn a_non_developers_yes_starts_nothing_and_a_developers_does() {
         .slack
         .user_message(CHANNEL, BOB, "add a changelog", None)
         .ts;
-    let plan = wait_post(&env, &thread, |t| t.contains("Work on DEV-GATE")).await;
+    let plan = env
+        .wait_post(&thread, |t| t.contains("Work on DEV-GATE"))
+        .await;
     assert!(
         plan.contains("This plan waits for a developer's approval: <@U0ALICE>"),
         "{plan}"
     );
 
     env.slack.user_message(CHANNEL, BOB, "yes", Some(&thread));
-    let refusal = wait_post(&env, &thread, |t| {
-        t.contains("only this channel's developers")
-    })
-    .await;
+    let refusal = env
+        .wait_post(&thread, |t| t.contains("only this channel's developers"))
+        .await;
     assert!(refusal.contains("<@U0BOB>"), "{refusal}");
     assert!(refusal.contains("approve a plan"), "{refusal}");
     assert!(refusal.contains("<@U0ALICE>"), "{refusal}");
@@ -115,10 +100,9 @@ async fn merge_from_a_non_developer_is_refused() {
     let (thread, origin) = thread_with_pr(&env, "DEV-MERGE", vec![]).await;
     let head = git::git(&origin, &["rev-parse", "HEAD"]);
     env.slack.user_message(CHANNEL, BOB, "merge", Some(&thread));
-    let refusal = wait_post(&env, &thread, |t| {
-        t.contains("only this channel's developers")
-    })
-    .await;
+    let refusal = env
+        .wait_post(&thread, |t| t.contains("only this channel's developers"))
+        .await;
     assert!(refusal.contains("can merge"), "{refusal}");
     assert!(refusal.contains("<@U0ALICE>"), "{refusal}");
     assert_eq!(stored_state(&env, &thread).await, "pr_opened");
@@ -142,7 +126,8 @@ async fn planned_thread(env: &Env, user: &str, ask: &str, token: &str) -> String
     env.model
         .script(token, vec![Reply::text(format!("{token} done."))]);
     let thread = env.slack.user_message(CHANNEL, user, ask, None).ts;
-    wait_post(env, &thread, |t| t.contains(&format!("Work on {token}"))).await;
+    env.wait_post(&thread, |t| t.contains(&format!("Work on {token}")))
+        .await;
     thread
 }
 
@@ -347,7 +332,8 @@ async fn a_queued_run_shows_its_place_and_moves_up_as_runs_finish() {
         ],
     );
     let first = env.say("hold the slot");
-    wait_post(&env, &first, |t| t.contains("Work on QUEUE-A")).await;
+    env.wait_post(&first, |t| t.contains("Work on QUEUE-A"))
+        .await;
     env.reply(&first, "yes");
     assert!(
         env.slack
@@ -381,6 +367,6 @@ async fn a_queued_run_shows_its_place_and_moves_up_as_runs_finish() {
     );
     assert!(env.model.requests_for("QUEUE-C").is_empty());
     env.reply(&second, "stop");
-    wait_post(&env, &third, |t| t.contains("QUEUE-C done.")).await;
+    env.wait_post(&third, |t| t.contains("QUEUE-C done.")).await;
     assert_eq!(env.model.requests_for("QUEUE-C").len(), 1);
 }

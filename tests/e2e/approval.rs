@@ -54,22 +54,6 @@ async fn plan_post(env: &Env, thread: &str) -> Post {
         .unwrap()
 }
 
-/// Waits until a post of the thread satisfies `pred`; returns its text.
-async fn wait_post(env: &Env, thread: &str, pred: impl Fn(&str) -> bool) -> String {
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            env.thread_posts(thread).iter().any(|p| pred(&p.text))
-        })
-        .await;
-    assert!(ok, "no such post in {:?}", env.thread_posts(thread));
-    env.thread_posts(thread)
-        .into_iter()
-        .find(|p| pred(&p.text))
-        .unwrap()
-        .text
-}
-
 /// The context line that replaced a message's buttons, if any.
 fn context_line(env: &Env, ts: &str) -> Option<String> {
     let (_, blocks) = env.slack.shown(CHANNEL, ts)?;
@@ -149,10 +133,9 @@ async fn the_approve_button_starts_exactly_one_run_through_to_a_pull_request() {
         &env.outside.path().join("origin.git"),
         &["rev-parse", "HEAD"],
     );
-    let summary = wait_post(&env, &thread, |t| {
-        t.starts_with("*Coder:* Done: the PR is open.")
-    })
-    .await;
+    let summary = env
+        .wait_post(&thread, |t| t.starts_with("*Coder:* Done: the PR is open."))
+        .await;
     assert_eq!(
         summary,
         format!(
@@ -242,7 +225,8 @@ async fn the_cancel_button_on_a_plan_withdraws_it() {
     env.slack
         .click(CHANNEL, USER, &plan.ts, CANCEL_PLAN)
         .unwrap();
-    wait_post(&env, &thread, |t| t.contains("Plan withdrawn")).await;
+    env.wait_post(&thread, |t| t.contains("Plan withdrawn"))
+        .await;
     assert_eq!(
         context_line(&env, &plan.ts).as_deref(),
         Some("✖️ Cancelled by <@U0ALICE>")
@@ -251,7 +235,8 @@ async fn the_cancel_button_on_a_plan_withdraws_it() {
 
     // Nothing is pending now: "yes" goes to the PM.
     env.reply(&thread, "yes");
-    wait_post(&env, &thread, |t| t == "*PM:* What should I change?").await;
+    env.wait_post(&thread, |t| t == "*PM:* What should I change?")
+        .await;
     assert!(env.model.requests_for("CANCELLED").is_empty());
     env.assert_clean();
 }
@@ -294,7 +279,9 @@ async fn the_cancel_button_on_the_status_message_stops_the_run() {
     env.slack
         .click(CHANNEL, USER, &status.ts, STOP_RUN)
         .unwrap();
-    let last = wait_post(&env, &thread, |t| t.starts_with("*Coder:* cancelled")).await;
+    let last = env
+        .wait_post(&thread, |t| t.starts_with("*Coder:* cancelled"))
+        .await;
     assert!(
         last.starts_with("*Coder:* cancelled: stopped in Slack by <@U0ALICE>"),
         "{last}"
@@ -313,7 +300,7 @@ async fn a_click_from_someone_not_allowed_changes_nothing() {
     let thread = env.say("tidy the docs");
     let plan = plan_post(&env, &thread).await;
     env.slack.click(CHANNEL, BOB, &plan.ts, APPROVE).unwrap();
-    let reply = wait_post(&env, &thread, |t| t.contains("allow-list")).await;
+    let reply = env.wait_post(&thread, |t| t.contains("allow-list")).await;
     assert!(reply.contains("<@U0BOB>"), "{reply}");
     assert!(reply.contains("Nothing was changed"), "{reply}");
     env.slack
@@ -389,12 +376,12 @@ async fn the_plan_shows_its_budget_and_budget_commands_change_it() {
         plan.text
     );
     env.reply(&thread, "budget $5");
-    wait_post(&env, &thread, |t| {
+    env.wait_post(&thread, |t| {
         t.contains("Budget for this thread set to $5.00")
     })
     .await;
     env.reply(&thread, "set budget to $7.50");
-    let ack = wait_post(&env, &thread, |t| t.contains("set to $7.50")).await;
+    let ack = env.wait_post(&thread, |t| t.contains("set to $7.50")).await;
     assert!(
         ack.contains("Approving the plan approves this budget too"),
         "{ack}"
@@ -423,9 +410,12 @@ async fn a_run_stops_at_the_threads_budget_and_says_so() {
     let plan = plan_post(&env, &thread).await;
     // Each fake model call costs $0.0001: two calls fit, the third is refused.
     env.reply(&thread, "budget $0.00015");
-    wait_post(&env, &thread, |t| t.contains("set to $0.00015")).await;
+    env.wait_post(&thread, |t| t.contains("set to $0.00015"))
+        .await;
     env.slack.click(CHANNEL, USER, &plan.ts, APPROVE).unwrap();
-    let summary = wait_post(&env, &thread, |t| t.contains("Budget reached")).await;
+    let summary = env
+        .wait_post(&thread, |t| t.contains("Budget reached"))
+        .await;
     assert!(
         summary.starts_with(
             "*Coder:* Budget reached: this thread's Coder has spent $0.0002 of its $0.00015 budget"

@@ -49,22 +49,7 @@ fn script_pr(env: &Env, token: &str) {
 
 /// Waits for a post starting with `prefix` in the thread; returns it.
 async fn wait_post(env: &Env, thread: &str, prefix: &str) -> String {
-    let mut found = String::new();
-    let ok = env
-        .slack
-        .wait_until(WAIT, || {
-            if let Some(text) = env
-                .post_texts(thread)
-                .into_iter()
-                .find(|t| t.starts_with(prefix))
-            {
-                found = text;
-            }
-            !found.is_empty()
-        })
-        .await;
-    assert!(ok, "no {prefix:?} post: {:?}", env.post_texts(thread));
-    found
+    env.wait_post(thread, |t| t.starts_with(prefix)).await
 }
 
 /// Commits `memory` as the PM's memory on origin's default branch from a clone of its own

@@ -41,12 +41,7 @@ pub(crate) fn posts_with(env: &Env, thread: &str, needle: &str) -> Vec<String> {
 
 /// Waits for a post in the thread containing `needle`; returns it.
 pub(crate) async fn wait_post_with(env: &Env, thread: &str, needle: &str) -> String {
-    let ok = env
-        .slack
-        .wait_until(WAIT, || !posts_with(env, thread, needle).is_empty())
-        .await;
-    assert!(ok, "no post with {needle:?}: {:?}", env.post_texts(thread));
-    posts_with(env, thread, needle).remove(0)
+    env.wait_post(thread, |t| t.contains(needle)).await
 }
 
 /// How many review comments the store keeps for the thread.

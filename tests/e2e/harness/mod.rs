@@ -221,6 +221,15 @@ impl Env {
             .collect()
     }
 
+    /// Waits until a post of the thread (as first posted) satisfies `pred`; returns the first
+    /// that does.
+    pub async fn wait_post(&self, thread_ts: &str, pred: impl Fn(&str) -> bool) -> String {
+        let found = || self.post_texts(thread_ts).into_iter().find(|t| pred(t));
+        let ok = self.slack.wait_until(WAIT, || found().is_some()).await;
+        assert!(ok, "no such post in {:?}", self.post_texts(thread_ts));
+        found().unwrap_or_default()
+    }
+
     /// The texts of the bot's posts in one thread, as first posted.
     pub fn post_texts(&self, thread_ts: &str) -> Vec<String> {
         self.thread_posts(thread_ts)
