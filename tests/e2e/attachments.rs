@@ -11,7 +11,10 @@ use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{BOT_TOKEN, CHANNEL, FakeSlack, SharedFile};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, PM_MODEL, USER, content_text, say_and_wait_post};
+use crate::harness::{
+    Env, PM_MODEL, USER, content_text, runner_env, say_and_wait_post, say_and_wait_run,
+    tool_results,
+};
 
 /// A screenshot's bytes: not text, so only an image part can carry them.
 fn screenshot() -> Vec<u8> {
@@ -300,5 +303,65 @@ async fn a_pm_model_without_images_gets_the_name_and_the_thread_names_a_model_th
         last_user_text(&request.body)
             .contains("[image `bug.jpg` shared; your model cannot see images]")
     );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn the_coder_reads_the_shared_log_read_only_outside_its_worktree() {
+    let env = runner_env(json!({"maxTurns": 8, "timeout": 2})).await;
+    let plan = json!({"summary": "Work on SHARED-LOG", "steps": ["Read the log"], "files": []});
+    env.model.script(
+        "why does the api crash",
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = env
+        .slack
+        .user_message_with_files(
+            CHANNEL,
+            USER,
+            "why does the api crash?",
+            None,
+            &[SharedFile::new("api.log", "text/plain", LOG)],
+        )
+        .ts;
+    env.wait_thread_posts(&thread, 1).await;
+    let dir = env
+        .repo_path()
+        .join(".codebutler/attachments")
+        .join(format!("{CHANNEL}-{thread}"));
+    let log = dir.join(format!("{}-0.txt", thread.replace('.', "_")));
+    let read = format!("cat '{}'", log.display());
+    let write = format!("echo tampered >> '{}' || echo WRITE-REFUSED", log.display());
+    env.model.script(
+        "Work on SHARED-LOG",
+        vec![
+            Reply::tool_call("Bash", json!({ "command": read }).to_string()),
+            Reply::tool_call("Bash", json!({ "command": write }).to_string()),
+            Reply::text("The database port is wrong."),
+        ],
+    );
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+
+    let requests = env.model.requests_for("Work on SHARED-LOG");
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    // The task names where the files are; the run read the log and could not change it.
+    let task = crate::harness::user_messages(&requests[0].body)[0].clone();
+    assert!(
+        task.contains(&format!(
+            "Files people shared in this thread are in `{}` (read-only",
+            dir.display()
+        )),
+        "{task}"
+    );
+    assert!(tool_results(&requests[1].body).contains("ERROR db: connection refused"));
+    assert!(tool_results(&requests[2].body).contains("WRITE-REFUSED"));
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), LOG);
     env.assert_clean();
 }
