@@ -7,12 +7,12 @@
 //! goes to no other host, no model request and no log.
 
 use base64::Engine as _;
-use codebutler_test_support::model::Reply;
+use codebutler_test_support::model::{Gate, Reply};
 use codebutler_test_support::slack::{BOT_TOKEN, CHANNEL, FakeSlack, SharedFile};
 use serde_json::{Value, json};
 
 use crate::harness::{
-    Env, PM_MODEL, USER, content_text, runner_env, say_and_wait_post, say_and_wait_run,
+    Env, PM_MODEL, USER, WAIT, content_text, runner_env, say_and_wait_post, say_and_wait_run,
     tool_results,
 };
 
@@ -363,5 +363,45 @@ async fn the_coder_reads_the_shared_log_read_only_outside_its_worktree() {
     assert!(tool_results(&requests[1].body).contains("ERROR db: connection refused"));
     assert!(tool_results(&requests[2].body).contains("WRITE-REFUSED"));
     assert_eq!(std::fs::read_to_string(&log).unwrap(), LOG);
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_screenshot_shared_while_the_pm_thinks_gets_a_turn_that_sees_it() {
+    let env = Env::new().await;
+    env.model.list_vision_model(PM_MODEL);
+    let gate = Gate::new();
+    env.model.script(
+        "QUICK-SHOT",
+        vec![
+            Reply::held(&gate, Reply::text("First answer.")),
+            Reply::text("I see the screenshot."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = env.say("QUICK-SHOT: the login page is broken");
+    assert!(env.slack.wait_until(WAIT, || gate.arrived()).await);
+    let png = screenshot();
+    let sent = env.slack.user_message_with_files(
+        CHANNEL,
+        USER,
+        "",
+        Some(&thread),
+        &[SharedFile::new("login.png", "image/png", png.clone())],
+    );
+    assert!(env.slack.wait_acked(&sent.envelope_id, WAIT).await);
+    gate.open();
+    let posts = env.wait_thread_posts(&thread, 2).await;
+    assert_eq!(
+        [posts[0].text.as_str(), posts[1].text.as_str()],
+        ["*PM:* First answer.", "*PM:* I see the screenshot."]
+    );
+    let requests = env.model.requests_for("QUICK-SHOT");
+    assert_eq!(requests.len(), 2);
+    let expected = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&png)
+    );
+    assert_eq!(image_urls(&requests[1].body), [expected]);
     env.assert_clean();
 }

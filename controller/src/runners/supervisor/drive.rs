@@ -361,6 +361,19 @@ fn task(limits: &RunLimits, request: &RunRequest, resume_messages: &str) -> Runn
     }
 }
 
+/// The directory of the files people shared in `thread` of the repository `repo`
+/// ([`crate::layout::Layout::thread_attachments`]), when there is one and it is a real
+/// directory (never a link).
+pub(crate) fn shared_files_dir(
+    repo: &std::path::Path,
+    thread: &crate::domain::ThreadKey,
+) -> Option<std::path::PathBuf> {
+    let dir = crate::layout::Layout::new(repo).thread_attachments_path(thread);
+    std::fs::symlink_metadata(&dir)
+        .is_ok_and(|m| m.is_dir())
+        .then_some(dir)
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
@@ -415,17 +428,4 @@ mod tests {
         limits.timeout = Duration::from_secs(u64::MAX);
         assert_eq!(sent(&limits).timeout_seconds, u32::MAX);
     }
-}
-
-/// The directory of the files people shared in `thread` of the repository `repo`
-/// ([`crate::layout::Layout::thread_attachments`]), when there is one and it is a real
-/// directory (never a link).
-pub(crate) fn shared_files_dir(
-    repo: &std::path::Path,
-    thread: &crate::domain::ThreadKey,
-) -> Option<std::path::PathBuf> {
-    let dir = crate::layout::Layout::new(repo).thread_attachments_path(thread);
-    std::fs::symlink_metadata(&dir)
-        .is_ok_and(|m| m.is_dir())
-        .then_some(dir)
 }
