@@ -4,6 +4,8 @@
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
 
+use crate::domain::ThreadKey;
+
 /// The shipped default prompts, seeded into `.codebutler/prompts/` on first run.
 pub const DEFAULT_PROMPTS: [(&str, &str); 5] = [
     ("pm.md", include_str!("../../prompts/pm.md")),
@@ -81,9 +83,38 @@ impl Layout {
         self.run().join("admin.sock")
     }
 
+    /// `.codebutler/attachments/`: the files people shared, one directory per thread.
+    pub fn attachments(&self) -> PathBuf {
+        self.dir.join("attachments")
+    }
+
+    /// The directory of the files shared in `thread` (`<channel>-<thread ts>`, names Slack
+    /// gives in letters, digits and a dot), made a real directory if it is not one yet.
+    pub fn thread_attachments(&self, thread: &ThreadKey) -> Result<PathBuf, LayoutError> {
+        real_dir(&self.attachments())?;
+        let dir = self.thread_attachments_path(thread);
+        real_dir(&dir)?;
+        Ok(dir)
+    }
+
+    /// Where [`Layout::thread_attachments`] keeps `thread`'s files, made or not.
+    pub fn thread_attachments_path(&self, thread: &ThreadKey) -> PathBuf {
+        let name: String = format!("{}-{}", thread.channel, thread.thread_ts)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        self.attachments().join(name)
+    }
+
     /// The directories of `.codebutler/` the daemon keeps its own things in, the
     /// committed `prompts/` and `memory/` among them: each must be a real directory.
-    fn own_dirs(&self) -> [PathBuf; 7] {
+    fn own_dirs(&self) -> [PathBuf; 8] {
         [
             self.dir.clone(),
             self.prompts(),
@@ -92,6 +123,7 @@ impl Layout {
             self.dir.join("branches"),
             self.dir.join("disks"),
             self.dir.join("git"),
+            self.attachments(),
         ]
     }
 

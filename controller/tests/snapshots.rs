@@ -143,6 +143,16 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
             "gh".into(),
             layout.repo.clone(),
         ),
+        attachments: codebutler_controller::pm::attachments::Attachments {
+            fetcher: codebutler_controller::slack::files::FileFetcher::new(
+                &Secret::new("xoxb-unused"),
+                "http://127.0.0.1:9/api",
+            )
+            .unwrap(),
+            limits: Default::default(),
+            layout: layout.clone(),
+            configured_models: Vec::new(),
+        },
         layout,
     }
 }

@@ -7,6 +7,7 @@ mod harness;
 
 mod access;
 mod approval;
+mod attachments;
 mod boundary;
 mod build_limits;
 mod byproducts;

@@ -72,6 +72,7 @@ async fn migrations_run_on_postgresql() {
             "instances",
             "memory_proposals",
             "merge_order",
+            "message_files",
             "messages",
             "outbox",
             "pr_descriptions",

@@ -25,12 +25,19 @@ pub const WAITING_LINE: &str =
 struct TaskParts<'a> {
     plan: &'a Plan,
     conversation: &'a [codebutler_agent::conversation::ChatMessage],
+    /// The line naming the files people shared in the thread, if they shared any.
+    shared: Option<&'a str>,
 }
 
 impl TaskParts<'_> {
     /// The task's text, with the project's `test_command` when there is one.
     fn text(self, test_command: &Option<String>) -> String {
-        task_text(self.plan, test_command.as_deref(), self.conversation)
+        let mut text = task_text(self.plan, test_command.as_deref(), self.conversation);
+        if let Some(shared) = self.shared {
+            text.push_str("\n\n");
+            text.push_str(shared);
+        }
+        text
     }
 }
 
@@ -63,9 +70,11 @@ impl SlackCoder {
             .conversation(&approval.thread(), crate::pm::ROLE)
             .await
             .map_err(|e| StartFailure::before_run(format!("read the PM's conversation: {e}")))?;
+        let shared = shared_files_line(&self.layout.repo, &approval.thread());
         let parts = TaskParts {
             plan,
             conversation: &conversation,
+            shared: shared.as_deref(),
         };
         let progress = ThreadProgress {
             outbox: &self.outbox,
@@ -231,4 +240,29 @@ impl SlackCoder {
             tracing::warn!("remove a worktree no run uses: {e}");
         }
     }
+}
+
+/// The task's line about the files people shared in `thread`: where the run finds them,
+/// read-only, and their names (the controller's), or `None` when there are none.
+fn shared_files_line(repo: &std::path::Path, thread: &crate::domain::ThreadKey) -> Option<String> {
+    let dir = crate::runners::supervisor::shared_files_dir(repo, thread)?;
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .ok()?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_type().is_ok_and(|t| t.is_file()))
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    if names.is_empty() {
+        return None;
+    }
+    names.sort();
+    Some(format!(
+        "Files people shared in this thread are in `{}` (read-only, outside the worktree: read them, never commit them): {}.",
+        dir.display(),
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ))
 }

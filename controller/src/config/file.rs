@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::access::{AccessFile, GithubFile};
+use super::attachments::AttachmentsConfig;
 use super::changes_workflow::ChangesWorkflowFile;
 use super::logging::LoggingFile;
 use super::origin::Origin;
@@ -62,6 +63,8 @@ pub(super) struct FileConfig {
     pub logging: LoggingFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub reports: ReportsConfig,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub attachments: AttachmentsConfig,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

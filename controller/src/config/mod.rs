@@ -26,6 +26,7 @@
 //! | `store` | `store` |
 //! | `logging` | `logging` |
 //! | `reports` | `reports` |
+//! | `attachments` | `attachments` |
 //! | `dashboard` | `dashboard` (the global file's only) |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
@@ -33,6 +34,7 @@
 //! [`load`] would and writing it back.
 
 mod access;
+mod attachments;
 mod build_env;
 mod changes_workflow;
 mod dashboard;
@@ -57,6 +59,7 @@ mod tests;
 use std::path::{Path, PathBuf};
 
 pub use access::{AccessConfig, GithubConfig, MergeChecks, MergeStrategy, ReviewFrom};
+pub use attachments::AttachmentsConfig;
 pub use changes_workflow::ChangesWorkflowConfig;
 pub use dashboard::{
     DEFAULT_DASHBOARD_LISTEN, DashboardConfig, ENV_DASHBOARD_TOKEN, MIN_TOKEN_CHARS,
@@ -118,6 +121,8 @@ pub struct Config {
     pub logging: LoggingConfig,
     /// Reports posted in the channel on a schedule (`reports`).
     pub reports: ReportsConfig,
+    /// Limits on files shared in a thread (`attachments`).
+    pub attachments: AttachmentsConfig,
     /// The dashboard and `/metrics` (`dashboard`, the global file's only); `None`: off.
     pub dashboard: Option<DashboardConfig>,
 }
@@ -250,6 +255,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         store: file.store.resolve(origin, secrets)?,
         logging: file.logging.resolve(origin)?,
         reports: file.reports,
+        attachments: file.attachments,
         dashboard: None,
     })
 }

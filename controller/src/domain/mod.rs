@@ -3,6 +3,7 @@
 //! module (the Slack adapter, the store, the PM, the Coder) can speak it without importing
 //! another's internals.
 
+mod attachment;
 mod click;
 mod costs;
 mod memory;
@@ -17,6 +18,7 @@ mod thread_state;
 mod usage;
 mod watcher_event;
 
+pub use attachment::{FileKind, FileState, SharedFile, StoredFile};
 pub use click::{ButtonAction, Click};
 pub use costs::{Costs, Line, UNKNOWN_PERSON};
 pub use memory::MemoryTarget;

@@ -251,6 +251,18 @@ impl Gateway {
         Ok(list)
     }
 
+    /// Whether the provider's model list says `model` takes images; `false` when the list
+    /// cannot be read (a text-only request is what any model takes).
+    pub async fn sees_images(&self, model: &str) -> bool {
+        match self.model_list().await {
+            Ok(list) => list.sees_images(model),
+            Err(e) => {
+                tracing::warn!("read the provider's model list for image input: {e}");
+                false
+            }
+        }
+    }
+
     /// `model`'s prices from the provider's model list. `None` when the list does not
     /// price the model.
     pub async fn pricing(&self, model: &str) -> Result<Option<Pricing>, GatewayError> {

@@ -30,6 +30,8 @@ const MODELS_PATH: &str = "/models?output_modalities=all";
 pub struct ModelList {
     ids: BTreeSet<String>,
     prices: HashMap<String, Pricing>,
+    /// The ids whose `architecture.input_modalities` lists `image`.
+    see_images: BTreeSet<String>,
 }
 
 /// What the list says of one id.
@@ -61,6 +63,13 @@ struct RawList {
 struct RawEntry {
     id: String,
     pricing: Option<RawPricing>,
+    architecture: Option<RawArchitecture>,
+}
+
+#[derive(Deserialize)]
+struct RawArchitecture {
+    #[serde(default)]
+    input_modalities: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -92,6 +101,12 @@ impl ModelList {
             if let Some(pricing) = pricing {
                 models.prices.insert(entry.id.clone(), pricing);
             }
+            if entry
+                .architecture
+                .is_some_and(|a| a.input_modalities.iter().any(|m| m == "image"))
+            {
+                models.see_images.insert(entry.id.clone());
+            }
             models.ids.insert(entry.id);
         }
         Ok(models)
@@ -100,6 +115,12 @@ impl ModelList {
     /// Whether the provider listed no model at all (which says nothing of any id).
     pub fn is_empty(&self) -> bool {
         self.ids.is_empty()
+    }
+
+    /// Whether the provider says `model` takes images as input
+    /// (`architecture.input_modalities`).
+    pub fn sees_images(&self, model: &str) -> bool {
+        self.see_images.contains(model)
     }
 
     /// `model`'s prices, when the list prices it.

@@ -7,6 +7,7 @@
 //! the thread is closed. Links in a message to other threads, pull requests or issues are
 //! read for it first ([`references`]).
 
+pub mod attachments;
 pub mod questions;
 pub mod references;
 pub mod tools;
@@ -57,6 +58,8 @@ pub enum PmError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Model(#[from] GatewayError),
+    #[error(transparent)]
+    Attachment(#[from] attachments::AttachmentError),
     #[error("cancelled")]
     Cancelled,
 }
@@ -83,6 +86,8 @@ pub struct Pm {
     pub memory: DefaultBranchMemory,
     /// Whose comments GHStatus shows (`github.reviewFrom`); shared with the PR watcher.
     pub write_access: WriteAccess,
+    /// Files shared on messages: fetched, stored, and given to the model with them.
+    pub attachments: attachments::Attachments,
 }
 
 impl Pm {
@@ -166,8 +171,9 @@ impl Pm {
     ) -> Result<PmTurn, PmError> {
         let thread = msg.thread();
         let mut history = self.store.conversation(&thread, ROLE).await?;
-        let user_message = said(msg);
-        history.push(user_message.clone());
+        let sees_images = self.gateway.sees_images(&self.model).await;
+        let said = self.attachments.said(&self.store, msg, sees_images).await?;
+        history.push(said.request);
         let model = RoleModel::new(
             &self.gateway,
             CallContext {
@@ -183,7 +189,7 @@ impl Pm {
         let outcome =
             run_tool_loop_with(&model, registry, system, &history, limits, arrivals, cancel)
                 .await?;
-        let mut new_messages = vec![user_message];
+        let mut new_messages = vec![said.kept];
         new_messages.extend(outcome.new_messages);
         // A poisoned slot still holds the plan the tool recorded; losing it would drop a plan
         // that is already stored.

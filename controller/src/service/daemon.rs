@@ -51,10 +51,12 @@ use crate::layout::Layout;
 use crate::memory::Memory;
 use crate::memory::source::DefaultBranchMemory;
 use crate::pm::Pm;
+use crate::pm::attachments::Attachments;
 use crate::postflight::AfterPr;
 use crate::repo_lock::RepoLock;
 use crate::runners;
 use crate::runners::supervisor::Supervisor;
+use crate::slack::files::FileFetcher;
 use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::store::{Instance, Store, repository_name};
@@ -502,6 +504,18 @@ async fn thread_handler(
             PathBuf::from(&config.github.cli),
             layout.repo.clone(),
         ),
+        attachments: Attachments {
+            fetcher: FileFetcher::new(&config.slack.bot_token, &config.slack.api_url)?,
+            limits: config.attachments,
+            layout: layout.clone(),
+            configured_models: config
+                .product_manager
+                .models
+                .values()
+                .map(|choice| choice.model.clone())
+                .chain([config.coder.model.clone()])
+                .collect(),
+        },
     };
     let memory = Memory {
         store: store.clone(),

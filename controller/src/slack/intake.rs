@@ -3,13 +3,14 @@
 //!
 //! Ignored without any model call: other channels, the bot's own and other bots' messages,
 //! edits, deletions, joins and every other non-user subtype, hidden events and empty
-//! messages. What is accepted is a person's message ([`Origin::Person`]) whatever its text
+//! messages. A message with files and no text is not empty: the files are its request
+//! ([`shared_files`] lists them). What is accepted is a person's message ([`Origin::Person`]) whatever its text
 //! says: text that reads like a click's or the PR watcher's marker (posted through the API,
 //! where Slack does not escape `<`) stays text.
 
 use slack_morphism::prelude::*;
 
-use crate::domain::{IncomingMessage, Origin};
+use crate::domain::{IncomingMessage, Origin, SharedFile};
 
 /// What the intake knows about where it listens.
 #[derive(Clone, Debug)]
@@ -63,10 +64,12 @@ pub fn classify(event: &SlackPushEventCallback, filter: &IntakeFilter) -> Intake
     if user.0 == filter.bot_user_id {
         return Intake::Ignore("own message");
     }
-    let Some(text) = message.content.as_ref().and_then(|c| c.text.clone()) else {
-        return Intake::Ignore("empty message");
-    };
-    if text.trim().is_empty() {
+    let text = message
+        .content
+        .as_ref()
+        .and_then(|c| c.text.clone())
+        .unwrap_or_default();
+    if text.trim().is_empty() && shared_files(event).is_empty() {
         return Intake::Ignore("empty message");
     }
     let ts = message.origin.ts.0.clone();
@@ -85,6 +88,33 @@ pub fn classify(event: &SlackPushEventCallback, filter: &IntakeFilter) -> Intake
         event_id: Some(event.event_id.0.clone()),
         origin: Origin::Person,
     })
+}
+
+/// The files shared on a message event, in order: those Slack serves for download
+/// (`url_private_download`); a file without one (an external link, a deleted file) is left
+/// out. Nothing in them is trusted: the name is data, the URL is checked before any fetch.
+pub fn shared_files(event: &SlackPushEventCallback) -> Vec<SharedFile> {
+    let SlackEventCallbackBody::Message(message) = &event.event else {
+        return Vec::new();
+    };
+    let files = message.content.as_ref().and_then(|c| c.files.as_ref());
+    files
+        .into_iter()
+        .flatten()
+        .filter_map(|file| {
+            let url = file.url_private_download.as_ref()?;
+            Some(SharedFile {
+                id: file.id.0.clone(),
+                name: file.name.clone().unwrap_or_default(),
+                mimetype: file
+                    .mimetype
+                    .as_ref()
+                    .map(|m| m.0.clone())
+                    .unwrap_or_default(),
+                url: url.to_string(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -138,6 +168,33 @@ mod tests {
             assert_eq!((m.origin, m.text.as_str()), (Origin::Person, text));
             assert_eq!(m.click(), None, "{text:?}");
         }
+    }
+
+    #[test]
+    fn a_message_with_only_a_file_is_a_request_with_its_file() {
+        let mut e = user_message();
+        e["subtype"] = json!("file_share");
+        e["text"] = json!("");
+        e["files"] = json!([
+            {"id": "F1", "name": "../../etc/passwd", "mimetype": "text/plain",
+             "url_private": "https://files.slack.com/files-pri/T1-F1/x",
+             "url_private_download": "https://files.slack.com/files-pri/T1-F1/download/x"},
+            {"id": "F2", "name": "link", "mimetype": "text/html"}
+        ]);
+        let event = push(e);
+        let Intake::Accept(m) = classify(&event, &filter()) else {
+            panic!("not accepted");
+        };
+        assert_eq!(m.text, "");
+        assert_eq!(
+            shared_files(&event),
+            vec![SharedFile {
+                id: "F1".into(),
+                name: "../../etc/passwd".into(),
+                mimetype: "text/plain".into(),
+                url: "https://files.slack.com/files-pri/T1-F1/download/x".into(),
+            }]
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod effects;
+pub mod files;
 pub mod format;
 pub mod intake;
 pub mod interactive;

@@ -35,6 +35,7 @@ mod bind;
 mod budget;
 mod checkpoints;
 mod commit;
+mod files;
 mod history;
 mod journal;
 mod leases;
@@ -303,6 +304,17 @@ impl Store {
     /// acknowledged, and may deliver it on two connections). Returns whether it was new; a
     /// new message puts its thread's failed messages back in line, so they are retried first.
     pub async fn record_message(&self, msg: &IncomingMessage) -> Result<bool, StoreError> {
+        self.record_message_with_files(msg, &[]).await
+    }
+
+    /// [`Store::record_message`] with the files shared on the message, stored with it in one
+    /// transaction (to be fetched when the thread's task handles it): a duplicate delivery
+    /// stores neither again.
+    pub async fn record_message_with_files(
+        &self,
+        msg: &IncomingMessage,
+        files: &[crate::domain::SharedFile],
+    ) -> Result<bool, StoreError> {
         let now = now();
         let thread = msg.thread();
         let mut tx = self.begin_write().await?;
@@ -332,6 +344,7 @@ impl Store {
         .rows_affected()
             == 1;
         if inserted {
+            files::insert(&mut tx, msg, files).await?;
             // A new message also puts the thread's failed ones back in line, before it.
             sqlx::query(
                 "UPDATE messages SET state = 'pending' WHERE state = 'failed' \

@@ -1,12 +1,14 @@
 //! Intake: what Slack delivers (messages and button clicks) is stored as a message of its
 //! thread before the event is acknowledged, then the thread's task is woken
-//! ([`crate::dispatch`]). Duplicate deliveries are stored once and wake nothing.
+//! ([`crate::dispatch`]). Duplicate deliveries are stored once and wake nothing. Files
+//! shared on a message are stored with it, to be fetched when its thread handles it
+//! (fetching them here would hold the event's acknowledgement).
 
 use async_trait::async_trait;
 use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
 
 use crate::dispatch::Dispatcher;
-use crate::slack::intake::{Intake, IntakeFilter, classify};
+use crate::slack::intake::{Intake, IntakeFilter, classify, shared_files};
 use crate::slack::socket::{EventSink, NotStored};
 use crate::store::Store;
 use crate::thread::pm_turn::preview;
@@ -29,9 +31,10 @@ impl EventSink for IntakeSink {
                 return Ok(());
             }
         };
+        let files = shared_files(&event);
         let new = self
             .store
-            .record_message(&msg)
+            .record_message_with_files(&msg, &files)
             .await
             .map_err(|e| NotStored::new("message", &msg.ts, e))?;
         if !new {

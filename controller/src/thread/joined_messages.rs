@@ -12,7 +12,9 @@
 //! Only messages the thread would have given the PM join: a person's, classified
 //! ([`classify`]) as [`Command::AskPm`] against the thread's state. The first one that is
 //! anything else ("yes" to a waiting plan, "stop", a close word, the PR watcher's) stops the
-//! taking, so it and everything after it are handled in order once the turn is recorded.
+//! taking, so it and everything after it are handled in order once the turn is recorded. A
+//! message with files shared on it stops the taking too: its files are fetched and given to
+//! the PM in a turn of its own ([`crate::pm::attachments`]).
 
 use std::sync::Mutex;
 
@@ -61,6 +63,14 @@ impl<'a> JoinedMessages<'a> {
     async fn for_the_pm(&self, msg: &IncomingMessage) -> bool {
         if msg.origin != Origin::Person {
             return false;
+        }
+        match self.handler.store.message_files(msg).await {
+            Ok(files) if files.is_empty() => {}
+            Ok(_) => return false,
+            Err(e) => {
+                tracing::warn!(thread = %msg.thread(), "read the files of message {}: {e}", msg.ts);
+                return false;
+            }
         }
         match self.handler.facts(msg).await {
             Ok(facts) => classify(msg, &facts) == Command::AskPm,

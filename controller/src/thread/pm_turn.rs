@@ -81,6 +81,9 @@ impl ThreadHandler {
         }
         self.coder.ahead.touch(&thread.thread_ts);
         self.react(msg, "eyes").await;
+        if let Err(settle) = self.read_files(msg).await {
+            return settle;
+        }
         if let Err(settle) = self.read_references(msg).await {
             return settle;
         }
@@ -124,6 +127,13 @@ impl ThreadHandler {
                     .reply(msg, Role::Pm, &reply, &[Change::Failed(msg)])
                     .await;
             }
+            Err(PmError::Attachment(e)) => {
+                tracing::error!(thread = %thread, "pm shared files: {e}");
+                let reply = "Something went wrong on my side reading the files shared here; your message is saved and will be retried.";
+                return self
+                    .reply(msg, Role::Pm, reply, &[Change::Failed(msg)])
+                    .await;
+            }
             Err(PmError::Store(e)) => {
                 tracing::error!(thread = %thread, "pm store error: {e}");
                 let reply = "Something went wrong on my side reading this thread's history; your message is saved and will be retried.";
@@ -162,6 +172,60 @@ impl ThreadHandler {
             turn.tool_calls
         );
         Settle::Settled
+    }
+
+    /// Fetches the files shared on `msg` ([`crate::pm::attachments`]) and tells the thread,
+    /// once (the step `files:<ts>`), which were not read and why, and whether the PM's model
+    /// cannot see its images. Only failing to fetch or record fails the message.
+    async fn read_files(&self, msg: &IncomingMessage) -> Result<(), Settle> {
+        let thread = msg.thread();
+        let attachments = &self.pm.attachments;
+        if let Err(e) = attachments.fetch(&self.store, msg).await {
+            tracing::error!(thread = %thread, "fetch the files of message {}: {e}", msg.ts);
+            return Err(Settle::Failed);
+        }
+        let step = format!("files:{}", msg.ts);
+        match self.store.step_done(&thread, &step).await {
+            Ok(false) => {}
+            Ok(true) => return Ok(()),
+            Err(e) => {
+                tracing::error!(thread = %thread, "read whether message {} had its files read: {e}", msg.ts);
+                return Err(Settle::Failed);
+            }
+        }
+        let gateway = &self.pm.gateway;
+        let sees_images = gateway.sees_images(&self.pm.model).await;
+        let mut image_models = Vec::new();
+        if !sees_images {
+            for model in &attachments.configured_models {
+                if gateway.sees_images(model).await && !image_models.contains(model) {
+                    image_models.push(model.clone());
+                }
+            }
+        }
+        let line = match attachments
+            .line(&self.store, msg, &self.pm.model, sees_images, &image_models)
+            .await
+        {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the files of message {}: {e}", msg.ts);
+                return Err(Settle::Failed);
+            }
+        };
+        let changes = [Change::StepDone {
+            thread: &thread,
+            step: &step,
+        }];
+        let effects = Effects::new(&thread).reply(&line, "");
+        match self.outbox.commit(&changes, &effects).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                tracing::error!(thread = %thread, "record the files read for message {}: {e}", msg.ts);
+                Err(Settle::Failed)
+            }
+        }
     }
 
     /// Reads the threads, pull requests and issues `msg` links, once: what was read is

@@ -126,7 +126,8 @@ pub fn estimate_tokens(messages: &[ChatMessage]) -> u64 {
     let chars: usize = messages
         .iter()
         .map(|m| match m {
-            ChatMessage::System { content } | ChatMessage::User { content } => content.len(),
+            ChatMessage::System { content } => content.len(),
+            ChatMessage::User { content } => content.len(),
             ChatMessage::Tool { content, .. } => content.len() + 16,
             ChatMessage::Assistant {
                 content,
@@ -243,7 +244,7 @@ fn compacted_with_head(messages: &[ChatMessage], summary: &str, head: usize) -> 
         .iter()
         .skip(head.max(2))
         .rev()
-        .find(|m| matches!(m, ChatMessage::User { content } if !is_summary(content)))
+        .find(|m| matches!(m, ChatMessage::User { content } if !is_summary(&content.text())))
     {
         out.push(last_user.clone());
     }
@@ -259,7 +260,7 @@ fn is_summary(text: &str) -> bool {
 pub fn summary_index(messages: &[ChatMessage]) -> Option<usize> {
     messages
         .iter()
-        .rposition(|m| matches!(m, ChatMessage::User { content } if is_summary(content)))
+        .rposition(|m| matches!(m, ChatMessage::User { content } if is_summary(&content.text())))
 }
 
 #[cfg(test)]
@@ -370,8 +371,12 @@ mod tests {
         let ChatMessage::User { content } = &request[1] else {
             panic!()
         };
-        assert!(content.starts_with("The conversation so far:\n\n[user] the plan"));
-        assert!(content.ends_with(SUMMARY_PROMPT));
+        assert!(
+            content
+                .text()
+                .starts_with("The conversation so far:\n\n[user] the plan")
+        );
+        assert!(content.text().ends_with(SUMMARY_PROMPT));
         let no_head = Compaction {
             head_share: 0.0,
             ..Compaction::default()
@@ -381,7 +386,7 @@ mod tests {
         assert_eq!(out[0], ChatMessage::system("sys"));
         assert_eq!(out[1], ChatMessage::user("the plan"));
         assert!(
-            matches!(&out[2], ChatMessage::User { content } if content.ends_with("did things"))
+            matches!(&out[2], ChatMessage::User { content } if content.text().ends_with("did things"))
         );
         assert_eq!(out[3], ChatMessage::user("<@U1>: use tabs"));
         // Without a later user message, the task and the summary follow the system prompt.
@@ -406,7 +411,7 @@ mod tests {
         let first = c.compacted(&m, "did things");
         assert_eq!(first[..6], m[..6]);
         assert!(
-            matches!(&first[6], ChatMessage::User { content } if content.ends_with("did things"))
+            matches!(&first[6], ChatMessage::User { content } if content.text().ends_with("did things"))
         );
         assert_eq!(first[7], ChatMessage::user("<@U1>: use tabs"));
         assert_eq!(first.len(), 8);

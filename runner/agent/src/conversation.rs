@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 pub enum ChatMessage {
     /// The system prompt.
     System { content: String },
-    /// A person's message (or the controller speaking for one).
-    User { content: String },
+    /// A person's message (or the controller speaking for one): text, or text with images.
+    User { content: UserContent },
     /// The model's reply: text, tool calls, or both.
     Assistant {
         #[serde(default)]
@@ -36,7 +36,14 @@ impl ChatMessage {
     /// A user message.
     pub fn user(content: impl Into<String>) -> Self {
         Self::User {
-            content: content.into(),
+            content: UserContent::Text(content.into()),
+        }
+    }
+
+    /// A user message of several parts (text and images).
+    pub fn user_parts(parts: Vec<ContentPart>) -> Self {
+        Self::User {
+            content: UserContent::Parts(parts),
         }
     }
 
@@ -55,6 +62,105 @@ impl ChatMessage {
             content: content.into(),
         }
     }
+}
+
+/// What a user message holds: plain text (the usual `"content": "…"`), or a list of parts
+/// (`"content": [{"type": "text", …}, {"type": "image_url", …}]`) when it carries images.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum UserContent {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+/// What an image counts for in a conversation's length, in characters (a model reads an
+/// image as about a thousand tokens, whatever its data URI's length).
+pub const IMAGE_CHARS: usize = 4_000;
+
+impl UserContent {
+    /// The text of it: the text parts, one after the other (images are left out).
+    pub fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            Self::Text(text) => std::borrow::Cow::Borrowed(text),
+            Self::Parts(parts) => std::borrow::Cow::Owned(
+                parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        ContentPart::Text { text } => Some(text.as_str()),
+                        ContentPart::ImageUrl { .. } => None,
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\n\n"),
+            ),
+        }
+    }
+
+    /// Its length for a conversation's size: its text's, and [`IMAGE_CHARS`] per image.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Text(text) => text.len(),
+            Self::Parts(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    ContentPart::Text { text } => text.len(),
+                    ContentPart::ImageUrl { .. } => IMAGE_CHARS,
+                })
+                .sum(),
+        }
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl PartialEq<str> for UserContent {
+    fn eq(&self, other: &str) -> bool {
+        matches!(self, Self::Text(text) if text == other)
+    }
+}
+
+impl PartialEq<&str> for UserContent {
+    fn eq(&self, other: &&str) -> bool {
+        self == *other
+    }
+}
+
+impl std::fmt::Display for UserContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text())
+    }
+}
+
+/// One part of a user message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    /// Text.
+    Text { text: String },
+    /// An image, as a URL (a `data:` URI carrying its bytes).
+    ImageUrl { image_url: ImageUrl },
+}
+
+impl ContentPart {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text { text: text.into() }
+    }
+
+    /// An image part whose image is at `url` (a `data:` URI carrying its bytes).
+    pub fn image_url(url: impl Into<String>) -> Self {
+        Self::ImageUrl {
+            image_url: ImageUrl { url: url.into() },
+        }
+    }
+}
+
+/// Where an image part's image is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ImageUrl {
+    pub url: String,
 }
 
 /// A tool call the model asked for. `arguments` is the raw JSON text the model produced,

@@ -207,6 +207,8 @@ struct Listed {
     prices: Option<(f64, f64, Option<f64>)>,
     /// What it outputs: `["text"]`, or `["image"]` for an image model.
     output: &'static [&'static str],
+    /// What it takes: `["text"]`, or `["text", "image"]` for a model that sees images.
+    input: &'static [&'static str],
 }
 
 impl Inner {
@@ -284,6 +286,7 @@ impl FakeModel {
             id: model.to_owned(),
             prices: Some((prompt, completion, cache_read)),
             output: &["text"],
+            input: &["text"],
         });
     }
 
@@ -294,6 +297,19 @@ impl FakeModel {
             id: model.to_owned(),
             prices: None,
             output: &["text"],
+            input: &["text"],
+        });
+    }
+
+    /// Makes `model` a text model that also takes images (`input_modalities` `text` and
+    /// `image`): only such a model is sent image parts; another refuses them as OpenRouter
+    /// does.
+    pub fn list_vision_model(&self, model: &str) {
+        self.add(Listed {
+            id: model.to_owned(),
+            prices: None,
+            output: &["text"],
+            input: &["text", "image"],
         });
     }
 
@@ -304,6 +320,7 @@ impl FakeModel {
             id: model.to_owned(),
             prices: None,
             output: &["image"],
+            input: &["text"],
         });
     }
 
@@ -485,6 +502,24 @@ fn prepare(inner: &Inner, headers: &HeaderMap, body: &Bytes) -> Result<Prepared,
         st.violations.push(msg.clone());
         record(&mut st, None, 400);
         return Err((400, msg));
+    }
+    // Like OpenRouter: image parts go only to a model that takes images.
+    let has_image = request["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .any(|part| part["type"] == "image_url");
+    let sees_images = st
+        .listed
+        .iter()
+        .any(|m| m.id == model && m.input.contains(&"image"));
+    if has_image && !sees_images {
+        let msg = "No endpoints found that support image input".to_owned();
+        st.violations.push(format!("{model}: {msg}"));
+        record(&mut st, None, 404);
+        return Err((404, msg));
     }
 
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
@@ -783,7 +818,7 @@ async fn models(State(inner): State<Arc<Inner>>, RawQuery(query): RawQuery) -> R
                 "context_length": CONTEXT_LENGTH,
                 "architecture": {
                     "modality": format!("text->{}", model.output.join("+")),
-                    "input_modalities": ["text"],
+                    "input_modalities": model.input,
                     "output_modalities": model.output,
                     "tokenizer": "Other",
                 },

@@ -24,6 +24,8 @@
 //!   `has_more` and cursors.
 //! * People and links (see [`people`]): `users.info` for the users a test added, and
 //!   `chat.getPermalink` on the fake workspace's own domain, with Slack's errors.
+//! * Shared files (see [`shared_files`]): a person's `file_share` message, its files served
+//!   to the bot token only, a sign-in page (200, HTML) to anyone else, as Slack does.
 //! * Crashes: [`FakeSlack::stall_next`] holds the answer to the next successful call of a
 //!   method after Slack has done it, so a test can kill the client in the window where the
 //!   effect happened but the client never learned of it.
@@ -49,6 +51,7 @@ mod interactive;
 mod people;
 mod reactions;
 mod recorded;
+mod shared_files;
 mod socket_mode;
 mod stall;
 mod web;
@@ -56,6 +59,8 @@ mod web;
 pub use access::manifest_bot_scopes;
 use files::upload_handler;
 pub use recorded::{Ack, Call, Post, Reaction, Sent, Update, Upload};
+use shared_files::download_handler;
+pub use shared_files::{Download, SharedFile};
 use socket_mode::ws_handler;
 pub use stall::Stall;
 use stall::StallPoint;
@@ -177,6 +182,9 @@ struct SlackState {
     stalls: HashMap<String, Arc<StallPoint>>,
     /// The app's scopes, Socket Mode and the channels the bot is in (see [`access`]).
     access: access::Access,
+    /// Files people shared, by id ([`shared_files`]), and every request for one.
+    shared: HashMap<String, shared_files::Served>,
+    downloads: Vec<Download>,
     last_ts_micros: u64,
     next_id: u64,
     violations: Vec<String>,
@@ -376,6 +384,10 @@ impl FakeSlack {
         let app = Router::new()
             .route("/api/{method}", any(api_handler))
             .route("/upload/{file_id}", post(upload_handler))
+            .route(
+                "/files-pri/{team_file}/download/{name}",
+                get(download_handler),
+            )
             .route("/ws", get(ws_handler))
             .with_state(inner.clone());
         let server = tokio::spawn(async move {

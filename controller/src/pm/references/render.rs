@@ -6,7 +6,7 @@
 //! The quoted text is fenced by a tag derived from a digest of everything quoted, so a
 //! referenced thread cannot close the fence and speak outside it.
 
-use codebutler_agent::conversation::ChatMessage;
+use codebutler_agent::conversation::{ChatMessage, UserContent};
 use sha2::{Digest, Sha256};
 
 use super::Outcome;
@@ -290,9 +290,9 @@ pub fn coder_background(conversation: &[ChatMessage]) -> Option<String> {
     let blocks: Vec<&str> = conversation
         .iter()
         .filter_map(|m| match m {
-            ChatMessage::User { content } if content.starts_with(CONTEXT_HEADER) => {
-                Some(content.as_str())
-            }
+            ChatMessage::User {
+                content: UserContent::Text(text),
+            } if text.starts_with(CONTEXT_HEADER) => Some(text.as_str()),
             _ => None,
         })
         .collect();

@@ -139,11 +139,16 @@ impl Inner {
         tasked: bool,
     ) -> Result<Runner, RunnerStartError> {
         self.worktrees.ensure_mounted(&request.worktree).await?;
+        let mut spec = self.worktrees.run_spec(&request.worktree);
+        // The files people shared in the thread, read-only at their own path.
+        if let Some(shared) = shared_files_dir(&self.worktrees.repo, &request.thread) {
+            spec.read_only.push(shared);
+        }
         let launched = self
             .launcher
             .launch(&LaunchRequest {
                 run_id: run_id.to_owned(),
-                spec: self.worktrees.run_spec(&request.worktree),
+                spec,
                 log: self.log_dir.join(format!("run-{run_id}.log")),
             })
             .await?;
@@ -354,6 +359,19 @@ fn task(limits: &RunLimits, request: &RunRequest, resume_messages: &str) -> Runn
             context_window: limits.context_window,
         })),
     }
+}
+
+/// The directory of the files people shared in `thread` of the repository `repo`
+/// ([`crate::layout::Layout::thread_attachments`]), when there is one and it is a real
+/// directory (never a link).
+pub(crate) fn shared_files_dir(
+    repo: &std::path::Path,
+    thread: &crate::domain::ThreadKey,
+) -> Option<std::path::PathBuf> {
+    let dir = crate::layout::Layout::new(repo).thread_attachments_path(thread);
+    std::fs::symlink_metadata(&dir)
+        .is_ok_and(|m| m.is_dir())
+        .then_some(dir)
 }
 
 #[cfg(test)]

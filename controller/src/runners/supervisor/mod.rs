@@ -39,6 +39,7 @@ use crate::gateway::Gateway;
 use crate::store::{NewRun, Store, StoreError};
 use crate::workspace::worktree::Preparer;
 use drive::RunnerStartError;
+pub(crate) use drive::shared_files_dir;
 
 /// Time a runner gets to stop after a cancel before it is killed.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);

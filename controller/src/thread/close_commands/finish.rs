@@ -54,6 +54,11 @@ impl ThreadHandler {
         let effects = Effects::new(&c.thread)
             .reply(&report, &speaker(Role::Pm))
             .reply(&last, &speaker(Role::Pm));
+        // The files shared in the thread go before its close is recorded, so a closed
+        // thread holds none (a failed close keeps what its conversation read of them).
+        if let Err(e) = self.pm.attachments.forget(&self.store, &c.thread).await {
+            tracing::warn!(thread = %c.thread, "delete the thread's shared files: {e}");
+        }
         tracing::info!(tag = "INF", "thread {} → closed ({closure:?})", c.thread);
         match self.outbox.commit(&changes, &effects).await {
             Ok(true) => {
