@@ -26,6 +26,7 @@ mod lifecycle;
 mod links;
 mod log_file;
 mod memory;
+mod mcp;
 mod merge_reviews;
 mod orphans;
 mod output;

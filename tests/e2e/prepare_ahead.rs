@@ -524,6 +524,11 @@ async fn a_runner_without_its_task_is_answered_nothing() {
         },
         gateway,
         store,
+        mcp: Arc::new(codebutler_controller::runners::mcp::RemoteMcp::new(
+            "standby",
+            Vec::new(),
+            Arc::new(FetchPolicy::new(vec![], vec![]).unwrap()),
+        )),
         fetch: Arc::new(FetchPolicy::new(vec![], vec![]).unwrap()),
         events,
         commands: Mutex::new(Some(command_rx)),
