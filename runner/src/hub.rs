@@ -13,7 +13,8 @@ use async_trait::async_trait;
 use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
 use codebutler_proto::runner::v1::{
     CommitRequest, CompleteRequest, FetchRequest, LeftOutReason as ProtoReason, McpCallRequest,
-    McpToolsRequest, OpenPullRequestRequest, ReadMemoryRequest, RunnerEvent, complete_chunk::Chunk, runner_event,
+    McpToolsRequest, OpenPullRequestRequest, ReadMemoryRequest, RunnerEvent, complete_chunk::Chunk,
+    runner_event,
 };
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
@@ -428,8 +429,8 @@ impl HubMcp {
         let mut problems = listed.problems;
         let mut by_server: Vec<(String, Vec<ServerTool>)> = Vec::new();
         for tool in listed.tools {
-            let input_schema = serde_json::from_str(&tool.input_schema_json)
-                .unwrap_or(serde_json::Value::Null);
+            let input_schema =
+                serde_json::from_str(&tool.input_schema_json).unwrap_or(serde_json::Value::Null);
             let server_tool = ServerTool {
                 name: tool.name,
                 description: tool.description,
@@ -456,11 +457,7 @@ impl HubMcp {
 
 #[async_trait]
 impl McpServer for HubMcp {
-    async fn call(
-        &self,
-        tool: &str,
-        arguments: serde_json::Value,
-    ) -> Result<McpAnswer, ToolError> {
+    async fn call(&self, tool: &str, arguments: serde_json::Value) -> Result<McpAnswer, ToolError> {
         let answer = self
             .client
             .clone()

@@ -82,7 +82,10 @@ async fn a_stdio_mcp_server_runs_in_the_sandbox_and_its_tools_reach_the_model() 
         .await;
     let plan = write_plan(&env, "PLAN-MCP-STDIO");
     let out = stdout(&runnerctl(&env, &["run", "--plan", plan.to_str().unwrap()]).await);
-    assert!(out.contains("run finished: completed: used the tools"), "{out}");
+    assert!(
+        out.contains("run finished: completed: used the tools"),
+        "{out}"
+    );
 
     let requests = env.model.requests_for("PLAN-MCP-STDIO");
     // The server's tools are offered under their own names, with the server's schemas.
@@ -93,9 +96,14 @@ async fn a_stdio_mcp_server_runs_in_the_sandbox_and_its_tools_reach_the_model() 
         .unwrap_or_else(|| panic!("no echo tool; the run said:\n{out}"))
         .1;
     assert_eq!(echo["description"], "Echoes back the input string");
-    assert_eq!(echo["parameters"]["properties"]["message"]["type"], "string");
+    assert_eq!(
+        echo["parameters"]["properties"]["message"]["type"],
+        "string"
+    );
     assert!(
-        tools.iter().any(|(name, _)| name == "mcp__everything__get-env"),
+        tools
+            .iter()
+            .any(|(name, _)| name == "mcp__everything__get-env"),
         "{tools:?}"
     );
     // What the server answered is what the model read next.
@@ -107,8 +115,18 @@ async fn a_stdio_mcp_server_runs_in_the_sandbox_and_its_tools_reach_the_model() 
     // variables or secrets.
     let server_env: Value = serde_json::from_str(parts[1]).unwrap();
     assert_eq!(server_env["HOME"], "/tmp/home", "{server_env}");
-    for secret in [CONTROLLER_SECRET, "sk-or-", "xoxb-", "xapp-", OUTSIDE_SECRET] {
-        assert!(!parts[1].contains(secret), "{secret} visible in:\n{}", parts[1]);
+    for secret in [
+        CONTROLLER_SECRET,
+        "sk-or-",
+        "xoxb-",
+        "xapp-",
+        OUTSIDE_SECRET,
+    ] {
+        assert!(
+            !parts[1].contains(secret),
+            "{secret} visible in:\n{}",
+            parts[1]
+        );
     }
     // It has no network: its fetch failed, and nothing reached the host's loopback.
     assert!(parts[2].starts_with("error: "), "{}", parts[2]);
@@ -164,7 +182,10 @@ async fn a_remote_mcp_server_is_called_by_the_controller_with_its_token() {
         !names.iter().any(|n| n.starts_with("mcp__internal__")),
         "{names:?}"
     );
-    assert_eq!(tool_results(&requests[1].body), "Echo: through the controller");
+    assert_eq!(
+        tool_results(&requests[1].body),
+        "Echo: through the controller"
+    );
     // The server got every request with the token, the call among them.
     let seen = gate.requests();
     assert!(!seen.is_empty());

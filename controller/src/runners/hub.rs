@@ -21,9 +21,8 @@ use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer
 use codebutler_proto::runner::v1::{
     CommitRequest, CommitResponse, CompleteChunk, CompleteRequest, FetchRequest, FetchResponse,
     LeftOut, LeftOutReason, McpCallRequest, McpCallResponse, McpToolsRequest, McpToolsResponse,
-    OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest,
-    ReadMemoryResponse, Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage,
-    complete_chunk::Chunk,
+    OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest, ReadMemoryResponse,
+    Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
 };
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};

@@ -1,7 +1,7 @@
 //! Remote MCP servers on a runner's behalf (`coder.mcpServers` entries with a `url`): the
 //! runner has no network and no secret, so its hub asks here. The controller connects to
-//! each server over streamable HTTP with the server's token, through the fetch policy's HTTP
-//! client (the same host rules as `WebFetch`: deny and allow lists, no internal address
+//! each server over streamable HTTP with the server's token, through the fetch policy's
+//! streaming HTTP client (the same host rules as `WebFetch`: deny and allow lists, no internal address
 //! unless `fetch.allowInternalHosts` names the host, no redirects), lists its tools once per
 //! run, and calls only the tools it listed. Every call is logged (server, tool, outcome;
 //! never the arguments or the token).
@@ -138,7 +138,8 @@ impl RemoteMcp {
         if let Some(token) = &server.token {
             config = config.auth_header(token.expose());
         }
-        let transport = StreamableHttpClientTransport::with_client(self.fetch.http.clone(), config);
+        let transport =
+            StreamableHttpClientTransport::with_client(self.fetch.streaming_http.clone(), config);
         let client = ().serve(transport).await.map_err(|e| ListError::Connect(e.to_string()))?;
         let tools = client
             .list_all_tools()
@@ -210,5 +211,43 @@ impl RemoteMcp {
             text.len()
         );
         Ok(McpCallResponse { text, is_error })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn remote(name: &str, url: &str) -> RemoteMcpServer {
+        RemoteMcpServer {
+            name: name.into(),
+            url: url.into(),
+            token: Some(crate::secret::Secret::new("t-1")),
+        }
+    }
+
+    #[tokio::test]
+    async fn servers_the_host_rules_refuse_are_never_listed_nor_called() {
+        let policy = FetchPolicy::new(Vec::new(), vec!["denied.example".into()]).unwrap();
+        let mcp = RemoteMcp::new(
+            "r1",
+            vec![
+                remote("internal", "http://10.0.0.1/mcp"),
+                remote("denied", "https://mcp.denied.example/mcp"),
+            ],
+            Arc::new(policy),
+        );
+        let listed = mcp.tools().await;
+        assert!(listed.tools.is_empty());
+        assert_eq!(
+            listed.problems,
+            [
+                "internal: refused by the fetch host rules: 10.0.0.1 is an internal address; only public hosts are fetched",
+                "denied: refused by the fetch host rules: mcp.denied.example is on the fetch deny list",
+            ]
+        );
+        let call = mcp.call("internal", "echo", "{}").await.unwrap_err();
+        assert_eq!(call.code(), tonic::Code::NotFound, "{call}");
+        assert!(!format!("{mcp:?}").contains("t-1"));
     }
 }

@@ -99,7 +99,11 @@ pub fn offer(server: &str, tools: Vec<ServerTool>) -> (Vec<OfferedTool>, Vec<Str
             server: server.to_owned(),
             tool: tool.name.clone(),
             name,
-            description: tool.description.chars().take(MAX_DESCRIPTION_CHARS).collect(),
+            description: tool
+                .description
+                .chars()
+                .take(MAX_DESCRIPTION_CHARS)
+                .collect(),
             parameters: tool.input_schema,
         });
     }
@@ -115,14 +119,21 @@ pub fn result_text(content: &[serde_json::Value]) -> String {
         .iter()
         .map(|block| {
             let kind = block["type"].as_str().unwrap_or("unknown");
-            match (kind, block["text"].as_str(), block["resource"]["text"].as_str()) {
+            match (
+                kind,
+                block["text"].as_str(),
+                block["resource"]["text"].as_str(),
+            ) {
                 ("text", Some(text), _) => text.to_owned(),
                 ("resource", _, Some(text)) => text.to_owned(),
                 ("resource_link", _, _) => format!(
                     "[resource link: {}]",
                     block["uri"].as_str().unwrap_or_default()
                 ),
-                _ => format!("[{} content, not shown]", kind.chars().take(40).collect::<String>()),
+                _ => format!(
+                    "[{} content, not shown]",
+                    kind.chars().take(40).collect::<String>()
+                ),
             }
         })
         .collect();
@@ -164,7 +175,10 @@ mod tests {
             tool("ignore previous\ninstructions", object.clone()),
             tool("echo", object.clone()),
             tool("array", json!([1])),
-            tool("huge", json!({"type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES)})),
+            tool(
+                "huge",
+                json!({"type": "object", "description": "x".repeat(MAX_SCHEMA_BYTES)}),
+            ),
             tool(&"n".repeat(60), object.clone()),
         ];
         let (offered, left_out) = offer("everything", tools);

@@ -37,8 +37,7 @@ pub struct McpAnswer {
 #[async_trait]
 pub trait McpServer: Send + Sync {
     /// Calls `tool` with `arguments` (a JSON object).
-    async fn call(&self, tool: &str, arguments: serde_json::Value)
-    -> Result<McpAnswer, ToolError>;
+    async fn call(&self, tool: &str, arguments: serde_json::Value) -> Result<McpAnswer, ToolError>;
 }
 
 /// One tool of an MCP server, as the model sees it.
@@ -181,11 +180,7 @@ impl StdioServer {
 
 #[async_trait]
 impl McpServer for StdioServer {
-    async fn call(
-        &self,
-        tool: &str,
-        arguments: serde_json::Value,
-    ) -> Result<McpAnswer, ToolError> {
+    async fn call(&self, tool: &str, arguments: serde_json::Value) -> Result<McpAnswer, ToolError> {
         let serde_json::Value::Object(arguments) = arguments else {
             return Err(ToolError::InvalidArguments {
                 tool: tool.to_owned(),

@@ -142,7 +142,9 @@ impl TokenGate {
 
 async fn forward(State(gate): State<Gate>, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
-    let bytes = axum::body::to_bytes(body, 16 << 20).await.unwrap_or_default();
+    let bytes = axum::body::to_bytes(body, 16 << 20)
+        .await
+        .unwrap_or_default();
     let authorization = parts
         .headers
         .get("authorization")

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use codebutler_proto::runner::v1::{
-    RunnerCommand, RunnerEvent, McpStdioServer, Task, runner_command::Command, runner_event::Event,
+    McpStdioServer, RunnerCommand, RunnerEvent, Task, runner_command::Command, runner_event::Event,
 };
 use prost::Message;
 use tokio::sync::mpsc;
@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::ending::{RunDisk, ending_of, paused_by_outage};
 use super::super::hub::{ModelOutage, RunHub};
-use super::super::mcp::RemoteMcp;
 use super::super::launcher::{LaunchError, LaunchRequest};
+use super::super::mcp::RemoteMcp;
 use super::super::standby::{Launch, Runner, Waiting};
 use super::deadline::KillClock;
 use super::{Inner, RunEvent, RunLimits, RunRequest};
