@@ -50,7 +50,7 @@ async fn a_stdio_mcp_server_runs_in_the_sandbox_and_its_tools_reach_the_model() 
     let env = Env::with_runner(json!({
         "sandbox": {"memoryMB": 4096},
         "coder": {
-            "maxTurns": 5,
+            "maxTurns": 6,
             "timeout": 3,
             "mcpServers": {"everything": {
                 "command": "node",
@@ -74,6 +74,12 @@ async fn a_stdio_mcp_server_runs_in_the_sandbox_and_its_tools_reach_the_model() 
                         .to_string(),
                 ),
             ]),
+            // A commit stops every other process of the sandbox, the server among them.
+            Reply::tool_call("GitCommit", json!({"message": "Nothing yet"}).to_string()),
+            Reply::tool_call(
+                "mcp__everything__echo",
+                json!({"message": "after the commit"}).to_string(),
+            ),
             Reply::text("used the tools"),
         ],
     );
@@ -135,6 +141,9 @@ async fn a_stdio_mcp_server_runs_in_the_sandbox_and_its_tools_reach_the_model() 
         Err(ErrorKind::WouldBlock),
         "the MCP server reached the host's network"
     );
+    // After the commit stopped it, the server was started again for the next call.
+    let last = tool_results(&requests[3].body);
+    assert!(last.ends_with("\n---\nEcho: after the commit"), "{last}");
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@
 //! its clean environment (no secret) and no network — and a remote one, which only the
 //! controller reaches (`crate::hub::HubMcp`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,15 +116,36 @@ pub enum StdioServerError {
 /// inherits the sandbox (namespaces, Landlock, seccomp, limits) and the runner's clean
 /// environment; its working directory is the worktree; its stderr is dropped (a server's
 /// chatter is not the run's log). It is killed when the run ends.
+///
+/// `GitCommit` stops every other process of the sandbox before the worktree is staged
+/// (`crate::quiesce`), this server too: a call that finds it stopped starts it again.
 pub struct StdioServer {
     name: String,
+    command: String,
+    args: Vec<String>,
+    workdir: PathBuf,
+    running: tokio::sync::Mutex<Running>,
+}
+
+/// A started server process and the client talking to it.
+struct Running {
     client: RunningService<RoleClient, ()>,
+    pid: Option<u32>,
+}
+
+impl Running {
+    /// Whether the process still answers: its pipe is open and it is neither gone nor a
+    /// zombie (what `quiesce` leaves of a process it killed).
+    fn alive(&self) -> bool {
+        !self.client.peer().is_transport_closed() && self.pid.is_some_and(crate::quiesce::running)
+    }
 }
 
 impl std::fmt::Debug for StdioServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("StdioServer")
             .field("name", &self.name)
+            .field("command", &self.command)
             .finish_non_exhaustive()
     }
 }
@@ -138,29 +159,11 @@ impl StdioServer {
         args: &[String],
         workdir: &Path,
     ) -> Result<(Arc<Self>, Vec<OfferedTool>, Vec<String>), StdioServerError> {
-        let mut cmd = tokio::process::Command::new(command);
-        cmd.args(args).current_dir(workdir).kill_on_drop(true);
-        let (transport, _) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|source| StdioServerError::Spawn {
-                command: command.to_owned(),
-                source,
-            })?;
-        let started = tokio::time::timeout(START_TIMEOUT, async {
-            let client = ()
-                .serve(transport)
-                .await
-                .map_err(|e| StdioServerError::Initialize(e.to_string()))?;
-            let tools = client
-                .list_all_tools()
-                .await
-                .map_err(|e| StdioServerError::List(e.to_string()))?;
-            Ok::<_, StdioServerError>((client, tools))
-        })
-        .await
-        .map_err(|_| StdioServerError::Timeout)??;
-        let (client, tools) = started;
+        let running = spawn(command, args, workdir).await?;
+        let tools = tokio::time::timeout(START_TIMEOUT, running.client.list_all_tools())
+            .await
+            .map_err(|_| StdioServerError::Timeout)?
+            .map_err(|e| StdioServerError::List(e.to_string()))?;
         let listed = tools
             .into_iter()
             .map(|t| ServerTool {
@@ -172,10 +175,36 @@ impl StdioServer {
         let (offered, left_out) = offer(name, listed);
         let server = Arc::new(Self {
             name: name.to_owned(),
-            client,
+            command: command.to_owned(),
+            args: args.to_vec(),
+            workdir: workdir.to_owned(),
+            running: tokio::sync::Mutex::new(running),
         });
         Ok((server, offered, left_out))
     }
+}
+
+/// Starts the server process and completes MCP's initialization with it.
+async fn spawn(
+    command: &str,
+    args: &[String],
+    workdir: &Path,
+) -> Result<Running, StdioServerError> {
+    let mut cmd = tokio::process::Command::new(command);
+    cmd.args(args).current_dir(workdir).kill_on_drop(true);
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|source| StdioServerError::Spawn {
+            command: command.to_owned(),
+            source,
+        })?;
+    let pid = transport.id();
+    let client = tokio::time::timeout(START_TIMEOUT, ().serve(transport))
+        .await
+        .map_err(|_| StdioServerError::Timeout)?
+        .map_err(|e| StdioServerError::Initialize(e.to_string()))?;
+    Ok(Running { client, pid })
 }
 
 #[async_trait]
@@ -187,8 +216,20 @@ impl McpServer for StdioServer {
                 reason: "arguments must be a JSON object".to_owned(),
             });
         };
+        // One call at a time: a restart must not race another call.
+        let mut running = self.running.lock().await;
+        if !running.alive() {
+            *running = spawn(&self.command, &self.args, &self.workdir)
+                .await
+                .map_err(|e| {
+                    ToolError::Failed(format!(
+                        "MCP server {} stopped and could not be started again: {e}",
+                        self.name
+                    ))
+                })?;
+        }
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let result = tokio::time::timeout(CALL_TIMEOUT, self.client.call_tool(params))
+        let result = tokio::time::timeout(CALL_TIMEOUT, running.client.call_tool(params))
             .await
             .map_err(|_| {
                 ToolError::Failed(format!(
