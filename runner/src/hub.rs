@@ -3,7 +3,8 @@
 //! controller's gateway (which holds the key and records usage), and the [`HubForge`]
 //! through which the controller commits and opens pull requests for the run, the [`HubWeb`]
 //! through which it fetches web pages under its policy, and the [`HubMemory`] through which
-//! it reads the project's memory. The runner holds no secret and has no other way out.
+//! it reads the project's memory, and the [`HubMcp`] through which it calls the remote MCP
+//! servers only the controller reaches. The runner holds no secret and has no other way out.
 
 use std::os::unix::net::UnixStream as StdUnixStream;
 use std::sync::{Arc, Mutex};
@@ -11,18 +12,22 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
 use codebutler_proto::runner::v1::{
-    CommitRequest, CompleteRequest, FetchRequest, LeftOutReason as ProtoReason,
-    OpenPullRequestRequest, ReadMemoryRequest, RunnerEvent, complete_chunk::Chunk, runner_event,
+    CommitRequest, CompleteRequest, FetchRequest, LeftOutReason as ProtoReason, McpCallRequest,
+    McpToolsRequest, OpenPullRequestRequest, ReadMemoryRequest, RunnerEvent, complete_chunk::Chunk,
+    runner_event,
 };
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 use tonic::transport::{Channel, Endpoint, Uri};
 
+use crate::tools::mcp::{McpAnswer, McpServer};
 use crate::tools::{
     CommitResult, FetchFailure, FetchedPage, Forge, ForgeFailure, LeftOut, LeftOutReason,
     MemoryFailure, MemorySource, WebSource,
 };
 use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec};
+use codebutler_agent::mcp::{OfferedTool, ServerTool, offer};
+use codebutler_agent::tool::ToolError;
 use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
 
 /// A hub call that failed.
@@ -402,5 +407,73 @@ mod tests {
             reply.tool_calls[1],
             ToolCall::new("b", "Bash", "{\"command\":\"ls\"}")
         );
+    }
+}
+
+/// One remote MCP server, reached through the controller (which holds its token and applies
+/// the fetch host rules).
+#[derive(Debug, Clone)]
+pub struct HubMcp {
+    client: RunnerHubClient<Channel>,
+    server: String,
+}
+
+impl HubMcp {
+    /// The remote servers' tools, as the controller listed and checked them (each checked
+    /// again here), with a line for each server or tool that is not offered.
+    pub async fn remote_tools(
+        channel: Channel,
+    ) -> Result<(Vec<(Self, OfferedTool)>, Vec<String>), HubError> {
+        let mut client = RunnerHubClient::new(channel);
+        let listed = client.mcp_tools(McpToolsRequest {}).await?.into_inner();
+        let mut problems = listed.problems;
+        let mut by_server: Vec<(String, Vec<ServerTool>)> = Vec::new();
+        for tool in listed.tools {
+            let input_schema =
+                serde_json::from_str(&tool.input_schema_json).unwrap_or(serde_json::Value::Null);
+            let server_tool = ServerTool {
+                name: tool.name,
+                description: tool.description,
+                input_schema,
+            };
+            match by_server.iter_mut().find(|(s, _)| *s == tool.server) {
+                Some((_, tools)) => tools.push(server_tool),
+                None => by_server.push((tool.server, vec![server_tool])),
+            }
+        }
+        let mut tools = Vec::new();
+        for (server, listed) in by_server {
+            let (offered, left_out) = offer(&server, listed);
+            problems.extend(left_out);
+            let hub = Self {
+                client: client.clone(),
+                server,
+            };
+            tools.extend(offered.into_iter().map(|o| (hub.clone(), o)));
+        }
+        Ok((tools, problems))
+    }
+}
+
+#[async_trait]
+impl McpServer for HubMcp {
+    async fn call(&self, tool: &str, arguments: serde_json::Value) -> Result<McpAnswer, ToolError> {
+        let answer = self
+            .client
+            .clone()
+            .mcp_call(McpCallRequest {
+                server: self.server.clone(),
+                tool: tool.to_owned(),
+                arguments_json: arguments.to_string(),
+            })
+            .await
+            .map_err(|status| {
+                ToolError::Failed(format!("MCP server {}: {}", self.server, status.message()))
+            })?
+            .into_inner();
+        Ok(McpAnswer {
+            text: answer.text,
+            is_error: answer.is_error,
+        })
     }
 }

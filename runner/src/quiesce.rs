@@ -98,6 +98,12 @@ fn others(me: u32) -> std::io::Result<Vec<u32>> {
     Ok(pids)
 }
 
+/// Whether process `pid` is running: it exists and is not a zombie (what [`Quiescer`]
+/// leaves of a child of the runner it killed, until the runner reaps it).
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !zombie(&stat))
+}
+
 /// Whether a `/proc/<pid>/stat` line is a zombie's (state `Z` after the command's `)`).
 fn zombie(stat: &str) -> bool {
     stat.rsplit_once(')')
@@ -115,6 +121,15 @@ mod tests {
         assert!(zombie("42 (a) b) Z 1"));
         assert!(!zombie("42 (sleep) S 1 42 42 0 -1"));
         assert!(!zombie("garbage"));
+    }
+
+    #[test]
+    fn this_process_is_running_and_a_reaped_one_is_not() {
+        assert!(running(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert!(!running(pid));
     }
 
     #[tokio::test]

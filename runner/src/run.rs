@@ -21,19 +21,22 @@ use std::time::Duration;
 
 use codebutler_proto::runner::v1::runner_command::Command;
 use codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient;
-use codebutler_proto::runner::v1::{Failed, RunnerEvent, Started, runner_event::Event};
+use codebutler_proto::runner::v1::{
+    Failed, McpStdioServer, Notice, RunnerEvent, Started, runner_event::Event,
+};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::agent::{CoderTask, DiskWatch, Ending, Inbox, run_coder};
-use crate::hub::{HubError, HubForge, HubMemory, HubModel, HubWeb, connect};
+use crate::hub::{HubError, HubForge, HubMcp, HubMemory, HubModel, HubWeb, connect};
 use crate::quiesce::Quiescer;
+use crate::tools::mcp::{McpTool, StdioServer};
 use crate::tools::{
     AskUserTool, BashConfig, NotifyTool, Questions, ReadMemoryTool, WebFetchTool, coder_tools,
     forge_tools,
 };
 use codebutler_agent::compaction::Compaction;
-use codebutler_agent::tool::ToolRegistry;
+use codebutler_agent::tool::{Tool, ToolRegistry};
 use codebutler_agent::tools::path::RepoRoot;
 use codebutler_sandbox::{SandboxMode, SandboxSpec, enter};
 
@@ -227,6 +230,26 @@ async fn session(
         questions.clone(),
         events.clone(),
     )));
+    // The MCP servers' tools come last. A server that cannot be used is said in the thread;
+    // the run goes on without its tools. The stdio servers live as long as `_servers`.
+    let (mcp_tools, problems, mcp_servers) =
+        mcp_tools(&task.mcp_stdio_servers, &workdir, channel.clone()).await;
+    for tool in mcp_tools {
+        tools.register(tool);
+    }
+    if !problems.is_empty() {
+        let text = format!(
+            "Some MCP tools are not available to this run: {}",
+            problems.join("; ")
+        );
+        send(
+            &events,
+            RunnerEvent {
+                event: Some(Event::Notice(Notice { text })),
+            },
+        )
+        .await;
+    }
 
     // Commands after the task go to the loop's inbox, except answers, which go to the
     // AskUser call waiting for them.
@@ -291,7 +314,7 @@ async fn session(
     let ok = !matches!(ending, Ending::ModelFailed { .. });
     send(&events, ending.to_event()).await;
     // Close the event stream: every sender goes (the tools and the model hold some).
-    drop((tools, model, events, inbox));
+    drop((tools, model, events, inbox, mcp_servers));
     acknowledged(async move {
         if let Err(e) = reader.await {
             eprintln!("codebutler-runner: the command reader failed: {e}");
@@ -299,6 +322,41 @@ async fn session(
     })
     .await;
     Ok(ok)
+}
+
+/// The tools of the run's MCP servers: the stdio ones started here, in the sandbox, and the
+/// remote ones listed by the controller. Returns the tools, a line per server or tool that
+/// is not offered, and the stdio servers (which stop when dropped).
+async fn mcp_tools(
+    stdio: &[McpStdioServer],
+    workdir: &std::path::Path,
+    channel: tonic::transport::Channel,
+) -> (Vec<Arc<dyn Tool>>, Vec<String>, Vec<Arc<StdioServer>>) {
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut problems = Vec::new();
+    let mut servers = Vec::new();
+    for server in stdio {
+        match StdioServer::start(&server.name, &server.command, &server.args, workdir).await {
+            Ok((started, offered, left_out)) => {
+                problems.extend(left_out);
+                for tool in offered {
+                    tools.push(Arc::new(McpTool::new(tool, started.clone())));
+                }
+                servers.push(started);
+            }
+            Err(e) => problems.push(format!("{}: {e}", server.name)),
+        }
+    }
+    match HubMcp::remote_tools(channel).await {
+        Ok((remote, left_out)) => {
+            problems.extend(left_out);
+            for (hub, tool) in remote {
+                tools.push(Arc::new(McpTool::new(tool, Arc::new(hub))));
+            }
+        }
+        Err(e) => problems.push(format!("remote MCP servers: {e}")),
+    }
+    (tools, problems, servers)
 }
 
 /// Sends one event to the controller. A closed stream means the controller is gone; the

@@ -368,12 +368,18 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
     let (events, _event_rx) = tokio::sync::mpsc::channel(8);
     let (_commands, command_rx) = tokio::sync::mpsc::channel(8);
     let stop = CancellationToken::new();
+    let fetch = Arc::new(FetchPolicy::new(vec![], vec![]).unwrap());
     let hub = RunHub {
         run_id: "r1".into(),
         ctx: ctx.clone(),
         gateway: gateway.clone(),
         store: store.clone(),
-        fetch: Arc::new(FetchPolicy::new(vec![], vec![]).unwrap()),
+        mcp: Arc::new(codebutler_controller::runners::mcp::RemoteMcp::new(
+            "r1",
+            Vec::new(),
+            fetch.clone(),
+        )),
+        fetch,
         events,
         commands: Mutex::new(Some(command_rx)),
         cancel: stop.clone(),

@@ -26,6 +26,7 @@ mod intake;
 mod lifecycle;
 mod links;
 mod log_file;
+mod mcp;
 mod memory;
 mod merge_reviews;
 mod orphans;

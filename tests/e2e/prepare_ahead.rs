@@ -524,6 +524,11 @@ async fn a_runner_without_its_task_is_answered_nothing() {
         },
         gateway,
         store,
+        mcp: Arc::new(codebutler_controller::runners::mcp::RemoteMcp::new(
+            "standby",
+            Vec::new(),
+            Arc::new(FetchPolicy::new(vec![], vec![]).unwrap()),
+        )),
         fetch: Arc::new(FetchPolicy::new(vec![], vec![]).unwrap()),
         events,
         commands: Mutex::new(Some(command_rx)),
@@ -549,12 +554,29 @@ async fn a_runner_without_its_task_is_answered_nothing() {
         tokio::net::UnixStream::from_std(ours).unwrap(),
         stop.clone(),
     ));
-    let client = HubModel::new(connect(theirs).await.unwrap());
+    let channel = connect(theirs).await.unwrap();
+    let client = HubModel::new(channel.clone());
     let messages = vec![ChatMessage::system("s"), ChatMessage::user("hello")];
 
     let refused = client.complete(&messages, &[]).await.unwrap_err();
     assert!(refused.to_string().contains("no task yet"), "{refused}");
     assert!(model.requests().is_empty(), "the model was called");
+    // Nor are the remote MCP servers listed or called.
+    let mut hub = codebutler_proto::runner::v1::runner_hub_client::RunnerHubClient::new(channel);
+    let listing = hub
+        .mcp_tools(codebutler_proto::runner::v1::McpToolsRequest {})
+        .await
+        .unwrap_err();
+    assert_eq!(listing.code(), tonic::Code::FailedPrecondition, "{listing}");
+    let call = hub
+        .mcp_call(codebutler_proto::runner::v1::McpCallRequest {
+            server: "any".into(),
+            tool: "echo".into(),
+            arguments_json: "{}".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(call.code(), tonic::Code::FailedPrecondition, "{call}");
 
     tasked.store(true, Ordering::Release);
     let reply = client.complete(&messages, &[]).await.unwrap();

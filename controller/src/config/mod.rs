@@ -17,6 +17,7 @@
 //! | `slack` | `slack` |
 //! | `provider` | `openrouter`, `openai` |
 //! | `roles` | `productManager`, `coder`, `artist` |
+//! | `mcp` | `coder.mcpServers` |
 //! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
 //! | `changes_workflow` | `changesWorkflow` |
@@ -42,6 +43,7 @@ pub mod edit;
 mod error;
 mod file;
 mod logging;
+mod mcp;
 mod model_fields;
 mod origin;
 mod provider;
@@ -66,6 +68,7 @@ pub use dashboard::{
 };
 pub use error::ConfigError;
 pub use logging::LoggingConfig;
+pub use mcp::{McpServers, RemoteMcpServer, StdioMcpServer};
 pub use model_fields::{ModelField, OPENROUTER_PROVIDER};
 pub use provider::{OpenAiConfig, OpenRouterConfig};
 pub use reports::ReportsConfig;
@@ -216,7 +219,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let openai = file.openai.resolve(secrets);
     let product_manager = file.product_manager.resolve(origin)?;
     let access = file.access.resolve(origin)?;
-    let coder = file.coder.resolve(origin)?;
+    let coder = file.coder.resolve(origin, secrets)?;
     let github = file.github.resolve(origin)?;
     let changes_workflow = file.changes_workflow.resolve(origin)?;
     let sandbox = file.sandbox.resolve();

@@ -5,8 +5,9 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
+use super::mcp::{self, McpServerFile, McpServers};
 use super::origin::Origin;
-use super::{ConfigError, minutes};
+use super::{ConfigError, Secrets, minutes};
 
 /// `coder.maxCostPerThread` when the config does not say (USD).
 pub const DEFAULT_MAX_COST_PER_THREAD: f64 = 10.0;
@@ -34,6 +35,8 @@ pub struct CoderConfig {
     /// The model (an OpenRouter id) that answers the Coder's calls while `model`'s breaker
     /// is open or it fails.
     pub fallback: Option<String>,
+    /// The MCP servers whose tools the Coder gets (`coder.mcpServers`).
+    pub mcp_servers: McpServers,
 }
 
 /// The PM role's model pool.
@@ -141,11 +144,14 @@ pub(super) struct CoderFile {
     context_window: Option<u64>,
     max_cost_per_thread: Option<f64>,
     fallback: Option<String>,
+    #[serde(default)]
+    mcp_servers: BTreeMap<String, McpServerFile>,
 }
 
 impl CoderFile {
-    /// The section with its defaults; the time limit and the budget checked.
-    pub fn resolve(self, origin: &Origin) -> Result<CoderConfig, ConfigError> {
+    /// The section with its defaults; the time limit, the budget and the MCP servers
+    /// checked (their tokens taken from the environment).
+    pub fn resolve(self, origin: &Origin, secrets: &Secrets) -> Result<CoderConfig, ConfigError> {
         let timeout_mins = minutes(origin, "coder.timeout", self.timeout, 30.0)?;
         let max_cost_per_thread = match self.max_cost_per_thread {
             None => DEFAULT_MAX_COST_PER_THREAD,
@@ -164,6 +170,7 @@ impl CoderFile {
             context_window: self.context_window.unwrap_or(200_000).max(1_000),
             max_cost_per_thread,
             fallback: self.fallback,
+            mcp_servers: mcp::resolve(self.mcp_servers, origin, secrets)?,
         })
     }
 }

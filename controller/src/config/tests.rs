@@ -1246,3 +1246,78 @@ fn one_service_has_one_limit_on_preparations() {
         )
     );
 }
+
+#[test]
+fn mcp_servers_are_checked_and_their_tokens_come_from_the_environment() {
+    let repo = |servers: &str| {
+        format!(r#"{{"slack":{{"channelID":"C1"}},"coder":{{"mcpServers":{servers}}}}}"#)
+    };
+    let f = files(
+        Some(GLOBAL),
+        Some(&repo(
+            r#"{"everything":{"command":"node","args":["/opt/everything/index.js","stdio"]},
+                "docs":{"url":"https://mcp.example.com/mcp","tokenEnv":"DOCS_MCP_TOKEN"},
+                "open":{"url":"http://mcp.example.com/mcp"}}"#,
+        )),
+    );
+    let env = |k: &str| (k == "DOCS_MCP_TOKEN").then(|| "docs-token-1".to_owned());
+    let c = load(&f.sources, env).unwrap();
+    let servers = &c.coder.mcp_servers;
+    assert_eq!(
+        servers.stdio,
+        [StdioMcpServer {
+            name: "everything".into(),
+            command: "node".into(),
+            args: vec!["/opt/everything/index.js".into(), "stdio".into()],
+        }]
+    );
+    let remote: Vec<(&str, &str, Option<&str>)> = servers
+        .remote
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.url.as_str(),
+                s.token.as_ref().map(|t| t.expose()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        remote,
+        [
+            ("docs", "https://mcp.example.com/mcp", Some("docs-token-1")),
+            ("open", "http://mcp.example.com/mcp", None),
+        ]
+    );
+    assert!(!format!("{c:?}").contains("docs-token-1"));
+
+    // The token's variable must be set.
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("coder.mcpServers.docs") && e.contains("DOCS_MCP_TOKEN, which is not set"),
+        "{e}"
+    );
+    for (servers, expected) in [
+        (r#"{"a b":{"command":"x"}}"#, "letters, digits"),
+        (r#"{"a__b":{"command":"x"}}"#, "no `__`"),
+        (r#"{"x":{"command":"x","url":"http://h/"}}"#, "not both"),
+        (r#"{"x":{}}"#, "not both"),
+        (
+            r#"{"x":{"url":"file:///etc/passwd"}}"#,
+            "not an http(s) URL",
+        ),
+        (
+            r#"{"x":{"command":"node","tokenEnv":"T"}}"#,
+            "holds no secret",
+        ),
+        (
+            r#"{"x":{"url":"http://h/","args":["a"]}}"#,
+            "args are for stdio",
+        ),
+        (r#"{"x":{"command":" "}}"#, "command is empty"),
+    ] {
+        let f = files(Some(GLOBAL), Some(&repo(servers)));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{servers}: {e}");
+    }
+}

@@ -35,6 +35,10 @@ pub struct FetchPolicy {
     /// Hosts (exact, lower-case) allowed to resolve to internal addresses; empty by default.
     pub allow_internal: Vec<String>,
     pub http: reqwest::Client,
+    /// The same client without the 30-second cap on a whole exchange (connecting is still
+    /// capped), for the remote MCP servers' streamed answers ([`super::mcp`]), which bound
+    /// their calls themselves.
+    pub streaming_http: reqwest::Client,
 }
 
 /// Why the HTTP client of fetches could not be built.
@@ -49,7 +53,8 @@ impl FetchPolicy {
             allow,
             deny,
             allow_internal: Vec::new(),
-            http: client(Vec::new())?,
+            http: client(Vec::new(), Some(FETCH_TIMEOUT))?,
+            streaming_http: client(Vec::new(), None)?,
         })
     }
 
@@ -61,7 +66,8 @@ impl FetchPolicy {
             .map(|h| normalize_host(h))
             .filter(|h| !h.is_empty())
             .collect();
-        self.http = client(self.allow_internal.clone())?;
+        self.http = client(self.allow_internal.clone(), Some(FETCH_TIMEOUT))?;
+        self.streaming_http = client(self.allow_internal.clone(), None)?;
         Ok(self)
     }
 
@@ -213,13 +219,24 @@ fn normalize_host(host: &str) -> String {
     }
 }
 
-/// The HTTP client of fetches: no redirects, a timeout, and name resolution through
+/// Longest a fetch may take, from connecting to the body's last byte.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The HTTP client of fetches: no redirects, `timeout` on a whole exchange when given (a
+/// connection always within [`FETCH_TIMEOUT`]), and name resolution through
 /// [`PublicResolver`], so the address connected to is one the policy checked.
-fn client(allow_internal: Vec<String>) -> Result<reqwest::Client, FetchClientError> {
+fn client(
+    allow_internal: Vec<String>,
+    timeout: Option<Duration>,
+) -> Result<reqwest::Client, FetchClientError> {
     crate::tls::ensure_provider();
-    reqwest::Client::builder()
+    let builder = match timeout {
+        Some(timeout) => reqwest::Client::builder().timeout(timeout),
+        None => reqwest::Client::builder(),
+    };
+    builder
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(30))
+        .connect_timeout(FETCH_TIMEOUT)
         .user_agent(concat!("codebutler/", env!("CARGO_PKG_VERSION")))
         .dns_resolver(Arc::new(PublicResolver { allow_internal }))
         .build()

@@ -5,7 +5,8 @@
 //! `Session` carries the runner's events to the supervisor and the supervisor's commands to
 //! the runner. `Complete` sends the runner's model requests through the gateway (which adds
 //! the key and records usage) and streams the reply back. `Fetch` fetches a web page for the
-//! runner under the fetch policy. `Commit` and `OpenPullRequest` commit, push and open a
+//! runner under the fetch policy; `McpTools` and `McpCall` reach the remote MCP servers of
+//! the config under the same rules ([`super::mcp`]). `Commit` and `OpenPullRequest` commit, push and open a
 //! pull request for the run's own worktree and branch (see [`crate::workspace::forge`]): the runner
 //! names neither, so it cannot reach another thread's branch.
 
@@ -19,9 +20,9 @@ use codebutler_agent::conversation::ChatMessage;
 use codebutler_proto::runner::v1::runner_hub_server::{RunnerHub, RunnerHubServer};
 use codebutler_proto::runner::v1::{
     CommitRequest, CommitResponse, CompleteChunk, CompleteRequest, FetchRequest, FetchResponse,
-    LeftOut, LeftOutReason, OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest,
-    ReadMemoryResponse, Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage,
-    complete_chunk::Chunk,
+    LeftOut, LeftOutReason, McpCallRequest, McpCallResponse, McpToolsRequest, McpToolsResponse,
+    OpenPullRequestRequest, OpenPullRequestResponse, ReadMemoryRequest, ReadMemoryResponse,
+    Refusal, RunnerCommand, RunnerEvent, ToolCallDelta, Usage, complete_chunk::Chunk,
 };
 use futures::StreamExt;
 use tokio::sync::{mpsc, oneshot};
@@ -34,6 +35,7 @@ use crate::gateway::{CallContext, Completion, Gateway, GatewayError};
 use crate::store::Store;
 
 use super::fetch::FetchPolicy;
+use super::mcp::RemoteMcp;
 use super::resume::StoredConversation;
 use crate::workspace::forge::{self, ForgeError};
 use crate::workspace::prepared::Why;
@@ -46,6 +48,8 @@ pub struct RunHub {
     pub gateway: Arc<Gateway>,
     pub store: Store,
     pub fetch: Arc<FetchPolicy>,
+    /// The run's remote MCP servers, called under the fetch policy's host rules.
+    pub mcp: Arc<RemoteMcp>,
     /// Runner events go here (to the supervisor).
     pub events: mpsc::Sender<RunnerEvent>,
     /// Commands for the runner; taken by the one `Session` call.
@@ -465,6 +469,26 @@ impl RunnerHub for RunHub {
         // As last fetched: a tool call never waits on the network.
         let text = self.memory.file(path, false).await;
         Ok(Response::new(ReadMemoryResponse { role, text }))
+    }
+
+    async fn mcp_tools(
+        &self,
+        _request: Request<McpToolsRequest>,
+    ) -> Result<Response<McpToolsResponse>, Status> {
+        self.require_task()?;
+        Ok(Response::new(self.mcp.tools().await))
+    }
+
+    async fn mcp_call(
+        &self,
+        request: Request<McpCallRequest>,
+    ) -> Result<Response<McpCallResponse>, Status> {
+        self.require_task()?;
+        let request = request.into_inner();
+        self.mcp
+            .call(&request.server, &request.tool, &request.arguments_json)
+            .await
+            .map(Response::new)
     }
 }
 

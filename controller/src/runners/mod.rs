@@ -1,5 +1,6 @@
 //! Sandboxed Coder runners: starting them, locally or in containers ([`launcher`]), the
-//! hub each one talks to ([`hub`], with web fetches under [`fetch`]'s policy), what a run
+//! hub each one talks to ([`hub`], with web fetches under [`fetch`]'s policy and remote MCP
+//! servers under the same rules, [`mcp`]), what a run
 //! is asked to do ([`request`]: where it reports, whether its worktree is still being
 //! prepared), supervising runs ([`supervisor`]: the queue, waiting for the worktree, the
 //! events, the limits, the outcome), runners launched before their run is asked for, waiting
@@ -11,6 +12,7 @@ mod ending;
 pub mod fetch;
 pub mod hub;
 pub mod launcher;
+pub mod mcp;
 pub mod request;
 pub mod resume;
 pub mod sandbox_probe;
@@ -93,6 +95,7 @@ pub async fn supervisor_for(
             max_concurrent: usize::try_from(config.access.max_concurrent_threads).unwrap_or(1),
             calls_per_hour: config.access.max_claude_calls_per_hour,
             context_window: config.coder.context_window,
+            mcp_servers: config.coder.mcp_servers.clone(),
         },
         worktrees,
         log_dir: layout.dir.join("run"),

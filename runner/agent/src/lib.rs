@@ -10,6 +10,7 @@
 
 pub mod compaction;
 pub mod conversation;
+pub mod mcp;
 pub mod schema;
 /// A scripted model for tests (and, with the feature `test-support`, other crates' tests).
 #[cfg(any(test, feature = "test-support"))]

@@ -11,6 +11,10 @@
 //! ([`WebSource`], [`MemorySource`]) or the run's event stream ([`AskUserTool`]), so it is
 //! tested here without gRPC.
 //!
+//! The MCP tools ([`mcp`]) are the configured MCP servers' own, offered as
+//! `mcp__<server>__<tool>` after the built-in ones: stdio servers run as children of the
+//! runner in its sandbox, remote ones are called through the controller.
+//!
 //! Read, Grep and Glob are the agent core's ReadFile, Grep and ListFiles in their worktree
 //! path style (`codebutler_agent::tools::path::PathStyle`): one implementation each.
 //!
@@ -23,6 +27,7 @@ mod bash;
 mod edit;
 mod files;
 mod git;
+pub mod mcp;
 mod notify;
 mod read_memory;
 mod web_fetch;

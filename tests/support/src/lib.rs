@@ -5,6 +5,8 @@
 //!   scripted per conversation and checking requests like a strict provider.
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations, with the pull
 //!   requests and issues of [`gh_items`] for tests that refer to them.
+//! * [`mcp`] — the reference MCP server (`server-everything`, a real one from npm) over
+//!   streamable HTTP behind a recording proxy that checks the bearer token.
 //! * [`goproxy`] — a file-based Go module proxy serving Debian's source of real modules,
 //!   for proxy.golang.org.
 //!
@@ -24,6 +26,7 @@ pub mod git;
 pub mod goproxy;
 pub mod host;
 pub mod large_repo;
+pub mod mcp;
 pub mod model;
 pub mod mounts;
 pub mod postgres;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use codebutler_proto::runner::v1::{
-    RunnerCommand, RunnerEvent, Task, runner_command::Command, runner_event::Event,
+    McpStdioServer, RunnerCommand, RunnerEvent, Task, runner_command::Command, runner_event::Event,
 };
 use prost::Message;
 use tokio::sync::mpsc;
@@ -16,6 +16,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::ending::{RunDisk, ending_of, paused_by_outage};
 use super::super::hub::{ModelOutage, RunHub};
 use super::super::launcher::{LaunchError, LaunchRequest};
+use super::super::mcp::RemoteMcp;
 use super::super::standby::{Launch, Runner, Waiting};
 use super::deadline::KillClock;
 use super::{Inner, RunEvent, RunLimits, RunRequest};
@@ -193,6 +194,11 @@ impl Inner {
             gateway: self.gateway.clone(),
             store: self.store.clone(),
             fetch: self.fetch.clone(),
+            mcp: Arc::new(RemoteMcp::new(
+                run_id,
+                self.limits.mcp_servers.remote.clone(),
+                self.fetch.clone(),
+            )),
             events,
             commands: Mutex::new(Some(command_rx)),
             cancel: hub_stop.clone(),
@@ -357,6 +363,16 @@ fn task(limits: &RunLimits, request: &RunRequest, resume_messages: &str) -> Runn
             timeout_seconds: u32::try_from(limits.timeout.as_secs()).unwrap_or(u32::MAX),
             resume_messages_json: resume_messages.to_owned(),
             context_window: limits.context_window,
+            mcp_stdio_servers: limits
+                .mcp_servers
+                .stdio
+                .iter()
+                .map(|server| McpStdioServer {
+                    name: server.name.clone(),
+                    command: server.command.clone(),
+                    args: server.args.clone(),
+                })
+                .collect(),
         })),
     }
 }
@@ -395,6 +411,7 @@ mod tests {
             max_concurrent: 2,
             calls_per_hour: 0,
             context_window: 200_000,
+            mcp_servers: Default::default(),
         };
         let request = RunRequest {
             thread: ThreadKey {
@@ -423,6 +440,7 @@ mod tests {
                 timeout_seconds: 1800,
                 resume_messages_json: "[1]".into(),
                 context_window: 200_000,
+                mcp_stdio_servers: Vec::new(),
             }
         );
         limits.timeout = Duration::from_secs(u64::MAX);

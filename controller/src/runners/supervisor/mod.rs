@@ -57,6 +57,8 @@ pub struct RunLimits {
     pub calls_per_hour: u32,
     /// The Coder model's context window, in tokens.
     pub context_window: u64,
+    /// The MCP servers whose tools every run gets (`coder.mcpServers`).
+    pub mcp_servers: crate::config::McpServers,
 }
 
 /// One event of a run, as broadcast to followers.
