@@ -136,6 +136,7 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
         gateway: Arc::new(Gateway::new(&provider, store.clone()).unwrap()),
         store,
         model: "pm-model".into(),
+        over_budget: None,
         gh: "gh".into(),
         memory: codebutler_controller::memory::source::DefaultBranchMemory::new(&layout.repo),
         write_access: codebutler_controller::workspace::write_access::WriteAccess::new(

@@ -370,3 +370,59 @@ async fn a_queued_run_shows_its_place_and_moves_up_as_runs_finish() {
     env.wait_post(&third, |t| t.contains("QUEUE-C done.")).await;
     assert_eq!(env.model.requests_for("QUEUE-C").len(), 1);
 }
+
+/// With `productManager.overBudget`, a question asked once the repository's daily cap is
+/// reached is answered by that model (the fake model records which one was asked), and the
+/// answer says so, naming the cap and its figure; before the cap, the PM's own model answers.
+#[tokio::test]
+async fn over_the_daily_cap_the_pm_answers_with_its_over_budget_model() {
+    const LEAN: &str = "test/pm-lean";
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 4, "timeout": 2},
+        "access": {"maxCostPerDay": 0.5},
+        "productManager": {"overBudget": "lean", "models": {"lean": {"model": LEAN}}}
+    }))
+    .await;
+    env.model.list(LEAN);
+    price_the_coder(&env);
+    let _daemon = env.start().await;
+    let first = planned_thread(&env, USER, "first job", "OVER-BUDGET-ONE").await;
+    let asked: Vec<String> = env
+        .model
+        .requests_for("first job")
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert!(
+        !asked.is_empty() && asked.iter().all(|m| m == crate::harness::PM_MODEL),
+        "{asked:?}"
+    );
+    assert_eq!(approve_as(&env, &first, USER).await, "white_check_mark");
+
+    env.model.script(
+        "what changed today",
+        vec![Reply::text("LEAN-ANSWER: the first job landed.")],
+    );
+    let second = env
+        .slack
+        .user_message(CHANNEL, BOB, "what changed today", None)
+        .ts;
+    let answer = env.wait_post(&second, |t| t.contains("LEAN-ANSWER")).await;
+    let asked: Vec<String> = env
+        .model
+        .requests_for("what changed today")
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(asked, vec![LEAN.to_owned()]);
+    assert!(
+        answer.contains(&format!(
+            "Answered by `{LEAN}` (`productManager.overBudget`)"
+        )),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("this repository's daily cap (`access.maxCostPerDay`, $0.50;"),
+        "{answer}"
+    );
+}

@@ -53,6 +53,10 @@ pub struct ProductManagerConfig {
     /// The model (an OpenRouter id) that answers the PM's calls while its model's breaker is
     /// open or it fails.
     pub fallback: Option<String>,
+    /// The model (an OpenRouter id, from `productManager.overBudget`, a key into `models`)
+    /// that answers the PM while a daily spending cap is reached; `None`: the PM keeps its
+    /// model (the caps then hold Coder runs only).
+    pub over_budget: Option<String>,
 }
 
 impl ProductManagerConfig {
@@ -87,6 +91,7 @@ pub(super) struct ProductManagerFile {
     #[serde(default)]
     models: BTreeMap<String, ModelChoice>,
     fallback: Option<String>,
+    over_budget: Option<String>,
 }
 
 /// The key of the pool used when the configuration names none.
@@ -124,12 +129,17 @@ impl ProductManagerFile {
         };
         let default_model = pick("productManager.default", &default)?;
         pick("productManager.memoryExtraction", &memory_extraction)?;
+        let over_budget = match &self.over_budget {
+            Some(key) => Some(pick("productManager.overBudget", key)?),
+            None => None,
+        };
         Ok(ProductManagerConfig {
             default,
             memory_extraction,
             models,
             default_model,
             fallback: self.fallback,
+            over_budget,
         })
     }
 }

@@ -1321,3 +1321,39 @@ fn mcp_servers_are_checked_and_their_tokens_come_from_the_environment() {
         assert!(e.contains(expected), "{servers}: {e}");
     }
 }
+
+#[test]
+fn the_over_budget_pm_model_is_a_key_of_the_pool() {
+    let pool =
+        r#""models":{"main":{"model":"openai/gpt-5"},"lean":{"model":"moonshotai/kimi-k2"}}"#;
+    let f = files(
+        Some(GLOBAL),
+        Some(&format!(
+            r#"{{"slack":{{"channelID":"C1"}},"productManager":{{"overBudget":"lean",{pool}}}}}"#
+        )),
+    );
+    let c = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        c.product_manager.over_budget.as_deref(),
+        Some("moonshotai/kimi-k2")
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(&format!(
+            r#"{{"slack":{{"channelID":"C1"}},"productManager":{{"overBudget":"tiny",{pool}}}}}"#
+        )),
+    );
+    let e = load(&f.sources, no_env).unwrap_err().to_string();
+    assert!(
+        e.contains("field `productManager.overBudget`: names model `tiny`"),
+        "{e}"
+    );
+    let f = files(Some(GLOBAL), Some(r#"{"slack":{"channelID":"C1"}}"#));
+    assert_eq!(
+        load(&f.sources, no_env)
+            .unwrap()
+            .product_manager
+            .over_budget,
+        None
+    );
+}

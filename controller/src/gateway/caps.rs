@@ -2,7 +2,8 @@
 //! approval, a follow-up, a review round's *yes*): what the whole repository may spend in a
 //! day (`access.maxCostPerDay`), what the runs one person starts may spend in a day
 //! (`access.maxCostPerUserPerDay`), and the Coder model calls one person's runs may make in
-//! an hour (`access.maxClaudeCallsPerHour`, also enforced per call by the runners' hub). The
+//! an hour (`access.maxClaudeCallsPerHour`, also enforced per call by the runners' hub); the
+//! daily ones also switch the PM to `productManager.overBudget`'s model when it is set. The
 //! figures come from the store at the moment of the check ([`crate::store::Store`]'s spend
 //! queries), so every instance sharing a PostgreSQL store sees the same ones.
 //!
@@ -77,6 +78,28 @@ impl CapRefusal {
     }
 }
 
+impl CapRefusal {
+    /// The line under a PM answer given by `model` (`productManager.overBudget`) because this
+    /// daily cap is reached; `None` for a refusal that is no spending cap.
+    pub fn over_budget_note(&self, model: &str, now: DateTime<Utc>) -> Option<String> {
+        let cap = match self {
+            Self::Repository { spent, cap } => {
+                format!(
+                    "this repository's daily cap (`access.maxCostPerDay`, ${cap:.2}; ${spent:.2} spent today)"
+                )
+            }
+            Self::Person { person, spent, cap } => format!(
+                "<@{person}>'s daily cap (`access.maxCostPerUserPerDay`, ${cap:.2}; ${spent:.2} spent today)"
+            ),
+            Self::Calls { .. } | Self::Unreadable(_) => return None,
+        };
+        Some(format!(
+            "_Answered by `{model}` (`productManager.overBudget`): {cap} is reached, until 00:00 UTC (in {})._",
+            until(now, next_midnight(now))
+        ))
+    }
+}
+
 /// The next 00:00 UTC after `now`.
 fn next_midnight(now: DateTime<Utc>) -> DateTime<Utc> {
     let today = now.date_naive();
@@ -110,6 +133,20 @@ pub async fn refusal(
     person: &str,
     now: DateTime<Utc>,
 ) -> Option<CapRefusal> {
+    if let Some(refused) = spend_refusal(store, caps, person, now).await {
+        return Some(refused);
+    }
+    calls_refusal(store, caps, person, now).await
+}
+
+/// Which daily spending cap (the repository's, then `person`'s) is reached now, if one is:
+/// what makes the PM answer with `productManager.overBudget`'s model.
+pub async fn spend_refusal(
+    store: &Store,
+    caps: Caps,
+    person: &str,
+    now: DateTime<Utc>,
+) -> Option<CapRefusal> {
     let since = day_start(now);
     if caps.per_day > 0.0 {
         match store.spend_since(&since).await {
@@ -136,6 +173,16 @@ pub async fn refusal(
             Err(e) => return Some(CapRefusal::Unreadable(e.to_string())),
         }
     }
+    None
+}
+
+/// Whether `person`'s runs made `access.maxClaudeCallsPerHour` Coder calls in the last hour.
+async fn calls_refusal(
+    store: &Store,
+    caps: Caps,
+    person: &str,
+    now: DateTime<Utc>,
+) -> Option<CapRefusal> {
     if caps.calls_per_hour > 0 {
         let hour_ago =
             (now - Duration::hours(1)).to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
@@ -198,6 +245,23 @@ mod tests {
             .markdown(now),
             "Not started: <@U1>'s runs made 20 Coder model calls in the last hour, the hourly cap (`access.maxClaudeCallsPerHour`, 20). A call frees up at 14:40 UTC (in 15 min). The plan stays as it is: approve it again once the cap allows."
         );
+    }
+
+    #[test]
+    fn an_over_budget_answer_names_its_model_and_the_cap() {
+        let now = at("2026-11-28T22:30:00Z");
+        let over = CapRefusal::Repository {
+            spent: 5.5,
+            cap: 5.0,
+        };
+        assert_eq!(
+            over.over_budget_note("cheap/model", now).as_deref(),
+            Some(
+                "_Answered by `cheap/model` (`productManager.overBudget`): this repository's daily cap (`access.maxCostPerDay`, $5.00; $5.50 spent today) is reached, until 00:00 UTC (in 1 h 30 min)._"
+            )
+        );
+        let unreadable = CapRefusal::Unreadable("store down".into());
+        assert_eq!(unreadable.over_budget_note("cheap/model", now), None);
     }
 
     #[test]

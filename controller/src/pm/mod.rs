@@ -81,6 +81,9 @@ pub struct Pm {
     pub store: Store,
     pub gateway: Arc<Gateway>,
     pub model: String,
+    /// The model that answers while a daily spending cap is reached
+    /// (`productManager.overBudget`); `None`: `model` answers regardless.
+    pub over_budget: Option<String>,
     pub gh: PathBuf,
     /// The PM's memory, from the default branch's latest commit.
     pub memory: DefaultBranchMemory,

@@ -497,6 +497,7 @@ async fn thread_handler(
         store: store.clone(),
         gateway,
         model: config.product_manager.default_model().to_owned(),
+        over_budget: config.product_manager.over_budget.clone(),
         gh: PathBuf::from(&config.github.cli),
         memory: DefaultBranchMemory::new(&layout.repo),
         write_access: WriteAccess::new(

@@ -20,9 +20,10 @@ use codebutler_agent::conversation::ChatMessage;
 
 use crate::domain::{IncomingMessage, Plan, Role};
 use crate::gateway::budget::{cost_markdown, estimate};
+use crate::gateway::caps;
 use crate::gateway::{GatewayError, Tried, TriedOutcome};
 use crate::pm::references::{self, Sources};
-use crate::pm::{PmError, PmTurn};
+use crate::pm::{Pm, PmError, PmTurn};
 use crate::slack::effects::Effects;
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
@@ -57,6 +58,27 @@ impl ThreadHandler {
         self.pm_turn(msg, cancel, Access::Full).await
     }
 
+    /// While a daily spending cap is reached (the repository's, or that of the person who
+    /// wrote `msg`) and `productManager.overBudget` names a model: the PM that answers with
+    /// it, and the line that says so under the answer. `None`: the PM keeps its model (no
+    /// such model, no cap reached, or caps that cannot be read, which stop no question).
+    async fn over_budget(&self, msg: &IncomingMessage) -> Option<(Pm, String)> {
+        let model = self.pm.over_budget.as_ref()?;
+        let now = chrono::Utc::now();
+        let reached = caps::spend_refusal(&self.store, self.caps, &msg.user, now).await?;
+        let note = reached.over_budget_note(model, now)?;
+        tracing::info!(
+            tag = "PM",
+            "thread {} → pm answers with {model}: {reached:?}",
+            msg.thread()
+        );
+        let pm = Pm {
+            model: model.clone(),
+            ..self.pm.clone()
+        };
+        Some((pm, note))
+    }
+
     /// The PM answers a question about a closed thread's work, read-only.
     pub(super) async fn ask_pm_after_close(
         &self,
@@ -89,23 +111,22 @@ impl ThreadHandler {
         }
         // Messages typed while the PM works join this turn.
         let joined = JoinedMessages::new(self, msg);
+        let over_budget = self.over_budget(msg).await;
+        let pm = over_budget.as_ref().map_or(&self.pm, |(pm, _)| pm);
         let answered = match access {
             Access::Full => {
                 tracing::info!(tag = "PM", "thread {thread} → pm responding");
-                self.pm.answer(msg, &joined, cancel).await
+                pm.answer(msg, &joined, cancel).await
             }
             Access::AfterClose => {
                 tracing::info!(
                     tag = "PM",
                     "thread {thread} → pm responding read-only (the thread is closed)"
                 );
-                self.pm
-                    .answer_read_only(msg, cancel)
-                    .await
-                    .map(|turn| PmTurn {
-                        answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
-                        ..turn
-                    })
+                pm.answer_read_only(msg, cancel).await.map(|turn| PmTurn {
+                    answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
+                    ..turn
+                })
             }
         };
         let turn = match answered {
@@ -150,8 +171,15 @@ impl ThreadHandler {
                 answer: format!(
                     "{}\n\n{}",
                     turn.answer.trim_end(),
-                    answered_by_fallback(fallback, &self.pm.model)
+                    answered_by_fallback(fallback, &pm.model)
                 ),
+                ..turn
+            },
+            None => turn,
+        };
+        let turn = match &over_budget {
+            Some((_, note)) => PmTurn {
+                answer: format!("{}\n\n{note}", turn.answer.trim_end()),
                 ..turn
             },
             None => turn,
