@@ -26,6 +26,7 @@
 //! | `store` | `store` |
 //! | `logging` | `logging` |
 //! | `reports` | `reports` |
+//! | `triggers` | `triggers` |
 //! | `dashboard` | `dashboard` (the global file's only) |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
@@ -53,6 +54,7 @@ mod slack;
 mod store;
 #[cfg(test)]
 mod tests;
+mod triggers;
 
 use std::path::{Path, PathBuf};
 
@@ -79,6 +81,7 @@ pub use runs::{
     UnknownProjectType,
 };
 pub use slack::{DEFAULT_CONNECTION_GRACE, SlackConfig};
+pub use triggers::TriggersConfig;
 
 use file::{FileConfig, Files};
 use origin::Origin;
@@ -118,6 +121,8 @@ pub struct Config {
     pub logging: LoggingConfig,
     /// Reports posted in the channel on a schedule (`reports`).
     pub reports: ReportsConfig,
+    /// What besides a channel message starts a request (`triggers`).
+    pub triggers: TriggersConfig,
     /// The dashboard and `/metrics` (`dashboard`, the global file's only); `None`: off.
     pub dashboard: Option<DashboardConfig>,
 }
@@ -250,6 +255,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         store: file.store.resolve(origin, secrets)?,
         logging: file.logging.resolve(origin)?,
         reports: file.reports,
+        triggers: file.triggers.resolve(origin)?,
         dashboard: None,
     })
 }

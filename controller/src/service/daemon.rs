@@ -59,7 +59,7 @@ use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::store::{Instance, Store, repository_name};
 use crate::thread::handler::ThreadHandler;
-use crate::thread::intake::IntakeSink;
+use crate::thread::intake::{IntakeSink, ReactionTrigger};
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
 use crate::workspace::build_slots::BuildSlots;
 use crate::workspace::write_access::WriteAccess;
@@ -415,6 +415,15 @@ impl LockedRepo {
             },
             store: store.clone(),
             dispatcher: dispatcher.clone(),
+            reaction: config
+                .triggers
+                .reaction
+                .clone()
+                .map(|emoji| ReactionTrigger {
+                    emoji,
+                    allowed_users: config.access.allowed_users.clone(),
+                    sender: slack.sender.clone(),
+                }),
         });
         Ok(RepoService {
             name,

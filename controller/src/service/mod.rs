@@ -132,6 +132,9 @@ pub async fn run(
     let client = build_client(&app.api_url)?;
     let bot = preflight::slack(&client, &app).await?;
     tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
+    for silent in preflight::trigger_scopes(&app).await {
+        tracing::warn!("{silent}");
+    }
     let locked = check_repositories(locked, &client, &app, &bot).await?;
     let slack = SharedSlack {
         client: client.clone(),

@@ -62,12 +62,19 @@ impl EventSink for Router {
     }
 }
 
-/// The channel of a push event: a message's channel (other events carry none we serve).
+/// The channel of a push event: a message's channel, or that of the message a reaction is
+/// on (other events carry none we serve).
 fn push_channel(event: &SlackPushEventCallback) -> Option<&str> {
     match &event.event {
         SlackEventCallbackBody::Message(message) => {
             message.origin.channel.as_ref().map(|c| c.0.as_str())
         }
+        SlackEventCallbackBody::ReactionAdded(reaction) => match &reaction.item {
+            SlackReactionsItem::Message(message) => {
+                message.origin.channel.as_ref().map(|c| c.0.as_str())
+            }
+            SlackReactionsItem::File(_) => None,
+        },
         _ => None,
     }
 }
@@ -152,9 +159,18 @@ mod tests {
         router.accept(message("Ev1", "CAPI")).await.unwrap();
         router.accept(message("Ev2", "CWEB")).await.unwrap();
         router.accept(message("Ev3", "COTHER")).await.unwrap();
+        let reaction: SlackPushEventCallback = serde_json::from_value(json!({
+            "team_id": "T1", "api_app_id": "A1", "event_id": "Ev4", "event_time": 1700000000,
+            "type": "event_callback",
+            "event": {"type": "reaction_added", "user": "U1", "reaction": "codebutler",
+                      "item": {"type": "message", "channel": "CWEB", "ts": "1.1"},
+                      "event_ts": "1.2"}
+        }))
+        .unwrap();
+        router.accept(reaction).await.unwrap();
         router.accept_interaction(click("CWEB")).await.unwrap();
         router.accept_interaction(click("COTHER")).await.unwrap();
         assert_eq!(*api.0.lock().unwrap(), ["Ev1"]);
-        assert_eq!(*web.0.lock().unwrap(), ["Ev2", "click in CWEB"]);
+        assert_eq!(*web.0.lock().unwrap(), ["Ev2", "Ev4", "click in CWEB"]);
     }
 }

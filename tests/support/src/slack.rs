@@ -151,6 +151,8 @@ struct SlackState {
     updates: Vec<Update>,
     reactions_log: Vec<Reaction>,
     reactions_now: Vec<Reaction>,
+    /// People's reactions, as (channel, ts, user, name) (see [`FakeSlack::person_reacts`]).
+    people_reactions: std::collections::HashSet<(String, String, String, String)>,
     uploads: Vec<Upload>,
     pending_files: HashMap<String, PendingFile>,
     acks: Vec<Ack>,

@@ -844,3 +844,53 @@ async fn scopes_socket_mode_and_channels_answer_as_slack() {
     assert_eq!(refused["error"], "missing_scope");
     assert_eq!(refused["needed"], "connections:write");
 }
+
+/// A person's reaction is Slack's `reaction_added` event with the message's author, once per
+/// person and emoji, and only to an app with `reactions:read`.
+#[tokio::test]
+async fn a_persons_reaction_is_one_reaction_added_event() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let message = fake.user_message(CHANNEL, "U1", "deploy is broken", None);
+    assert_eq!(
+        next_json(&mut ws).await["payload"]["event"]["ts"],
+        message.ts
+    );
+
+    assert!(
+        fake.person_reacts(CHANNEL, "1.000001", "U2", "eyes")
+            .is_none(),
+        "no such message"
+    );
+    let sent = fake
+        .person_reacts(CHANNEL, &message.ts, "U2", "codebutler")
+        .unwrap();
+    let envelope = next_json(&mut ws).await;
+    assert_eq!(envelope["envelope_id"], sent.envelope_id);
+    let event = &envelope["payload"]["event"];
+    assert_eq!(event["type"], "reaction_added");
+    assert_eq!(event["user"], "U2");
+    assert_eq!(event["reaction"], "codebutler");
+    assert_eq!(event["item_user"], "U1");
+    assert_eq!(
+        event["item"],
+        json!({"type": "message", "channel": CHANNEL, "ts": message.ts})
+    );
+    assert!(event["event_ts"].is_string());
+    assert!(
+        fake.person_reacts(CHANNEL, &message.ts, "U2", "codebutler")
+            .is_none(),
+        "the same person's same reaction is one"
+    );
+
+    let scopes: Vec<String> = manifest_bot_scopes()
+        .into_iter()
+        .filter(|s| s != "reactions:read")
+        .collect();
+    fake.set_bot_scopes(&scopes.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        fake.person_reacts(CHANNEL, &message.ts, "U3", "codebutler")
+            .is_none()
+    );
+}
