@@ -1,13 +1,15 @@
-//! What starts a request besides a message in the channel, end to end: the reaction
+//! What reaches CodeButler besides a message in the channel, end to end: the reaction
 //! `triggers.reaction` on a message of the channel (an app's alert) makes it a request
 //! thread, once however many react or however often Slack delivers it, and only for people
-//! allowed in the channel; the start names the trigger scopes the bot token lacks.
+//! allowed in the channel; `/codebutler status`, `cost` and `help` are answered in the
+//! command's acknowledgement, shown to the person alone; the start names the trigger scopes
+//! the bot token lacks.
 
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{self, CHANNEL, Sent};
 use serde_json::json;
 
-use crate::harness::{Env, USER, WAIT, user_messages};
+use crate::harness::{Env, PM_MODEL, USER, WAIT, user_messages};
 
 /// Someone else allowed in the channel.
 const BOB: &str = "U0BOB";
@@ -207,4 +209,93 @@ async fn the_start_names_the_trigger_scopes_the_bot_token_lacks() {
         assert!(line.contains(trigger), "{line}");
         assert!(line.contains("deploy/slack-app-manifest.yaml"), "{line}");
     }
+}
+
+/// `/codebutler status`, `cost` and an unknown word, typed in the channel while a thread
+/// waits: each answer is shown to the person who typed it alone (the acknowledgement's
+/// ephemeral payload), with the thread and the day's spend as the model provider charged it;
+/// nothing is posted in the channel. Someone not allowed gets no figures, and the command
+/// typed where no repository is served says where it is.
+#[tokio::test]
+async fn the_command_answers_status_and_cost_to_the_person_alone() {
+    let env = Env::with_config(json!({
+        "access": {"allowedUsers": [USER, BOB], "maxCostPerDay": 20.0, "maxCostPerUserPerDay": 5.0}
+    }))
+    .await;
+    // A priced PM model: the day's spend is what the provider charged for its calls.
+    env.model.price(PM_MODEL, 0.0001, 0.0002, None);
+    env.model
+        .script("SLOW-CACHE", vec![Reply::text("Which cache do you mean?")]);
+    let _daemon = env.start().await;
+    let thread = env.say("SLOW-CACHE: the build cache misses every time");
+    env.wait_post(&thread, |t| t.contains("Which cache do you mean?"))
+        .await;
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env
+                .model
+                .requests()
+                .iter()
+                .all(|r| r.charged > 0.0))
+            .await
+    );
+    let posts_before = env.slack.posts().len();
+
+    env.slack.slash_command(CHANNEL, USER, "status").unwrap();
+    let status = env.slack.wait_ephemeral_answers(USER, 1, WAIT).await;
+    let status = status.first().expect("a status answer");
+    assert!(status.contains("*Open threads (1)*"), "{status}");
+    assert!(
+        status.contains("“SLOW-CACHE: the build cache misses every time” by <@U0ALICE>: planning"),
+        "{status}"
+    );
+    assert!(
+        status.contains("*Coder runs:* 0 running, 0 queued"),
+        "{status}"
+    );
+
+    let charged: f64 = env.model.requests().iter().map(|r| r.charged).sum();
+    let team = format!("${charged:.2}");
+    assert_ne!(team, "$0.00", "the PM's calls cost something");
+    env.slack.slash_command(CHANNEL, USER, "cost").unwrap();
+    let answers = env.slack.wait_ephemeral_answers(USER, 2, WAIT).await;
+    let cost = &answers[1];
+    assert!(
+        cost.contains(&format!("• Today: yours $0.00, the team's {team}")),
+        "{cost}"
+    );
+    assert!(
+        cost.contains(&format!(
+            "• This week (since Monday): yours $0.00, the team's {team}"
+        )),
+        "{cost}"
+    );
+    assert!(
+        cost.contains("• Caps: the team $20.00 a day, each person $5.00 a day"),
+        "{cost}"
+    );
+
+    env.slack.slash_command(CHANNEL, BOB, "deploy now").unwrap();
+    let help = env.slack.wait_ephemeral_answers(BOB, 1, WAIT).await;
+    assert!(help[0].starts_with("I don't know `deploy`."), "{}", help[0]);
+    assert!(help[0].contains("`/codebutler status`"), "{}", help[0]);
+
+    env.slack.slash_command(CHANNEL, MALLORY, "cost").unwrap();
+    let refused = env.slack.wait_ephemeral_answers(MALLORY, 1, WAIT).await;
+    assert!(refused[0].contains("access.allowedUsers"), "{}", refused[0]);
+    assert!(!refused[0].contains('$'), "no figures: {}", refused[0]);
+
+    env.slack.slash_command("D0ALICE", USER, "status").unwrap();
+    let elsewhere = env.slack.wait_ephemeral_answers(USER, 3, WAIT).await;
+    assert_eq!(
+        elsewhere[2],
+        "No repository is served in this conversation: use /codebutler in a repository's \
+         channel (<#C0CHAN>)."
+    );
+
+    let answers = env.slack.command_answers();
+    assert_eq!(answers.len(), 5, "{answers:?}");
+    assert!(answers.iter().all(|a| a.ephemeral), "{answers:?}");
+    assert_eq!(env.slack.posts().len(), posts_before, "nothing posted");
+    env.assert_clean();
 }

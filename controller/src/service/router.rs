@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use slack_morphism::prelude::*;
 
-use crate::slack::socket::{EventSink, NotStored};
+use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 
 /// Channel id → the sink of the repository serving it.
 pub struct Router {
@@ -59,6 +59,28 @@ impl EventSink for Router {
                 Ok(())
             }
         }
+    }
+
+    /// A slash command goes to the repository of the channel it was typed in; elsewhere it
+    /// says which channels have one.
+    async fn command(&self, command: SlashCommand) -> String {
+        match self.sink(Some(&command.channel)) {
+            Some(sink) => sink.command(command).await,
+            None => self.no_repository_here(&command.command),
+        }
+    }
+}
+
+impl Router {
+    /// The answer to a slash command typed where no repository is served.
+    fn no_repository_here(&self, command: &str) -> String {
+        let mut channels: Vec<String> = self.routes.keys().map(|c| format!("<#{c}>")).collect();
+        channels.sort();
+        format!(
+            "No repository is served in this conversation: use {command} in a repository's \
+             channel ({}).",
+            channels.join(", ")
+        )
     }
 }
 
@@ -120,6 +142,14 @@ mod tests {
             self.0.lock().unwrap().push(format!("click in {channel}"));
             Ok(())
         }
+
+        async fn command(&self, command: SlashCommand) -> String {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{} in {}", command.command, command.channel));
+            "answered".to_owned()
+        }
     }
 
     fn message(event_id: &str, channel: &str) -> SlackPushEventCallback {
@@ -170,7 +200,19 @@ mod tests {
         router.accept(reaction).await.unwrap();
         router.accept_interaction(click("CWEB")).await.unwrap();
         router.accept_interaction(click("COTHER")).await.unwrap();
-        assert_eq!(*api.0.lock().unwrap(), ["Ev1"]);
+        let typed = |channel: &str| SlashCommand {
+            channel: channel.to_owned(),
+            user: "U1".to_owned(),
+            command: "/codebutler".to_owned(),
+            text: "status".to_owned(),
+        };
+        assert_eq!(router.command(typed("CAPI")).await, "answered");
+        assert_eq!(
+            router.command(typed("D0DM")).await,
+            "No repository is served in this conversation: use /codebutler in a repository's \
+             channel (<#CAPI>, <#CWEB>)."
+        );
+        assert_eq!(*api.0.lock().unwrap(), ["Ev1", "/codebutler in CAPI"]);
         assert_eq!(*web.0.lock().unwrap(), ["Ev2", "Ev4", "click in CWEB"]);
     }
 }

@@ -17,9 +17,10 @@ use crate::slack::api::{Sender, SlackError};
 use crate::slack::intake::{
     Intake, IntakeFilter, ReactionRequest, classify, classify_reaction, reaction_request_text,
 };
-use crate::slack::socket::{EventSink, NotStored};
+use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 use crate::store::Store;
 use crate::thread::pm_turn::preview;
+use crate::thread::slash_command::{COMMAND, SlashCommands};
 
 /// Stores accepted events before they are acknowledged and wakes their thread.
 #[derive(Debug)]
@@ -29,6 +30,8 @@ pub struct IntakeSink {
     pub dispatcher: Dispatcher,
     /// The reaction that makes a message a request; `None`: reactions start nothing.
     pub reaction: Option<ReactionTrigger>,
+    /// The `/codebutler` command's answers.
+    pub commands: SlashCommands,
 }
 
 /// The request emoji and what taking a reaction needs: who may ask, and Slack to read the
@@ -105,6 +108,30 @@ impl EventSink for IntakeSink {
             self.dispatcher.notify(&msg.thread());
         }
         Ok(())
+    }
+
+    /// `/codebutler` is answered from the store; another app's command is not ours.
+    async fn command(&self, command: SlashCommand) -> String {
+        if command.command != COMMAND {
+            return format!("{} is not CodeButler's command.", command.command);
+        }
+        tracing::info!(
+            tag = "CMD",
+            "{}: {COMMAND} {:?}",
+            command.user,
+            preview(&command.text)
+        );
+        match self
+            .commands
+            .answer(&command.user, &command.text, chrono::Utc::now())
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!("{e}");
+                "CodeButler could not read its records just now: try again in a moment.".to_owned()
+            }
+        }
     }
 }
 

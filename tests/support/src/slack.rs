@@ -16,6 +16,9 @@
 //!   connections (this one included), as Slack's does; `events_api` envelopes; the client acks with
 //!   `{"envelope_id":…}` after its callback returned; `disconnect` makes it drop that socket and
 //!   open a fresh one through `apps.connections.open`.
+//! * Slash commands (see [`commands`]): a test types `/codebutler …` and the fake sends a
+//!   `slash_commands` envelope; what the acknowledgement's payload says within 3 seconds is
+//!   what the person was shown, to them alone unless it is `in_channel`.
 //! * Interactivity (see [`interactive`]): a test "clicks" a button of a message the bot posted
 //!   and the fake sends an `interactive` envelope with a `block_actions` payload, as Slack does;
 //!   `chat.update` keeps a message's blocks when it sends none and drops them for `blocks: []`.
@@ -42,6 +45,7 @@ mod access;
 mod acting;
 mod channels;
 mod chat;
+mod commands;
 mod error;
 mod files;
 mod history;
@@ -54,6 +58,7 @@ mod stall;
 mod web;
 
 pub use access::manifest_bot_scopes;
+pub use commands::{COMMAND_ACK_WINDOW, CommandAnswer};
 use files::upload_handler;
 pub use recorded::{Ack, Call, Post, Reaction, Sent, Update, Upload};
 use socket_mode::ws_handler;

@@ -894,3 +894,62 @@ async fn a_persons_reaction_is_one_reaction_added_event() {
             .is_none()
     );
 }
+
+/// A slash command is Slack's `slash_commands` envelope; the acknowledgement's payload is
+/// what the person was shown, to them alone unless `in_channel`; an app without `commands`
+/// has no command.
+#[tokio::test]
+async fn a_slash_command_is_answered_by_its_acknowledgement() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let sent = fake.slash_command(CHANNEL, "U1", "status").unwrap();
+    let envelope = next_json(&mut ws).await;
+    assert_eq!(envelope["type"], "slash_commands");
+    assert_eq!(envelope["envelope_id"], sent.envelope_id);
+    assert_eq!(envelope["accepts_response_payload"], true);
+    let payload = &envelope["payload"];
+    for (key, value) in [
+        ("command", "/codebutler"),
+        ("text", "status"),
+        ("channel_id", CHANNEL),
+        ("user_id", "U1"),
+        ("team_id", TEAM_ID),
+        ("api_app_id", APP_ID),
+    ] {
+        assert_eq!(payload[key], value, "{key}");
+    }
+    assert!(payload["response_url"].is_string() && payload["trigger_id"].is_string());
+    let ack = json!({"envelope_id": sent.envelope_id,
+        "payload": {"text": "all quiet", "response_type": "ephemeral"}});
+    ws.send(Message::Text(ack.to_string().into()))
+        .await
+        .unwrap();
+    let other = fake.slash_command(CHANNEL, "U2", "cost").unwrap();
+    next_json(&mut ws).await;
+    let ack = json!({"envelope_id": other.envelope_id,
+        "payload": {"text": "for everyone", "response_type": "in_channel"}});
+    ws.send(Message::Text(ack.to_string().into()))
+        .await
+        .unwrap();
+    assert!(
+        fake.wait_until(T, || fake.command_answers().len() == 2)
+            .await
+    );
+    assert_eq!(fake.ephemeral_answers("U1"), ["all quiet"]);
+    assert!(fake.ephemeral_answers("U2").is_empty());
+    assert_eq!(
+        fake.command_answers()[1],
+        CommandAnswer {
+            user: "U2".into(),
+            channel: CHANNEL.into(),
+            typed: "cost".into(),
+            text: "for everyone".into(),
+            ephemeral: false,
+        }
+    );
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+
+    fake.set_bot_scopes(&["chat:write"]);
+    assert!(fake.slash_command(CHANNEL, "U1", "status").is_none());
+}
