@@ -2,8 +2,9 @@
 //! `triggers.reaction` on a message of the channel (an app's alert) makes it a request
 //! thread, once however many react or however often Slack delivers it, and only for people
 //! allowed in the channel; `/codebutler status`, `cost` and `help` are answered in the
-//! command's acknowledgement, shown to the person alone; the start names the trigger scopes
-//! the bot token lacks.
+//! command's acknowledgement, shown to the person alone; opening the app's Home tab publishes
+//! the person's open threads, the runs and the day's spend; the start names the trigger
+//! scopes the bot token lacks.
 
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{self, CHANNEL, Sent};
@@ -297,5 +298,62 @@ async fn the_command_answers_status_and_cost_to_the_person_alone() {
     assert_eq!(answers.len(), 5, "{answers:?}");
     assert!(answers.iter().all(|a| a.ephemeral), "{answers:?}");
     assert_eq!(env.slack.posts().len(), posts_before, "nothing posted");
+    env.assert_clean();
+}
+
+/// Alice opens the app's Home tab while her thread waits: Slack is given a home view (to her)
+/// listing that thread with its state and the day's spend as the provider charged it; Bob's
+/// Home tab lists no thread of his.
+#[tokio::test]
+async fn opening_the_home_tab_publishes_the_persons_threads_and_the_day() {
+    let env = Env::new().await;
+    env.model.price(PM_MODEL, 0.0001, 0.0002, None);
+    env.model
+        .script("FLAKY-TEST", vec![Reply::text("Which test is flaky?")]);
+    let _daemon = env.start().await;
+    let thread = env.say("FLAKY-TEST: the login test fails now and then");
+    env.wait_post(&thread, |t| t.contains("Which test is flaky?"))
+        .await;
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env
+                .model
+                .requests()
+                .iter()
+                .all(|r| r.charged > 0.0))
+            .await
+    );
+    let team: f64 = env.model.requests().iter().map(|r| r.charged).sum();
+
+    let opened = env.slack.open_app_home(USER);
+    acked(&env, &opened).await;
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env.slack.home_view(USER).is_some())
+            .await,
+        "no home view published"
+    );
+    assert_eq!(env.slack.home_view(USER).unwrap()["type"], "home");
+    let home = env.slack.home_text(USER);
+    assert!(home.contains("*<#C0CHAN>*"), "{home}");
+    assert!(
+        home.contains("• “FLAKY-TEST: the login test fails now and then”: planning, $"),
+        "{home}"
+    );
+    assert!(home.contains("Coder runs: 0 running, 0 queued"), "{home}");
+    assert!(
+        home.contains(&format!("yours $0.00, the team's ${team:.2}")),
+        "{home}"
+    );
+
+    env.slack.open_app_home(BOB);
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env.slack.home_view(BOB).is_some())
+            .await
+    );
+    let bobs = env.slack.home_text(BOB);
+    assert!(bobs.contains("No open threads of yours."), "{bobs}");
+    assert!(!bobs.contains("FLAKY-TEST"), "{bobs}");
     env.assert_clean();
 }

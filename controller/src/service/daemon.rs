@@ -224,6 +224,14 @@ impl RepoService {
         }
     }
 
+    /// The repository as the App Home shows it: its channel and its store.
+    pub fn home_repo(&self) -> super::home::HomeRepo {
+        super::home::HomeRepo {
+            channel: self.channel.clone(),
+            store: self.store.clone(),
+        }
+    }
+
     /// The store, when other instances may share it (PostgreSQL).
     pub fn shared_store(&self) -> Option<Store> {
         self.shared.as_ref().map(|_| self.store.clone())

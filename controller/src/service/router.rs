@@ -1,7 +1,8 @@
 //! Routes what the one Socket Mode connection delivers to the repository serving its
 //! channel. Slack delivers an app's events for every channel the bot is in on the same
 //! connections, so one process reads them all and hands each to its repository's sink,
-//! which stores it before it is acknowledged. An event of a channel no repository serves
+//! which stores it before it is acknowledged. A person opening the app's Home tab is no
+//! channel's event: it goes to [`AppHome`]. An event of a channel no repository serves
 //! (or with no channel) is acknowledged and ignored, as one repository always did.
 
 use std::collections::HashMap;
@@ -10,11 +11,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use slack_morphism::prelude::*;
 
+use super::home::AppHome;
 use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 
-/// Channel id → the sink of the repository serving it.
+/// Channel id → the sink of the repository serving it; and the Home tab, which is no
+/// channel's.
 pub struct Router {
     routes: HashMap<String, Arc<dyn EventSink>>,
+    home: Option<Arc<AppHome>>,
 }
 
 impl std::fmt::Debug for Router {
@@ -31,7 +35,14 @@ impl Router {
     pub fn new(routes: impl IntoIterator<Item = (String, Arc<dyn EventSink>)>) -> Self {
         Self {
             routes: routes.into_iter().collect(),
+            home: None,
         }
+    }
+
+    /// The router, publishing a person's Home tab when they open it.
+    pub fn with_home(mut self, home: Arc<AppHome>) -> Self {
+        self.home = Some(home);
+        self
     }
 
     fn sink(&self, channel: Option<&str>) -> Option<&Arc<dyn EventSink>> {
@@ -42,6 +53,15 @@ impl Router {
 #[async_trait]
 impl EventSink for Router {
     async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+        if let SlackEventCallbackBody::AppHomeOpened(opened) = &event.event {
+            // The Messages tab opens with the same event; only the Home tab shows a view.
+            if opened.tab.as_deref().unwrap_or("home") == "home"
+                && let Some(home) = &self.home
+            {
+                home.publish_for(opened.user.0.clone());
+            }
+            return Ok(());
+        }
         match self.sink(push_channel(&event)) {
             Some(sink) => sink.accept(event).await,
             None => {

@@ -719,6 +719,29 @@ impl Sender {
         Ok(read)
     }
 
+    /// Replaces what `user`'s App Home tab shows with `blocks` (`views.publish`). Its answer
+    /// (the view as Slack keeps it) is not needed and not read.
+    pub async fn publish_home(
+        &self,
+        user: &str,
+        blocks: Vec<SlackBlock>,
+    ) -> Result<(), SlackError> {
+        let request = SlackApiViewsPublishRequest::new(
+            user.into(),
+            SlackView::Home(SlackHomeView::new(blocks)),
+        );
+        let _: serde_json::Value = self
+            .retrying("views.publish", || async {
+                self.client
+                    .open_session(&self.token)
+                    .http_session_api
+                    .http_post("views.publish", &request, None)
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
     /// One message of `channel` found by its `ts` (a top-level message or a reply), as
     /// `conversations.replies` shows it, reading at most `max_pages` pages of its thread;
     /// `None` when Slack has no such message (`thread_not_found`) or it is past those pages.

@@ -19,6 +19,8 @@
 //! * Slash commands (see [`commands`]): a test types `/codebutler …` and the fake sends a
 //!   `slash_commands` envelope; what the acknowledgement's payload says within 3 seconds is
 //!   what the person was shown, to them alone unless it is `in_channel`.
+//! * App Home (see [`home`]): `app_home_opened` when a test opens a person's Home tab, and
+//!   `views.publish` replacing what it shows.
 //! * Interactivity (see [`interactive`]): a test "clicks" a button of a message the bot posted
 //!   and the fake sends an `interactive` envelope with a `block_actions` payload, as Slack does;
 //!   `chat.update` keeps a message's blocks when it sends none and drops them for `blocks: []`.
@@ -49,6 +51,7 @@ mod commands;
 mod error;
 mod files;
 mod history;
+mod home;
 mod interactive;
 mod people;
 mod reactions;
@@ -158,6 +161,8 @@ struct SlackState {
     reactions_now: Vec<Reaction>,
     /// People's reactions, as (channel, ts, user, name) (see [`FakeSlack::person_reacts`]).
     people_reactions: std::collections::HashSet<(String, String, String, String)>,
+    /// What each person's Home tab shows: the last view published for them (see [`home`]).
+    home_views: HashMap<String, Value>,
     uploads: Vec<Upload>,
     pending_files: HashMap<String, PendingFile>,
     acks: Vec<Ack>,

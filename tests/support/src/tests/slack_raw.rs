@@ -953,3 +953,53 @@ async fn a_slash_command_is_answered_by_its_acknowledgement() {
     fake.set_bot_scopes(&["chat:write"]);
     assert!(fake.slash_command(CHANNEL, "U1", "status").is_none());
 }
+
+/// Opening the Home tab is Slack's `app_home_opened` event; `views.publish` of a home view
+/// replaces what the person's tab shows, and anything else is refused.
+#[tokio::test]
+async fn a_home_tab_opened_and_its_view_published() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let opened = fake.open_app_home("U1");
+    let envelope = next_json(&mut ws).await;
+    assert_eq!(envelope["envelope_id"], opened.envelope_id);
+    let event = &envelope["payload"]["event"];
+    assert_eq!(event["type"], "app_home_opened");
+    assert_eq!(event["user"], "U1");
+    assert_eq!(event["tab"], "home");
+    assert!(event["channel"].as_str().unwrap().starts_with('D'));
+
+    let view = json!({"type": "home", "blocks": [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "first"}}]});
+    let published = post_json(
+        &fake,
+        "views.publish",
+        BOT_TOKEN,
+        json!({"user_id": "U1", "view": view}),
+    )
+    .await;
+    assert_eq!(published["ok"], true, "{published}");
+    assert_eq!(published["view"]["type"], "home");
+    assert!(published["view"]["id"].is_string());
+    let view = json!({"type": "home", "blocks": [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "second"}}]});
+    post_json(
+        &fake,
+        "views.publish",
+        BOT_TOKEN,
+        json!({"user_id": "U1", "view": view}),
+    )
+    .await;
+    assert_eq!(fake.home_text("U1"), "second");
+    let modal = json!({"type": "modal", "blocks": []});
+    let refused = post_json(
+        &fake,
+        "views.publish",
+        BOT_TOKEN,
+        json!({"user_id": "U2", "view": modal}),
+    )
+    .await;
+    assert_eq!(refused["error"], "invalid_arguments");
+    assert!(fake.home_view("U2").is_none());
+}
