@@ -9,7 +9,9 @@
 //! request stores nothing new. A reaction by someone not allowed does nothing.
 
 use async_trait::async_trait;
-use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
+use slack_morphism::prelude::{
+    SlackEventCallbackBody, SlackInteractionEvent, SlackPushEventCallback,
+};
 
 use crate::dispatch::Dispatcher;
 use crate::domain::{IncomingMessage, Origin};
@@ -57,15 +59,16 @@ struct ReadReacted(#[source] SlackError);
 #[async_trait]
 impl EventSink for IntakeSink {
     async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
-        if let Some(trigger) = &self.reaction {
-            match classify_reaction(&event, &self.filter, &trigger.emoji) {
-                Ok(request) => return self.accept_reaction(trigger, request, &event).await,
-                Err("not a reaction") => {}
+        if let (Some(trigger), SlackEventCallbackBody::ReactionAdded(_)) =
+            (&self.reaction, &event.event)
+        {
+            return match classify_reaction(&event, &self.filter, &trigger.emoji) {
+                Ok(request) => self.accept_reaction(trigger, request, &event).await,
                 Err(reason) => {
                     tracing::debug!(event = %event.event_id.0, "ignored reaction: {reason}");
-                    return Ok(());
+                    Ok(())
                 }
-            }
+            };
         }
         let msg = match classify(&event, &self.filter) {
             Intake::Accept(msg) => msg,
@@ -163,6 +166,10 @@ impl IntakeSink {
             tracing::debug!(event = %event.event_id.0, "ignored reaction: no message text");
             return Ok(());
         };
+        if message.user.as_deref() == Some(self.filter.bot_user_id.as_str()) {
+            tracing::debug!(event = %event.event_id.0, "ignored reaction: the bot's own post");
+            return Ok(());
+        }
         let author = message.user.as_deref().filter(|_| message.bot_id.is_none());
         let msg = IncomingMessage {
             channel: request.channel.clone(),
