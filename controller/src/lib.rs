@@ -12,9 +12,10 @@
 //! 1. [`setup`] — `codebutler init`, the set-up wizard: the answers checked as the start
 //!    checks them, the config files edited, this host checked;
 //! 2. [`service`] — one process for many repositories on one Slack app: the shared Slack
-//!    client, sender and Socket Mode connection, events routed by channel, one service per
-//!    app, `--status`, systemd's notify protocol, `--install`/`--uninstall`/`--logs`, and
-//!    each repository's part of it (`service::daemon`, the wiring);
+//!    client, sender and Socket Mode connection, events routed by channel, the App Home
+//!    tab, one service per app, `--status`, systemd's notify protocol,
+//!    `--install`/`--uninstall`/`--logs`, and each repository's part of it
+//!    (`service::daemon`, the wiring);
 //! 3. [`dashboard`] — the read-only dashboard and `/metrics`: threads, live runs,
 //!    the log and costs of the repositories the service serves;
 //! 4. [`fuzzing`] — entry points for the fuzz targets, and their property checks;

@@ -53,6 +53,7 @@ mod service_manager;
 mod setup;
 mod team;
 mod toolchains;
+mod triggers;
 mod waiting_runs;
 mod weekly_report;
 mod wizard;

@@ -24,6 +24,7 @@ use super::runner::RunnerFile;
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
 use super::slack::SlackFile;
 use super::store::StoreFile;
+use super::triggers::TriggersFile;
 use super::{ConfigError, ConfigSources};
 
 /// What one file (or the two merged) may say. The field order is the order an unknown
@@ -65,6 +66,7 @@ pub(super) struct FileConfig {
     pub reports: ReportsConfig,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub attachments: AttachmentsConfig,
+    pub triggers: TriggersFile,
 }
 
 /// A section set to `null` is the same as a section left out: all its defaults.

@@ -28,6 +28,7 @@
 //! | `logging` | `logging` |
 //! | `reports` | `reports` |
 //! | `attachments` | `attachments` |
+//! | `triggers` | `triggers` |
 //! | `dashboard` | `dashboard` (the global file's only) |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
@@ -57,6 +58,7 @@ mod slack;
 mod store;
 #[cfg(test)]
 mod tests;
+mod triggers;
 
 use std::path::{Path, PathBuf};
 
@@ -85,6 +87,7 @@ pub use runs::{
     UnknownProjectType,
 };
 pub use slack::{DEFAULT_CONNECTION_GRACE, SlackConfig};
+pub use triggers::TriggersConfig;
 
 use file::{FileConfig, Files};
 use origin::Origin;
@@ -126,6 +129,8 @@ pub struct Config {
     pub reports: ReportsConfig,
     /// Limits on files shared in a thread (`attachments`).
     pub attachments: AttachmentsConfig,
+    /// What besides a channel message starts a request (`triggers`).
+    pub triggers: TriggersConfig,
     /// The dashboard and `/metrics` (`dashboard`, the global file's only); `None`: off.
     pub dashboard: Option<DashboardConfig>,
 }
@@ -259,6 +264,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         logging: file.logging.resolve(origin)?,
         reports: file.reports,
         attachments: file.attachments,
+        triggers: file.triggers.resolve(origin)?,
         dashboard: None,
     })
 }

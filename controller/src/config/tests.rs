@@ -1357,3 +1357,31 @@ fn the_over_budget_pm_model_is_a_key_of_the_pool() {
         None
     );
 }
+
+#[test]
+fn the_request_reaction_is_off_by_default_named_without_colons_and_checked() {
+    let f = files(Some(GLOBAL), Some(REPO));
+    assert_eq!(load(&f.sources, no_env).unwrap().triggers.reaction, None);
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"triggers":{"reaction":":CodeButler:"}}"#),
+    );
+    assert_eq!(
+        load(&f.sources, no_env)
+            .unwrap()
+            .triggers
+            .reaction
+            .as_deref(),
+        Some("codebutler")
+    );
+    for bad in ["", "::", "two words", "<@U1>"] {
+        let repo = format!(
+            r#"{{"slack":{{"channelID":"C1"}},"triggers":{{"reaction":{}}}}}"#,
+            serde_json::json!(bad)
+        );
+        let f = files(Some(GLOBAL), Some(&repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains("field `triggers.reaction`"), "{bad:?}: {e}");
+        assert!(e.contains("config.json"), "{e}");
+    }
+}

@@ -61,8 +61,9 @@ use crate::slack::intake::IntakeFilter;
 use crate::slack::outbox::Outbox;
 use crate::store::{Instance, Store, repository_name};
 use crate::thread::handler::ThreadHandler;
-use crate::thread::intake::IntakeSink;
+use crate::thread::intake::{IntakeSink, ReactionTrigger};
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
+use crate::thread::slash_command::SlashCommands;
 use crate::workspace::build_slots::BuildSlots;
 use crate::workspace::write_access::WriteAccess;
 
@@ -222,6 +223,14 @@ impl RepoService {
             channel: self.channel.clone(),
             store: self.store.clone(),
             runs: self.supervisor.clone(),
+        }
+    }
+
+    /// The repository as the App Home shows it: its channel and its store.
+    pub fn home_repo(&self) -> super::home::HomeRepo {
+        super::home::HomeRepo {
+            channel: self.channel.clone(),
+            store: self.store.clone(),
         }
     }
 
@@ -417,6 +426,20 @@ impl LockedRepo {
             },
             store: store.clone(),
             dispatcher: dispatcher.clone(),
+            reaction: config
+                .triggers
+                .reaction
+                .clone()
+                .map(|emoji| ReactionTrigger {
+                    emoji,
+                    allowed_users: config.access.allowed_users.clone(),
+                    sender: slack.sender.clone(),
+                }),
+            commands: SlashCommands {
+                store: store.clone(),
+                allowed_users: config.access.allowed_users.clone(),
+                caps: caps(&config),
+            },
         });
         Ok(RepoService {
             name,
@@ -563,15 +586,20 @@ async fn thread_handler(
         allowed_users: config.access.allowed_users.clone(),
         developers: crate::thread::permissions::Developers::new(config.access.developers.clone()),
         max_cost_per_thread: config.coder.max_cost_per_thread,
-        caps: crate::gateway::caps::Caps {
-            per_day: config.access.max_cost_per_day,
-            per_user_per_day: config.access.max_cost_per_user_per_day,
-            calls_per_hour: config.access.max_claude_calls_per_hour,
-        },
+        caps: caps(config),
         merge_strategy: config.github.merge_strategy,
         merge_checks: config.github.merge_checks,
         memory,
     })
+}
+
+/// The caps across threads the configuration sets (`access.maxCostPerDay` and the others).
+fn caps(config: &Config) -> crate::gateway::caps::Caps {
+    crate::gateway::caps::Caps {
+        per_day: config.access.max_cost_per_day,
+        per_user_per_day: config.access.max_cost_per_user_per_day,
+        calls_per_hour: config.access.max_claude_calls_per_hour,
+    }
 }
 
 /// The OpenRouter model id of `productManager.memoryExtraction` (the default PM model when it

@@ -21,6 +21,9 @@
 //! repositories it is said once and the others are served. Stop: Socket Mode first (no new
 //! events), then every repository in order.
 //!
+//! A person opening the app's Home tab gets it published from every repository's store
+//! ([`home`]).
+//!
 //! With a `dashboard` section in the global config the service also serves the dashboard
 //! ([`crate::dashboard`]): its address is taken before any repository starts (a port in use
 //! fails the start, saying so), and it serves once they all have, until the stop.
@@ -32,6 +35,7 @@
 pub mod app_lock;
 pub mod connections;
 pub mod daemon;
+pub mod home;
 pub mod install;
 pub mod notify;
 pub mod parts;
@@ -132,6 +136,9 @@ pub async fn run(
     let client = build_client(&app.api_url)?;
     let bot = preflight::slack(&client, &app).await?;
     tracing::info!("slack bot user {} in team {}", bot.user_id, bot.team_id);
+    for silent in preflight::trigger_scopes(&app).await {
+        tracing::warn!("{silent}");
+    }
     let locked = check_repositories(locked, &client, &app, &bot).await?;
     let slack = SharedSlack {
         client: client.clone(),
@@ -165,11 +172,16 @@ pub async fn run(
         }),
         None => Arc::new(peers),
     };
+    let home = Arc::new(home::AppHome {
+        repos: started.iter().map(RepoService::home_repo).collect(),
+        sender: slack.sender.clone(),
+    });
     let router = router::Router::new(
         started
             .iter()
             .map(|r| (r.channel.clone(), r.sink.clone() as Arc<dyn EventSink>)),
-    );
+    )
+    .with_home(home);
     let (hellos, mut hello_rx) = mpsc::unbounded_channel();
     notifier.status("connecting to Slack (Socket Mode)");
     let socket = match SocketMode::start(

@@ -6,6 +6,8 @@
 //! - Slack ([`slack`]): `auth.test` with the bot token (Slack unreachable at `slack.apiUrl`,
 //!   the bot token refused), then `apps.connections.open` with the app token (refused,
 //!   without `connections:write`, Socket Mode off);
+//! - the triggers the bot token's scopes leave silent ([`trigger_scopes`]): said, not a
+//!   mistake (the service serves the channel without them);
 //! - each repository's channel ([`channel`]): `conversations.info` (no such channel the bot
 //!   can see, the bot not in it, the bot token without the scopes to ask);
 //! - each repository's own settings ([`repository`]): the model key (`GET /key`), the model
@@ -33,6 +35,7 @@ use crate::layout::Layout;
 use crate::runners::sandbox_probe::{self, ProbeError};
 use crate::secret::Secret;
 use crate::slack::api::{self, BotIdentity, Client, SlackError};
+use crate::slack::workspace;
 use crate::workspace::gh_cli::GhArgs;
 use crate::workspace::toolchains::Toolchains;
 
@@ -176,6 +179,27 @@ pub async fn slack(client: &Client, app: &SlackConfig) -> Result<BotIdentity, Ch
     let bot = bot_token(client, &app.api_url, &app.bot_token).await?;
     app_token(client, &app.api_url, &app.app_token).await?;
     Ok(bot)
+}
+
+/// The triggers the bot token's scopes leave silent ([`workspace::TRIGGER_SCOPES`]), each
+/// said as one line naming the scope, what stays silent and the manifest; none when every
+/// scope is granted or Slack does not say which are (a call that lacks one says so then).
+pub async fn trigger_scopes(app: &SlackConfig) -> Vec<String> {
+    let granted = match workspace::granted_scopes(&app.api_url, &app.bot_token).await {
+        Ok(Some(granted)) => granted,
+        Ok(None) | Err(_) => return Vec::new(),
+    };
+    workspace::TRIGGER_SCOPES
+        .iter()
+        .filter(|(scope, _)| !granted.contains(*scope))
+        .map(|(scope, trigger)| {
+            format!(
+                "the bot token lacks the Slack scope {scope}, so {trigger} stays silent: add it \
+                 under oauth_config.scopes.bot in {MANIFEST} (or update the app from the \
+                 manifest) and reinstall the app to the workspace"
+            )
+        })
+        .collect()
 }
 
 /// Who the bot is, as Slack at `api_url` says for `token` (`auth.test`).

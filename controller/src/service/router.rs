@@ -1,7 +1,8 @@
 //! Routes what the one Socket Mode connection delivers to the repository serving its
 //! channel. Slack delivers an app's events for every channel the bot is in on the same
 //! connections, so one process reads them all and hands each to its repository's sink,
-//! which stores it before it is acknowledged. An event of a channel no repository serves
+//! which stores it before it is acknowledged. A person opening the app's Home tab is no
+//! channel's event: it goes to [`AppHome`]. An event of a channel no repository serves
 //! (or with no channel) is acknowledged and ignored, as one repository always did.
 
 use std::collections::HashMap;
@@ -10,11 +11,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use slack_morphism::prelude::*;
 
-use crate::slack::socket::{EventSink, NotStored};
+use super::home::AppHome;
+use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 
-/// Channel id → the sink of the repository serving it.
+/// Channel id → the sink of the repository serving it; and the Home tab, which is no
+/// channel's.
 pub struct Router {
     routes: HashMap<String, Arc<dyn EventSink>>,
+    home: Option<Arc<AppHome>>,
 }
 
 impl std::fmt::Debug for Router {
@@ -31,7 +35,14 @@ impl Router {
     pub fn new(routes: impl IntoIterator<Item = (String, Arc<dyn EventSink>)>) -> Self {
         Self {
             routes: routes.into_iter().collect(),
+            home: None,
         }
+    }
+
+    /// The router, publishing a person's Home tab when they open it.
+    pub fn with_home(mut self, home: Arc<AppHome>) -> Self {
+        self.home = Some(home);
+        self
     }
 
     fn sink(&self, channel: Option<&str>) -> Option<&Arc<dyn EventSink>> {
@@ -42,6 +53,15 @@ impl Router {
 #[async_trait]
 impl EventSink for Router {
     async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+        if let SlackEventCallbackBody::AppHomeOpened(opened) = &event.event {
+            // The Messages tab opens with the same event; only the Home tab shows a view.
+            if opened.tab.as_deref().unwrap_or("home") == "home"
+                && let Some(home) = &self.home
+            {
+                home.publish_for(opened.user.0.clone());
+            }
+            return Ok(());
+        }
         match self.sink(push_channel(&event)) {
             Some(sink) => sink.accept(event).await,
             None => {
@@ -60,14 +80,43 @@ impl EventSink for Router {
             }
         }
     }
+
+    /// A slash command goes to the repository of the channel it was typed in; elsewhere it
+    /// says which channels have one.
+    async fn command(&self, command: SlashCommand) -> String {
+        match self.sink(Some(&command.channel)) {
+            Some(sink) => sink.command(command).await,
+            None => self.no_repository_here(&command.command),
+        }
+    }
 }
 
-/// The channel of a push event: a message's channel (other events carry none we serve).
+impl Router {
+    /// The answer to a slash command typed where no repository is served.
+    fn no_repository_here(&self, command: &str) -> String {
+        let mut channels: Vec<String> = self.routes.keys().map(|c| format!("<#{c}>")).collect();
+        channels.sort();
+        format!(
+            "No repository is served in this conversation: use {command} in a repository's \
+             channel ({}).",
+            channels.join(", ")
+        )
+    }
+}
+
+/// The channel of a push event: a message's channel, or that of the message a reaction is
+/// on (other events carry none we serve).
 fn push_channel(event: &SlackPushEventCallback) -> Option<&str> {
     match &event.event {
         SlackEventCallbackBody::Message(message) => {
             message.origin.channel.as_ref().map(|c| c.0.as_str())
         }
+        SlackEventCallbackBody::ReactionAdded(reaction) => match &reaction.item {
+            SlackReactionsItem::Message(message) => {
+                message.origin.channel.as_ref().map(|c| c.0.as_str())
+            }
+            SlackReactionsItem::File(_) => None,
+        },
         _ => None,
     }
 }
@@ -113,6 +162,14 @@ mod tests {
             self.0.lock().unwrap().push(format!("click in {channel}"));
             Ok(())
         }
+
+        async fn command(&self, command: SlashCommand) -> String {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("{} in {}", command.command, command.channel));
+            "answered".to_owned()
+        }
     }
 
     fn message(event_id: &str, channel: &str) -> SlackPushEventCallback {
@@ -152,9 +209,30 @@ mod tests {
         router.accept(message("Ev1", "CAPI")).await.unwrap();
         router.accept(message("Ev2", "CWEB")).await.unwrap();
         router.accept(message("Ev3", "COTHER")).await.unwrap();
+        let reaction: SlackPushEventCallback = serde_json::from_value(json!({
+            "team_id": "T1", "api_app_id": "A1", "event_id": "Ev4", "event_time": 1700000000,
+            "type": "event_callback",
+            "event": {"type": "reaction_added", "user": "U1", "reaction": "codebutler",
+                      "item": {"type": "message", "channel": "CWEB", "ts": "1.1"},
+                      "event_ts": "1.2"}
+        }))
+        .unwrap();
+        router.accept(reaction).await.unwrap();
         router.accept_interaction(click("CWEB")).await.unwrap();
         router.accept_interaction(click("COTHER")).await.unwrap();
-        assert_eq!(*api.0.lock().unwrap(), ["Ev1"]);
-        assert_eq!(*web.0.lock().unwrap(), ["Ev2", "click in CWEB"]);
+        let typed = |channel: &str| SlashCommand {
+            channel: channel.to_owned(),
+            user: "U1".to_owned(),
+            command: "/codebutler".to_owned(),
+            text: "status".to_owned(),
+        };
+        assert_eq!(router.command(typed("CAPI")).await, "answered");
+        assert_eq!(
+            router.command(typed("D0DM")).await,
+            "No repository is served in this conversation: use /codebutler in a repository's \
+             channel (<#CAPI>, <#CWEB>)."
+        );
+        assert_eq!(*api.0.lock().unwrap(), ["Ev1", "/codebutler in CAPI"]);
+        assert_eq!(*web.0.lock().unwrap(), ["Ev2", "Ev4", "click in CWEB"]);
     }
 }

@@ -275,6 +275,9 @@ pub struct ThreadMessage {
     /// Its text, in Slack's markup.
     #[serde(default)]
     pub text: String,
+    /// The thread it is in (a parent's own ts, or absent for a message without replies).
+    #[serde(default)]
+    pub thread_ts: Option<String>,
 }
 
 /// One page of `conversations.replies` as [`Sender::thread_messages`] reads it.
@@ -714,6 +717,45 @@ impl Sender {
         }
         read.complete = false;
         Ok(read)
+    }
+
+    /// Replaces what `user`'s App Home tab shows with `blocks` (`views.publish`). Its answer
+    /// (the view as Slack keeps it) is not needed and not read.
+    pub async fn publish_home(
+        &self,
+        user: &str,
+        blocks: Vec<SlackBlock>,
+    ) -> Result<(), SlackError> {
+        let request = SlackApiViewsPublishRequest::new(
+            user.into(),
+            SlackView::Home(SlackHomeView::new(blocks)),
+        );
+        let _: serde_json::Value = self
+            .retrying("views.publish", || async {
+                self.client
+                    .open_session(&self.token)
+                    .http_session_api
+                    .http_post("views.publish", &request, None)
+                    .await
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// One message of `channel` found by its `ts` (a top-level message or a reply), as
+    /// `conversations.replies` shows it, reading at most `max_pages` pages of its thread;
+    /// `None` when Slack has no such message (`thread_not_found`) or it is past those pages.
+    pub async fn find_message(
+        &self,
+        channel: &str,
+        ts: &str,
+        max_pages: usize,
+    ) -> Result<Option<ThreadMessage>, SlackError> {
+        match self.thread_messages(channel, ts, max_pages).await {
+            Ok(read) => Ok(read.messages.into_iter().find(|m| m.ts == ts)),
+            Err(e) if e.code() == Some("thread_not_found") => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// Runs `call`, waiting out HTTP 429 answers as long as their `Retry-After` says; an

@@ -7,6 +7,10 @@
 //! ([`shared_files`] lists them). What is accepted is a person's message ([`Origin::Person`]) whatever its text
 //! says: text that reads like a click's or the PR watcher's marker (posted through the API,
 //! where Slack does not escape `<`) stays text.
+//!
+//! A reaction asks for a request ([`classify_reaction`]) when it is the configured emoji
+//! (`triggers.reaction`), on a message of this channel, by a person other than the bot, on a
+//! message not the bot's own; [`reaction_request_text`] is what the thread then holds.
 
 use slack_morphism::prelude::*;
 
@@ -115,6 +119,69 @@ pub fn shared_files(event: &SlackPushEventCallback) -> Vec<SharedFile> {
             })
         })
         .collect()
+}
+
+/// A reaction asking that the message it is on become a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReactionRequest {
+    pub channel: String,
+    /// The message reacted to.
+    pub ts: String,
+    /// Who reacted: the request is theirs.
+    pub user: String,
+}
+
+/// Classifies a push event against the request emoji `emoji` (a name without colons):
+/// `Ok` for a reaction asking for a request here, `Err` with the reason it is ignored.
+pub fn classify_reaction(
+    event: &SlackPushEventCallback,
+    filter: &IntakeFilter,
+    emoji: &str,
+) -> Result<ReactionRequest, &'static str> {
+    let SlackEventCallbackBody::ReactionAdded(reaction) = &event.event else {
+        return Err("not a reaction");
+    };
+    // A skin tone rides on the name: `thumbsup::skin-tone-2`.
+    let name = reaction.reaction.0.split("::").next().unwrap_or_default();
+    if name != emoji {
+        return Err("another emoji");
+    }
+    let SlackReactionsItem::Message(message) = &reaction.item else {
+        return Err("a reaction on a file");
+    };
+    let Some(channel) = &message.origin.channel else {
+        return Err("no channel");
+    };
+    if channel.0 != filter.channel {
+        return Err("other channel");
+    }
+    if reaction.user.0 == filter.bot_user_id {
+        return Err("own reaction");
+    }
+    if reaction.item_user.as_ref().map(|u| u.0.as_str()) == Some(filter.bot_user_id.as_str()) {
+        return Err("a reaction on the bot's own message");
+    }
+    Ok(ReactionRequest {
+        channel: channel.0.clone(),
+        ts: message.origin.ts.0.clone(),
+        user: reaction.user.0.clone(),
+    })
+}
+
+/// The request a reaction makes of a message: who asked and whose message it was on one line
+/// (so the message's own words, even a bare "merge", reach the PM as a request, not a
+/// command), then the message's text.
+pub fn reaction_request_text(
+    reacter: &str,
+    emoji: &str,
+    author: Option<&str>,
+    text: &str,
+) -> String {
+    let whose = match author {
+        Some(author) => format!("a message by <@{author}>"),
+        None => "an app's message".to_owned(),
+    };
+    format!("<@{reacter}> asked for this with :{emoji}: on {whose}:\n{text}")
 }
 
 #[cfg(test)]
@@ -242,6 +309,68 @@ mod tests {
         assert_eq!(
             classify(&push(reaction), &filter()),
             Intake::Ignore("not a message event")
+        );
+    }
+
+    fn reaction(name: &str, user: &str, item_user: &str) -> SlackPushEventCallback {
+        push(
+            json!({"type": "reaction_added", "user": user, "reaction": name,
+            "item_user": item_user,
+            "item": {"type": "message", "channel": "C1", "ts": "1.1"}, "event_ts": "1.2"}),
+        )
+    }
+
+    #[test]
+    fn the_request_emoji_on_a_message_here_asks_for_a_request() {
+        for name in ["codebutler", "codebutler::skin-tone-3"] {
+            assert_eq!(
+                classify_reaction(&reaction(name, "U1", "UALERT"), &filter(), "codebutler"),
+                Ok(ReactionRequest {
+                    channel: "C1".into(),
+                    ts: "1.1".into(),
+                    user: "U1".into()
+                })
+            );
+        }
+    }
+
+    #[test]
+    fn other_reactions_ask_for_nothing() {
+        let emoji = "codebutler";
+        let on_file = push(json!({"type": "reaction_added", "user": "U1",
+            "reaction": emoji, "item": {"type": "file", "id": "F1"}, "event_ts": "1.2"}));
+        let mut elsewhere = reaction(emoji, "U1", "U2");
+        if let SlackEventCallbackBody::ReactionAdded(r) = &mut elsewhere.event
+            && let SlackReactionsItem::Message(m) = &mut r.item
+        {
+            m.origin.channel = Some("C2".into());
+        }
+        let cases = [
+            (reaction("eyes", "U1", "U2"), "another emoji"),
+            (reaction("codebutlers", "U1", "U2"), "another emoji"),
+            (reaction(emoji, "UBOT", "U2"), "own reaction"),
+            (
+                reaction(emoji, "U1", "UBOT"),
+                "a reaction on the bot's own message",
+            ),
+            (on_file, "a reaction on a file"),
+            (elsewhere, "other channel"),
+            (push(user_message()), "not a reaction"),
+        ];
+        for (event, reason) in cases {
+            assert_eq!(classify_reaction(&event, &filter(), emoji), Err(reason));
+        }
+    }
+
+    #[test]
+    fn a_reaction_request_names_who_asked_and_keeps_the_words_off_the_first_line() {
+        assert_eq!(
+            reaction_request_text("U1", "codebutler", Some("U2"), "merge"),
+            "<@U1> asked for this with :codebutler: on a message by <@U2>:\nmerge"
+        );
+        assert_eq!(
+            reaction_request_text("U1", "codebutler", None, "CPU at 99%"),
+            "<@U1> asked for this with :codebutler: on an app's message:\nCPU at 99%"
         );
     }
 }

@@ -8,6 +8,11 @@
 //! same way through [`EventSink::accept_interaction`]; one whose payload slack-morphism cannot
 //! parse is acknowledged by it and reported to the error handler, so Slack does not resend it.
 //!
+//! A slash command's envelope must be acknowledged within 3 seconds, and the acknowledgement
+//! carries the answer: [`EventSink::command`] returns it (at most [`COMMAND_DEADLINE`] is
+//! waited for it), and it goes back as an ephemeral message, shown to the person who typed
+//! the command alone.
+//!
 //! Each `hello` (one per connection opened) carries `num_connections`, how many Socket Mode
 //! connections the app has open at that moment; it is handed to a [`Hellos`] channel, so
 //! the service can notice another process sharing the app (see
@@ -34,7 +39,27 @@ pub trait EventSink: Send + Sync {
     async fn accept_interaction(&self, _event: SlackInteractionEvent) -> Result<(), NotStored> {
         Ok(())
     }
+
+    /// A slash command: the answer (mrkdwn) shown to the person who typed it alone.
+    async fn command(&self, command: SlashCommand) -> String {
+        format!("{} is not answered here.", command.command)
+    }
 }
+
+/// A slash command as Slack hands it over: who typed it, in which channel, and its words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlashCommand {
+    pub channel: String,
+    pub user: String,
+    /// The command, with its slash (`/codebutler`).
+    pub command: String,
+    /// What followed the command.
+    pub text: String,
+}
+
+/// How long a slash command's answer is waited for before a shorter one goes instead: Slack
+/// takes an envelope not acknowledged within 3 seconds for lost.
+pub const COMMAND_DEADLINE: std::time::Duration = std::time::Duration::from_millis(2500);
 
 /// An event a sink could not keep: it is left unacknowledged, so Slack delivers it again.
 /// The cause is boxed so this adapter names no store type.
@@ -97,7 +122,8 @@ impl SocketMode {
         let callbacks = SlackSocketModeListenerCallbacks::new()
             .with_hello_events(on_hello)
             .with_push_events(on_push)
-            .with_interaction_events(on_interaction);
+            .with_interaction_events(on_interaction)
+            .with_command_events(on_command);
         let environment = Arc::new(
             SlackClientEventsListenerEnvironment::new(client)
                 .with_error_handler(on_error)
@@ -170,6 +196,10 @@ impl EventSink for TakesNothing {
     async fn accept_interaction(&self, _event: SlackInteractionEvent) -> Result<(), NotStored> {
         Err(NotStored::new("button click", "", ProbeOnly))
     }
+
+    async fn command(&self, _command: SlashCommand) -> String {
+        "CodeButler is restarting its connection: try again in a moment.".to_owned()
+    }
 }
 
 // Generic because slack-morphism does not export the hello event's type by name; its
@@ -224,6 +254,32 @@ async fn on_interaction(
         .accept_interaction(event)
         .await
         .map_err(Into::into)
+}
+
+async fn on_command(
+    event: SlackCommandEvent,
+    _client: Arc<Client>,
+    state: SlackClientEventsUserState,
+) -> UserCallbackResult<SlackCommandEventResponse> {
+    let command = SlashCommand {
+        channel: event.channel_id.0,
+        user: event.user_id.0,
+        command: event.command.0,
+        text: event.text.unwrap_or_default(),
+    };
+    let sink = sink_of(&state).await?;
+    let answer = match tokio::time::timeout(COMMAND_DEADLINE, sink.command(command)).await {
+        Ok(answer) => answer,
+        Err(_) => {
+            tracing::warn!("slash command not answered within {COMMAND_DEADLINE:?}");
+            "CodeButler could not answer within Slack's 3 seconds: try again in a moment."
+                .to_owned()
+        }
+    };
+    Ok(
+        SlackCommandEventResponse::new(SlackMessageContent::new().with_text(answer))
+            .with_response_type(SlackMessageResponseType::Ephemeral),
+    )
 }
 
 /// The sink `start` installed in the listener's state.

@@ -21,6 +21,15 @@ pub const MANIFEST_PATH: &str = "deploy/slack-app-manifest.yaml";
 /// Scopes of the manifest only `codebutler init` uses (to join or create a channel); the
 /// service runs without them.
 pub const INIT_ONLY_SCOPES: [&str; 2] = ["channels:join", "channels:manage"];
+/// Scopes of the manifest that carry a trigger besides a channel message, each with the
+/// trigger that stays silent without it: the service runs without them, saying so at start.
+pub const TRIGGER_SCOPES: [(&str, &str); 2] = [
+    ("commands", "the /codebutler command"),
+    (
+        "reactions:read",
+        "the reaction that makes a message a request (`triggers.reaction`)",
+    ),
+];
 /// Channels asked for per `conversations.list` page.
 const LIST_PAGE: &str = "200";
 /// At most this many pages are read (40,000 channels).

@@ -3,15 +3,29 @@
 //! ([`crate::dispatch`]). Duplicate deliveries are stored once and wake nothing. Files
 //! shared on a message are stored with it, to be fetched when its thread handles it
 //! (fetching them here would hold the event's acknowledgement).
+//!
+//! A reaction with the request emoji (`triggers.reaction`, [`ReactionTrigger`]) by someone
+//! allowed in the channel makes the message it is on a request: the message is read back
+//! from Slack (the event carries only its ts) and stored under its own ts, as the reacter's,
+//! in its own thread — so a second reaction, a redelivery, or a message that already was a
+//! request stores nothing new. A reaction by someone not allowed does nothing.
 
 use async_trait::async_trait;
-use slack_morphism::prelude::{SlackInteractionEvent, SlackPushEventCallback};
+use slack_morphism::prelude::{
+    SlackEventCallbackBody, SlackInteractionEvent, SlackPushEventCallback,
+};
 
 use crate::dispatch::Dispatcher;
-use crate::slack::intake::{Intake, IntakeFilter, classify, shared_files};
-use crate::slack::socket::{EventSink, NotStored};
+use crate::domain::{IncomingMessage, Origin};
+use crate::slack::api::{Sender, SlackError};
+use crate::slack::intake::{
+    Intake, IntakeFilter, ReactionRequest, classify, classify_reaction, reaction_request_text,
+    shared_files,
+};
+use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 use crate::store::Store;
 use crate::thread::pm_turn::preview;
+use crate::thread::slash_command::{COMMAND, SlashCommands};
 
 /// Stores accepted events before they are acknowledged and wakes their thread.
 #[derive(Debug)]
@@ -19,11 +33,46 @@ pub struct IntakeSink {
     pub filter: IntakeFilter,
     pub store: Store,
     pub dispatcher: Dispatcher,
+    /// The reaction that makes a message a request; `None`: reactions start nothing.
+    pub reaction: Option<ReactionTrigger>,
+    /// The `/codebutler` command's answers.
+    pub commands: SlashCommands,
 }
+
+/// The request emoji and what taking a reaction needs: who may ask, and Slack to read the
+/// message reacted to.
+#[derive(Debug)]
+pub struct ReactionTrigger {
+    /// The emoji's name, without colons (`triggers.reaction`).
+    pub emoji: String,
+    /// `access.allowedUsers`: who may ask (empty: everyone in the channel).
+    pub allowed_users: Vec<String>,
+    /// Reads the message reacted to.
+    pub sender: Sender,
+}
+
+/// Pages of a thread read to find the message reacted to (a reply deep in a long thread).
+const REACTED_MESSAGE_PAGES: usize = 20;
+
+/// Why a reaction could not be taken: it is left unacknowledged, for Slack to deliver again.
+#[derive(Debug, thiserror::Error)]
+#[error("read the message reacted to: {0}")]
+struct ReadReacted(#[source] SlackError);
 
 #[async_trait]
 impl EventSink for IntakeSink {
     async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+        if let (Some(trigger), SlackEventCallbackBody::ReactionAdded(_)) =
+            (&self.reaction, &event.event)
+        {
+            return match classify_reaction(&event, &self.filter, &trigger.emoji) {
+                Ok(request) => self.accept_reaction(trigger, request, &event).await,
+                Err(reason) => {
+                    tracing::debug!(event = %event.event_id.0, "ignored reaction: {reason}");
+                    Ok(())
+                }
+            };
+        }
         let msg = match classify(&event, &self.filter) {
             Intake::Accept(msg) => msg,
             Intake::Ignore(reason) => {
@@ -64,6 +113,93 @@ impl EventSink for IntakeSink {
         if new {
             tracing::info!(tag = "MSG", "{}: clicked a button", msg.user);
             self.dispatcher.notify(&msg.thread());
+        }
+        Ok(())
+    }
+
+    /// `/codebutler` is answered from the store; another app's command is not ours.
+    async fn command(&self, command: SlashCommand) -> String {
+        if command.command != COMMAND {
+            return format!("{} is not CodeButler's command.", command.command);
+        }
+        tracing::info!(
+            tag = "CMD",
+            "{}: {COMMAND} {:?}",
+            command.user,
+            preview(&command.text)
+        );
+        match self
+            .commands
+            .answer(&command.user, &command.text, chrono::Utc::now())
+            .await
+        {
+            Ok(answer) => answer,
+            Err(e) => {
+                tracing::warn!("{e}");
+                "CodeButler could not read its records just now: try again in a moment.".to_owned()
+            }
+        }
+    }
+}
+
+impl IntakeSink {
+    /// Takes a reaction asking for a request: by someone allowed, on a message Slack still
+    /// has with some text, stored under the message's own ts as the reacter's.
+    async fn accept_reaction(
+        &self,
+        trigger: &ReactionTrigger,
+        request: ReactionRequest,
+        event: &SlackPushEventCallback,
+    ) -> Result<(), NotStored> {
+        let allowed =
+            trigger.allowed_users.is_empty() || trigger.allowed_users.contains(&request.user);
+        if !allowed {
+            tracing::info!(
+                "{} reacted :{}: but is not in access.allowedUsers: no request",
+                request.user,
+                trigger.emoji
+            );
+            return Ok(());
+        }
+        let found = trigger
+            .sender
+            .find_message(&request.channel, &request.ts, REACTED_MESSAGE_PAGES)
+            .await
+            .map_err(|e| NotStored::new("reaction", &request.ts, ReadReacted(e)))?;
+        let Some(message) = found.filter(|m| !m.text.trim().is_empty()) else {
+            tracing::debug!(event = %event.event_id.0, "ignored reaction: no message text");
+            return Ok(());
+        };
+        if message.user.as_deref() == Some(self.filter.bot_user_id.as_str()) {
+            tracing::debug!(event = %event.event_id.0, "ignored reaction: the bot's own post");
+            return Ok(());
+        }
+        let author = message.user.as_deref().filter(|_| message.bot_id.is_none());
+        let msg = IncomingMessage {
+            channel: request.channel.clone(),
+            ts: request.ts.clone(),
+            thread_ts: message.thread_ts.clone().unwrap_or(request.ts.clone()),
+            user: request.user.clone(),
+            text: reaction_request_text(&request.user, &trigger.emoji, author, &message.text),
+            event_id: Some(event.event_id.0.clone()),
+            origin: Origin::Person,
+        };
+        let new = self
+            .store
+            .record_message(&msg)
+            .await
+            .map_err(|e| NotStored::new("reaction", &msg.ts, e))?;
+        if new {
+            crate::metrics::metrics().messages_received.inc();
+            tracing::info!(
+                tag = "MSG",
+                "{}: made a message a request :{}:",
+                msg.user,
+                trigger.emoji
+            );
+            self.dispatcher.notify(&msg.thread());
+        } else {
+            tracing::debug!(event = %event.event_id.0, "message {} is a request already", msg.ts);
         }
         Ok(())
     }

@@ -6,7 +6,8 @@
 //! `review_commands`, `rebase_commands`). The
 //! words it understands are in [`approval`], [`crate::gateway::budget`], [`routing`] and [`close_plan`]
 //! (a memory proposal's in [`crate::memory::proposal`]), the fixed words it answers with in
-//! [`replies`]; who may give which command in [`permissions`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
+//! [`replies`]; who may give which command in [`permissions`]; the `/codebutler` command's
+//! answers in [`slash_command`]; [`crate::history`] reads a thread's past back; [`model_switch`] checks a PM model
 //! chosen from Slack against the provider's list.
 
 pub mod approval;
@@ -27,4 +28,5 @@ mod rebase_commands;
 pub mod replies;
 mod review_commands;
 pub mod routing;
+pub mod slash_command;
 pub mod state;

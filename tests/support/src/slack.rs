@@ -16,6 +16,11 @@
 //!   connections (this one included), as Slack's does; `events_api` envelopes; the client acks with
 //!   `{"envelope_id":…}` after its callback returned; `disconnect` makes it drop that socket and
 //!   open a fresh one through `apps.connections.open`.
+//! * Slash commands (see [`commands`]): a test types `/codebutler …` and the fake sends a
+//!   `slash_commands` envelope; what the acknowledgement's payload says within 3 seconds is
+//!   what the person was shown, to them alone unless it is `in_channel`.
+//! * App Home (see [`home`]): `app_home_opened` when a test opens a person's Home tab, and
+//!   `views.publish` replacing what it shows.
 //! * Interactivity (see [`interactive`]): a test "clicks" a button of a message the bot posted
 //!   and the fake sends an `interactive` envelope with a `block_actions` payload, as Slack does;
 //!   `chat.update` keeps a message's blocks when it sends none and drops them for `blocks: []`.
@@ -44,9 +49,11 @@ mod access;
 mod acting;
 mod channels;
 mod chat;
+mod commands;
 mod error;
 mod files;
 mod history;
+mod home;
 mod interactive;
 mod people;
 mod reactions;
@@ -57,6 +64,7 @@ mod stall;
 mod web;
 
 pub use access::manifest_bot_scopes;
+pub use commands::{COMMAND_ACK_WINDOW, CommandAnswer};
 use files::upload_handler;
 pub use recorded::{Ack, Call, Post, Reaction, Sent, Update, Upload};
 use shared_files::download_handler;
@@ -156,6 +164,10 @@ struct SlackState {
     updates: Vec<Update>,
     reactions_log: Vec<Reaction>,
     reactions_now: Vec<Reaction>,
+    /// People's reactions, as (channel, ts, user, name) (see [`FakeSlack::person_reacts`]).
+    people_reactions: std::collections::HashSet<(String, String, String, String)>,
+    /// What each person's Home tab shows: the last view published for them (see [`home`]).
+    home_views: HashMap<String, Value>,
     uploads: Vec<Upload>,
     pending_files: HashMap<String, PendingFile>,
     acks: Vec<Ack>,

@@ -459,6 +459,7 @@ mod tests {
                 user: Some("U1".into()),
                 bot_id: (i % 2 == 1).then(|| "B1".into()),
                 text: format!("message {i} {}", "w".repeat(40)),
+                thread_ts: None,
             })
             .collect();
         let text = thread_text(&messages, false);

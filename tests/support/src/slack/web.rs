@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 use super::files::{self, multipart_boundary, parse_multipart};
 use super::{APP_TOKEN, BOT_TOKEN, Call, Inner, SlackState, StallPoint};
-use super::{access, channels, chat, history, people, reactions, socket_mode};
+use super::{access, channels, chat, history, home, people, reactions, socket_mode};
 
 pub(super) type Params = Map<String, Value>;
 
@@ -264,6 +264,7 @@ const METHODS: &[(&str, Implementation)] = &[
     ("conversations.history", |_, st, params| {
         history::history(st, params)
     }),
+    ("views.publish", home::publish),
     ("reactions.add", reactions::add),
     ("reactions.remove", reactions::remove),
     ("files.getUploadURLExternal", files::get_upload_url),

@@ -844,3 +844,162 @@ async fn scopes_socket_mode_and_channels_answer_as_slack() {
     assert_eq!(refused["error"], "missing_scope");
     assert_eq!(refused["needed"], "connections:write");
 }
+
+/// A person's reaction is Slack's `reaction_added` event with the message's author, once per
+/// person and emoji, and only to an app with `reactions:read`.
+#[tokio::test]
+async fn a_persons_reaction_is_one_reaction_added_event() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let message = fake.user_message(CHANNEL, "U1", "deploy is broken", None);
+    assert_eq!(
+        next_json(&mut ws).await["payload"]["event"]["ts"],
+        message.ts
+    );
+
+    assert!(
+        fake.person_reacts(CHANNEL, "1.000001", "U2", "eyes")
+            .is_none(),
+        "no such message"
+    );
+    let sent = fake
+        .person_reacts(CHANNEL, &message.ts, "U2", "codebutler")
+        .unwrap();
+    let envelope = next_json(&mut ws).await;
+    assert_eq!(envelope["envelope_id"], sent.envelope_id);
+    let event = &envelope["payload"]["event"];
+    assert_eq!(event["type"], "reaction_added");
+    assert_eq!(event["user"], "U2");
+    assert_eq!(event["reaction"], "codebutler");
+    assert_eq!(event["item_user"], "U1");
+    assert_eq!(
+        event["item"],
+        json!({"type": "message", "channel": CHANNEL, "ts": message.ts})
+    );
+    assert!(event["event_ts"].is_string());
+    assert!(
+        fake.person_reacts(CHANNEL, &message.ts, "U2", "codebutler")
+            .is_none(),
+        "the same person's same reaction is one"
+    );
+
+    let scopes: Vec<String> = manifest_bot_scopes()
+        .into_iter()
+        .filter(|s| s != "reactions:read")
+        .collect();
+    fake.set_bot_scopes(&scopes.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        fake.person_reacts(CHANNEL, &message.ts, "U3", "codebutler")
+            .is_none()
+    );
+}
+
+/// A slash command is Slack's `slash_commands` envelope; the acknowledgement's payload is
+/// what the person was shown, to them alone unless `in_channel`; an app without `commands`
+/// has no command.
+#[tokio::test]
+async fn a_slash_command_is_answered_by_its_acknowledgement() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let sent = fake.slash_command(CHANNEL, "U1", "status").unwrap();
+    let envelope = next_json(&mut ws).await;
+    assert_eq!(envelope["type"], "slash_commands");
+    assert_eq!(envelope["envelope_id"], sent.envelope_id);
+    assert_eq!(envelope["accepts_response_payload"], true);
+    let payload = &envelope["payload"];
+    for (key, value) in [
+        ("command", "/codebutler"),
+        ("text", "status"),
+        ("channel_id", CHANNEL),
+        ("user_id", "U1"),
+        ("team_id", TEAM_ID),
+        ("api_app_id", APP_ID),
+    ] {
+        assert_eq!(payload[key], value, "{key}");
+    }
+    assert!(payload["response_url"].is_string() && payload["trigger_id"].is_string());
+    let ack = json!({"envelope_id": sent.envelope_id,
+        "payload": {"text": "all quiet", "response_type": "ephemeral"}});
+    ws.send(Message::Text(ack.to_string().into()))
+        .await
+        .unwrap();
+    let other = fake.slash_command(CHANNEL, "U2", "cost").unwrap();
+    next_json(&mut ws).await;
+    let ack = json!({"envelope_id": other.envelope_id,
+        "payload": {"text": "for everyone", "response_type": "in_channel"}});
+    ws.send(Message::Text(ack.to_string().into()))
+        .await
+        .unwrap();
+    assert!(
+        fake.wait_until(T, || fake.command_answers().len() == 2)
+            .await
+    );
+    assert_eq!(fake.ephemeral_answers("U1"), ["all quiet"]);
+    assert!(fake.ephemeral_answers("U2").is_empty());
+    assert_eq!(
+        fake.command_answers()[1],
+        CommandAnswer {
+            user: "U2".into(),
+            channel: CHANNEL.into(),
+            typed: "cost".into(),
+            text: "for everyone".into(),
+            ephemeral: false,
+        }
+    );
+    assert!(fake.violations().is_empty(), "{:?}", fake.violations());
+
+    fake.set_bot_scopes(&["chat:write"]);
+    assert!(fake.slash_command(CHANNEL, "U1", "status").is_none());
+}
+
+/// Opening the Home tab is Slack's `app_home_opened` event; `views.publish` of a home view
+/// replaces what the person's tab shows, and anything else is refused.
+#[tokio::test]
+async fn a_home_tab_opened_and_its_view_published() {
+    let fake = FakeSlack::start().await;
+    let mut ws = connect(&fake).await;
+    hello(&mut ws).await;
+    let opened = fake.open_app_home("U1");
+    let envelope = next_json(&mut ws).await;
+    assert_eq!(envelope["envelope_id"], opened.envelope_id);
+    let event = &envelope["payload"]["event"];
+    assert_eq!(event["type"], "app_home_opened");
+    assert_eq!(event["user"], "U1");
+    assert_eq!(event["tab"], "home");
+    assert!(event["channel"].as_str().unwrap().starts_with('D'));
+
+    let view = json!({"type": "home", "blocks": [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "first"}}]});
+    let published = post_json(
+        &fake,
+        "views.publish",
+        BOT_TOKEN,
+        json!({"user_id": "U1", "view": view}),
+    )
+    .await;
+    assert_eq!(published["ok"], true, "{published}");
+    assert_eq!(published["view"]["type"], "home");
+    assert!(published["view"]["id"].is_string());
+    let view = json!({"type": "home", "blocks": [
+        {"type": "section", "text": {"type": "mrkdwn", "text": "second"}}]});
+    post_json(
+        &fake,
+        "views.publish",
+        BOT_TOKEN,
+        json!({"user_id": "U1", "view": view}),
+    )
+    .await;
+    assert_eq!(fake.home_text("U1"), "second");
+    let modal = json!({"type": "modal", "blocks": []});
+    let refused = post_json(
+        &fake,
+        "views.publish",
+        BOT_TOKEN,
+        json!({"user_id": "U2", "view": modal}),
+    )
+    .await;
+    assert_eq!(refused["error"], "invalid_arguments");
+    assert!(fake.home_view("U2").is_none());
+}
