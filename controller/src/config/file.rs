@@ -66,6 +66,7 @@ pub(super) struct FileConfig {
     pub reports: ReportsConfig,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub attachments: AttachmentsConfig,
+    #[serde(default, deserialize_with = "null_as_absent")]
     pub triggers: TriggersFile,
 }
 
