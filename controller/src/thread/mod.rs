@@ -28,3 +28,4 @@ pub mod replies;
 mod review_commands;
 pub mod routing;
 pub mod state;
+mod status_line;

@@ -1,5 +1,6 @@
 //! A message for the PM: its turn (which the messages typed meanwhile join,
-//! [`super::joined_messages`]), recorded with its answer (and plan, with the plan's cost
+//! [`super::joined_messages`]; the thread's status line says what it is doing meanwhile,
+//! [`super::status_line`], or 👀 where Slack shows none), recorded with its answer (and plan, with the plan's cost
 //! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer. A
 //! recorded plan starts its preparation ahead ([`crate::coder::ahead`]); a plain "no"
 //! discards it. A
@@ -31,6 +32,7 @@ use crate::thread::joined_messages::JoinedMessages;
 use crate::thread::replies::{
     THREAD_CLOSED, answered_by_fallback, no_pm_model, plan_waits_for_developer,
 };
+use crate::thread::status_line::StatusLine;
 
 /// Which PM turn a message gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,8 +82,13 @@ impl ThreadHandler {
                 .discard(&thread.thread_ts, "the plan was declined");
         }
         self.coder.ahead.touch(&thread.thread_ts);
-        self.react(msg, "eyes").await;
+        // The thread's status line says the PM works on it; 👀 where Slack shows none.
+        let status = StatusLine::start(self.outbox.sender(), &thread).await;
+        if !status.shown() {
+            self.react(msg, "eyes").await;
+        }
         if let Err(settle) = self.read_references(msg).await {
+            status.clear().await;
             return settle;
         }
         // Messages typed while the PM works join this turn.
@@ -89,7 +96,7 @@ impl ThreadHandler {
         let answered = match access {
             Access::Full => {
                 tracing::info!(tag = "PM", "thread {thread} → pm responding");
-                self.pm.answer(msg, &joined, cancel).await
+                self.pm.answer(msg, &joined, &status, cancel).await
             }
             Access::AfterClose => {
                 tracing::info!(
@@ -97,7 +104,7 @@ impl ThreadHandler {
                     "thread {thread} → pm responding read-only (the thread is closed)"
                 );
                 self.pm
-                    .answer_read_only(msg, cancel)
+                    .answer_read_only(msg, &status, cancel)
                     .await
                     .map(|turn| PmTurn {
                         answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
@@ -108,6 +115,7 @@ impl ThreadHandler {
         let turn = match answered {
             Ok(turn) => turn,
             Err(PmError::Cancelled) => {
+                status.clear().await;
                 tracing::warn!(thread = %thread, "pm cancelled by shutdown; message kept for the next start");
                 return Settle::Settled;
             }
@@ -149,6 +157,7 @@ impl ThreadHandler {
         let joined = joined.joined();
         if let Err(e) = self.complete_turn(msg, &joined, &turn, cancel).await {
             tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
+            status.clear().await;
             return Settle::Failed;
         }
         if let Some(plan) = &turn.plan {
