@@ -1,11 +1,48 @@
 //! Slack's AI-app surface as a thread meets it: the status line while the PM works (and the
-//! 👀 reaction where Slack shows none), checked by what the fake Slack received.
+//! 👀 reaction where Slack shows none), the PM's answer streamed as the model writes it and
+//! ending as the message the plain path posts, once, even across a crash; checked by what
+//! the fake Slack received and shows.
 
 use codebutler_test_support::model::Reply;
-use codebutler_test_support::slack::CHANNEL;
-use serde_json::json;
+use codebutler_test_support::slack::{CHANNEL, TEAM_ID};
+use serde_json::{Value, json};
 
-use crate::harness::Env;
+use crate::harness::{Env, USER, WAIT};
+
+/// An environment whose answers are streamed (the product's default; the harness turns it
+/// off for the tests of the plain path).
+async fn streaming_env() -> Env {
+    Env::with_config(json!({"slack": {"streaming": true}})).await
+}
+
+/// What the thread shows of the bot's, without the message ids: each message's text,
+/// blocks and shared files' titles, oldest first.
+fn shown(env: &Env, thread: &str) -> Vec<Value> {
+    env.slack
+        .bot_replies(CHANNEL, thread)
+        .into_iter()
+        .map(|m| {
+            let files: Vec<Value> = m["files"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| f["title"].clone())
+                .collect();
+            json!({"text": m["text"], "blocks": m["blocks"], "files": files})
+        })
+        .collect()
+}
+
+/// A long answer: over Slack's 4,000 characters, with a code block long enough for a
+/// snippet, and words that would mention the channel if they were not made inert.
+fn long_answer() -> String {
+    let code: String = (0..30).map(|i| format!("let x{i} = {i};\n")).collect();
+    format!(
+        "Tell <!channel> & everyone: it is in `src/auth/session.rs`.\n\n```rust\n{code}```\n\n{}\n\n{}",
+        "a".repeat(3500),
+        "b".repeat(3500)
+    )
+}
 
 /// The statuses Slack took for `thread`, in order.
 fn statuses(env: &Env, thread: &str) -> Vec<String> {
@@ -102,4 +139,104 @@ async fn with_the_ai_surface_off_the_pm_reacts_with_eyes_and_sets_no_status() {
     assert!(env.wait_reaction(&thread, "white_check_mark").await);
     assert_eq!(reactions_on(&env, &thread), ["eyes", "white_check_mark"]);
     assert!(env.slack.calls_of("assistant.threads.setStatus").is_empty());
+}
+
+#[tokio::test]
+async fn a_streamed_answer_ends_as_the_messages_the_plain_path_posts() {
+    let env = streaming_env().await;
+    let answer = long_answer();
+    env.model.script(
+        "STREAMED question",
+        vec![
+            Reply::tool_call("ReadFile", r#"{"path": "src/auth/session.rs"}"#),
+            Reply::text(answer.clone()),
+        ],
+    );
+    env.model
+        .script("PLAIN question", vec![Reply::text(answer.clone())]);
+    let _daemon = env.start().await;
+    let streamed = env.say("STREAMED question");
+    assert!(env.wait_reaction(&streamed, "white_check_mark").await);
+    // Then streaming is refused: the next answer is posted the plain way.
+    env.slack.refuse("chat.startStream", "feature_not_enabled");
+    let plain = env.say("PLAIN question");
+    assert!(env.wait_reaction(&plain, "white_check_mark").await);
+
+    let (streamed_shows, plain_shows) = (shown(&env, &streamed), shown(&env, &plain));
+    assert_eq!(streamed_shows, plain_shows);
+    assert!(
+        plain_shows.len() >= 3,
+        "split and a snippet: {plain_shows:?}"
+    );
+    assert!(
+        plain_shows[0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("*PM:* Tell &lt;!channel&gt; &amp; everyone"),
+        "{plain_shows:?}"
+    );
+
+    // The first message was the stream, written in pieces as the model wrote, inert.
+    let streams = env.slack.streams();
+    assert_eq!(streams.len(), 1, "{streams:?}");
+    let stream = &streams[0];
+    assert_eq!(stream.thread_ts, streamed);
+    assert_eq!(stream.recipient_user_id.as_deref(), Some(USER));
+    assert_eq!(stream.recipient_team_id.as_deref(), Some(TEAM_ID));
+    assert!(stream.stopped);
+    assert!(!env.slack.calls_of("chat.appendStream").is_empty());
+    let raw = stream
+        .chunks
+        .iter()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<String>();
+    assert!(
+        raw.starts_with("Tell &lt;!channel&gt; &amp; everyone"),
+        "{raw}"
+    );
+    assert!(!raw.contains("<!channel>"), "{raw}");
+    // The streamed message holds the first part: one post fewer in its thread.
+    assert_eq!(
+        env.thread_posts(&streamed).len() + 1,
+        env.thread_posts(&plain).len()
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_restart_mid_stream_replaces_the_streamed_message_and_posts_no_second_answer() {
+    let env = streaming_env().await;
+    let q = "how do we deploy? MID-STREAM";
+    env.model.script(
+        q,
+        vec![
+            Reply::text("The first try, cut off mid-stream by the crash."),
+            Reply::text("Run `make deploy` after the tests pass."),
+        ],
+    );
+    let mut daemon = env.start().await;
+    // Slack takes the first addition to the stream, and the daemon dies before it hears.
+    let stall = env.slack.stall_next("chat.appendStream");
+    let thread = env.say(q);
+    assert!(stall.reached(WAIT).await, "nothing was streamed");
+    daemon.kill9().await;
+    drop(stall);
+    assert_eq!(env.slack.bot_replies(CHANNEL, &thread).len(), 1);
+
+    let _daemon = env.start().await;
+    assert!(env.wait_reaction(&thread, "white_check_mark").await);
+    let shows = shown(&env, &thread);
+    assert_eq!(
+        shows,
+        [
+            json!({"text": "*PM:* Run `make deploy` after the tests pass.", "blocks": null, "files": []})
+        ],
+        "one message, the streamed one, holding the answer"
+    );
+    assert!(
+        env.thread_posts(&thread).is_empty(),
+        "nothing posted besides"
+    );
+    assert_eq!(env.slack.streams().len(), 1, "no second stream");
+    env.assert_clean();
 }

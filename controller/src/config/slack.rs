@@ -32,6 +32,9 @@ pub struct SlackConfig {
     /// line while the PM works, its answers streamed, the Coder's task cards. Off: the 👀
     /// reaction, answers posted whole, the edited status message only.
     pub ai_surface: bool,
+    /// Whether the PM's answers are streamed as the model writes them (`streaming`, default
+    /// true; only with `aiSurface`). Off: answers are posted whole, the status line stays.
+    pub streaming: bool,
 }
 
 /// What a file may say in `slack`.
@@ -47,6 +50,7 @@ pub(super) struct SlackFile {
     messages_per_second: Option<f64>,
     connection_grace_seconds: Option<u64>,
     ai_surface: Option<bool>,
+    streaming: Option<bool>,
 }
 
 impl SlackFile {
@@ -94,6 +98,7 @@ impl SlackFile {
             api_url: base_url(self.api_url, "https://slack.com/api/"),
             messages_per_second: self.messages_per_second.unwrap_or(1.0),
             ai_surface: self.ai_surface.unwrap_or(true),
+            streaming: self.streaming.unwrap_or(true),
             connection_grace: match self.connection_grace_seconds {
                 None => DEFAULT_CONNECTION_GRACE,
                 Some(secs @ 1..=3600) => std::time::Duration::from_secs(secs),

@@ -1,6 +1,7 @@
 //! What the PM is doing while it works, for the thread's status line ("is reading
 //! widgets/inventory.py…"): the model's tool calls said in a few words, told to whoever
-//! watches the turn before the tools run.
+//! watches the turn before the tools run; and, for whoever wants it, the text the model
+//! writes as it writes it (its answer streamed into the thread).
 //!
 //! The words come from a model's arguments: they are cut to one short line without the
 //! characters Slack would read as markup, so a status can neither mention anyone nor link.
@@ -8,6 +9,8 @@
 use async_trait::async_trait;
 use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec};
 use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
+
+use crate::gateway::stream::TextSink;
 
 /// The longest status line, in characters.
 const MAX_STATUS_CHARS: usize = 80;
@@ -20,6 +23,24 @@ pub const THINKING: &str = "is thinking…";
 pub trait Activity: Send + Sync {
     /// The PM is now doing `status` (a line such as "is reading src/app.py…").
     async fn doing(&self, status: &str);
+
+    /// Whether the text the model writes should be told as it comes ([`Activity::wrote`]):
+    /// the PM's calls are then streamed.
+    fn watches_text(&self) -> bool {
+        false
+    }
+
+    /// The model wrote `delta`, the next piece of its text (a retry starts again).
+    fn wrote(&self, _delta: &str) {}
+}
+
+/// An activity's [`Activity::wrote`] as the gateway's text sink.
+pub(crate) struct Writes<'a>(pub(crate) &'a dyn Activity);
+
+impl TextSink for Writes<'_> {
+    fn text(&self, delta: &str) {
+        self.0.wrote(delta);
+    }
 }
 
 /// Nobody watches.

@@ -30,7 +30,7 @@ use crate::layout::Layout;
 use crate::memory::source::DefaultBranchMemory;
 use crate::store::{Store, StoreError};
 use crate::workspace::write_access::WriteAccess;
-use activity::{Activity, Watched};
+use activity::{Activity, Watched, Writes};
 
 /// Model calls that may use tools before the PM must answer.
 pub const MAX_ITERATIONS: usize = 15;
@@ -180,7 +180,8 @@ impl Pm {
         let mut history = self.store.conversation(&thread, ROLE).await?;
         let user_message = said(msg);
         history.push(user_message.clone());
-        let model = RoleModel::new(
+        let writes = Writes(activity);
+        let mut model = RoleModel::new(
             &self.gateway,
             CallContext {
                 thread,
@@ -189,6 +190,9 @@ impl Pm {
             },
             cancel.clone(),
         );
+        if activity.watches_text() {
+            model = model.streaming_to(&writes);
+        }
         let limits = LoopLimits {
             max_iterations: MAX_ITERATIONS,
         };

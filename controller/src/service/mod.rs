@@ -138,7 +138,7 @@ pub async fn run(
         client: client.clone(),
         sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second).with_surface(
             if app.ai_surface {
-                Surface::on(&bot.team_id)
+                Surface::on(&bot.team_id).streaming(app.streaming)
             } else {
                 Surface::off()
             },

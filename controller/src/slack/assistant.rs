@@ -61,6 +61,8 @@ pub struct Surface {
     /// The workspace the bot is in (`recipient_team_id` of a stream); `None`: the surface is
     /// off.
     team_id: Option<String>,
+    /// Whether messages are streamed at all (`slack.streaming`).
+    streaming: bool,
     off: Mutex<HashSet<(Feature, String)>>,
 }
 
@@ -69,7 +71,16 @@ impl Surface {
     pub fn on(team_id: &str) -> Self {
         Self {
             team_id: Some(team_id.to_owned()),
+            streaming: true,
             off: Mutex::default(),
+        }
+    }
+
+    /// The same, streaming messages only if `on` (the status line stays).
+    pub fn streaming(self, on: bool) -> Self {
+        Self {
+            streaming: on,
+            ..self
         }
     }
 
@@ -81,6 +92,7 @@ impl Surface {
     /// Whether `feature` may be tried in `channel`.
     pub fn available(&self, feature: Feature, channel: &str) -> bool {
         self.team_id.is_some()
+            && (feature != Feature::Streaming || self.streaming)
             && !self
                 .off
                 .lock()
@@ -339,5 +351,8 @@ mod tests {
         assert!(surface.available(Feature::Streaming, "C1"));
         assert!(surface.available(Feature::Status, "C2"));
         assert!(!Surface::off().available(Feature::Status, "C2"));
+        let plain = Surface::on("T1").streaming(false);
+        assert!(plain.available(Feature::Status, "C1"));
+        assert!(!plain.available(Feature::Streaming, "C1"));
     }
 }

@@ -18,6 +18,7 @@ pub mod handler;
 pub mod intake;
 mod joined_messages;
 pub mod lease;
+mod live_answer;
 mod memory_commands;
 pub mod model_switch;
 pub mod permissions;
