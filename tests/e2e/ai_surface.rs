@@ -7,7 +7,7 @@ use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{CHANNEL, TEAM_ID};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, USER, WAIT};
+use crate::harness::{Env, USER, WAIT, say_and_wait_run, write};
 
 /// An environment whose answers are streamed (the product's default; the harness turns it
 /// off for the tests of the plain path).
@@ -195,6 +195,9 @@ async fn a_streamed_answer_ends_as_the_messages_the_plain_path_posts() {
         "{raw}"
     );
     assert!(!raw.contains("<!channel>"), "{raw}");
+    let mut start = env.slack.calls_of("chat.startStream")[0].params.clone();
+    start["thread_ts"] = json!("[the thread]");
+    insta::assert_json_snapshot!("pm_answer_stream_start", start);
     // The streamed message holds the first part: one post fewer in its thread.
     assert_eq!(
         env.thread_posts(&streamed).len() + 1,
@@ -238,5 +241,65 @@ async fn a_restart_mid_stream_replaces_the_streamed_message_and_posts_no_second_
         "nothing posted besides"
     );
     assert_eq!(env.slack.streams().len(), 1, "no second stream");
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_coder_run_shows_its_steps_as_task_cards_in_one_streamed_plan() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 5, "timeout": 2},
+        "slack": {"streaming": true}
+    }))
+    .await;
+    let plan = json!({"summary": "Work on TASK-CARDS", "steps": ["Write the note"], "files": []});
+    env.model.script(
+        "please write the TASK-CARDS note",
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready."),
+        ],
+    );
+    env.model.script(
+        "Work on TASK-CARDS",
+        vec![write("notes/cards.txt", "cards\n"), Reply::text("Done.")],
+    );
+    let _daemon = env.start().await;
+    let thread = env.say("please write the TASK-CARDS note");
+    assert!(env.wait_reaction(&thread, "white_check_mark").await);
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+
+    let cards: Vec<_> = env
+        .slack
+        .streams()
+        .into_iter()
+        .filter(|s| s.task_display_mode.is_some())
+        .collect();
+    assert_eq!(cards.len(), 1, "one card per run: {cards:?}");
+    let card = &cards[0];
+    assert_eq!(card.thread_ts, thread);
+    assert!(card.stopped, "the card ended with the run");
+    insta::assert_json_snapshot!(
+        "coder_task_cards",
+        json!({
+            "task_display_mode": card.task_display_mode,
+            "plan": card.plan_title(),
+            // The ids are the model's call ids: how many calls came before is not the point.
+            "tasks": card.tasks().into_iter().map(|mut t| {
+                t["id"] = json!("[call id]");
+                t
+            }).collect::<Vec<_>>(),
+        })
+    );
+    // The status message stays beside the card.
+    assert!(
+        env.post_texts(&thread)
+            .iter()
+            .any(|t| t.starts_with("*Coder:* working on")),
+        "{:?}",
+        env.post_texts(&thread)
+    );
     env.assert_clean();
 }

@@ -11,6 +11,7 @@ use codebutler_agent::conversation::{ChatMessage, ToolCall, ToolSpec};
 use codebutler_agent::tool_loop::{AssistantReply, ChatModel};
 
 use crate::gateway::stream::TextSink;
+use crate::slack::assistant::plain_line;
 
 /// The longest status line, in characters.
 const MAX_STATUS_CHARS: usize = 80;
@@ -79,7 +80,11 @@ impl<M: ChatModel> ChatModel for Watched<'_, M> {
 pub fn status(call: &ToolCall) -> String {
     let args: serde_json::Value =
         serde_json::from_str(&call.function.arguments).unwrap_or(serde_json::Value::Null);
-    let arg = |key: &str| args.get(key).and_then(|v| v.as_str()).map(plain);
+    let arg = |key: &str| {
+        args.get(key)
+            .and_then(|v| v.as_str())
+            .map(|t| plain_line(t, MAX_STATUS_CHARS))
+    };
     let doing = match (call.function.name.as_str(), arg("path"), arg("pattern")) {
         ("ReadFile", Some(path), _) => format!("is reading {path}"),
         ("Grep", _, Some(pattern)) => format!("is searching for {pattern}"),
@@ -96,17 +101,6 @@ pub fn status(call: &ToolCall) -> String {
     let mut line: String = doing.chars().take(MAX_STATUS_CHARS).collect();
     line.push('…');
     line
-}
-
-/// A model's text as one plain line: no line breaks, no control characters, none of the
-/// characters Slack's mentions, links and entities are made of (`<`, `>`, `&`).
-fn plain(text: &str) -> String {
-    let line: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .filter(|c| !matches!(c, '<' | '>' | '&'))
-        .collect();
-    line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 #[cfg(test)]

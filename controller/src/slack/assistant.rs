@@ -36,6 +36,24 @@ pub fn means_unavailable(error: &SlackError) -> bool {
     error.code().is_some_and(|code| UNAVAILABLE.contains(&code))
 }
 
+/// Text from outside (a model's words) as one plain line for a status or a task card, at
+/// most `max_chars` characters: no line breaks or control characters, and none of the
+/// characters Slack's mentions, links and entities are made of (`<`, `>`, `&`), so it can
+/// neither mention anyone nor link.
+pub fn plain_line(text: &str, max_chars: usize) -> String {
+    let line: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .filter(|c| !matches!(c, '<' | '>' | '&'))
+        .collect();
+    line.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(max_chars)
+        .collect()
+}
+
 /// A feature of the surface, remembered per channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Feature {
