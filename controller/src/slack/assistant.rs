@@ -54,6 +54,12 @@ pub fn plain_line(text: &str, max_chars: usize) -> String {
         .collect()
 }
 
+/// Whether `error` is one the reply that follows meets too and says, with its fix (the bot
+/// is not in the channel, or the channel is gone): said once there, not here as well.
+fn said_by_the_reply(error: &SlackError) -> bool {
+    matches!(error.code(), Some("not_in_channel" | "channel_not_found"))
+}
+
 /// A feature of the surface, remembered per channel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Feature {
@@ -242,8 +248,8 @@ impl Sender {
             Err(e) => {
                 if means_unavailable(&e) {
                     self.surface().turn_off(Feature::Status, channel, &e);
-                } else {
-                    tracing::warn!("set the thread's status: {e}");
+                } else if !said_by_the_reply(&e) {
+                    tracing::debug!("set the thread's status: {e}");
                 }
                 false
             }
@@ -283,8 +289,8 @@ impl Sender {
             Err(e) => {
                 if means_unavailable(&e) {
                     self.surface().turn_off(Feature::Streaming, channel, &e);
-                } else {
-                    tracing::warn!("start a streamed message: {e}");
+                } else if !said_by_the_reply(&e) {
+                    tracing::debug!("start a streamed message: {e}");
                 }
                 None
             }
