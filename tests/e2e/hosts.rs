@@ -87,7 +87,9 @@ impl Host {
                 "botToken": slack::BOT_TOKEN,
                 "appToken": slack::APP_TOKEN,
                 "apiUrl": slack.api_url(),
-                "messagesPerSecond": 100.0
+                "messagesPerSecond": 100.0,
+                // Answers posted whole, as the harness has them (see tests/README.md).
+                "streaming": false
             },
             "openrouter": {"apiKey": "sk-or-test-key", "baseUrl": model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
             "productManager": {"default": "cheap", "models": {"cheap": {"model": PM_MODEL}}},

@@ -6,6 +6,7 @@
 mod harness;
 
 mod access;
+mod ai_surface;
 mod approval;
 mod attachments;
 mod boundary;

@@ -79,7 +79,7 @@ async fn question_is_answered_after_grep_and_read_file() {
         ]
     );
 
-    // 👀 then ✅ on the user's message.
+    // ✅ on the user's message (the thread's status line said the PM was on it, not 👀).
     let ok = env
         .slack
         .wait_until(WAIT, || {
@@ -90,7 +90,7 @@ async fn question_is_answered_after_grep_and_read_file() {
                 .filter(|r| r.ts == thread)
                 .map(|r| r.name)
                 .collect();
-            names == ["eyes", "white_check_mark"]
+            names == ["white_check_mark"]
         })
         .await;
     assert!(ok, "reactions: {:?}", env.slack.reactions());

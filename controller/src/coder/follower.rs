@@ -1,5 +1,5 @@
 //! Following a run: its status message edited in place (at most every
-//! [`STATUS_INTERVAL`]), pull request links and notices said in the thread, questions
+//! [`STATUS_INTERVAL`]), its task cards streamed beside it ([`super::task_cards`]), pull request links and notices said in the thread, questions
 //! handed to the PM's desk ([`crate::pm::questions`]), and the end reported when it ends.
 
 use std::time::Duration;
@@ -11,6 +11,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::time::Instant;
 
 use super::status::{STATUS_INTERVAL, Status, plan_summary};
+use super::task_cards::TaskCards;
 use super::{
     PREFIX, SlackCoder, pull_request_group, pull_request_line, pull_request_url, status_group,
 };
@@ -42,6 +43,14 @@ impl SlackCoder {
         if let Err(e) = self.outbox.send(&effects).await {
             tracing::error!(thread = %approval.thread(), "record the status message: {e}");
         }
+        let cards = TaskCards::start(
+            self.outbox.sender(),
+            &self.store,
+            approval,
+            &run.id,
+            &status.summary,
+        )
+        .await;
         let follower = Follower {
             coder: self.clone(),
             run_id: run.id,
@@ -49,6 +58,7 @@ impl SlackCoder {
             status_id: effects.id(1),
             status_ts: None,
             status,
+            cards,
         };
         self.followers.spawn(follower.run(events));
     }
@@ -63,6 +73,8 @@ struct Follower {
     status_id: String,
     status_ts: Option<String>,
     status: Status,
+    /// The run's task cards, where Slack streams them.
+    cards: TaskCards,
 }
 
 impl Follower {
@@ -101,6 +113,7 @@ impl Follower {
                     Err(RecvError::Closed) => break,
                 },
                 _ = tick.tick() => {
+                    self.cards.flush().await;
                     // While it waits for a Coder slot, its place is shown as it moves up.
                     let place = self.coder.supervisor.queue_place(&self.run_id);
                     if self.status.turn == 0 && place != self.status.queue_place {
@@ -121,6 +134,7 @@ impl Follower {
                 }
             }
         }
+        self.cards.finish().await;
         // A run still going here lost its supervisor: it is reported at the next start.
         self.coder.report_end(&self.run_id).await;
     }
@@ -129,6 +143,7 @@ impl Follower {
     /// question for the PM or the people.
     async fn on_event(&mut self, seq: i64, event: &Event) {
         self.status.apply(event);
+        self.cards.apply(event);
         if let Some(url) = pull_request_url(event) {
             let group = pull_request_group(&self.run_id, seq);
             let effects = Effects::named(group, &self.approval.thread()).push(Effect::Post {

@@ -30,6 +30,7 @@ mod resume;
 mod start;
 mod status;
 mod task;
+mod task_cards;
 mod tests_run;
 mod undo;
 

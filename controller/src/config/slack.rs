@@ -1,6 +1,7 @@
 //! The `slack` section: the two tokens (checked to be of the right kind, since swapping
 //! them is the usual mistake), the one channel, the Web API base, the posting pace, and how
-//! long more Socket Mode connections than expected may last (another process on the app).
+//! long more Socket Mode connections than expected may last (another process on the app),
+//! and whether Slack's AI-app surface (status line, streamed messages) is used.
 
 use serde::Deserialize;
 
@@ -27,6 +28,13 @@ pub struct SlackConfig {
     /// expects before it stops (`connectionGraceSeconds`, default 60): a reconnect or a
     /// killed process's socket lingers that briefly, another process on the app does not.
     pub connection_grace: std::time::Duration,
+    /// Whether Slack's AI-app surface is used (`aiSurface`, default true): the thread's status
+    /// line while the PM works, its answers streamed, the Coder's task cards. Off: the 👀
+    /// reaction, answers posted whole, the edited status message only.
+    pub ai_surface: bool,
+    /// Whether the PM's answers are streamed as the model writes them (`streaming`, default
+    /// true; only with `aiSurface`). Off: answers are posted whole, the status line stays.
+    pub streaming: bool,
 }
 
 /// What a file may say in `slack`.
@@ -41,6 +49,8 @@ pub(super) struct SlackFile {
     api_url: Option<String>,
     messages_per_second: Option<f64>,
     connection_grace_seconds: Option<u64>,
+    ai_surface: Option<bool>,
+    streaming: Option<bool>,
 }
 
 impl SlackFile {
@@ -87,6 +97,8 @@ impl SlackFile {
             channel_name: self.channel_name,
             api_url: base_url(self.api_url, "https://slack.com/api/"),
             messages_per_second: self.messages_per_second.unwrap_or(1.0),
+            ai_surface: self.ai_surface.unwrap_or(true),
+            streaming: self.streaming.unwrap_or(true),
             connection_grace: match self.connection_grace_seconds {
                 None => DEFAULT_CONNECTION_GRACE,
                 Some(secs @ 1..=3600) => std::time::Duration::from_secs(secs),

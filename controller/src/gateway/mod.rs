@@ -21,6 +21,7 @@ pub mod caps;
 pub mod key;
 pub mod model_list;
 pub mod pricing;
+pub mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,6 +38,7 @@ use crate::gateway::breaker::{BreakerSettings, Breakers};
 use crate::gateway::model_list::{Lookup, ModelList, ModelListError};
 use crate::gateway::pricing::Pricing;
 use crate::store::Store;
+use stream::{Assembly, TextSink};
 
 /// How long fetching the model list may take: it delays a plan's message (or a switch of
 /// model).
@@ -327,6 +329,32 @@ impl Gateway {
         tools: Vec<serde_json::Value>,
         cancel: &CancellationToken,
     ) -> Result<Completion, GatewayError> {
+        self.complete_any(ctx, messages, tools, cancel, None).await
+    }
+
+    /// [`Gateway::complete`], streamed: each piece of the answer's text is told to `sink` as
+    /// the model writes it (a retry or the fallback starts its text again).
+    pub async fn complete_streaming(
+        &self,
+        ctx: &CallContext,
+        messages: &[ChatMessage],
+        tools: &[ToolSpec],
+        cancel: &CancellationToken,
+        sink: &dyn TextSink,
+    ) -> Result<Completion, GatewayError> {
+        let tools: Vec<serde_json::Value> = tools.iter().map(ToolSpec::to_openai).collect();
+        self.complete_any(ctx, messages, tools, cancel, Some(sink))
+            .await
+    }
+
+    async fn complete_any(
+        &self,
+        ctx: &CallContext,
+        messages: &[ChatMessage],
+        tools: Vec<serde_json::Value>,
+        cancel: &CancellationToken,
+        sink: Option<&dyn TextSink>,
+    ) -> Result<Completion, GatewayError> {
         let mut candidates = vec![ctx.model.as_str()];
         if let Some(fallback) = self.fallbacks.for_role(ctx.role)
             && fallback != ctx.model
@@ -349,7 +377,7 @@ impl Gateway {
                 continue;
             }
             match self
-                .complete_with(ctx, model, messages, tools.clone(), cancel)
+                .complete_with(ctx, model, messages, tools.clone(), cancel, sink)
                 .await
             {
                 Ok(completion) => {
@@ -388,15 +416,19 @@ impl Gateway {
         messages: &[ChatMessage],
         tools: Vec<serde_json::Value>,
         cancel: &CancellationToken,
+        sink: Option<&dyn TextSink>,
     ) -> Result<Completion, GatewayError> {
-        let body = request_body(model, messages, tools);
+        let mut body = request_body(model, messages, tools);
+        if sink.is_some() {
+            body["stream"] = serde_json::Value::Bool(true);
+        }
         let started = std::time::Instant::now();
         let mut attempt = 0;
         loop {
             let result = tokio::select! {
                 biased;
                 () = cancel.cancelled() => return Err(GatewayError::Cancelled),
-                r = self.attempt(&body) => r,
+                r = self.attempt(&body, sink) => r,
             };
             let err = match result {
                 Ok((reply, usage)) => {
@@ -438,6 +470,43 @@ impl Gateway {
     }
 
     async fn attempt(
+        &self,
+        body: &serde_json::Value,
+        sink: Option<&dyn TextSink>,
+    ) -> Result<(AssistantReply, Usage), GatewayError> {
+        let Some(sink) = sink else {
+            return self.attempt_whole(body).await;
+        };
+        let send = self
+            .http
+            .post(&self.url)
+            .bearer_auth(self.provider.api_key.expose())
+            .json(body)
+            .send();
+        let read = async {
+            let mut response = send.await.map_err(transport)?;
+            let status = response.status();
+            if !status.is_success() {
+                let retry_after = response
+                    .headers()
+                    .get(reqwest::header::RETRY_AFTER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(parse_retry_after);
+                let text = response.text().await.map_err(transport)?;
+                return parse_response(status.as_u16(), retry_after, &text);
+            }
+            let mut assembly = Assembly::default();
+            while let Some(bytes) = response.chunk().await.map_err(transport)? {
+                assembly.feed(&bytes, sink)?;
+            }
+            assembly.finish(sink)
+        };
+        tokio::time::timeout(self.timeout, read)
+            .await
+            .map_err(|_| GatewayError::Timeout(self.timeout))?
+    }
+
+    async fn attempt_whole(
         &self,
         body: &serde_json::Value,
     ) -> Result<(AssistantReply, Usage), GatewayError> {
@@ -702,7 +771,6 @@ fn parse_response(
 }
 
 /// One role's view of the gateway inside one thread, as the tool loop's model.
-#[derive(Debug)]
 pub struct RoleModel<'a> {
     pub gateway: &'a Gateway,
     pub ctx: CallContext,
@@ -710,6 +778,18 @@ pub struct RoleModel<'a> {
     /// The last model other than `ctx.model` that answered one of its calls (the role's
     /// fallback), if any did.
     pub fallback_answered: std::sync::Mutex<Option<String>>,
+    /// Where the answers' text goes as the model writes it, if anywhere (the calls are then
+    /// streamed).
+    pub sink: Option<&'a dyn TextSink>,
+}
+
+impl std::fmt::Debug for RoleModel<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoleModel")
+            .field("ctx", &self.ctx)
+            .field("streaming", &self.sink.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'a> RoleModel<'a> {
@@ -720,6 +800,15 @@ impl<'a> RoleModel<'a> {
             ctx,
             cancel,
             fallback_answered: std::sync::Mutex::new(None),
+            sink: None,
+        }
+    }
+
+    /// The same, its calls streamed with their text told to `sink`.
+    pub fn streaming_to(self, sink: &'a dyn TextSink) -> Self {
+        Self {
+            sink: Some(sink),
+            ..self
         }
     }
 
@@ -741,10 +830,18 @@ impl ChatModel for RoleModel<'_> {
         messages: &[ChatMessage],
         tools: &[ToolSpec],
     ) -> Result<AssistantReply, GatewayError> {
-        let completion = self
-            .gateway
-            .complete(&self.ctx, messages, tools, &self.cancel)
-            .await?;
+        let completion = match self.sink {
+            Some(sink) => {
+                self.gateway
+                    .complete_streaming(&self.ctx, messages, tools, &self.cancel, sink)
+                    .await?
+            }
+            None => {
+                self.gateway
+                    .complete(&self.ctx, messages, tools, &self.cancel)
+                    .await?
+            }
+        };
         if completion.usage.model != self.ctx.model {
             *self
                 .fallback_answered

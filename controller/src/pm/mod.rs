@@ -7,6 +7,7 @@
 //! the thread is closed. Links in a message to other threads, pull requests or issues are
 //! read for it first ([`references`]).
 
+pub mod activity;
 pub mod attachments;
 pub mod questions;
 pub mod references;
@@ -30,6 +31,7 @@ use crate::layout::Layout;
 use crate::memory::source::DefaultBranchMemory;
 use crate::store::{Store, StoreError};
 use crate::workspace::write_access::WriteAccess;
+use activity::{Activity, Watched, Writes};
 
 /// Model calls that may use tools before the PM must answer.
 pub const MAX_ITERATIONS: usize = 15;
@@ -133,6 +135,7 @@ impl Pm {
         &self,
         msg: &IncomingMessage,
         arrivals: &dyn Arrivals,
+        activity: &dyn Activity,
         cancel: &CancellationToken,
     ) -> Result<PmTurn, PmError> {
         let proposed = Arc::new(Mutex::new(None));
@@ -140,7 +143,11 @@ impl Pm {
         // As last fetched: an answer never waits on the network.
         let memory = self.memory.pm(false).await;
         let system = crate::prompts::pm_system_prompt(&self.layout, &memory).await;
-        self.turn(msg, arrivals, cancel, &registry, &system, &proposed)
+        let tools = Tools {
+            registry: &registry,
+            proposed: &proposed,
+        };
+        self.turn(msg, arrivals, activity, cancel, tools, &system)
             .await
     }
 
@@ -150,6 +157,7 @@ impl Pm {
     pub async fn answer_read_only(
         &self,
         msg: &IncomingMessage,
+        activity: &dyn Activity,
         cancel: &CancellationToken,
     ) -> Result<PmTurn, PmError> {
         let registry = self.read_only_tools();
@@ -157,27 +165,32 @@ impl Pm {
         let system =
             closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout, &memory).await);
         let nothing = Arc::new(Mutex::new(None));
-        self.turn(msg, &NoArrivals, cancel, &registry, &system, &nothing)
+        let tools = Tools {
+            registry: &registry,
+            proposed: &nothing,
+        };
+        self.turn(msg, &NoArrivals, activity, cancel, tools, &system)
             .await
     }
 
-    /// One turn of the PM with `registry` and `system`; `proposed` is where its ProposePlan,
-    /// if it has one, leaves a plan.
+    /// One turn of the PM with `tools` and `system`, its tool calls told to `activity`.
     async fn turn(
         &self,
         msg: &IncomingMessage,
         arrivals: &dyn Arrivals,
+        activity: &dyn Activity,
         cancel: &CancellationToken,
-        registry: &ToolRegistry,
+        tools: Tools<'_>,
         system: &str,
-        proposed: &Mutex<Option<Plan>>,
     ) -> Result<PmTurn, PmError> {
+        let Tools { registry, proposed } = tools;
         let thread = msg.thread();
         let mut history = self.store.conversation(&thread, ROLE).await?;
         let sees_images = self.gateway.sees_images(&self.model).await;
         let said = self.attachments.said(&self.store, msg, sees_images).await?;
         history.push(said.request);
-        let model = RoleModel::new(
+        let writes = Writes(activity);
+        let mut model = RoleModel::new(
             &self.gateway,
             CallContext {
                 thread,
@@ -186,12 +199,20 @@ impl Pm {
             },
             cancel.clone(),
         );
+        if activity.watches_text() {
+            model = model.streaming_to(&writes);
+        }
         let limits = LoopLimits {
             max_iterations: MAX_ITERATIONS,
         };
-        let outcome =
-            run_tool_loop_with(&model, registry, system, &history, limits, arrivals, cancel)
-                .await?;
+        let watched = Watched {
+            model: &model,
+            activity,
+        };
+        let outcome = run_tool_loop_with(
+            &watched, registry, system, &history, limits, arrivals, cancel,
+        )
+        .await?;
         let mut new_messages = vec![said.kept];
         new_messages.extend(outcome.new_messages);
         // A poisoned slot still holds the plan the tool recorded; losing it would drop a plan
@@ -208,6 +229,13 @@ impl Pm {
             fallback: model.fallback_answered(),
         })
     }
+}
+
+/// The tools of one turn, and where its ProposePlan, if it has one, leaves a plan.
+#[derive(Clone, Copy)]
+struct Tools<'a> {
+    registry: &'a ToolRegistry,
+    proposed: &'a Mutex<Option<Plan>>,
 }
 
 /// A person's message as the PM's conversation holds it: `<@user>: text`.

@@ -56,6 +56,7 @@ use crate::layout::Layout;
 use crate::logging::LogRing;
 use crate::secret::Secret;
 use crate::slack::api::{Client, Sender, build_client};
+use crate::slack::assistant::Surface;
 use crate::slack::socket::{EventSink, ProbeError, SocketMode};
 use crate::store::Instance;
 use crate::workspace::build_slots::BuildSlots;
@@ -142,7 +143,13 @@ pub async fn run(
     let locked = check_repositories(locked, &client, &app, &bot).await?;
     let slack = SharedSlack {
         client: client.clone(),
-        sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second),
+        sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second).with_surface(
+            if app.ai_surface {
+                Surface::on(&bot.team_id).streaming(app.streaming)
+            } else {
+                Surface::off()
+            },
+        ),
         bot_user_id: bot.user_id,
     };
     let instance = Instance::this_process().map_err(StartError::Instance)?;

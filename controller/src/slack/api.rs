@@ -16,6 +16,7 @@ use slack_morphism::prelude::*;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
+use super::assistant::Surface;
 use crate::secret::Secret;
 
 /// The HTTP connector type of our client.
@@ -398,6 +399,8 @@ pub struct Sender {
     client: Arc<Client>,
     token: SlackApiToken,
     pace: Arc<Pace>,
+    /// Slack's AI-app surface, and where it is not available ([`super::assistant`]).
+    surface: Arc<Surface>,
 }
 
 impl std::fmt::Debug for Sender {
@@ -413,7 +416,39 @@ impl Sender {
             client,
             token: SlackApiToken::new(bot_token.expose().into()),
             pace: Arc::new(Pace::new(messages_per_second)),
+            surface: Arc::new(Surface::off()),
         }
+    }
+
+    /// The same sender with Slack's AI-app surface `surface` (off unless given).
+    pub fn with_surface(mut self, surface: Surface) -> Self {
+        self.surface = Arc::new(surface);
+        self
+    }
+
+    /// Slack's AI-app surface as this sender uses it.
+    pub fn surface(&self) -> &Surface {
+        &self.surface
+    }
+
+    /// A Web API method called with `request` as its JSON body, answered as `T`.
+    pub(super) async fn call_post<R, T>(
+        &self,
+        method: &'static str,
+        request: &R,
+    ) -> Result<T, SlackError>
+    where
+        R: serde::Serialize + Send + Sync,
+        T: for<'de> serde::Deserialize<'de> + Send,
+    {
+        self.retrying(method, || async {
+            self.client
+                .open_session(&self.token)
+                .http_session_api
+                .http_post(method, request, None)
+                .await
+        })
+        .await
     }
 
     /// Posts `text` (with Block Kit `blocks`, if any; `text` is then their notification and

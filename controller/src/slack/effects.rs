@@ -144,6 +144,26 @@ impl Effects {
         })
     }
 
+    /// The same effects with the first message's post made an update of `message` (to the
+    /// same text and blocks): a reply that lands in a message Slack already shows, such as
+    /// the one its answer was streamed into.
+    pub fn first_post_onto(mut self, message: MessageRef) -> Self {
+        let first = self
+            .effects
+            .iter()
+            .position(|e| matches!(e, Effect::Post { .. }));
+        if let Some(i) = first
+            && let Effect::Post { text, blocks } = self.effects[i].clone()
+        {
+            self.effects[i] = Effect::Update {
+                message,
+                text,
+                blocks,
+            };
+        }
+        self
+    }
+
     /// The group's name.
     pub fn group(&self) -> &str {
         &self.group
@@ -282,6 +302,33 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn a_reply_onto_a_shown_message_updates_it_and_posts_the_rest() {
+        let long = format!("{}\n\n{}", "a".repeat(3500), "b".repeat(3500));
+        let plain = Effects::named("g", &thread()).reply(&long, "*PM:* ");
+        let onto = plain
+            .clone()
+            .first_post_onto(MessageRef::Post("s/0".into()));
+        let [
+            Effect::Post { text: first, .. },
+            second @ Effect::Post { .. },
+        ] = plain.effects()
+        else {
+            panic!("{plain:?}");
+        };
+        assert_eq!(
+            onto.effects(),
+            [
+                Effect::Update {
+                    message: MessageRef::Post("s/0".into()),
+                    text: first.clone(),
+                    blocks: None,
+                },
+                second.clone(),
+            ]
+        );
     }
 
     #[test]

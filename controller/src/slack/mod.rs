@@ -3,6 +3,7 @@
 //! through so it happens exactly once ([`effects`] as data, [`outbox`] delivering them).
 
 pub mod api;
+pub mod assistant;
 pub mod effects;
 pub mod files;
 pub mod format;

@@ -180,6 +180,29 @@ impl Store {
         row.map(IntentRecord::try_from).transpose()
     }
 
+    /// Records a message Slack already shows as the delivered effect `intent` with its `ts`
+    /// (a streamed message: Slack made it when the stream started), so later effects name it
+    /// by id and a restart finds it instead of posting again. Recording the same id again
+    /// changes nothing.
+    pub async fn record_shown(&self, intent: &NewIntent, ts: &str) -> Result<(), StoreError> {
+        let mut tx = self.begin_write().await?;
+        let known = sqlx::query_scalar::<_, i64>("SELECT COUNT(*) AS n FROM outbox WHERE id = $1")
+            .bind(&intent.id)
+            .fetch_one(&mut *tx)
+            .await?;
+        if known == 0 {
+            enqueue(&mut tx, std::slice::from_ref(intent)).await?;
+            sqlx::query("UPDATE outbox SET state = 'sent', ts = $1, sent_at = $2 WHERE id = $3")
+                .bind(ts)
+                .bind(now())
+                .bind(&intent.id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Marks an effect attempted (its outcome unknown from now on); `file_id` is the file a
     /// snippet's upload made.
     pub async fn intent_sending(&self, id: &str, file_id: Option<&str>) -> Result<(), StoreError> {

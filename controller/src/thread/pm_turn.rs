@@ -1,5 +1,7 @@
 //! A message for the PM: its turn (which the messages typed meanwhile join,
-//! [`super::joined_messages`]), recorded with its answer (and plan, with the plan's cost
+//! [`super::joined_messages`]; the thread's status line says what it is doing meanwhile,
+//! [`super::status_line`], or 👀 where Slack shows none; its answer is streamed as the
+//! model writes it where Slack can, [`super::live_answer`]), recorded with its answer (and plan, with the plan's cost
 //! estimate and Approve/Cancel buttons) and ✅, or the reason it could not answer. A
 //! recorded plan starts its preparation ahead ([`crate::coder::ahead`]); a plain "no"
 //! discards it. A
@@ -22,16 +24,19 @@ use crate::domain::{IncomingMessage, Plan, Role};
 use crate::gateway::budget::{cost_markdown, estimate};
 use crate::gateway::caps;
 use crate::gateway::{GatewayError, Tried, TriedOutcome};
+use crate::pm::activity::Activity;
 use crate::pm::references::{self, Sources};
 use crate::pm::{Pm, PmError, PmTurn};
-use crate::slack::effects::Effects;
+use crate::slack::effects::{Effects, MessageRef};
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 use crate::thread::joined_messages::JoinedMessages;
+use crate::thread::live_answer::LiveAnswer;
 use crate::thread::replies::{
     THREAD_CLOSED, answered_by_fallback, no_pm_model, plan_waits_for_developer,
 };
+use crate::thread::status_line::StatusLine;
 
 /// Which PM turn a message gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,13 +107,24 @@ impl ThreadHandler {
                 .discard(&thread.thread_ts, "the plan was declined");
         }
         self.coder.ahead.touch(&thread.thread_ts);
-        self.react(msg, "eyes").await;
+        // The thread's status line says the PM works on it; 👀 where Slack shows none.
+        let status = StatusLine::start(self.outbox.sender(), &thread).await;
+        if !status.shown() {
+            self.react(msg, "eyes").await;
+        }
         if let Err(settle) = self.read_files(msg).await {
+            status.clear().await;
             return settle;
         }
         if let Err(settle) = self.read_references(msg).await {
+            status.clear().await;
             return settle;
         }
+        // The answer streamed into the thread as the model writes it, where Slack can.
+        let watch = TurnWatch {
+            live: LiveAnswer::begin(self.outbox.sender(), &self.store, msg).await,
+            status,
+        };
         // Messages typed while the PM works join this turn.
         let joined = JoinedMessages::new(self, msg);
         let over_budget = self.over_budget(msg).await;
@@ -116,22 +132,31 @@ impl ThreadHandler {
         let answered = match access {
             Access::Full => {
                 tracing::info!(tag = "PM", "thread {thread} → pm responding");
-                pm.answer(msg, &joined, cancel).await
+                pm.answer(msg, &joined, &watch, cancel).await
             }
             Access::AfterClose => {
                 tracing::info!(
                     tag = "PM",
                     "thread {thread} → pm responding read-only (the thread is closed)"
                 );
-                pm.answer_read_only(msg, cancel).await.map(|turn| PmTurn {
-                    answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
-                    ..turn
-                })
+                pm.answer_read_only(msg, &watch, cancel)
+                    .await
+                    .map(|turn| PmTurn {
+                        answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
+                        ..turn
+                    })
             }
+        };
+        let TurnWatch { status, live } = watch;
+        // Where the answer goes: the streamed message, if there is one.
+        let onto = match live {
+            Some(live) => live.finish().await,
+            None => None,
         };
         let turn = match answered {
             Ok(turn) => turn,
             Err(PmError::Cancelled) => {
+                status.clear().await;
                 tracing::warn!(thread = %thread, "pm cancelled by shutdown; message kept for the next start");
                 return Settle::Settled;
             }
@@ -145,7 +170,7 @@ impl ThreadHandler {
                     ),
                 };
                 return self
-                    .reply(msg, Role::Pm, &reply, &[Change::Failed(msg)])
+                    .reply_onto(msg, &reply, onto, &[Change::Failed(msg)])
                     .await;
             }
             Err(PmError::Attachment(e)) => {
@@ -159,7 +184,7 @@ impl ThreadHandler {
                 tracing::error!(thread = %thread, "pm store error: {e}");
                 let reply = "Something went wrong on my side reading this thread's history; your message is saved and will be retried.";
                 return self
-                    .reply(msg, Role::Pm, reply, &[Change::Failed(msg)])
+                    .reply_onto(msg, reply, onto, &[Change::Failed(msg)])
                     .await;
             }
         };
@@ -185,8 +210,9 @@ impl ThreadHandler {
             None => turn,
         };
         let joined = joined.joined();
-        if let Err(e) = self.complete_turn(msg, &joined, &turn, cancel).await {
+        if let Err(e) = self.complete_turn(msg, &joined, &turn, onto, cancel).await {
             tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
+            status.clear().await;
             return Settle::Failed;
         }
         if let Some(plan) = &turn.plan {
@@ -321,14 +347,18 @@ impl ThreadHandler {
         msg: &IncomingMessage,
         joined: &[IncomingMessage],
         turn: &PmTurn,
+        onto: Option<MessageRef>,
         cancel: &CancellationToken,
     ) -> Result<(), TurnError> {
         let thread = msg.thread();
         let mut effects = match &turn.plan {
             Some(plan) => self.plan_effects(msg, &turn.answer, plan, cancel).await?,
             None => Effects::new(&thread).reply(&turn.answer, &speaker(Role::Pm)),
+        };
+        if let Some(message) = onto {
+            effects = effects.first_post_onto(message);
         }
-        .react(&msg.ts, "white_check_mark");
+        let mut effects = effects.react(&msg.ts, "white_check_mark");
         for other in joined {
             effects = effects.react(&other.ts, "white_check_mark");
         }
@@ -394,6 +424,47 @@ impl ThreadHandler {
                 plan_blocks(text, &digest)
             }),
         )
+    }
+}
+
+impl ThreadHandler {
+    /// The PM's `reply` to `msg` with `changes`, its first message landing `onto` the
+    /// streamed one if there is one.
+    async fn reply_onto(
+        &self,
+        msg: &IncomingMessage,
+        reply: &str,
+        onto: Option<MessageRef>,
+        changes: &[Change<'_>],
+    ) -> Settle {
+        let mut effects = Effects::new(&msg.thread()).reply(reply, &speaker(Role::Pm));
+        if let Some(message) = onto {
+            effects = effects.first_post_onto(message);
+        }
+        self.record(msg, changes, &effects).await
+    }
+}
+
+/// What watches a PM turn: the thread's status line, and the streamed answer if any.
+struct TurnWatch<'a> {
+    status: StatusLine<'a>,
+    live: Option<LiveAnswer>,
+}
+
+#[async_trait::async_trait]
+impl Activity for TurnWatch<'_> {
+    async fn doing(&self, status: &str) {
+        self.status.doing(status).await;
+    }
+
+    fn watches_text(&self) -> bool {
+        self.live.is_some()
+    }
+
+    fn wrote(&self, delta: &str) {
+        if let Some(live) = &self.live {
+            live.wrote(delta);
+        }
     }
 }
 

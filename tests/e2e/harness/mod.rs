@@ -90,7 +90,7 @@ impl Env {
             "openrouter": {"apiKey": "sk-or-test-key"}
         }));
         let mut repo_config = json!({
-            "slack": {"channelID": slack::CHANNEL, "apiUrl": env.slack.api_url(), "messagesPerSecond": 100.0},
+            "slack": {"channelID": slack::CHANNEL, "apiUrl": env.slack.api_url(), "messagesPerSecond": 100.0, "streaming": false},
             "openrouter": {"baseUrl": env.model.base_url(), "maxRetries": 2, "timeoutSeconds": 20},
             "productManager": {"default": "cheap", "models": {"cheap": {"model": PM_MODEL}}},
             "github": {"cli": env.outside.path().join("gh").display().to_string()}

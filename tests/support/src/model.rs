@@ -1,5 +1,5 @@
 //! `FakeModel`: `POST /v1/chat/completions` of the OpenAI-compatible API, answering like
-//! OpenRouter (non-streaming), driven by per-conversation scripts, and checking each request the
+//! OpenRouter (whole, or as server-sent events for `stream: true`), driven by per-conversation scripts, and checking each request the
 //! way a strict provider would; `GET /v1/models`, OpenRouter's model list, holding the models a
 //! test lists (a request for any other model is refused, as OpenRouter refuses an id it does
 //! not carry); `GET /v1/key`.
@@ -952,6 +952,9 @@ async fn answer(inner: &Inner, prepared: Prepared) -> Response {
             "prompt_tokens_details": {"cached_tokens": cached_tokens},
         },
     });
+    if request["stream"] == Value::Bool(true) {
+        return event_stream(&body);
+    }
     let mut resp = (StatusCode::OK, body.to_string()).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -959,6 +962,76 @@ async fn answer(inner: &Inner, prepared: Prepared) -> Response {
     );
     resp
 }
+
+/// The completion `body` as OpenRouter streams it (`stream: true`): server-sent events, a
+/// processing comment first, the text in pieces of a few characters, each tool call's id
+/// and name then its arguments in two pieces, the finish reason with the usage last, then
+/// `[DONE]`.
+fn event_stream(body: &Value) -> Response {
+    let message = &body["choices"][0]["message"];
+    let chunk = |delta: Value, finish: Value, usage: Option<&Value>| {
+        let mut chunk = json!({
+            "id": body["id"],
+            "object": "chat.completion.chunk",
+            "created": body["created"],
+            "model": body["model"],
+            "provider": body["provider"],
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "native_finish_reason": finish}],
+        });
+        if let Some(usage) = usage {
+            chunk["usage"] = usage.clone();
+        }
+        format!("data: {chunk}\n\n")
+    };
+    let mut events = vec![": OPENROUTER PROCESSING\n\n".to_owned()];
+    events.push(chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+        None,
+    ));
+    if let Some(text) = message["content"].as_str() {
+        let chars: Vec<char> = text.chars().collect();
+        for piece in chars.chunks(STREAM_PIECE_CHARS) {
+            let piece: String = piece.iter().collect();
+            events.push(chunk(json!({"content": piece}), Value::Null, None));
+        }
+    }
+    for (index, call) in message["tool_calls"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let arguments = call["function"]["arguments"].as_str().unwrap_or_default();
+        let cut = arguments
+            .char_indices()
+            .nth(arguments.chars().count() / 2)
+            .map_or(arguments.len(), |(i, _)| i);
+        events.push(chunk(
+            json!({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": &arguments[..cut]}}]}),
+            Value::Null,
+            None,
+        ));
+        events.push(chunk(
+            json!({"tool_calls": [{"index": index, "function": {"arguments": &arguments[cut..]}}]}),
+            Value::Null,
+            None,
+        ));
+    }
+    let finish = body["choices"][0]["finish_reason"].clone();
+    events.push(chunk(json!({}), finish, Some(&body["usage"])));
+    events.push("data: [DONE]\n\n".to_owned());
+    let mut resp = (StatusCode::OK, events.concat()).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    resp
+}
+
+/// How many characters of text one streamed chunk carries.
+const STREAM_PIECE_CHARS: usize = 16;
 
 fn valid_tool_name(name: &str) -> bool {
     !name.is_empty()
@@ -978,8 +1051,9 @@ pub(crate) fn validate(request: &Value) -> Vec<String> {
         Some(Value::String(m)) if !m.is_empty() => {}
         _ => p.push("`model` must be a non-empty string".into()),
     }
-    if obj.get("stream") == Some(&Value::Bool(true)) {
-        p.push("`stream: true` is not supported by this fake (the client is non-streaming)".into());
+    match obj.get("stream") {
+        None | Some(Value::Bool(_)) => {}
+        Some(other) => p.push(format!("`stream` must be a boolean, got {other}")),
     }
     for key in ["max_tokens", "max_completion_tokens"] {
         if let Some(v) = obj.get(key)

@@ -47,6 +47,7 @@ use tokio::sync::{mpsc, watch};
 
 mod access;
 mod acting;
+mod assistant;
 mod channels;
 mod chat;
 mod commands;
@@ -64,6 +65,7 @@ mod stall;
 mod web;
 
 pub use access::manifest_bot_scopes;
+pub use assistant::{MAX_STREAM_TEXT, StatusSet, Stream};
 pub use commands::{COMMAND_ACK_WINDOW, CommandAnswer};
 use files::upload_handler;
 pub use recorded::{Ack, Call, Post, Reaction, Sent, Update, Upload};
@@ -184,6 +186,13 @@ struct SlackState {
     /// What a bot message shows now, by (channel, ts): after every post and update.
     shown: HashMap<(String, String), interactive::Shown>,
     rate_limits: HashMap<String, (u32, u64)>,
+    /// Methods a test made unavailable, with the error each answers ([`FakeSlack::refuse`]).
+    refused: HashMap<String, String>,
+    /// Every status set, in order, and what each thread shows now (see [`assistant`]).
+    statuses: Vec<assistant::StatusSet>,
+    thread_status: HashMap<(String, String), String>,
+    /// The bot's streamed messages, in the order they started.
+    streams: Vec<assistant::Stream>,
     /// Every message of every conversation as the history methods show it, by (channel, ts).
     history: BTreeMap<(String, String), Value>,
     /// The users `users.info` knows, by id.

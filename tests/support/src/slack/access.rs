@@ -135,7 +135,8 @@ fn needed(method: &str, params: &Params) -> Option<Vec<&'static str>> {
     let one = |scope| Some(vec![scope]);
     match method {
         "apps.connections.open" => one("connections:write"),
-        "chat.postMessage" | "chat.update" => one("chat:write"),
+        "chat.postMessage" | "chat.update" | "assistant.threads.setStatus" => one("chat:write"),
+        "chat.startStream" | "chat.appendStream" | "chat.stopStream" => one("assistant:write"),
         "reactions.add" | "reactions.remove" => one("reactions:write"),
         "users.info" => one("users:read"),
         "files.getUploadURLExternal" | "files.completeUploadExternal" => one("files:write"),

@@ -45,6 +45,11 @@ pub(super) fn post_message(
     let text = text.unwrap_or_default();
     let thread_ts = str_param(params, "thread_ts");
     let ts = st.next_ts();
+    // The bot's reply clears the thread's status (`assistant.threads.setStatus`).
+    if let Some(thread_ts) = &thread_ts {
+        st.thread_status
+            .remove(&(channel.clone(), thread_ts.clone()));
+    }
     st.shown.insert(
         (channel.clone(), ts.clone()),
         interactive::Shown {

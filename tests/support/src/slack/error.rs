@@ -85,4 +85,13 @@ pub(super) enum ApiError {
     /// `conversations.join` of a private channel.
     #[error("method_not_supported_for_channel_type")]
     MethodNotSupportedForChannelType,
+    /// A streaming call's chunk Slack does not know, or one missing what its type needs.
+    #[error("invalid_chunks")]
+    InvalidChunks,
+    /// More streamed text in one call than Slack takes.
+    #[error("msg_too_long")]
+    MsgTooLong,
+    /// Adding to, or stopping, a streamed message that was stopped.
+    #[error("message_not_in_streaming_state")]
+    MessageNotInStreamingState,
 }

@@ -230,4 +230,23 @@ impl FakeSlack {
     pub fn cap_history_pages(&self, messages: usize) {
         self.inner.lock().history_page_cap = Some(messages.max(1));
     }
+
+    /// The bot's messages in the thread `thread_ts`, oldest first, as
+    /// `conversations.replies` shows them now (edits applied, file shares included).
+    pub fn bot_replies(&self, channel: &str, thread_ts: &str) -> Vec<Value> {
+        let st = self.inner.lock();
+        let mut thread: Vec<Value> = st
+            .history
+            .iter()
+            .filter(|((c, t), m)| {
+                c == channel
+                    && t != thread_ts
+                    && m["thread_ts"].as_str() == Some(thread_ts)
+                    && m["bot_id"].as_str() == Some(super::BOT_ID)
+            })
+            .map(|(_, m)| m.clone())
+            .collect();
+        thread.sort_by_key(|m| ts_key(m["ts"].as_str().unwrap_or_default()));
+        thread
+    }
 }

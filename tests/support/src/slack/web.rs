@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use super::error::ApiError;
 use super::files::{self, multipart_boundary, parse_multipart};
 use super::{APP_TOKEN, BOT_TOKEN, Call, Inner, SlackState, StallPoint};
-use super::{access, channels, chat, history, home, people, reactions, socket_mode};
+use super::{access, assistant, channels, chat, history, home, people, reactions, socket_mode};
 
 pub(super) type Params = Map<String, Value>;
 
@@ -185,6 +185,11 @@ fn answer_call(inner: &Inner, call: ApiCall) -> (Response, Option<Arc<StallPoint
         return (resp, None);
     }
 
+    if let Some(error) = st.refused.get(&method).cloned() {
+        record(&mut st, Some(&error));
+        return (slack_json(slack_error(&error)), None);
+    }
+
     let result = match (implementation(&method), parse_error) {
         (None, _) => Err(ApiError::UnknownMethod),
         (Some(_), Some(e)) => Err(e),
@@ -258,6 +263,10 @@ const METHODS: &[(&str, Implementation)] = &[
     ("users.info", |_, st, params| people::users_info(st, params)),
     ("chat.postMessage", chat::post_message),
     ("chat.update", chat::update),
+    ("assistant.threads.setStatus", assistant::set_status),
+    ("chat.startStream", assistant::start_stream),
+    ("chat.appendStream", assistant::append_stream),
+    ("chat.stopStream", assistant::stop_stream),
     ("conversations.replies", |_, st, params| {
         history::replies(st, params)
     }),
