@@ -246,13 +246,20 @@ impl Sender {
         match result {
             Ok(_) => true,
             Err(e) => {
-                if means_unavailable(&e) {
-                    self.surface().turn_off(Feature::Status, channel, &e);
-                } else if !said_by_the_reply(&e) {
-                    tracing::debug!("set the thread's status: {e}");
-                }
+                self.refused(Feature::Status, channel, &e, "set the thread's status");
                 false
             }
+        }
+    }
+
+    /// A refused status or stream call: where it means "not available here", `feature` is
+    /// turned off for `channel` (remembered); else it is logged (`doing`, in a few words)
+    /// unless the reply that follows will say it anyway.
+    fn refused(&self, feature: Feature, channel: &str, e: &SlackError, doing: &str) {
+        if means_unavailable(e) {
+            self.surface().turn_off(feature, channel, e);
+        } else if !said_by_the_reply(e) {
+            tracing::debug!("{doing}: {e}");
         }
     }
 
@@ -287,11 +294,7 @@ impl Sender {
                 ts: started.ts,
             }),
             Err(e) => {
-                if means_unavailable(&e) {
-                    self.surface().turn_off(Feature::Streaming, channel, &e);
-                } else if !said_by_the_reply(&e) {
-                    tracing::debug!("start a streamed message: {e}");
-                }
+                self.refused(Feature::Streaming, channel, &e, "start a streamed message");
                 None
             }
         }

@@ -311,15 +311,7 @@ mod tests {
     use super::*;
 
     fn msg(ts: &str) -> IncomingMessage {
-        IncomingMessage {
-            channel: "C1".into(),
-            ts: ts.into(),
-            thread_ts: "1.1".into(),
-            user: "U1".into(),
-            text: format!("message {ts}"),
-            event_id: None,
-            origin: crate::domain::Origin::Person,
-        }
+        crate::store::testing::message("1.1", ts, &format!("message {ts}"))
     }
 
     fn reply(id: &str) -> NewIntent {

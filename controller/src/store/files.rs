@@ -121,19 +121,11 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use crate::domain::{FileState, IncomingMessage, Origin, SharedFile};
+    use crate::domain::{FileState, IncomingMessage, SharedFile};
     use crate::store::Store;
 
     fn msg(ts: &str) -> IncomingMessage {
-        IncomingMessage {
-            channel: "C1".into(),
-            ts: ts.into(),
-            thread_ts: "1.1".into(),
-            user: "U1".into(),
-            text: String::new(),
-            event_id: None,
-            origin: Origin::Person,
-        }
+        crate::store::testing::message("1.1", ts, "")
     }
 
     fn file(id: &str) -> SharedFile {

@@ -116,15 +116,7 @@ mod tests {
     use crate::store::{Change, NewRun};
 
     fn msg(ts: &str) -> IncomingMessage {
-        IncomingMessage {
-            channel: "C1".into(),
-            ts: ts.into(),
-            thread_ts: "1.1".into(),
-            user: "U1".into(),
-            text: "yes".into(),
-            event_id: None,
-            origin: crate::domain::Origin::Person,
-        }
+        crate::store::testing::message("1.1", ts, "yes")
     }
 
     async fn a_start_cut_off_is_found_with_the_run_it_got_to(s: &Store) {

@@ -16,6 +16,19 @@ pub(crate) struct TestStore {
     _dir: TempDir,
 }
 
+/// A person's message `ts` with `text` in the thread `thread_ts` of channel `C1`, by `U1`.
+pub(crate) fn message(thread_ts: &str, ts: &str, text: &str) -> crate::domain::IncomingMessage {
+    crate::domain::IncomingMessage {
+        channel: "C1".into(),
+        ts: ts.into(),
+        thread_ts: thread_ts.into(),
+        user: "U1".into(),
+        text: text.into(),
+        event_id: None,
+        origin: crate::domain::Origin::Person,
+    }
+}
+
 /// Records run `id` of `thread`, with placeholder plan, model, worktree and branch.
 pub(crate) async fn create_run(store: &Store, id: &str, thread: &ThreadKey) {
     store

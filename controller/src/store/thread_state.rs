@@ -190,15 +190,7 @@ mod tests {
     }
 
     fn msg(ts: &str) -> IncomingMessage {
-        IncomingMessage {
-            channel: "C1".into(),
-            ts: ts.into(),
-            thread_ts: ts.into(),
-            user: "U1".into(),
-            text: "hi".into(),
-            event_id: None,
-            origin: crate::domain::Origin::Person,
-        }
+        crate::store::testing::message(ts, ts, "hi")
     }
 
     async fn threads_stored_by_the_old_schema_get_their_stage(place: &Place) {
