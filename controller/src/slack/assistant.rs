@@ -306,13 +306,8 @@ impl Sender {
         stream: &StreamRef,
         chunks: &[Chunk],
     ) -> Result<(), SlackError> {
-        let request = AddToStream {
-            channel: &stream.channel,
-            ts: &stream.ts,
-            chunks,
-        };
-        let _: Done = self.call_post("chat.appendStream", &request).await?;
-        Ok(())
+        self.add_to_stream("chat.appendStream", stream, chunks)
+            .await
     }
 
     /// Adds the last `chunks` to a streamed message and ends it.
@@ -321,12 +316,22 @@ impl Sender {
         stream: &StreamRef,
         chunks: &[Chunk],
     ) -> Result<(), SlackError> {
+        self.add_to_stream("chat.stopStream", stream, chunks).await
+    }
+
+    /// Calls `method` (`chat.appendStream` or `chat.stopStream`) with `chunks` for `stream`.
+    async fn add_to_stream(
+        &self,
+        method: &'static str,
+        stream: &StreamRef,
+        chunks: &[Chunk],
+    ) -> Result<(), SlackError> {
         let request = AddToStream {
             channel: &stream.channel,
             ts: &stream.ts,
             chunks,
         };
-        let _: Done = self.call_post("chat.stopStream", &request).await?;
+        let _: Done = self.call_post(method, &request).await?;
         Ok(())
     }
 }
