@@ -1,8 +1,9 @@
 //! Role system prompts, assembled from the repository's files on every use so edits take
 //! effect at once: the PM's is `.codebutler/prompts/pm.md` + `shared.md` + the PM's memory (as
 //! the default branch's latest commit holds it, read by [`crate::memory::source`] and passed
-//! in); the Coder's is `coder.md` + `shared.md` (its plan comes as the first user message); the
-//! memory extraction's is `memory-extraction.md`.
+//! in); the Coder's is `coder.md` (with the notes approved in threads that the default
+//! branch's `coder.md` holds and it lacks) + `shared.md` (its plan comes as the first user
+//! message); the memory extraction's is `memory-extraction.md`.
 //!
 //! A prompt goes into every model request, and the Coder's into the untrusted runner, so a
 //! prompt file is never read through a link (a merged pull request could make `shared.md` a
@@ -14,6 +15,7 @@
 
 use std::path::Path;
 
+use crate::domain::memory_ops::{self, Category, Op};
 use crate::layout::{DEFAULT_PROMPTS, Layout, PROMPTS_DIR};
 use crate::repo_files::{self, Found};
 
@@ -53,6 +55,7 @@ pub async fn memory_extraction_template(layout: &Layout) -> String {
 /// `pr_instructions` (`changesWorkflow.prInstructions`) for the pull request it opens.
 pub async fn coder_system_prompt(layout: &Layout, pr_instructions: Option<&str>) -> String {
     let [role, shared] = read_prompts(layout, ["coder.md", "shared.md"]).await;
+    let role = with_approved_notes(role, &committed_notes(layout).await);
     let prompt = format!(
         "{role}\n\n{shared}\n\nYou work in a git worktree of the repository, which is your current directory. \
          Paths you pass to tools are relative to it. Your tools run inside a sandbox without network access."
@@ -72,6 +75,71 @@ pub fn with_pr_instructions(mut prompt: String, pr_instructions: Option<&str>) -
         prompt.push_str(text);
     }
     prompt
+}
+
+/// The Coder's notes approved in threads: the "Notes from the team" section of `coder.md`
+/// as the default branch holds it (memory lands there through a merge, while the working
+/// copy keeps the file as seeded or edited on the host).
+async fn committed_notes(layout: &Layout) -> String {
+    let repo = layout.repo.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let tip = repo_files::default_branch_tip(&repo)?;
+        committed_prompt(&repo, &tip, "coder.md")
+    })
+    .await;
+    match read {
+        Ok(text) => text.map_or_else(String::new, |t| {
+            memory_ops::section_text(&t, Category::Coder)
+        }),
+        Err(e) => {
+            tracing::warn!("read the Coder's approved notes: {e}");
+            String::new()
+        }
+    }
+}
+
+/// `role` with each line of `notes` it lacks added to its "Notes from the team" section
+/// (made at its end when it has none), so an approved note reaches the Coder even where
+/// the working copy's `coder.md` predates it, and is never there twice.
+fn with_approved_notes(role: String, notes: &str) -> String {
+    let ops: Vec<Op> = notes
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| Op::Append {
+            line: line.to_owned(),
+            category: Category::Coder,
+        })
+        .collect();
+    if ops.is_empty() {
+        return role;
+    }
+    match memory_ops::apply(&role, &ops) {
+        Ok(text) => text.trim_end().to_owned(),
+        Err(e) => {
+            tracing::warn!("add the approved notes to the Coder's prompt: {e}");
+            role
+        }
+    }
+}
+
+/// The prompt file `name` as committed at `tip`, when it is a usable regular blob there.
+/// Blocking.
+fn committed_prompt(repo: &Path, tip: &str, name: &str) -> Option<String> {
+    let path = format!("{PROMPTS_DIR}/{name}");
+    usable(&path, "on the default branch", || {
+        let repository =
+            git2::Repository::open(repo).map_err(|source| repo_files::RepoFileError::Git {
+                path: path.clone(),
+                commit: tip.to_owned(),
+                source,
+            })?;
+        let commit = git2::Oid::from_str(tip).map_err(|source| repo_files::RepoFileError::Git {
+            path: path.clone(),
+            commit: tip.to_owned(),
+            source,
+        })?;
+        repo_files::committed(&repository, commit, &path, MAX_PROMPT_BYTES)
+    })
 }
 
 /// The prompt files `names`, each from the first source that has it (see the module doc),
@@ -101,23 +169,7 @@ fn read_prompt(repo: &Path, tip: Option<&str>, name: &str) -> String {
     }) {
         return text;
     }
-    if let Some(tip) = tip
-        && let Some(text) = usable(&path, "on the default branch", || {
-            let repository =
-                git2::Repository::open(repo).map_err(|source| repo_files::RepoFileError::Git {
-                    path: path.clone(),
-                    commit: tip.to_owned(),
-                    source,
-                })?;
-            let commit =
-                git2::Oid::from_str(tip).map_err(|source| repo_files::RepoFileError::Git {
-                    path: path.clone(),
-                    commit: tip.to_owned(),
-                    source,
-                })?;
-            repo_files::committed(&repository, commit, &path, MAX_PROMPT_BYTES)
-        })
-    {
+    if let Some(text) = tip.and_then(|tip| committed_prompt(repo, tip, name)) {
         return text;
     }
     default_prompt(name).trim_end().to_owned()
@@ -193,6 +245,47 @@ mod tests {
         assert!(
             with.contains("# Memory (learned in earlier threads)\n\ndeploys go through make ship")
         );
+    }
+
+    #[test]
+    fn approved_notes_are_added_once_to_the_coders_prompt() {
+        let notes = "- Run make lint before committing\n";
+        assert_eq!(
+            with_approved_notes("You are the Coder.".into(), notes),
+            "You are the Coder.\n\n## Notes from the team\n\n- Run make lint before committing"
+        );
+        let has =
+            "You are the Coder.\n\n## Notes from the team\n\n- Run make lint before committing";
+        assert_eq!(with_approved_notes(has.into(), notes), has);
+        assert_eq!(with_approved_notes("Role.".into(), ""), "Role.");
+    }
+
+    #[tokio::test]
+    async fn the_coders_prompt_gets_the_notes_merged_on_the_default_branch() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        git::init(&repo);
+        let layout = Layout::new(&repo);
+        layout.init().unwrap();
+        // The working copy keeps its seeded prompt; the default branch holds the approved note.
+        git::commit_files(
+            &repo,
+            &[(
+                ".codebutler/prompts/coder.md",
+                "Committed role.\n\n## Notes from the team\n\n- Run make lint before committing\n",
+            )],
+            "memory",
+        );
+        std::fs::write(layout.prompts().join("coder.md"), "Working copy role.\n").unwrap();
+        let prompt = coder_system_prompt(&layout, None).await;
+        assert!(
+            prompt.starts_with(
+                "Working copy role.\n\n## Notes from the team\n\n- Run make lint before committing\n\n"
+            ),
+            "{prompt}"
+        );
+        assert_eq!(prompt.matches("Run make lint").count(), 1, "{prompt}");
     }
 
     #[test]

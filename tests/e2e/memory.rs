@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use codebutler_controller::memory::seed::{PM_DEFAULT, PM_PATH};
+use codebutler_controller::memory::seed::{CODER_PROMPT_PATH, PM_DEFAULT, PM_PATH, default_for};
 use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
 use serde_json::json;
@@ -630,5 +630,103 @@ async fn the_coders_read_memory_reads_the_default_branch_not_the_checkout() {
     let read = crate::harness::tool_results(&coder[1].body);
     assert!(read.contains("- COMMITTED-MEMORY"), "{read}");
     assert!(!read.contains("UNCOMMITTED-EDIT"), "{read}");
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_refined_workflow_and_a_coder_note_land_in_their_files_and_reach_the_next_coder() {
+    let (env, origin) = pr_env().await;
+    script_pr(&env, "MEMORY-NOTES-TOKEN");
+    let bugfix = PM_DEFAULT
+        .lines()
+        .find(|l| l.starts_with("- **bugfix**"))
+        .unwrap();
+    let refined = "- **bugfix**: write the failing test first, then fix it and run `make e2e`.";
+    let note = "- Run `make lint` before every commit";
+    env.model.script(
+        EXTRACTION,
+        vec![Reply::text(
+            json!([
+                {"op": "replace", "old": bugfix, "new": refined},
+                {"op": "append", "line": note, "category": "coder"},
+            ])
+            .to_string(),
+        )],
+    );
+    env.model
+        .script("NEXT-CODER-TOKEN", vec![Reply::text("Nothing to do.")]);
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "fix the parser bug", "MEMORY-NOTES-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+    let proposal = wait_post(&env, &thread, PROPOSAL).await;
+    assert!(
+        proposal
+            .contains("2. ➕ Run `make lint` before every commit _(for the Coder, in `coder.md`)_"),
+        "{proposal}"
+    );
+    // The extraction was shown the Coder's notes as the branch has them: none yet.
+    let asked = env.model.requests_for(EXTRACTION);
+    let prompt = asked[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains("# The Coder's notes (as they are on the branch)\n\n(none yet)\n"),
+        "{prompt}"
+    );
+    let saved = say_and_wait_post(&env, &thread, "yes", SAVED).await;
+    assert!(
+        saved.contains(&format!(
+            "@@ {CODER_PROMPT_PATH} @@\n+ ## Notes from the team\n+ {note}"
+        )),
+        "{saved}"
+    );
+
+    // One commit on the pushed branch: the workflow replaced in the PM's memory, the note in
+    // the Coder's prompt (the shipped one, as the repository had none), nothing else.
+    let (branch, memory) = pushed_memory(&origin);
+    let memory = memory.expect("the memory file on the pushed branch");
+    assert!(memory.contains(&format!("\n{refined}\n")), "{memory}");
+    assert!(!memory.contains(bugfix), "{memory}");
+    let coder = git::git(&origin, &["show", &format!("{branch}:{CODER_PROMPT_PATH}")]);
+    let shipped = default_for(CODER_PROMPT_PATH).unwrap();
+    assert_eq!(
+        format!("{coder}\n"),
+        format!(
+            "{}\n\n## Notes from the team\n\n{note}\n",
+            shipped.trim_end()
+        )
+    );
+    let changed = git::git(&origin, &["show", "--name-only", "--format=", &branch]);
+    assert_eq!(
+        changed.lines().collect::<Vec<_>>(),
+        vec![PM_PATH, CODER_PROMPT_PATH]
+    );
+
+    // The pull request merges on GitHub; the next Coder reads the note although the host's
+    // checkout keeps the prompt it was seeded with.
+    let other = env.outside.path().join("other");
+    git::git(
+        env.outside.path(),
+        &[
+            "clone",
+            "-q",
+            origin.to_str().unwrap(),
+            other.to_str().unwrap(),
+        ],
+    );
+    git::git(&other, &["merge", "-q", &format!("origin/{branch}")]);
+    git::git(&other, &["push", "-q", "origin", "HEAD"]);
+    let seeded = std::fs::read_to_string(env.repo_path().join(CODER_PROMPT_PATH)).unwrap();
+    assert!(!seeded.contains(note), "{seeded}");
+    let next = thread_with_plan(&env, "another task", "NEXT-CODER-TOKEN").await;
+    assert_eq!(
+        say_and_wait_run(&env, &next, "yes").await,
+        "white_check_mark"
+    );
+    let coder = env.model.requests_for("NEXT-CODER-TOKEN");
+    let system = crate::harness::system_text(&coder[0].body);
+    assert_eq!(system.matches(note).count(), 1, "{system}");
+    assert!(system.contains("## Notes from the team"), "{system}");
     env.assert_clean();
 }

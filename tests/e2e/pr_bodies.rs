@@ -28,17 +28,6 @@ async fn edited_body(env: &Env) -> String {
     gh_edited_body(env.outside.path()).unwrap()
 }
 
-/// The system message of a recorded model request.
-fn system_message(body: &Value) -> String {
-    body["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["role"] == "system")
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn the_coder_that_opens_the_pull_request_is_given_the_projects_pr_instructions() {
     let env = Env::with_runner(json!({
@@ -51,7 +40,7 @@ async fn the_coder_that_opens_the_pull_request_is_given_the_projects_pr_instruct
     // The request the model answered with OpenPR (the third of the run) held them.
     let requests = env.model.requests_for("PR-INSTRUCTIONS");
     assert!(requests.len() >= 3, "{} requests", requests.len());
-    let prompt = system_message(&requests[2].body);
+    let prompt = crate::harness::system_text(&requests[2].body);
     assert!(
         prompt.contains("Reference the JIRA ticket PRI-4242 in the title."),
         "{prompt}"

@@ -25,11 +25,33 @@ pub enum Category {
     Planning,
     /// `## Working with Other Roles`: what the other roles need from the PM.
     Roles,
+    /// `## Workflows`: how the PM goes about a kind of request (a refinement of a seeded
+    /// workflow, or one the team made its own).
+    Workflows,
+    /// `## Notes from the team` of the Coder's prompt (`.codebutler/prompts/coder.md`,
+    /// [`MemoryFile::CoderPrompt`]): a coding convention the Coder should follow.
+    Coder,
+}
+
+/// The file an operation changes: the PM's memory, or the Coder's prompt (the Coder has no
+/// memory file of its own; what it should know goes into the prompt the team maintains).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryFile {
+    /// `.codebutler/memory/pm.md`.
+    Pm,
+    /// `.codebutler/prompts/coder.md`.
+    CoderPrompt,
 }
 
 impl Category {
     /// Every category, in the order their sections appear in the file.
-    pub const ALL: [Category; 3] = [Category::Project, Category::Planning, Category::Roles];
+    pub const ALL: [Category; 5] = [
+        Category::Project,
+        Category::Planning,
+        Category::Roles,
+        Category::Workflows,
+        Category::Coder,
+    ];
 
     /// The section heading's title.
     pub fn title(self) -> &'static str {
@@ -37,6 +59,16 @@ impl Category {
             Self::Project => "Project Knowledge",
             Self::Planning => "Planning Notes",
             Self::Roles => "Working with Other Roles",
+            Self::Workflows => "Workflows",
+            Self::Coder => "Notes from the team",
+        }
+    }
+
+    /// The file the category's section is in.
+    pub fn file(self) -> MemoryFile {
+        match self {
+            Self::Coder => MemoryFile::CoderPrompt,
+            Self::Project | Self::Planning | Self::Roles | Self::Workflows => MemoryFile::Pm,
         }
     }
 
@@ -45,6 +77,8 @@ impl Category {
             "project" => Some(Self::Project),
             "planning" => Some(Self::Planning),
             "roles" => Some(Self::Roles),
+            "workflows" => Some(Self::Workflows),
+            "coder" => Some(Self::Coder),
             _ => None,
         }
     }
@@ -56,8 +90,24 @@ impl Category {
 pub enum Op {
     /// Add `line` at the end of `category`'s section.
     Append { line: String, category: Category },
-    /// Replace the exact line `old` by `new`.
+    /// Replace the exact line `old` of the PM's memory by `new`.
     Replace { old: String, new: String },
+}
+
+impl Op {
+    /// The file the operation changes (a replace changes the PM's memory: the Coder's notes
+    /// are only ever added to, and edited by people in the file itself).
+    pub fn file(&self) -> MemoryFile {
+        match self {
+            Self::Append { category, .. } => category.file(),
+            Self::Replace { .. } => MemoryFile::Pm,
+        }
+    }
+}
+
+/// The operations of `ops` that change `file`, in order.
+pub fn for_file(ops: &[Op], file: MemoryFile) -> Vec<Op> {
+    ops.iter().filter(|op| op.file() == file).cloned().collect()
 }
 
 /// Why the model's answer or an operation was refused.
@@ -70,7 +120,7 @@ pub enum OpsError {
     #[error("operation {index} is {op:?}, which is not append, replace or none")]
     UnknownOp { index: usize, op: String },
     #[error(
-        "operation {index} has the category {category:?}, which is not project, planning or roles"
+        "operation {index} has the category {category:?}, which is not project, planning, roles, workflows or coder"
     )]
     UnknownCategory { index: usize, category: String },
     #[error("operation {index} has no {field:?}")]
@@ -255,6 +305,20 @@ fn file_lines(text: &str) -> impl Iterator<Item = &str> {
     text.strip_suffix('\n').unwrap_or(text).split('\n')
 }
 
+/// The non-blank lines of `category`'s section in `text`, one per line; empty when the
+/// section is missing or empty.
+pub fn section_text(text: &str, category: Category) -> String {
+    let lines: Vec<String> = file_lines(text).map(str::to_owned).collect();
+    let Some((start, end)) = section(&lines, category) else {
+        return String::new();
+    };
+    lines[start + 1..end]
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// The heading level and title of `line`, if it is a Markdown heading.
 fn heading(line: &str) -> Option<(usize, &str)> {
     let level = line.chars().take_while(|c| *c == '#').count();
@@ -363,6 +427,45 @@ mod tests {
         );
         assert_eq!(parse(r#"[{"op":"none"}]"#, MEMORY).unwrap(), vec![]);
         assert_eq!(parse("[]", MEMORY).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn workflows_and_coder_notes_are_categories_each_in_its_file() {
+        let answer = r#"[
+  {"op": "append", "line": "- **hotfix**: branch from the release tag", "category": "workflows"},
+  {"op": "append", "line": "- Run make lint before committing", "category": "coder"},
+  {"op": "replace", "old": "Bugfix: reproduce, fix, test.", "new": "Bugfix: reproduce, fix, test, then run make e2e."}
+]"#;
+        let ops = parse(answer, MEMORY).unwrap();
+        assert_eq!(
+            ops.iter().map(Op::file).collect::<Vec<_>>(),
+            vec![MemoryFile::Pm, MemoryFile::CoderPrompt, MemoryFile::Pm]
+        );
+        assert_eq!(
+            for_file(&ops, MemoryFile::CoderPrompt),
+            vec![ops[1].clone()]
+        );
+        let pm = apply(MEMORY, &for_file(&ops, MemoryFile::Pm)).unwrap();
+        assert!(
+            pm.ends_with(
+                "## Workflows\n\n- Bugfix: reproduce, fix, test, then run make e2e.\n\
+                 - **hotfix**: branch from the release tag\n"
+            ),
+            "{pm}"
+        );
+        // The Coder's prompt gets a section of its own at its end.
+        let prompt = "You are the Coder.\n\n## Restrictions\n\n- No network.\n";
+        let coder = apply(prompt, &for_file(&ops, MemoryFile::CoderPrompt)).unwrap();
+        assert_eq!(
+            coder,
+            "You are the Coder.\n\n## Restrictions\n\n- No network.\n\n\
+             ## Notes from the team\n\n- Run make lint before committing\n"
+        );
+        assert_eq!(
+            section_text(&coder, Category::Coder),
+            "- Run make lint before committing\n"
+        );
+        assert_eq!(section_text(prompt, Category::Coder), "");
     }
 
     #[test]
@@ -552,14 +655,11 @@ mod tests {
                     memory.push('\n');
                 }
             }
-            if rng.random_bool(0.5) {
-                memory.push_str("## Workflows\n\nFeature: plan, build.\n");
-            }
             let ops: Vec<Op> = (0..rng.random_range(1..5))
                 .map(|i| {
                     append(
                         &format!("- new {round} {i}"),
-                        Category::ALL[rng.random_range(0..3)],
+                        Category::ALL[rng.random_range(0..Category::ALL.len())],
                     )
                 })
                 .collect();

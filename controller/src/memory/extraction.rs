@@ -2,7 +2,8 @@
 //! gateway, its usage recorded as [`ROLE`]) that reads the thread's whole history and the
 //! memory as it is where the lines will be committed, and answers with the operations of
 //! [`super::ops`]. The prompt is `prompts/memory-extraction.md` (seeded into
-//! `.codebutler/prompts/`, yours to edit) with `{memory}` and `{history}` filled in.
+//! `.codebutler/prompts/`, yours to edit) with `{memory}`, `{coder_notes}` and `{history}`
+//! filled in.
 
 use codebutler_agent::conversation::ChatMessage;
 use tokio_util::sync::CancellationToken;
@@ -13,13 +14,36 @@ use crate::gateway::{CallContext, Gateway, GatewayError};
 /// The role the extraction's usage is recorded as (the usage report's "Memory extraction").
 pub const ROLE: &str = "memory-extraction";
 
-/// The prompt sent: `template` with `{memory}` and `{history}` replaced in one pass, so text
-/// in the memory or the thread that looks like a placeholder stays as written.
-pub fn prompt(template: &str, memory: &str, history: &str) -> String {
-    let mut out = String::with_capacity(template.len() + memory.len() + history.len());
+/// What the prompt's placeholders are filled with.
+#[derive(Clone, Copy, Debug)]
+pub struct Filled<'a> {
+    /// `{memory}`: the PM's memory where the lines will be committed.
+    pub memory: &'a str,
+    /// `{coder_notes}`: the notes the Coder's prompt already has ("Notes from the team").
+    pub coder_notes: &'a str,
+    /// `{history}`: the thread.
+    pub history: &'a str,
+}
+
+/// The prompt sent: `template` with `{memory}`, `{coder_notes}` and `{history}` replaced in
+/// one pass, so text in the memory or the thread that looks like a placeholder stays as
+/// written. An empty `coder_notes` reads "(none yet)".
+pub fn prompt(template: &str, filled: &Filled<'_>) -> String {
+    let coder_notes = if filled.coder_notes.trim().is_empty() {
+        "(none yet)"
+    } else {
+        filled.coder_notes
+    };
+    let values = [
+        ("{memory}", filled.memory),
+        ("{coder_notes}", coder_notes),
+        ("{history}", filled.history),
+    ];
+    let mut out =
+        String::with_capacity(template.len() + values.iter().map(|(_, v)| v.len()).sum::<usize>());
     let mut rest = template;
     loop {
-        let next = [("{memory}", memory), ("{history}", history)]
+        let next = values
             .into_iter()
             .filter_map(|(name, value)| rest.find(name).map(|at| (at, name, value)))
             .min_by_key(|(at, _, _)| *at);
@@ -73,10 +97,20 @@ mod tests {
 
     #[test]
     fn placeholders_are_filled_once() {
+        let filled = Filled {
+            memory: "{history}",
+            coder_notes: "{memory}",
+            history: "{coder_notes}\n",
+        };
         assert_eq!(
-            prompt("M={memory} H={history} M", "{history}", "{memory}\n"),
-            "M={history} H={memory} M"
+            prompt("M={memory} C={coder_notes} H={history} M", &filled),
+            "M={history} C={memory} H={coder_notes} M"
         );
+        let none = Filled {
+            coder_notes: " \n",
+            ..filled
+        };
+        assert_eq!(prompt("C={coder_notes}", &none), "C=(none yet)");
     }
 
     #[test]
@@ -86,7 +120,14 @@ mod tests {
                        [10:05] Coder question 1: auth/login.go uses JWT but auth/session.go uses cookies. Which one?\n    \
                        answered by <@U0ALICE>: JWT, always JWT\n";
         let memory = crate::memory::seed::PM_DEFAULT;
-        let sent = prompt(template(), memory, history);
+        let sent = prompt(
+            template(),
+            &Filled {
+                memory,
+                coder_notes: "- Run `cargo fmt` before committing\n",
+                history,
+            },
+        );
         assert_eq!(messages(&sent), vec![ChatMessage::user(sent.clone())]);
         insta::assert_snapshot!(sent);
     }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::memory_ops::{self, Op, OpsError};
+use crate::domain::memory_ops::{self, Category, MemoryFile, Op, OpsError};
 use crate::domain::{RunRecord, Stage, ThreadKey};
 use crate::gateway::{Gateway, GatewayError};
 use crate::history::History;
@@ -115,10 +115,21 @@ impl Memory {
         target: MemoryTarget,
         step: Option<&str>,
     ) -> Result<(), MemoryError> {
-        let memory = self.current(thread, target).await?;
+        let memory = self.current(thread, target, MemoryFile::Pm).await?;
+        let coder_prompt = self
+            .current(thread, target, MemoryFile::CoderPrompt)
+            .await?;
+        let coder_notes = memory_ops::section_text(&coder_prompt, Category::Coder);
         let history = History::load(&self.store, thread).await?;
         let template = crate::prompts::memory_extraction_template(&self.layout).await;
-        let prompt = extraction::prompt(&template, &memory, &history.render());
+        let prompt = extraction::prompt(
+            &template,
+            &extraction::Filled {
+                memory: &memory,
+                coder_notes: &coder_notes,
+                history: &history.render(),
+            },
+        );
         let answer = extraction::extract(
             &self.gateway,
             thread,
@@ -194,20 +205,25 @@ impl Memory {
         Ok(self.outbox.commit(&all_changes, &effects).await?)
     }
 
-    /// The memory as it is where `target` commits: the pull request branch's head, or the
-    /// default branch's latest commit (the seeded default where there is no file).
+    /// The memory file `file` as it is where `target` commits: the pull request branch's
+    /// head, or the default branch's latest commit (the seeded default where there is no
+    /// file).
     async fn current(
         &self,
         thread: &ThreadKey,
         target: MemoryTarget,
+        file: MemoryFile,
     ) -> Result<String, MemoryError> {
         match target {
             MemoryTarget::PrBranch => {
                 let run = self.pr_run(thread).await?;
                 let worktree = PathBuf::from(&run.worktree);
-                blocking("read the branch's memory", move || branch_memory(&worktree)).await?
+                blocking("read the branch's memory", move || {
+                    branch_memory(&worktree, file)
+                })
+                .await?
             }
-            MemoryTarget::NewPullRequest => Ok(self.source.pm(true).await),
+            MemoryTarget::NewPullRequest => Ok(self.source.file(seed::path_of(file), true).await),
         }
     }
 
@@ -253,20 +269,23 @@ impl Memory {
         if let Err(e) = self.prepare.ensure_mounted(&worktree).await {
             tracing::warn!(thread = %thread, "mount the worktree's disk: {e}");
         }
-        let old = {
+        let changes = {
             let worktree = worktree.clone();
-            blocking("read the branch's memory", move || branch_memory(&worktree)).await??
+            let items = items.to_vec();
+            blocking("read the branch's memory", move || {
+                apply_to_files(&items, |file| branch_memory(&worktree, file))
+            })
+            .await??
         };
-        let new = memory_ops::apply(&old, items)?;
         let helper = self.prepare.helper(&worktree);
         let main = self.layout.repo.clone();
-        let (tree, text) = (worktree.clone(), new.clone());
+        let (tree, files) = (worktree.clone(), written(&changes));
         let commit = blocking("commit the memory", move || {
             branch_files::commit_to_thread_branch(
                 &helper,
                 &main,
                 &tree,
-                &[(seed::PM_PATH.to_owned(), text.into_bytes())],
+                &files,
                 "Memory approved in Slack",
             )
         })
@@ -280,7 +299,7 @@ impl Memory {
         forge::push_branch(&self.layout.repo, &worktree, &run.branch).await?;
         Ok(Saved {
             sha,
-            diff: diff_lines(&old, &new),
+            diff: files_diff(&changes),
             pull_request: None,
         })
     }
@@ -289,16 +308,18 @@ impl Memory {
         let base = self.source.tip(true).await.ok_or(MemoryError::NoBase)?;
         let repo = self.layout.repo.clone();
         let at = base.clone();
-        let old = blocking("read the default branch's memory", move || {
-            source::read_at(&repo, &at, seed::PM_PATH)
+        let items = items.to_vec();
+        let changes = blocking("read the default branch's memory", move || {
+            apply_to_files(&items, |file| {
+                let path = seed::path_of(file);
+                let text = source::read_at(&repo, &at, path).map_err(|e| MemoryError::Task {
+                    what: "read the default branch's memory",
+                    message: e.to_string(),
+                })?;
+                Ok(text.unwrap_or_else(|| seed::default_for(path).unwrap_or_default().to_owned()))
+            })
         })
-        .await?
-        .map_err(|e| MemoryError::Task {
-            what: "read the default branch's memory",
-            message: e.to_string(),
-        })?
-        .unwrap_or_else(|| seed::PM_DEFAULT.to_owned());
-        let new = memory_ops::apply(&old, items)?;
+        .await??;
         let history = History::load(&self.store, thread).await?;
         let topic = history.first_request().unwrap_or_default();
         let branch = format!(
@@ -307,13 +328,13 @@ impl Memory {
             thread.thread_ts.replace('.', "")
         );
         let main = self.layout.repo.clone();
-        let (name, text) = (branch.clone(), new.clone());
+        let (name, files) = (branch.clone(), written(&changes));
         let commit = blocking("commit the memory", move || {
             branch_files::commit_on_new_branch(
                 &main,
                 &base,
                 &name,
-                &[(seed::PM_PATH.to_owned(), text.into_bytes())],
+                &files,
                 "Memory approved in Slack",
             )
         })
@@ -332,7 +353,7 @@ impl Memory {
                 forge::thread_link(&thread.channel, &thread.thread_ts)
             }
         };
-        let diff = diff_lines(&old, &new);
+        let diff = files_diff(&changes);
         let body = format!(
             "The memory approved in the Slack thread {link}.\n\n```diff\n{}\n```\n",
             diff.join("\n")
@@ -353,20 +374,69 @@ impl Memory {
     }
 }
 
-/// The PM's memory at the head of the thread repository of `worktree`, or the seeded
-/// default.
-fn branch_memory(worktree: &Path) -> Result<String, MemoryError> {
+/// The memory file `file` at the head of the thread repository of `worktree`, or its
+/// seeded default.
+fn branch_memory(worktree: &Path, file: MemoryFile) -> Result<String, MemoryError> {
     let repo = thread_repo::open(worktree).map_err(ForgeError::from)?;
     let head = repo
         .head()
         .and_then(|h| h.peel_to_commit())
         .map_err(git("read the branch's last commit"))
         .map_err(ForgeError::from)?;
-    let text = branch_files::read_file_at(&repo, head.id(), seed::PM_PATH)?;
+    let path = seed::path_of(file);
+    let text = branch_files::read_file_at(&repo, head.id(), path)?;
     Ok(text.map_or_else(
-        || seed::PM_DEFAULT.to_owned(),
+        || seed::default_for(path).unwrap_or_default().to_owned(),
         |b| String::from_utf8_lossy(&b).into_owned(),
     ))
+}
+
+/// One memory file an approved proposal changes: where it is, its text before and after.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct FileChange {
+    file: MemoryFile,
+    old: String,
+    new: String,
+}
+
+/// `items` applied to each file they change, each read once with `read`; a file no item
+/// changes is left out.
+fn apply_to_files(
+    items: &[Op],
+    read: impl Fn(MemoryFile) -> Result<String, MemoryError>,
+) -> Result<Vec<FileChange>, MemoryError> {
+    let mut changes = Vec::new();
+    for file in [MemoryFile::Pm, MemoryFile::CoderPrompt] {
+        let ops = memory_ops::for_file(items, file);
+        if ops.is_empty() {
+            continue;
+        }
+        let old = read(file)?;
+        let new = memory_ops::apply(&old, &ops)?;
+        changes.push(FileChange { file, old, new });
+    }
+    Ok(changes)
+}
+
+/// The files to commit: each changed file's path and new text.
+fn written(changes: &[FileChange]) -> Vec<(String, Vec<u8>)> {
+    changes
+        .iter()
+        .map(|c| (seed::path_of(c.file).to_owned(), c.new.clone().into_bytes()))
+        .collect()
+}
+
+/// The changed lines of every file ([`diff_lines`]); the Coder prompt's under a line
+/// naming it, so people see where a note for the Coder went.
+fn files_diff(changes: &[FileChange]) -> Vec<String> {
+    let mut diff = Vec::new();
+    for change in changes {
+        if change.file != MemoryFile::Pm {
+            diff.push(format!("@@ {} @@", seed::path_of(change.file)));
+        }
+        diff.extend(diff_lines(&change.old, &change.new));
+    }
+    diff
 }
 
 /// The head commit of the thread repository of `worktree`.
@@ -415,6 +485,58 @@ mod tests {
             assert_eq!(target.as_str().parse(), Ok(target));
         }
         assert_eq!("main".parse::<MemoryTarget>(), Err(()));
+    }
+
+    #[test]
+    fn a_proposal_changes_each_file_it_names_and_the_diff_says_which() {
+        let items = vec![
+            Op::Append {
+                line: "- Run make lint before committing".into(),
+                category: Category::Coder,
+            },
+            Op::Append {
+                line: "- Deploys need a tag".into(),
+                category: Category::Project,
+            },
+        ];
+        let read = |file: MemoryFile| {
+            Ok(match file {
+                MemoryFile::Pm => "## Project Knowledge\n".to_owned(),
+                MemoryFile::CoderPrompt => "You are the Coder.\n".to_owned(),
+            })
+        };
+        let changes = apply_to_files(&items, read).unwrap();
+        assert_eq!(
+            written(&changes),
+            vec![
+                (
+                    seed::PM_PATH.to_owned(),
+                    b"## Project Knowledge\n\n- Deploys need a tag\n".to_vec()
+                ),
+                (
+                    seed::CODER_PROMPT_PATH.to_owned(),
+                    b"You are the Coder.\n\n## Notes from the team\n\n- Run make lint before committing\n"
+                        .to_vec()
+                ),
+            ]
+        );
+        assert_eq!(
+            files_diff(&changes),
+            vec![
+                "+ - Deploys need a tag",
+                "@@ .codebutler/prompts/coder.md @@",
+                "+ ## Notes from the team",
+                "+ - Run make lint before committing",
+            ]
+        );
+        // Only the Coder's note: the PM's memory is neither read nor written.
+        let only = apply_to_files(&items[..1], |file| match file {
+            MemoryFile::Pm => panic!("the PM's memory was read"),
+            MemoryFile::CoderPrompt => Ok(String::new()),
+        })
+        .unwrap();
+        assert_eq!(only.len(), 1);
+        assert_eq!(only[0].file, MemoryFile::CoderPrompt);
     }
 
     #[test]

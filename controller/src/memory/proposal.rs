@@ -1,11 +1,14 @@
 //! A memory proposal as people see it in the thread ([`message`]) and the replies that edit
 //! or settle it ([`parse_reply`], [`edit`]): `yes`, `no`, `remove 2`, `remove 1, 3`,
-//! `add: <line>`, `change 2 to: <line>`, case-insensitive. Anything else is not about the
+//! `add: <line>`, `add workflow: <line>`, `add coder: <line>`, `change 2 to: <line>`,
+//! case-insensitive. Anything else is not about the
 //! proposal (it goes to the PM and the proposal stays open). A correction of an answer the
 //! Coder got, `correct 2: <answer>` ([`parse_correction`]), becomes a planning note
 //! ([`correction_note`]). Pure: the message is snapshot-tested and the grammar is a table.
 
-use crate::domain::memory_ops::{Category, LineError, Op, OpsError, check_independent, check_line};
+use crate::domain::memory_ops::{
+    Category, LineError, MemoryFile, Op, OpsError, check_independent, check_line,
+};
 
 /// A reply to an open proposal.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -16,8 +19,9 @@ pub enum Reply {
     No,
     /// Drop these items (1-based, as listed).
     Remove(Vec<usize>),
-    /// Add this line (as typed) as project knowledge.
-    Add(String),
+    /// Add this line (as typed) under this category: project knowledge after `add:`, a
+    /// workflow after `add workflow:`, a note for the Coder after `add coder:`.
+    Add(String, Category),
     /// Replace item `n`'s line by this one (as typed).
     Change(usize, String),
 }
@@ -46,9 +50,15 @@ pub fn parse_reply(text: &str) -> Option<Reply> {
     if let Some(rest) = lower.strip_prefix("remove ") {
         return parse_numbers(rest).map(Reply::Remove);
     }
-    if lower.starts_with("add:") {
-        // The line as typed: its case is the person's.
-        return Some(Reply::Add(text["add:".len()..].trim().to_owned()));
+    for (prefix, category) in [
+        ("add:", Category::Project),
+        ("add workflow:", Category::Workflows),
+        ("add coder:", Category::Coder),
+    ] {
+        if lower.starts_with(prefix) {
+            // The line as typed: its case is the person's.
+            return Some(Reply::Add(text[prefix.len()..].trim().to_owned(), category));
+        }
     }
     if let Some(rest) = lower.strip_prefix("change ") {
         let (number, _) = rest.split_once(" to:")?;
@@ -145,9 +155,9 @@ pub fn edit(items: &[Op], reply: &Reply) -> Result<Vec<Op>, EditError> {
                 items.remove(i);
             }
         }
-        Reply::Add(line) => items.push(Op::Append {
+        Reply::Add(line, category) => items.push(Op::Append {
             line: check_line(line)?,
-            category: Category::Project,
+            category: *category,
         }),
         Reply::Change(number, line) => {
             let i = check(*number)?;
@@ -171,7 +181,10 @@ pub fn message(items: &[Op]) -> String {
             Op::Append { line, category } => text.push_str(&format!(
                 "{n}. ➕ {} _({})_\n",
                 shown(line),
-                category.title()
+                match category.file() {
+                    MemoryFile::Pm => category.title(),
+                    MemoryFile::CoderPrompt => "for the Coder, in `coder.md`",
+                }
             )),
             Op::Replace { old, new } => {
                 text.push_str(&format!("{n}. ✏️ {} → {}\n", shown(old), shown(new)));
@@ -180,7 +193,7 @@ pub fn message(items: &[Op]) -> String {
     }
     text.push_str(
         "\nReply **yes** to save all, or tell me what to change (`remove 2`, `add: …`, \
-         `change 1 to: …`, `no`).",
+         `add workflow: …`, `add coder: …`, `change 1 to: …`, `no`).",
     );
     text
 }
@@ -231,9 +244,26 @@ mod tests {
             ("remove", None),
             (
                 "add: We use bcrypt, never MD5",
-                Some(Add("We use bcrypt, never MD5".into())),
+                Some(Add("We use bcrypt, never MD5".into(), Category::Project)),
             ),
-            ("ADD:   Keep it", Some(Add("Keep it".into()))),
+            (
+                "ADD:   Keep it",
+                Some(Add("Keep it".into(), Category::Project)),
+            ),
+            (
+                "add workflow: - **hotfix**: branch from the release tag",
+                Some(Add(
+                    "- **hotfix**: branch from the release tag".into(),
+                    Category::Workflows,
+                )),
+            ),
+            (
+                "Add Coder: Run make lint before committing",
+                Some(Add(
+                    "Run make lint before committing".into(),
+                    Category::Coder,
+                )),
+            ),
             (
                 "change 2 to: Auth uses JWT except WebSockets",
                 Some(Change(2, "Auth uses JWT except WebSockets".into())),
@@ -292,7 +322,7 @@ mod tests {
             edit(&all, &Reply::Remove(vec![2, 2])).unwrap(),
             vec![all[0].clone(), all[2].clone()]
         );
-        let added = edit(&all, &Reply::Add("we use bcrypt".into())).unwrap();
+        let added = edit(&all, &Reply::Add("we use bcrypt".into(), Category::Project)).unwrap();
         assert_eq!(
             added.last(),
             Some(&Op::Append {
@@ -331,7 +361,7 @@ mod tests {
             })
         );
         assert_eq!(
-            edit(&all, &Reply::Add("  ".into())),
+            edit(&all, &Reply::Add("  ".into(), Category::Project)),
             Err(EditError::Line(LineError::Empty))
         );
     }
@@ -339,5 +369,28 @@ mod tests {
     #[test]
     fn the_message() {
         insta::assert_snapshot!(message(&items()));
+    }
+
+    #[test]
+    fn a_note_for_the_coder_says_where_it_goes() {
+        let items = [
+            Op::Append {
+                line: "- Run make lint before committing".into(),
+                category: Category::Coder,
+            },
+            Op::Append {
+                line: "- **hotfix**: branch from the release tag".into(),
+                category: Category::Workflows,
+            },
+        ];
+        let text = message(&items);
+        assert!(
+            text.contains("1. ➕ Run make lint before committing _(for the Coder, in `coder.md`)_"),
+            "{text}"
+        );
+        assert!(
+            text.contains("2. ➕ **hotfix**: branch from the release tag _(Workflows)_"),
+            "{text}"
+        );
     }
 }

@@ -7,13 +7,20 @@
 //! memory is applied to them, so the first memory commit (reviewed in its pull request)
 //! writes the seeded file together with the approved lines.
 
+use crate::domain::memory_ops::MemoryFile;
+use crate::layout::DEFAULT_PROMPTS;
+
 /// Where the PM's memory lives in the repository.
 pub const PM_PATH: &str = ".codebutler/memory/pm.md";
 /// Where the Artist's memory lives in the repository.
 pub const ARTIST_PATH: &str = ".codebutler/memory/artist.md";
+/// The Coder's prompt, whose "Notes from the team" approved memory adds to (the Coder has no
+/// memory file of its own).
+pub const CODER_PROMPT_PATH: &str = ".codebutler/prompts/coder.md";
 
 /// `pm.md` before anything was learned: the three sections memory lines go into, and the
-/// default workflows as living text the team edits like any other line.
+/// default workflows as living text the team edits like any other line (one line each, so
+/// memory can refine one by replacing its line).
 pub const PM_DEFAULT: &str = "\
 # PM memory
 
@@ -28,13 +35,10 @@ the PM once they are on the default branch.
 
 ## Workflows
 
-- **bugfix**: reproduce it first (find the failing path, read the code and its tests), name the
-  cause with `path:line`, plan the smallest fix plus a test that fails without it.
-- **feature**: settle what it does and where it lives before planning; read the nearest
-  existing feature and follow its patterns; the plan lists files, steps and tests.
+- **bugfix**: reproduce it first (find the failing path, read the code and its tests), name the cause with `path:line`, plan the smallest fix plus a test that fails without it.
+- **feature**: settle what it does and where it lives before planning; read the nearest existing feature and follow its patterns; the plan lists files, steps and tests.
 - **question**: answer from the code you read, citing `path:line`; no plan, no Coder.
-- **refactor**: state what must not change (behaviour, public API), plan small steps that each
-  keep the tests green, and say how the result is checked.
+- **refactor**: state what must not change (behaviour, public API), plan small steps that each keep the tests green, and say how the result is checked.
 ";
 
 /// `artist.md` before anything was learned.
@@ -48,12 +52,25 @@ pub const ARTIST_DEFAULT: &str = "\
 ## Working with Other Roles
 ";
 
-/// The seeded text of the memory file at `path`, if it is one this module seeds.
+/// The seeded text of the memory file at `path`, if it is one this module seeds (the
+/// Coder's prompt starts as the shipped one).
 pub fn default_for(path: &str) -> Option<&'static str> {
     match path {
         PM_PATH => Some(PM_DEFAULT),
         ARTIST_PATH => Some(ARTIST_DEFAULT),
+        CODER_PROMPT_PATH => DEFAULT_PROMPTS
+            .iter()
+            .find(|(name, _)| *name == "coder.md")
+            .map(|(_, text)| *text),
         _ => None,
+    }
+}
+
+/// Where the memory file `file` lives in the repository.
+pub fn path_of(file: MemoryFile) -> &'static str {
+    match file {
+        MemoryFile::Pm => PM_PATH,
+        MemoryFile::CoderPrompt => CODER_PROMPT_PATH,
     }
 }
 
@@ -64,7 +81,10 @@ mod tests {
 
     #[test]
     fn the_pm_seed_has_every_section_and_the_default_workflows() {
-        for category in Category::ALL {
+        for category in Category::ALL
+            .into_iter()
+            .filter(|c| c.file() == MemoryFile::Pm)
+        {
             assert!(
                 PM_DEFAULT.contains(&format!("\n## {}\n", category.title())),
                 "{category:?}"
@@ -79,6 +99,19 @@ mod tests {
         assert_eq!(default_for(PM_PATH), Some(PM_DEFAULT));
         assert_eq!(default_for(ARTIST_PATH), Some(ARTIST_DEFAULT));
         assert_eq!(default_for("README.md"), None);
+        // A workflow is one line, so a memory operation can replace it whole.
+        assert_eq!(
+            PM_DEFAULT.lines().filter(|l| l.starts_with("- **")).count(),
+            4
+        );
+        assert!(
+            PM_DEFAULT.lines().all(|l| !l.starts_with("  ")),
+            "{PM_DEFAULT}"
+        );
+        assert!(
+            default_for(CODER_PROMPT_PATH).is_some_and(|t| t.contains("Coder")),
+            "the shipped Coder prompt"
+        );
     }
 
     #[test]

@@ -1009,7 +1009,10 @@ mod tests {
                 "add: use bcrypt",
                 true,
                 true,
-                Some(MemoryReply(Reply::Add("use bcrypt".into()))),
+                Some(MemoryReply(Reply::Add(
+                    "use bcrypt".into(),
+                    crate::domain::memory_ops::Category::Project,
+                ))),
             ),
             (
                 "change 1 to: x",

@@ -396,6 +396,17 @@ pub fn tool_results(body: &Value) -> String {
         .join("\n---\n")
 }
 
+/// The text of the system message of a recorded request (empty when it has none).
+pub fn system_text(body: &Value) -> String {
+    body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "system")
+        .map(|m| content_text(&m["content"]))
+        .unwrap_or_default()
+}
+
 /// A message's text: its `content` string, or its text parts joined (the shape of a message
 /// with a prompt-cache breakpoint).
 pub fn content_text(content: &Value) -> String {

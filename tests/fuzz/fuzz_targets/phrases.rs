@@ -51,7 +51,7 @@ fuzz_target!(|text: &str| {
     assert_eq!(parse_reply(&format!("<@U0BOT> {text}")), reply, "{text:?}");
     let kind = |r: &Option<Reply>| {
         r.as_ref().map(|r| match r {
-            Reply::Add(_) => "add".to_owned(),
+            Reply::Add(..) => "add".to_owned(),
             Reply::Change(n, _) => format!("change {n}"),
             other => format!("{other:?}"),
         })
