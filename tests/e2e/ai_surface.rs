@@ -245,6 +245,44 @@ async fn a_restart_mid_stream_replaces_the_streamed_message_and_posts_no_second_
 }
 
 #[tokio::test]
+async fn a_crash_before_the_streams_ts_is_recorded_still_leaves_one_answer() {
+    let env = streaming_env().await;
+    let q = "how do we deploy? STREAM-START-CRASH";
+    env.model.script(
+        q,
+        vec![
+            Reply::text("The first try, whose stream Slack made as the daemon died."),
+            Reply::text("Run `make deploy` after the tests pass."),
+        ],
+    );
+    let mut daemon = env.start().await;
+    // Slack makes the streamed message, and the daemon dies before it hears its ts.
+    let stall = env.slack.stall_next("chat.startStream");
+    let thread = env.say(q);
+    assert!(stall.reached(WAIT).await, "no stream was started");
+    daemon.kill9().await;
+    drop(stall);
+    assert_eq!(env.slack.bot_replies(CHANNEL, &thread).len(), 1);
+
+    let _daemon = env.start().await;
+    assert!(env.wait_reaction(&thread, "white_check_mark").await);
+    let shows = shown(&env, &thread);
+    assert_eq!(
+        shows,
+        [
+            json!({"text": "*PM:* Run `make deploy` after the tests pass.", "blocks": null, "files": []})
+        ],
+        "one message, the one Slack made, holding the answer"
+    );
+    assert!(
+        env.thread_posts(&thread).is_empty(),
+        "nothing posted besides"
+    );
+    assert_eq!(env.slack.streams().len(), 1, "no second stream");
+    env.assert_clean();
+}
+
+#[tokio::test]
 async fn a_coder_run_shows_its_steps_as_task_cards_in_one_streamed_plan() {
     let env = Env::with_runner(json!({
         "coder": {"maxTurns": 5, "timeout": 2},

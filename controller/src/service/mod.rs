@@ -143,13 +143,13 @@ pub async fn run(
     let locked = check_repositories(locked, &client, &app, &bot).await?;
     let slack = SharedSlack {
         client: client.clone(),
-        sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second).with_surface(
-            if app.ai_surface {
+        sender: Sender::new(client.clone(), &app.bot_token, app.messages_per_second)
+            .with_surface(if app.ai_surface {
                 Surface::on(&bot.team_id).streaming(app.streaming)
             } else {
                 Surface::off()
-            },
-        ),
+            })
+            .with_bot_user(&bot.user_id),
         bot_user_id: bot.user_id,
     };
     let instance = Instance::this_process().map_err(StartError::Instance)?;

@@ -204,15 +204,24 @@ pub struct ThreadMarks {
     pub intents: HashMap<String, String>,
     /// Ids of the files shared in the thread.
     pub files: HashSet<String>,
+    /// The ts of the bot's own messages that name no outbox effect and share no file, oldest
+    /// first: streamed messages, which Slack makes without metadata (empty when the sender
+    /// does not know the bot's user id).
+    pub unmarked_own: Vec<String>,
 }
 
 impl ThreadMarks {
-    fn add(&mut self, message: &RepliesMessage) {
+    fn add(&mut self, message: &RepliesMessage, bot_user: Option<&str>) {
         if let Some(meta) = &message.metadata
             && meta.event_type == INTENT_EVENT
             && let Some(id) = meta.event_payload.get(INTENT_KEY).and_then(|v| v.as_str())
         {
             self.intents.insert(id.to_owned(), message.ts.clone());
+        } else if bot_user.is_some()
+            && message.user.as_deref() == bot_user
+            && message.files.is_empty()
+        {
+            self.unmarked_own.push(message.ts.clone());
         }
         for file in &message.files {
             if let Some(id) = file.get("id").and_then(|v| v.as_str()) {
@@ -239,6 +248,8 @@ struct RepliesCursor {
 #[derive(Debug, serde::Deserialize)]
 struct RepliesMessage {
     ts: String,
+    #[serde(default)]
+    user: Option<String>,
     metadata: Option<RepliesMetadata>,
     #[serde(default)]
     files: Vec<serde_json::Value>,
@@ -401,6 +412,8 @@ pub struct Sender {
     pace: Arc<Pace>,
     /// Slack's AI-app surface, and where it is not available ([`super::assistant`]).
     surface: Arc<Surface>,
+    /// The bot's own user id, which its posts carry ([`ThreadMarks::unmarked_own`]).
+    bot_user: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for Sender {
@@ -417,12 +430,20 @@ impl Sender {
             token: SlackApiToken::new(bot_token.expose().into()),
             pace: Arc::new(Pace::new(messages_per_second)),
             surface: Arc::new(Surface::off()),
+            bot_user: None,
         }
     }
 
     /// The same sender with Slack's AI-app surface `surface` (off unless given).
     pub fn with_surface(mut self, surface: Surface) -> Self {
         self.surface = Arc::new(surface);
+        self
+    }
+
+    /// The same sender knowing the bot's own user id (`auth.test`'s), so a thread's reading
+    /// can tell the bot's own messages that name no outbox effect.
+    pub fn with_bot_user(mut self, user_id: &str) -> Self {
+        self.bot_user = Some(Arc::from(user_id));
         self
     }
 
@@ -696,7 +717,7 @@ impl Sender {
                 })
                 .await?;
             for message in &page.messages {
-                marks.add(message);
+                marks.add(message, self.bot_user.as_deref());
             }
             cursor = page
                 .response_metadata
@@ -878,6 +899,35 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bots_own_messages_without_an_effect_are_told_apart() {
+        let page: RepliesPage = serde_json::from_value(serde_json::json!({"messages": [
+            {"ts": "1.0", "user": "UALICE", "text": "how do we deploy?"},
+            {"ts": "2.0", "user": "UBOT", "metadata": {"event_type": INTENT_EVENT,
+                "event_payload": {INTENT_KEY: "C1-1.0-a/0"}}},
+            {"ts": "3.0", "user": "UBOT", "files": [{"id": "F1"}]},
+            {"ts": "4.0", "user": "UOTHERBOT", "bot_id": "B2"},
+            {"ts": "5.0", "user": "UBOT", "text": "streamed"},
+        ]}))
+        .unwrap();
+        let mut marks = ThreadMarks::default();
+        for message in &page.messages {
+            marks.add(message, Some("UBOT"));
+        }
+        assert_eq!(marks.unmarked_own, ["5.0"]);
+        assert_eq!(
+            marks.intents.get("C1-1.0-a/0").map(String::as_str),
+            Some("2.0")
+        );
+        assert!(marks.files.contains("F1"));
+        // Without the bot's id nothing is taken for its own.
+        let mut unknown = ThreadMarks::default();
+        for message in &page.messages {
+            unknown.add(message, None);
+        }
+        assert!(unknown.unmarked_own.is_empty());
+    }
 
     /// A call Slack never answers fails after [`CALL_TIMEOUT`], its outcome unknown (it may
     /// have happened), instead of holding its caller for ever.

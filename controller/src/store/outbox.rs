@@ -170,6 +170,18 @@ impl Store {
         records(rows)
     }
 
+    /// Whether an effect of `thread` is recorded as the message `ts`.
+    pub async fn ts_recorded(&self, thread: &ThreadKey, ts: &str) -> Result<bool, StoreError> {
+        let known = sqlx::query_scalar::<_, i64>(
+            "SELECT COUNT(*) FROM outbox WHERE channel_id = $1 AND thread_ts = $2 AND ts = $3",
+        )
+        .bind_thread(thread)
+        .bind(ts)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(known > 0)
+    }
+
     /// One effect.
     pub async fn intent(&self, id: &str) -> Result<Option<IntentRecord>, StoreError> {
         let row =

@@ -11,9 +11,12 @@
 //! Exactly once: as soon as Slack made the message, its ts is recorded as the delivered
 //! outbox effect `stream-<message ts>/0` ([`crate::store::Store::record_shown`]). A turn that
 //! finds that record (the process restarted mid-stream, or the message is retried after a
-//! failure) streams nothing new: its answer replaces the recorded message. Only a crash in
-//! the moment between Slack making the message and the record can leave a message no
-//! restart knows of.
+//! failure) streams nothing new: its answer replaces the recorded message. Before the stream
+//! is started the thread's step `stream-start-<message ts>` is marked; a turn that finds the
+//! step without the record (a crash between Slack making the message and the record) reads
+//! the thread once and takes the bot's first message since the person's that names no
+//! outbox effect and no record knows — the streamed one, as Slack makes it without metadata
+//! — as its own.
 //!
 //! Where streaming is off or Slack refuses it (remembered per channel by the sender), the
 //! turn posts its answer the plain way.
@@ -28,7 +31,7 @@ use crate::slack::api::Sender;
 use crate::slack::assistant::{Chunk, Feature, StreamRef};
 use crate::slack::effects::{Effect, Effects, MessageRef};
 use crate::slack::format::escape_text;
-use crate::store::Store;
+use crate::store::{Change, Store};
 
 /// Least time between two additions to a streamed message: what arrives meanwhile goes in
 /// the next one.
@@ -40,6 +43,11 @@ const APPEND_CHARS: usize = 2_000;
 /// The outbox id under which the message streamed for `msg` is recorded.
 fn stream_id(msg: &IncomingMessage) -> String {
     Effects::named(format!("stream-{}", msg.ts), &msg.thread()).id(0)
+}
+
+/// The thread's step marked before a stream for `msg` is started.
+fn start_step(msg: &IncomingMessage) -> String {
+    format!("stream-start-{}", msg.ts)
 }
 
 /// The streamed answer to one message.
@@ -84,7 +92,27 @@ impl LiveAnswer {
                     });
                 }
             }
-            Ok(None) => {}
+            Ok(None) => {
+                if let Some(ts) = unrecorded_stream(sender, store, msg).await {
+                    let record = Effects::named(group_of(&id), &thread).push(Effect::Post {
+                        text: String::new(),
+                        blocks: None,
+                    });
+                    if let Some(intent) = record.intents().first()
+                        && let Err(e) = store.record_shown(intent, &ts).await
+                    {
+                        tracing::warn!(thread = %thread, "record the streamed answer {ts}: {e}");
+                    }
+                    return Some(Self {
+                        sender: sender.clone(),
+                        id,
+                        mode: Mode::Shown(StreamRef {
+                            channel: thread.channel,
+                            ts,
+                        }),
+                    });
+                }
+            }
             Err(e) => {
                 tracing::warn!(thread = %thread, "read whether {} was streamed: {e}; answering the plain way", msg.ts);
                 return None;
@@ -103,6 +131,7 @@ impl LiveAnswer {
             thread,
             recipient: msg.user.clone(),
             id: id.clone(),
+            start_step: start_step(msg),
         };
         Some(Self {
             sender: sender.clone(),
@@ -147,6 +176,50 @@ impl LiveAnswer {
     }
 }
 
+/// The message a stream for `msg` left in the thread without its ts recorded (a crash
+/// between Slack making it and the record), when the step marked before starting it says
+/// one may exist: the bot's first message since `msg` that names no outbox effect and that
+/// no record of the thread knows. Reads the thread only then.
+async fn unrecorded_stream(
+    sender: &Sender,
+    store: &Store,
+    msg: &IncomingMessage,
+) -> Option<String> {
+    let thread = msg.thread();
+    match store.step_done(&thread, &start_step(msg)).await {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(e) => {
+            tracing::warn!(thread = %thread, "read whether a stream was started for {}: {e}", msg.ts);
+            return None;
+        }
+    }
+    let marks = match sender
+        .thread_marks(&thread.channel, &thread.thread_ts, &msg.ts)
+        .await
+    {
+        Ok(marks) => marks,
+        Err(e) => {
+            tracing::warn!(thread = %thread, "look for the answer streamed for {}: {e}", msg.ts);
+            return None;
+        }
+    };
+    for ts in marks.unmarked_own {
+        match store.ts_recorded(&thread, &ts).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::info!(thread = %thread, "the answer to {} was streamed as {ts} before a crash: it is replaced", msg.ts);
+                return Some(ts);
+            }
+            Err(e) => {
+                tracing::warn!(thread = %thread, "look for the answer streamed for {}: {e}", msg.ts);
+                return None;
+            }
+        }
+    }
+    None
+}
+
 /// Streams the model's text into a new message of the thread.
 struct Writer {
     sender: Sender,
@@ -154,6 +227,8 @@ struct Writer {
     thread: ThreadKey,
     recipient: String,
     id: String,
+    /// The thread's step marked before the stream starts ([`start_step`]).
+    start_step: String,
 }
 
 impl Writer {
@@ -162,6 +237,15 @@ impl Writer {
     async fn run(self, mut arrivals: mpsc::UnboundedReceiver<String>) -> Option<StreamRef> {
         let first = arrivals.recv().await?;
         let thread = &self.thread;
+        let step = Change::StepDone {
+            thread,
+            step: &self.start_step,
+        };
+        if let Err(e) = self.store.commit(&[step], &[]).await {
+            tracing::warn!(thread = %thread, "mark the stream's start: {e}; the answer is posted");
+            while arrivals.recv().await.is_some() {}
+            return None;
+        }
         let Some(stream) = self
             .sender
             .start_stream(
