@@ -60,6 +60,14 @@ fn push_memory_to_origin(
     memory: &str,
     message: &str,
 ) -> std::path::PathBuf {
+    let other = clone_of_origin(env, origin);
+    git::commit_files(&other, &[(PM_PATH, memory)], message);
+    git::git(&other, &["push", "-q", "origin", "HEAD"]);
+    other
+}
+
+/// A clone of `origin` of the test's own (someone else's machine, or GitHub's merge).
+fn clone_of_origin(env: &Env, origin: &Path) -> std::path::PathBuf {
     let other = env.outside.path().join("other");
     git::git(
         env.outside.path(),
@@ -70,8 +78,6 @@ fn push_memory_to_origin(
             other.to_str().unwrap(),
         ],
     );
-    git::commit_files(&other, &[(PM_PATH, memory)], message);
-    git::git(&other, &["push", "-q", "origin", "HEAD"]);
     other
 }
 
@@ -705,16 +711,7 @@ async fn a_refined_workflow_and_a_coder_note_land_in_their_files_and_reach_the_n
 
     // The pull request merges on GitHub; the next Coder reads the note although the host's
     // checkout keeps the prompt it was seeded with.
-    let other = env.outside.path().join("other");
-    git::git(
-        env.outside.path(),
-        &[
-            "clone",
-            "-q",
-            origin.to_str().unwrap(),
-            other.to_str().unwrap(),
-        ],
-    );
+    let other = clone_of_origin(&env, &origin);
     git::git(&other, &["merge", "-q", &format!("origin/{branch}")]);
     git::git(&other, &["push", "-q", "origin", "HEAD"]);
     let seeded = std::fs::read_to_string(env.repo_path().join(CODER_PROMPT_PATH)).unwrap();

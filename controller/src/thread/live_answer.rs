@@ -82,14 +82,7 @@ impl LiveAnswer {
         match store.intent(&id).await {
             Ok(Some(shown)) => {
                 if let Some(ts) = shown.ts {
-                    return Some(Self {
-                        sender: sender.clone(),
-                        id,
-                        mode: Mode::Shown(StreamRef {
-                            channel: thread.channel,
-                            ts,
-                        }),
-                    });
+                    return Some(Self::shown(sender, id, thread, ts));
                 }
             }
             Ok(None) => {
@@ -103,14 +96,7 @@ impl LiveAnswer {
                     {
                         tracing::warn!(thread = %thread, "record the streamed answer {ts}: {e}");
                     }
-                    return Some(Self {
-                        sender: sender.clone(),
-                        id,
-                        mode: Mode::Shown(StreamRef {
-                            channel: thread.channel,
-                            ts,
-                        }),
-                    });
+                    return Some(Self::shown(sender, id, thread, ts));
                 }
             }
             Err(e) => {
@@ -141,6 +127,18 @@ impl LiveAnswer {
                 writer: tokio::spawn(writer.run(arrivals)),
             },
         })
+    }
+
+    /// The answer going into the message `ts` an earlier attempt streamed, recorded as `id`.
+    fn shown(sender: &Sender, id: String, thread: ThreadKey, ts: String) -> Self {
+        Self {
+            sender: sender.clone(),
+            id,
+            mode: Mode::Shown(StreamRef {
+                channel: thread.channel,
+                ts,
+            }),
+        }
     }
 
     /// The model wrote `delta`.
