@@ -2,7 +2,8 @@
 //! effect at once: the PM's is `.codebutler/prompts/pm.md` + `shared.md` + the PM's memory (as
 //! the default branch's latest commit holds it, read by [`crate::memory::source`] and passed
 //! in); the Coder's is `coder.md` + `shared.md` (its plan comes as the first user message); the
-//! memory extraction's is `memory-extraction.md`.
+//! memory extraction's is `memory-extraction.md`; the Artist's is `artist.md` + `shared.md` + its
+//! memory (`artist.md` of the memory).
 //!
 //! A prompt goes into every model request, and the Coder's into the untrusted runner, so a
 //! prompt file is never read through a link (a merged pull request could make `shared.md` a
@@ -39,6 +40,18 @@ pub async fn pm_system_prompt(layout: &Layout, memory: &str) -> String {
     prompt.push_str(&format!(
         "\n\nRepository: {name}. Paths you pass to tools are relative to its root."
     ));
+    prompt
+}
+
+/// Assembles the Artist's system prompt for the repository: `artist.md` + `shared.md` + its
+/// `memory` (the visual style learned in earlier threads).
+pub async fn artist_system_prompt(layout: &Layout, memory: &str) -> String {
+    let [role, shared] = read_prompts(layout, ["artist.md", "shared.md"]).await;
+    let mut prompt = format!("{role}\n\n{shared}");
+    if !memory.trim().is_empty() {
+        prompt.push_str("\n\n# Visual style (learned in earlier threads)\n\n");
+        prompt.push_str(memory.trim());
+    }
     prompt
 }
 
