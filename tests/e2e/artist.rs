@@ -354,3 +354,57 @@ async fn the_pm_and_the_artist_both_answer_from_their_own_conversations() {
     }
     env.assert_clean();
 }
+
+/// In a thread whose Coder opened a pull request, "use it" commits the image on the pull
+/// request's branch (pushed to origin, on top of the Coder's commit) and writes it into the
+/// thread's worktree too, so the Coder's next commit keeps it.
+#[tokio::test]
+async fn use_it_in_a_thread_with_a_pull_request_commits_on_its_branch() {
+    let images = FakeImages::start().await;
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 6, "timeout": 2},
+        "openai": {"baseUrl": images.base_url()}
+    }))
+    .await;
+    env.model
+        .respond("an icon for the notes", |_| Reply::text(artist_answer()));
+    let _daemon = env.start_with_env(&[("OPENAI_API_KEY", OPENAI_KEY)]).await;
+    let (thread, origin) = crate::harness::thread_with_pr(&env, "ARTIST-PR", vec![]).await;
+    let branch = "codebutler/work-on-artist-pr";
+    let before = git::git(&origin, &["rev-parse", branch]);
+    say_and_wait_post(
+        &env,
+        &thread,
+        "@codebutler.artist an icon for the notes",
+        "*Artist:* A fox",
+    )
+    .await;
+    env.slack
+        .user_message(CHANNEL, USER, "draw it", Some(&thread));
+    wait_uploads(&env, &thread, 1).await;
+    env.wait_post(&thread, |t| t.contains("to put it elsewhere"))
+        .await;
+    let used = say_to_artist(&env, &thread, "use it", "*Artist:* Committed").await;
+    assert!(used.contains(&format!("`{branch}`")), "{used}");
+    assert!(
+        used.contains("The pull request, if one is open, has it"),
+        "{used}"
+    );
+    let drawn = images.calls()[0].answered.clone().unwrap();
+    let (blob, author) =
+        blob_on(&origin, branch, "assets/fox.png").expect("the image on the PR's branch");
+    assert_eq!(blob, drawn);
+    assert_eq!(author, "CodeButler");
+    // On top of the Coder's work, which is still there.
+    assert_eq!(
+        git::git(&origin, &["rev-parse", &format!("{branch}~1")]),
+        before
+    );
+    assert!(blob_on(&origin, branch, "notes.txt").is_some());
+    let worktree = crate::harness::worktree_of(&env, "work-on-artist-pr");
+    assert_eq!(
+        std::fs::read(worktree.join("assets/fox.png")).unwrap(),
+        drawn
+    );
+    assert!(images.violations().is_empty(), "{:?}", images.violations());
+}
