@@ -408,3 +408,29 @@ async fn use_it_in_a_thread_with_a_pull_request_commits_on_its_branch() {
     );
     assert!(images.violations().is_empty(), "{:?}", images.violations());
 }
+
+/// The proposal's Draw it button draws it, once: a second press finds it drawn and draws
+/// nothing more.
+#[tokio::test]
+async fn the_draw_it_button_draws_once() {
+    let (env, images, _origin, _daemon) = artist_env(json!({})).await;
+    let thread = env.say("@codebutler.artist draw a logo, a fox");
+    env.wait_post(&thread, |t| t.contains("draw it")).await;
+    let proposal = env
+        .thread_posts(&thread)
+        .into_iter()
+        .find(|p| p.text.contains("draw it"))
+        .unwrap();
+    let draw_it = codebutler_controller::slack::interactive::DRAW_IT;
+    env.slack
+        .click(CHANNEL, USER, &proposal.ts, draw_it)
+        .expect("the proposal shows Draw it");
+    wait_uploads(&env, &thread, 1).await;
+    env.wait_post(&thread, |t| t.contains("to put it elsewhere"))
+        .await;
+    env.slack.click(CHANNEL, USER, &proposal.ts, draw_it);
+    // A typed message after the second press is answered after it: by then it was handled.
+    say_and_wait_post(&env, &thread, "cancel", "*Artist:* Cancelled").await;
+    assert_eq!(images.calls().len(), 1);
+    assert_eq!(uploads_in(&env, &thread).len(), 1);
+}

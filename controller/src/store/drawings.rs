@@ -13,9 +13,11 @@ use crate::domain::{Drawing, DrawingStage, ThreadKey};
 /// A change to a thread's drawings.
 #[derive(Clone, Copy, Debug)]
 pub enum DrawingChange<'a> {
-    /// A new proposal; the thread's open ones are cancelled.
+    /// A new proposal, numbered `number` ([`Store::next_drawing_number`]); the thread's
+    /// open ones are cancelled.
     Propose {
         thread: &'a ThreadKey,
+        number: i64,
         prompt: &'a str,
         path: &'a str,
         size: &'a str,
@@ -45,6 +47,7 @@ pub(super) async fn apply(
     match *change {
         DrawingChange::Propose {
             thread,
+            number,
             prompt,
             path,
             size,
@@ -57,14 +60,6 @@ pub(super) async fn apply(
             .bind_thread(thread)
             .execute(&mut *conn)
             .await?;
-            let next: i64 = sqlx::query(
-                "SELECT COALESCE(MAX(number), 0) + 1 AS next FROM artist_drawings \
-                 WHERE channel_id = $1 AND thread_ts = $2",
-            )
-            .bind_thread(thread)
-            .fetch_one(&mut *conn)
-            .await?
-            .try_get("next")?;
             let sql = match base {
                 Some(_) => {
                     "INSERT INTO artist_drawings (channel_id, thread_ts, number, prompt, path, size, stage, created_at, base) \
@@ -77,7 +72,7 @@ pub(super) async fn apply(
             };
             let query = sqlx::query(sql)
                 .bind_thread(thread)
-                .bind(next)
+                .bind(number)
                 .bind(prompt)
                 .bind(path)
                 .bind(size)
@@ -141,6 +136,18 @@ pub(super) async fn apply(
 }
 
 impl Store {
+    /// The number the thread's next drawing takes.
+    pub async fn next_drawing_number(&self, thread: &ThreadKey) -> Result<i64, StoreError> {
+        Ok(sqlx::query(
+            "SELECT COALESCE(MAX(number), 0) + 1 AS next FROM artist_drawings \
+             WHERE channel_id = $1 AND thread_ts = $2",
+        )
+        .bind_thread(thread)
+        .fetch_one(&self.pool)
+        .await?
+        .try_get("next")?)
+    }
+
     /// The thread's open drawing (proposed or drawn), if it has one: its latest.
     pub async fn open_drawing(&self, thread: &ThreadKey) -> Result<Option<Drawing>, StoreError> {
         let row = sqlx::query(
@@ -217,18 +224,21 @@ mod tests {
 
     async fn drawings_move_through_their_stages_once(s: &Store) {
         let t = thread();
-        let propose = |prompt: &'static str, base| {
+        let propose = |number, prompt: &'static str, base| {
             Change::Drawing(DrawingChange::Propose {
                 thread: &t,
+                number,
                 prompt,
                 path: "assets/a.png",
                 size: "1024x1024",
                 base,
             })
         };
-        assert!(s.commit(&[propose("a fox", None)], &[]).await.unwrap());
+        assert_eq!(s.next_drawing_number(&t).await.unwrap(), 1);
+        assert!(s.commit(&[propose(1, "a fox", None)], &[]).await.unwrap());
+        assert_eq!(s.next_drawing_number(&t).await.unwrap(), 2);
         assert!(
-            s.commit(&[propose("a cat", Some("1.2-0.png"))], &[])
+            s.commit(&[propose(2, "a cat", Some("1.2-0.png"))], &[])
                 .await
                 .unwrap()
         );

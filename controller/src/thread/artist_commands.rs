@@ -17,6 +17,7 @@ use crate::artist::path::check_asset_path;
 use crate::artist::{ArtistTurn, QUALITY, ROLE};
 use crate::domain::{Drawing, DrawingStage, IncomingMessage, Role};
 use crate::slack::effects::{Effect, Effects};
+use crate::slack::interactive::drawing_blocks;
 use crate::store::{Change, DrawingChange};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 
@@ -93,6 +94,13 @@ impl ThreadHandler {
             base,
             new_messages,
         } = &turn;
+        let number = match self.store.next_drawing_number(&thread).await {
+            Ok(number) => number,
+            Err(e) => {
+                tracing::error!(thread = %thread, "number the drawing: {e}");
+                return Settle::Failed;
+            }
+        };
         let price = self.artist.price(&proposal.size);
         let mut text = String::new();
         if let Some(note) = &proposal.note {
@@ -106,7 +114,7 @@ impl ThreadHandler {
         };
         text.push_str(&format!(
             "{what}, for `{}` at {}, {QUALITY} quality ({}):\n\n> {}\n\nIt would go at `{}`. \
-             Say *draw it* to draw it, or *cancel*.",
+             Say *draw it* (or press Draw it) to draw it, or *cancel*.",
             self.artist.image_model,
             proposal.size,
             price_text(price),
@@ -121,6 +129,7 @@ impl ThreadHandler {
             },
             Change::Drawing(DrawingChange::Propose {
                 thread: &thread,
+                number,
                 prompt: &proposal.prompt,
                 path: &proposal.path,
                 size: &proposal.size,
@@ -128,7 +137,9 @@ impl ThreadHandler {
             }),
             done,
         ];
-        self.reply(msg, Role::Artist, &text, &changes).await
+        let effects = Effects::new(&thread)
+            .reply_with_blocks(&text, &speaker(Role::Artist), |t| drawing_blocks(t, number));
+        self.record(msg, &changes, &effects).await
     }
 
     /// "draw it" or "again": the open drawing `number` drawn and posted.

@@ -185,7 +185,7 @@ fn up_to_the_running_coder(msg: &IncomingMessage, facts: &Facts) -> Option<Comma
     match msg.origin {
         Origin::Click => {
             return Some(msg.click().map_or(Command::Unreadable, |click| {
-                classify_click(click, *allowed, state)
+                classify_click(click, *allowed, state, facts.drawing)
             }));
         }
         Origin::Notice => {
@@ -402,13 +402,34 @@ fn classify_rebase(state: &ThreadState) -> Command {
     }
 }
 
-/// A button click: the same rules as the typed words, judged by the button.
-fn classify_click(click: Click, allowed: bool, state: &ThreadState) -> Command {
+/// A button click: the same rules as the typed words, judged by the button (the Artist's
+/// buttons by the drawing they were shown with, which must still wait to be drawn).
+fn classify_click(
+    click: Click,
+    allowed: bool,
+    state: &ThreadState,
+    drawing: Option<(i64, DrawingStage)>,
+) -> Command {
     if !allowed {
         return Command::ClickNotAllowed;
     }
     if click.action == ButtonAction::StopRun {
         return Command::StopButton(click);
+    }
+    if matches!(
+        click.action,
+        ButtonAction::DrawIt | ButtonAction::CancelDrawing
+    ) {
+        return match drawing {
+            Some((number, DrawingStage::Proposed)) if click.value == number.to_string() => {
+                if click.action == ButtonAction::DrawIt {
+                    Command::Draw { number }
+                } else {
+                    Command::CancelDrawing { number }
+                }
+            }
+            _ => Command::SpentClick,
+        };
     }
     match state {
         ThreadState::PlanPending { digest, .. } if *digest != click.value => {
@@ -780,6 +801,17 @@ mod tests {
             ..facts(true, &pending())
         };
         assert_eq!(classify(&msg("yes"), &plan), Command::Approve);
+        // The buttons of the proposal shown: only while that drawing waits to be drawn.
+        let draw = stored(Origin::Click, &click(ButtonAction::DrawIt, "3"));
+        let cancel = stored(Origin::Click, &click(ButtonAction::CancelDrawing, "3"));
+        assert_eq!(classify(&draw, &proposed), Command::Draw { number: 3 });
+        assert_eq!(
+            classify(&cancel, &proposed),
+            Command::CancelDrawing { number: 3 }
+        );
+        assert_eq!(classify(&draw, &drawn), Command::SpentClick);
+        let earlier = stored(Origin::Click, &click(ButtonAction::DrawIt, "2"));
+        assert_eq!(classify(&earlier, &proposed), Command::SpentClick);
     }
 
     /// A coordination notice is posted whatever the thread's state and allow-list (a
