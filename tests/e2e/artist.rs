@@ -282,9 +282,13 @@ async fn a_draw_over_the_daily_cap_is_refused_with_the_figure() {
     env.wait_post(&thread, |t| t.contains("to put it elsewhere"))
         .await;
     // The first image cost $0.042: the cap of $0.04 is reached.
-    let refusal = say_and_wait_post(&env, &thread, "again", "*PM:* Not started").await;
+    let refusal = say_and_wait_post(&env, &thread, "again", "*Artist:* Not drawn").await;
     assert!(
         refusal.contains("this repository's daily cap (`access.maxCostPerDay`, $0.04) is reached"),
+        "{refusal}"
+    );
+    assert!(
+        refusal.contains("say _draw it_ again once the cap allows"),
         "{refusal}"
     );
     assert_eq!(

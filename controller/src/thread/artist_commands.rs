@@ -16,6 +16,7 @@ use crate::artist::asset::{self, Placed, Workspace};
 use crate::artist::path::check_asset_path;
 use crate::artist::{ArtistTurn, QUALITY, ROLE};
 use crate::domain::{Drawing, DrawingStage, IncomingMessage, Role};
+use crate::gateway::caps;
 use crate::slack::effects::{Effect, Effects};
 use crate::slack::interactive::drawing_blocks;
 use crate::store::{Change, DrawingChange};
@@ -149,8 +150,18 @@ impl ThreadHandler {
             Ok(drawing) => drawing,
             Err(settle) => return settle,
         };
-        if let Some(refused) = self.over_cap(msg).await {
-            return refused;
+        let now = chrono::Utc::now();
+        if let Some(refused) = caps::refusal(&self.store, self.caps, &msg.user, now).await {
+            tracing::info!(
+                tag = "ART",
+                "thread {thread} → drawing {number} refused: {refused:?}"
+            );
+            let reply = refused.markdown_as(
+                now,
+                "Not drawn",
+                "The prompt stays: say *draw it* again once the cap allows.",
+            );
+            return self.answer(msg, Role::Artist, &reply).await;
         }
         tracing::info!(tag = "ART", "thread {thread} → drawing {number}");
         self.react(msg, "art").await;
