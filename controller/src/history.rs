@@ -202,6 +202,7 @@ fn said(body: &str) -> Option<Event> {
     let text = match effect {
         Effect::Post { text, .. } => text,
         Effect::Snippet { filename, .. } => format!("(shared the file {filename})"),
+        Effect::Image { title, .. } => format!("(shared the image {title})"),
         Effect::React { .. } | Effect::Update { .. } => return None,
     };
     let (role, text) = speaker_of(&text);

@@ -34,33 +34,36 @@
 //!     review loop of an open PR;
 //! 12. [`dispatch`] — one task per active Slack thread, fed from the store, which whatever
 //!     stores a message for a thread wakes;
-//! 13. [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
-//! 14. [`admin`] — the admin socket and the `runnerctl` client;
-//! 15. [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches,
+//! 13. [`artist`] — the Artist: its image prompt, drawing through the images API, the
+//!     image committed to the thread's branch;
+//! 14. [`pm`] — the PM's tool loop, its tools, and its answers to the Coder's questions;
+//! 15. [`admin`] — the admin socket and the `runnerctl` client;
+//! 16. [`runners`] — sandboxed runner processes (launcher, supervisor, hub, web fetches,
 //!     resume);
-//! 16. [`memory`] — memory people approve in the thread: extraction, proposals, commits to
+//! 17. [`memory`] — memory people approve in the thread: extraction, proposals, commits to
 //!     the PR branch or a memory PR, the default branch's memory;
-//! 17. [`history`] — a thread's history in time order, read back from the store;
-//! 18. [`workspace`] — the worktrees runs work in (per-thread repositories and disks,
+//! 18. [`history`] — a thread's history in time order, read back from the store;
+//! 19. [`workspace`] — the worktrees runs work in (per-thread repositories and disks,
 //!     platform preparation, checkpoints, commits, pushes and pull requests);
-//! 19. [`gateway`] — every model call, pricing, and a thread's Coder budget;
-//! 20. [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
-//! 21. [`config`] — files and environment, each setting typed;
-//! 22. [`store`] — sqlx persistence;
-//! 23. [`prompts`] — role prompts;
-//! 24. [`repo_files`] — a repository's files read without following a link (committed
+//! 20. [`gateway`] — every model call, pricing, and a thread's Coder budget;
+//! 21. [`slack`] — Socket Mode intake, the Web API sender and its outbox, formatting;
+//! 22. [`config`] — files and environment, each setting typed;
+//! 23. [`store`] — sqlx persistence;
+//! 24. [`prompts`] — role prompts;
+//! 25. [`repo_files`] — a repository's files read without following a link (committed
 //!     blobs, the working copy);
-//! 25. [`repo_lock`] — one daemon per repository;
-//! 26. [`layout`] — `.codebutler/`: where each thing lives in it, and its creation;
-//! 27. [`metrics`] — the process's Prometheus figures, bumped where things happen;
-//! 28. [`logging`] — plain and JSON logs;
-//! 29. [`tls`] — the one process-wide TLS provider of outgoing connections;
-//! 30. [`secret`] — a string that never shows itself;
-//! 31. [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
+//! 26. [`repo_lock`] — one daemon per repository;
+//! 27. [`layout`] — `.codebutler/`: where each thing lives in it, and its creation;
+//! 28. [`metrics`] — the process's Prometheus figures, bumped where things happen;
+//! 29. [`logging`] — plain and JSON logs;
+//! 30. [`tls`] — the one process-wide TLS provider of outgoing connections;
+//! 31. [`secret`] — a string that never shows itself;
+//! 32. [`domain`] — the shared vocabulary (threads, their states, messages, plans, roles,
 //!     runs, usage, memory operations, the PR watcher's events, coordination notices),
 //!     plain data.
 
 pub mod admin;
+pub mod artist;
 pub mod closing;
 pub mod coder;
 pub mod config;

@@ -3,7 +3,8 @@
 //! the default branch's latest commit holds it, read by [`crate::memory::source`] and passed
 //! in); the Coder's is `coder.md` (with the notes approved in threads that the default
 //! branch's `coder.md` holds and it lacks) + `shared.md` (its plan comes as the first user
-//! message); the memory extraction's is `memory-extraction.md`.
+//! message); the memory extraction's is `memory-extraction.md`; the Artist's is `artist.md` +
+//! `shared.md` + its memory (`artist.md` of the memory).
 //!
 //! A prompt goes into every model request, and the Coder's into the untrusted runner, so a
 //! prompt file is never read through a link (a merged pull request could make `shared.md` a
@@ -41,6 +42,18 @@ pub async fn pm_system_prompt(layout: &Layout, memory: &str) -> String {
     prompt.push_str(&format!(
         "\n\nRepository: {name}. Paths you pass to tools are relative to its root."
     ));
+    prompt
+}
+
+/// Assembles the Artist's system prompt for the repository: `artist.md` + `shared.md` + its
+/// `memory` (the visual style learned in earlier threads).
+pub async fn artist_system_prompt(layout: &Layout, memory: &str) -> String {
+    let [role, shared] = read_prompts(layout, ["artist.md", "shared.md"]).await;
+    let mut prompt = format!("{role}\n\n{shared}");
+    if !memory.trim().is_empty() {
+        prompt.push_str("\n\n# Visual style (learned in earlier threads)\n\n");
+        prompt.push_str(memory.trim());
+    }
     prompt
 }
 

@@ -8,6 +8,7 @@ mod harness;
 mod access;
 mod ai_surface;
 mod approval;
+mod artist;
 mod attachments;
 mod boundary;
 mod build_limits;

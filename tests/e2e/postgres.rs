@@ -65,6 +65,7 @@ async fn migrations_run_on_postgresql() {
         tables,
         [
             "_sqlx_migrations",
+            "artist_drawings",
             "check_failures",
             "coder_questions",
             "conversation_messages",

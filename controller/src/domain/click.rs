@@ -15,6 +15,10 @@ pub enum ButtonAction {
     CancelPlan,
     /// Stop the running Coder whose status the message shows.
     StopRun,
+    /// Draw the Artist's proposal shown in the message.
+    DrawIt,
+    /// Drop the Artist's proposal shown in the message.
+    CancelDrawing,
 }
 
 impl ButtonAction {
@@ -24,6 +28,8 @@ impl ButtonAction {
             Self::Approve => "approve",
             Self::CancelPlan => "cancel-plan",
             Self::StopRun => "stop-run",
+            Self::DrawIt => "draw-it",
+            Self::CancelDrawing => "cancel-drawing",
         }
     }
 
@@ -33,14 +39,22 @@ impl ButtonAction {
             Self::Approve => "Approve",
             Self::CancelPlan => "Cancel",
             Self::StopRun => "Stop",
+            Self::DrawIt => "Draw it",
+            Self::CancelDrawing => "Cancel",
         }
     }
 
     /// The action a stored marker's word names.
     pub fn from_word(word: &str) -> Option<Self> {
-        [Self::Approve, Self::CancelPlan, Self::StopRun]
-            .into_iter()
-            .find(|a| a.word() == word)
+        [
+            Self::Approve,
+            Self::CancelPlan,
+            Self::StopRun,
+            Self::DrawIt,
+            Self::CancelDrawing,
+        ]
+        .into_iter()
+        .find(|a| a.word() == word)
     }
 }
 

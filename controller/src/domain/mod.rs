@@ -1,11 +1,12 @@
 //! The controller's shared vocabulary: threads and messages, their states, plans, roles,
-//! runs and usage. Plain data with no database, Slack or network types in it, so every
+//! runs, usage and the Artist's drawings. Plain data with no database, Slack or network types in it, so every
 //! module (the Slack adapter, the store, the PM, the Coder) can speak it without importing
 //! another's internals.
 
 mod attachment;
 mod click;
 mod costs;
+mod drawing;
 mod memory;
 pub mod memory_ops;
 mod notice;
@@ -21,6 +22,7 @@ mod watcher_event;
 pub use attachment::{FileKind, FileState, SharedFile, StoredFile};
 pub use click::{ButtonAction, Click};
 pub use costs::{Costs, Line, UNKNOWN_PERSON};
+pub use drawing::{Drawing, DrawingStage};
 pub use memory::MemoryTarget;
 pub use notice::{NOTICE_USER, notice_message, parse_notice};
 pub use overview::{SpendRow, TITLE_CHARS, ThreadOverview, ThreadSpend, thread_title};

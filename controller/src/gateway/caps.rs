@@ -51,15 +51,24 @@ pub enum CapRefusal {
 impl CapRefusal {
     /// What the thread is told, at `now`: which cap, its figure, and when it resets.
     pub fn markdown(&self, now: DateTime<Utc>) -> String {
+        self.markdown_as(
+            now,
+            "Not started",
+            "The plan stays as it is: approve it again once the cap allows.",
+        )
+    }
+
+    /// [`Self::markdown`] for another refused step: `verdict` first ("Not drawn"), `tail`
+    /// last (what stays, and how to try again).
+    pub fn markdown_as(&self, now: DateTime<Utc>, verdict: &str, tail: &str) -> String {
         let midnight = next_midnight(now);
         let day_resets = format!("It resets at 00:00 UTC (in {}).", until(now, midnight));
-        let tail = "The plan stays as it is: approve it again once the cap allows.";
         match self {
             Self::Repository { spent, cap } => format!(
-                "Not started: this repository's daily cap (`access.maxCostPerDay`, ${cap:.2}) is reached: ${spent:.2} spent today. {day_resets} {tail}"
+                "{verdict}: this repository's daily cap (`access.maxCostPerDay`, ${cap:.2}) is reached: ${spent:.2} spent today. {day_resets} {tail}"
             ),
             Self::Person { person, spent, cap } => format!(
-                "Not started: <@{person}>'s daily cap (`access.maxCostPerUserPerDay`, ${cap:.2}) is reached: ${spent:.2} spent today on the runs they started. {day_resets} {tail}"
+                "{verdict}: <@{person}>'s daily cap (`access.maxCostPerUserPerDay`, ${cap:.2}) is reached: ${spent:.2} spent today on the runs they started. {day_resets} {tail}"
             ),
             Self::Calls {
                 person,
@@ -67,12 +76,12 @@ impl CapRefusal {
                 cap,
                 frees_at,
             } => format!(
-                "Not started: <@{person}>'s runs made {calls} Coder model calls in the last hour, the hourly cap (`access.maxClaudeCallsPerHour`, {cap}). A call frees up at {} UTC (in {}). {tail}",
+                "{verdict}: <@{person}>'s runs made {calls} Coder model calls in the last hour, the hourly cap (`access.maxClaudeCallsPerHour`, {cap}). A call frees up at {} UTC (in {}). {tail}",
                 frees_at.format("%H:%M"),
                 until(now, *frees_at)
             ),
             Self::Unreadable(why) => {
-                format!("Not started: the spending caps cannot be checked ({why}). {tail}")
+                format!("{verdict}: the spending caps cannot be checked ({why}). {tail}")
             }
         }
     }

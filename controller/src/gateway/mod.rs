@@ -18,6 +18,7 @@
 pub mod breaker;
 pub mod budget;
 pub mod caps;
+pub mod images;
 pub mod key;
 pub mod model_list;
 pub mod pricing;

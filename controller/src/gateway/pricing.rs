@@ -3,6 +3,9 @@
 //!
 //! OpenRouter gives prices as strings of US dollars per token, e.g.
 //! `"pricing": {"prompt": "0.000015", "completion": "0.000075", "input_cache_read": "0.0000015"}`.
+//!
+//! Images drawn through OpenAI's own images API are priced per image by quality and size,
+//! from OpenAI's published table ([`image_price`]); the API's answer carries no cost.
 
 /// One model's prices, in USD per token.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -37,9 +40,52 @@ pub fn typical_run_cost(pricing: &Pricing) -> f64 {
     }
 }
 
+/// OpenAI's published price of one `gpt-image-1` image (USD), by quality then size:
+/// `(quality, size, price)`.
+const GPT_IMAGE_1: [(&str, &str, f64); 9] = [
+    ("low", "1024x1024", 0.011),
+    ("low", "1024x1536", 0.016),
+    ("low", "1536x1024", 0.016),
+    ("medium", "1024x1024", 0.042),
+    ("medium", "1024x1536", 0.063),
+    ("medium", "1536x1024", 0.063),
+    ("high", "1024x1024", 0.167),
+    ("high", "1024x1536", 0.25),
+    ("high", "1536x1024", 0.25),
+];
+
+/// The sizes an image may be drawn at (those OpenAI prices for `gpt-image-1`).
+pub const IMAGE_SIZES: [&str; 3] = ["1024x1024", "1024x1536", "1536x1024"];
+
+/// The price of one image of `model` at `quality` and `size` through OpenAI's images API,
+/// when its table has it (`gpt-image-1` only; another model's price is not known).
+pub fn image_price(model: &str, quality: &str, size: &str) -> Option<f64> {
+    if model != "gpt-image-1" {
+        return None;
+    }
+    GPT_IMAGE_1
+        .iter()
+        .find(|(q, s, _)| *q == quality && *s == size)
+        .map(|(_, _, price)| *price)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gpt_image_1_is_priced_per_image_by_quality_and_size() {
+        assert_eq!(
+            image_price("gpt-image-1", "medium", "1024x1024"),
+            Some(0.042)
+        );
+        assert_eq!(image_price("gpt-image-1", "high", "1536x1024"), Some(0.25));
+        assert_eq!(image_price("gpt-image-1", "medium", "512x512"), None);
+        assert_eq!(image_price("dall-e-3", "medium", "1024x1024"), None);
+        for size in IMAGE_SIZES {
+            assert!(image_price("gpt-image-1", "low", size).is_some());
+        }
+    }
 
     #[test]
     fn a_typical_run_costs_less_with_a_prompt_cache() {

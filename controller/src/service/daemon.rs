@@ -578,7 +578,23 @@ async fn thread_handler(
             memory: memory.clone(),
         },
     };
+    let artist = crate::artist::Artist {
+        store: store.clone(),
+        layout: layout.clone(),
+        gateway: pm.gateway.clone(),
+        prompt_model: pm.model.clone(),
+        provider: config.artist.provider.to_lowercase(),
+        image_model: config.artist.model.clone(),
+        images: crate::gateway::images::ImagesApi::new(
+            &config.openai.base_url,
+            config.openai.api_key.clone(),
+        )?,
+        memory: pm.memory.clone(),
+        attachments: pm.attachments.clone(),
+        prepare: coder.prepare.clone(),
+    };
     Ok(ThreadHandler {
+        artist,
         pm,
         coder,
         outbox: outbox.clone(),

@@ -26,6 +26,8 @@ pub enum StartError {
     Socket(#[source] slack_morphism::errors::SlackClientError),
     #[error("set up the model gateway: {0}")]
     Gateway(#[from] GatewayError),
+    #[error("the images API: {0}")]
+    Images(#[from] crate::gateway::images::ImagesError),
     #[error("set up fetching shared files: {0}")]
     Files(#[from] crate::slack::files::FetchRefused),
     #[error("set up runners: {0}")]

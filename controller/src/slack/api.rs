@@ -624,9 +624,30 @@ impl Sender {
         filetype: &str,
         content: &str,
     ) -> Result<String, SlackError> {
-        let url_request =
-            SlackApiFilesGetUploadUrlExternalRequest::new(filename.into(), content.len())
-                .with_snippet_type(SlackFileSnippetType(filetype.into()));
+        self.upload_bytes(
+            filename,
+            Some(filetype),
+            content.as_bytes().to_vec(),
+            "text/plain",
+        )
+        .await
+    }
+
+    /// Uploads `bytes` (of type `mimetype`; a snippet of `snippet_type` when given) as a file
+    /// not yet shared anywhere (the first two steps of files upload v2); returns the file's
+    /// id for [`Sender::share_file`].
+    pub async fn upload_bytes(
+        &self,
+        filename: &str,
+        snippet_type: Option<&str>,
+        bytes: Vec<u8>,
+        mimetype: &str,
+    ) -> Result<String, SlackError> {
+        let mut url_request =
+            SlackApiFilesGetUploadUrlExternalRequest::new(filename.into(), bytes.len());
+        if let Some(filetype) = snippet_type {
+            url_request = url_request.with_snippet_type(SlackFileSnippetType(filetype.into()));
+        }
         let target = self
             .retrying("files.getUploadURLExternal", || async {
                 self.client
@@ -637,8 +658,8 @@ impl Sender {
             .await?;
         let upload = SlackApiFilesUploadViaUrlRequest::new(
             target.upload_url.clone(),
-            content.as_bytes().to_vec(),
-            "text/plain".into(),
+            bytes,
+            mimetype.into(),
         );
         self.retrying("files upload", || async {
             self.client

@@ -1,4 +1,4 @@
-//! What the daemon does in Slack, as plain data: posts, snippets, reactions and updates,
+//! What the daemon does in Slack, as plain data: posts, snippets, images, reactions and updates,
 //! grouped as they are recorded together in the outbox ([`crate::slack::outbox`]). Pure:
 //! a reply becomes its effects here, and tests check them by equality.
 
@@ -25,6 +25,12 @@ pub enum Effect {
         filename: String,
         filetype: String,
         content: String,
+    },
+    /// A PNG image shared into the thread (`png_base64`: its bytes, base64), titled `title`.
+    Image {
+        filename: String,
+        title: String,
+        png_base64: String,
     },
     /// A reaction on the message `ts` (adding one that is there is fine).
     React { ts: String, name: String },
@@ -261,6 +267,7 @@ mod tests {
             .map(|e| match e {
                 Effect::Post { .. } => "post",
                 Effect::Snippet { .. } => "snippet",
+                Effect::Image { .. } => "image",
                 Effect::React { .. } => "react",
                 Effect::Update { .. } => "update",
             })

@@ -1,5 +1,6 @@
-//! Block Kit buttons: the Approve/Cancel buttons on a plan and the Cancel button on a Coder's
-//! status message, and how a click becomes a message of its thread.
+//! Block Kit buttons: the Approve/Cancel buttons on a plan, the Cancel button on a Coder's
+//! status message and the Draw it/Cancel buttons on the Artist's proposal, and how a click
+//! becomes a message of its thread.
 //!
 //! A click arrives over Socket Mode as an `interactive` envelope with a `block_actions`
 //! payload. It takes the same path as a typed message, so it is as durable and happens at
@@ -25,6 +26,10 @@ pub const APPROVE: &str = "codebutler_approve";
 pub const CANCEL_PLAN: &str = "codebutler_cancel_plan";
 /// `action_id` of the Cancel button on a Coder's status message.
 pub const STOP_RUN: &str = "codebutler_stop_run";
+/// `action_id` of the Draw it button on the Artist's proposal.
+pub const DRAW_IT: &str = "codebutler_draw_it";
+/// `action_id` of the Cancel button on the Artist's proposal.
+pub const CANCEL_DRAWING: &str = "codebutler_cancel_drawing";
 /// `block_id` of the actions block, so an update can find and replace it.
 pub const ACTIONS_BLOCK: &str = "codebutler_actions";
 
@@ -37,6 +42,8 @@ fn button_action(id: &str) -> Option<ButtonAction> {
         APPROVE => Some(ButtonAction::Approve),
         CANCEL_PLAN => Some(ButtonAction::CancelPlan),
         STOP_RUN => Some(ButtonAction::StopRun),
+        DRAW_IT => Some(ButtonAction::DrawIt),
+        CANCEL_DRAWING => Some(ButtonAction::CancelDrawing),
         _ => None,
     }
 }
@@ -164,6 +171,24 @@ pub fn plan_blocks(mrkdwn: &str, digest: &str) -> Vec<SlackBlock> {
                 button(APPROVE, "Approve", digest).with_style(SlackBlockButtonStyle::Primary),
             ),
             SlackActionBlockElement::Button(button(CANCEL_PLAN, "Cancel", digest)),
+        ])
+        .with_block_id(ACTIONS_BLOCK.into())
+        .into(),
+    );
+    blocks
+}
+
+/// The Artist's proposal: its text, then Draw it and Cancel, whose value is the drawing's
+/// number in the thread.
+pub fn drawing_blocks(mrkdwn: &str, number: i64) -> Vec<SlackBlock> {
+    let mut blocks = sections(mrkdwn);
+    let value = number.to_string();
+    blocks.push(
+        SlackActionsBlock::new(vec![
+            SlackActionBlockElement::Button(
+                button(DRAW_IT, "Draw it", &value).with_style(SlackBlockButtonStyle::Primary),
+            ),
+            SlackActionBlockElement::Button(button(CANCEL_DRAWING, "Cancel", &value)),
         ])
         .with_block_id(ACTIONS_BLOCK.into())
         .into(),

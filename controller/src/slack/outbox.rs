@@ -272,6 +272,29 @@ impl Outbox {
                         .map(|()| None)
                 }
             },
+            Effect::Image {
+                filename,
+                title,
+                png_base64,
+            } => {
+                use base64::Engine as _;
+                let Ok(png) = base64::engine::general_purpose::STANDARD.decode(png_base64) else {
+                    tracing::error!(thread = %row.thread, "outbox effect {} has an unreadable image; given up", row.id);
+                    store.intent_failed(&row.id, "unreadable image").await?;
+                    return Ok(());
+                };
+                match sender.upload_bytes(filename, None, png, "image/png").await {
+                    // Nothing shows until the file is shared: a failure so far changed nothing.
+                    Err(e) => Err(e),
+                    Ok(file_id) => {
+                        store.intent_sending(&row.id, Some(&file_id)).await?;
+                        sender
+                            .share_file(channel, thread_ts, &file_id, title)
+                            .await
+                            .map(|()| None)
+                    }
+                }
+            }
             Effect::React { ts, name } => sender.react(channel, ts, name).await.map(|()| None),
             Effect::Update {
                 message,
@@ -393,7 +416,7 @@ fn slack_ts_before(recorded: &str) -> String {
 fn shown(marks: &ThreadMarks, row: &IntentRecord, effect: &Effect) -> Option<Option<String>> {
     match effect {
         Effect::Post { .. } => marks.intents.get(&row.id).map(|ts| Some(ts.clone())),
-        Effect::Snippet { .. } => row
+        Effect::Snippet { .. } | Effect::Image { .. } => row
             .file_id
             .as_ref()
             .filter(|f| marks.files.contains(*f))

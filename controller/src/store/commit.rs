@@ -73,6 +73,9 @@ pub enum Change<'a> {
     /// Coordination between threads: a thread's changed files, a notice given once, the
     /// channel's merge order (see [`super::ScopeChange`] for the guards).
     Scope(super::ScopeChange<'a>),
+    /// The Artist's drawings: proposed, drawn, used or cancelled; guarded like
+    /// [`Change::RunReported`] by the stage each leaves.
+    Drawing(super::DrawingChange<'a>),
     /// A guard for instances sharing a store: `owner` holds `thread`'s lease, unexpired. If
     /// not (another instance took the thread over), [`Store::commit`] records nothing and
     /// returns false. Put it first.
@@ -258,6 +261,7 @@ async fn apply(
         Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
         Change::Review(ref review) => return super::reviews::apply(conn, review).await,
         Change::Scope(ref scope) => return super::scope::apply(conn, scope).await,
+        Change::Drawing(ref drawing) => return super::drawings::apply(conn, drawing).await,
         Change::LeaseHeld { thread, owner } => {
             return super::leases::held(conn, db_now, thread, owner).await;
         }

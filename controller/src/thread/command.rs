@@ -13,18 +13,20 @@
 //! "budget $N" work in any other state; a running Coder takes everything else first (a close
 //! word or "rebase" only gets "stop the Coder first"); then (`classify_past_coder`, where
 //! a message the running Coder missed starts) an approval of a pending plan, a
-//! close word ("merge", "abandon", "done"), "rebase", a follow-up on an ended run, a message
-//! for another role, and last the PM.
+//! the words that answer the Artist's open drawing ("draw it", "use it", "again", "cancel"),
+//! a close word ("merge", "abandon", "done"), "rebase", a follow-up on an ended run, a
+//! message for the Artist (and the PM), one for another role, and last the PM.
 
 use crate::domain::parse_notice;
 use crate::domain::{
-    ButtonAction, Click, IncomingMessage, Mention, Origin, PullRequestRef, Role, RunRecord,
-    ThreadState,
+    ButtonAction, Click, DrawingStage, IncomingMessage, Mention, Origin, PullRequestRef, Role,
+    RunRecord, ThreadState,
 };
 use crate::domain::{PrEvent, ReviewEvent};
 use crate::gateway::budget::parse_budget_command;
 use crate::memory::proposal::{Reply, parse_correction, parse_reply};
 use crate::thread::approval::{is_approval, is_decline, is_rebase, is_stop, is_undo};
+use crate::thread::artist_words::{DrawingWord, drawing_word};
 use crate::thread::close_plan::{CloseWord, close_word};
 use crate::thread::permissions::gate;
 use crate::thread::routing::{Route, mentioned_roles, route};
@@ -85,6 +87,16 @@ pub enum Command {
     FollowUp { last: Box<RunRecord> },
     /// A message for roles other than the PM only.
     OtherRoles(Vec<Mention>),
+    /// A message for the Artist: it proposes an image prompt.
+    AskArtist,
+    /// A message for the PM and the Artist: the PM answers, then the Artist.
+    AskPmThenArtist,
+    /// "draw it" (or "again") for the thread's open drawing `number`: draw it.
+    Draw { number: i64 },
+    /// "use it" or "use it at <path>" for the drawn drawing `number`: commit it.
+    UseDrawing { number: i64, path: Option<String> },
+    /// "cancel" for the open drawing `number`.
+    CancelDrawing { number: i64 },
     /// Everything else: the PM answers.
     AskPm,
     /// The PR watcher opened a review round (comments gathered, or checks failed): sort it
@@ -144,6 +156,8 @@ pub struct Facts {
     /// The running Coder was to take the message, but its run had ended as the message
     /// came: `state` was read again, and only the rules after the running Coder's apply.
     pub coder_missed: bool,
+    /// The thread's open drawing (its number and stage), if the Artist has one.
+    pub drawing: Option<(i64, DrawingStage)>,
 }
 
 /// The command `msg` gives its thread, given the thread's `facts`: every rule, in order,
@@ -154,7 +168,7 @@ pub fn classify(msg: &IncomingMessage, facts: &Facts) -> Command {
     {
         command
     } else {
-        classify_past_coder(msg, &facts.state)
+        classify_past_coder(msg, &facts.state, facts.drawing)
     };
     gate(command, facts.developer)
 }
@@ -171,7 +185,7 @@ fn up_to_the_running_coder(msg: &IncomingMessage, facts: &Facts) -> Option<Comma
     match msg.origin {
         Origin::Click => {
             return Some(msg.click().map_or(Command::Unreadable, |click| {
-                classify_click(click, *allowed, state)
+                classify_click(click, *allowed, state, facts.drawing)
             }));
         }
         Origin::Notice => {
@@ -278,12 +292,25 @@ fn classify_memory(msg: &IncomingMessage, allowed: bool, proposal_open: bool) ->
 
 /// The command of a message no running Coder took (none runs, or its run ended as the
 /// message came): the rules after the running Coder's.
-fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
+fn classify_past_coder(
+    msg: &IncomingMessage,
+    state: &ThreadState,
+    drawing: Option<(i64, DrawingStage)>,
+) -> Command {
     let text = msg.text.as_str();
     match state {
         ThreadState::Closed(_) => return after_close(text),
         ThreadState::PlanPending { .. } if is_approval(text) => return Command::Approve,
         _ => {}
+    }
+    if let Some((number, stage)) = drawing
+        && let Some(word) = drawing_word(text, stage)
+    {
+        return match word {
+            DrawingWord::Draw => Command::Draw { number },
+            DrawingWord::Use(path) => Command::UseDrawing { number, path },
+            DrawingWord::Cancel => Command::CancelDrawing { number },
+        };
     }
     if let Some(word) = close_word(text) {
         return classify_close(word, state);
@@ -293,7 +320,9 @@ fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
     }
     match state {
         ThreadState::RunEnded { last, .. }
-            if !mentioned_roles(text).contains(&Mention::Role(Role::Pm)) =>
+            if !mentioned_roles(text)
+                .iter()
+                .any(|m| matches!(m, Mention::Role(Role::Pm | Role::Artist))) =>
         {
             return if is_approval(text) {
                 Command::AlreadyCarriedOut
@@ -306,6 +335,8 @@ fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
     match route(text) {
         Route::OtherRoles(named) => Command::OtherRoles(named),
         Route::Pm => Command::AskPm,
+        Route::Artist => Command::AskArtist,
+        Route::PmThenArtist => Command::AskPmThenArtist,
     }
 }
 
@@ -371,13 +402,34 @@ fn classify_rebase(state: &ThreadState) -> Command {
     }
 }
 
-/// A button click: the same rules as the typed words, judged by the button.
-fn classify_click(click: Click, allowed: bool, state: &ThreadState) -> Command {
+/// A button click: the same rules as the typed words, judged by the button (the Artist's
+/// buttons by the drawing they were shown with, which must still wait to be drawn).
+fn classify_click(
+    click: Click,
+    allowed: bool,
+    state: &ThreadState,
+    drawing: Option<(i64, DrawingStage)>,
+) -> Command {
     if !allowed {
         return Command::ClickNotAllowed;
     }
     if click.action == ButtonAction::StopRun {
         return Command::StopButton(click);
+    }
+    if matches!(
+        click.action,
+        ButtonAction::DrawIt | ButtonAction::CancelDrawing
+    ) {
+        return match drawing {
+            Some((number, DrawingStage::Proposed)) if click.value == number.to_string() => {
+                if click.action == ButtonAction::DrawIt {
+                    Command::Draw { number }
+                } else {
+                    Command::CancelDrawing { number }
+                }
+            }
+            _ => Command::SpentClick,
+        };
     }
     match state {
         ThreadState::PlanPending { digest, .. } if *digest != click.value => {
@@ -459,6 +511,7 @@ mod tests {
             open_round: None,
             proposal_open: false,
             coder_missed: false,
+            drawing: None,
         }
     }
 
@@ -682,6 +735,21 @@ mod tests {
                 Conversing,
                 AskPm,
             ),
+            ("@codebutler.artist a logo", true, Conversing, AskArtist),
+            (
+                "@codebutler.artist a logo",
+                true,
+                run_ended.clone(),
+                AskArtist,
+            ),
+            (
+                "@codebutler.pm @codebutler.artist a logo and a plan",
+                true,
+                Conversing,
+                AskPmThenArtist,
+            ),
+            // No drawing open: the words are the PM's.
+            ("draw it", true, Conversing, AskPm),
         ];
         for (text, allowed, state, expected) in cases {
             assert_eq!(
@@ -690,6 +758,60 @@ mod tests {
                 "{text:?} allowed={allowed} in {state:?}"
             );
         }
+    }
+
+    /// The words that answer an open drawing are the Artist's only while one is open, after
+    /// a pending plan's approval and before the close words.
+    #[test]
+    fn an_open_drawing_takes_its_words() {
+        let with = |stage| Facts {
+            drawing: Some((3, stage)),
+            ..facts(true, &ThreadState::Conversing)
+        };
+        let proposed = with(DrawingStage::Proposed);
+        let drawn = with(DrawingStage::Drawn);
+        assert_eq!(
+            classify(&msg("draw it"), &proposed),
+            Command::Draw { number: 3 }
+        );
+        assert_eq!(
+            classify(&msg("cancel"), &proposed),
+            Command::CancelDrawing { number: 3 }
+        );
+        assert_eq!(classify(&msg("use it"), &proposed), Command::AskPm);
+        assert_eq!(
+            classify(&msg("use it at docs/logo.png"), &drawn),
+            Command::UseDrawing {
+                number: 3,
+                path: Some("docs/logo.png".into())
+            }
+        );
+        assert_eq!(classify(&msg("again"), &drawn), Command::Draw { number: 3 });
+        let outsider = Facts {
+            developer: false,
+            ..drawn.clone()
+        };
+        assert_eq!(
+            classify(&msg("use it"), &outsider),
+            Command::DevelopersOnly("put an image in the branch")
+        );
+        // A pending plan's approval comes first.
+        let plan = Facts {
+            drawing: Some((3, DrawingStage::Proposed)),
+            ..facts(true, &pending())
+        };
+        assert_eq!(classify(&msg("yes"), &plan), Command::Approve);
+        // The buttons of the proposal shown: only while that drawing waits to be drawn.
+        let draw = stored(Origin::Click, &click(ButtonAction::DrawIt, "3"));
+        let cancel = stored(Origin::Click, &click(ButtonAction::CancelDrawing, "3"));
+        assert_eq!(classify(&draw, &proposed), Command::Draw { number: 3 });
+        assert_eq!(
+            classify(&cancel, &proposed),
+            Command::CancelDrawing { number: 3 }
+        );
+        assert_eq!(classify(&draw, &drawn), Command::SpentClick);
+        let earlier = stored(Origin::Click, &click(ButtonAction::DrawIt, "2"));
+        assert_eq!(classify(&earlier, &proposed), Command::SpentClick);
     }
 
     /// A coordination notice is posted whatever the thread's state and allow-list (a
@@ -1065,25 +1187,33 @@ mod tests {
             pr: None,
         };
         assert_eq!(
-            classify_past_coder(&msg("go on"), &run_ended),
+            classify_past_coder(&msg("go on"), &run_ended, None),
             Command::FollowUp {
                 last: Box::new(ended())
             }
         );
         assert_eq!(
-            classify_past_coder(&msg("yes"), &pending()),
+            classify_past_coder(&msg("yes"), &pending(), None),
             Command::Approve
         );
         assert_eq!(
-            classify_past_coder(&msg("yes"), &ThreadState::CoderRunning),
+            classify_past_coder(&msg("yes"), &ThreadState::CoderRunning, None),
             Command::AskPm
         );
         assert_eq!(
-            classify_past_coder(&msg("go on"), &ThreadState::Closed(Closure::Abandoned)),
+            classify_past_coder(
+                &msg("go on"),
+                &ThreadState::Closed(Closure::Abandoned),
+                None
+            ),
             Command::ThreadClosed
         );
         assert_eq!(
-            classify_past_coder(&msg("what changed?"), &ThreadState::Closed(Closure::Merged)),
+            classify_past_coder(
+                &msg("what changed?"),
+                &ThreadState::Closed(Closure::Merged),
+                None
+            ),
             Command::QuestionAfterClose
         );
     }
@@ -1189,6 +1319,11 @@ mod tests {
                 format!("OtherRoles {}", names.join(","))
             }
             AskPm => "AskPm".into(),
+            AskArtist => "AskArtist".into(),
+            AskPmThenArtist => "AskPmThenArtist".into(),
+            Draw { number } => format!("Draw {number}"),
+            UseDrawing { number, path } => format!("UseDrawing {number} {path:?}"),
+            CancelDrawing { number } => format!("CancelDrawing {number}"),
             ReviewRound => "ReviewRound".into(),
             ReviewCapped => "ReviewCapped".into(),
             ApproveReview { round, .. } => format!("ApproveReview {round}"),
@@ -1241,6 +1376,8 @@ mod tests {
         let messages = vec![
             typed("how do we deploy?"),
             typed("now rename it"),
+            typed("@codebutler.artist a logo"),
+            typed("@codebutler.pm @codebutler.artist a logo and a plan"),
             typed("yes"),
             typed("no"),
             typed("stop"),
@@ -1328,6 +1465,7 @@ mod tests {
                         open_round,
                         proposal_open,
                         coder_missed,
+                        drawing: None,
                     };
                     row.push(cell(&classify(message, &facts)));
                 }

@@ -1,7 +1,8 @@
 //! The handler of a thread's messages: read the thread's [`Facts`] once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
-//! `plan_commands`, `pm_turn`, `memory_commands`, `review_commands`, `rebase_commands`).
+//! `plan_commands`, `pm_turn`, `artist_commands`, `memory_commands`, `review_commands`,
+//! `rebase_commands`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
@@ -49,6 +50,8 @@ pub struct ThreadHandler {
     pub merge_checks: MergeChecks,
     /// Memory proposals and their commits.
     pub memory: crate::memory::Memory,
+    /// The Artist: image prompts, drawings and their commits.
+    pub artist: crate::artist::Artist,
 }
 
 /// What is left to record of a message once its command was applied.
@@ -169,7 +172,15 @@ impl ThreadHandler {
                 None
             }
         };
+        let drawing = match self.store.open_drawing(&thread).await {
+            Ok(open) => open.map(|d| (d.number, d.stage)),
+            Err(e) => {
+                tracing::error!(thread = %thread, "read the open drawing: {e}");
+                None
+            }
+        };
         Ok(Facts {
+            drawing,
             allowed,
             developer: self.developers.includes(&msg.user),
             state: self.load_state(msg).await?,
@@ -277,6 +288,13 @@ impl ThreadHandler {
                 self.answer(msg, Role::Pm, &other_roles_reply(&named)).await
             }
             Command::AskPm => self.ask_pm(msg, cancel).await,
+            Command::AskArtist => self.ask_artist(msg, cancel).await,
+            Command::AskPmThenArtist => self.ask_pm_then_artist(msg, cancel).await,
+            Command::Draw { number } => self.draw(msg, number).await,
+            Command::UseDrawing { number, path } => {
+                self.use_drawing(msg, number, path.as_deref()).await
+            }
+            Command::CancelDrawing { number } => self.cancel_drawing(msg, number).await,
             Command::ReviewRound => self.review_round(msg, cancel).await,
             Command::ReviewCapped => self.review_capped(msg).await,
             Command::ApproveReview { round, last } => match self.over_cap(msg).await {

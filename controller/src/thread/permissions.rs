@@ -69,6 +69,8 @@ pub fn need(command: &Command) -> Need {
             Developer("answer a review round")
         }
         Command::MemoryReply(_) | Command::CorrectAnswer { .. } => Developer("answer memory"),
+        Command::Draw { .. } => Developer("have an image drawn"),
+        Command::UseDrawing { .. } => Developer("put an image in the branch"),
         // Refusals, replies, questions and what the controller stored itself.
         Command::ClickNotAllowed
         | Command::NotAllowed
@@ -84,6 +86,9 @@ pub fn need(command: &Command) -> Need {
         | Command::AlreadyCarriedOut
         | Command::OtherRoles(_)
         | Command::AskPm
+        | Command::AskArtist
+        | Command::AskPmThenArtist
+        | Command::CancelDrawing { .. }
         | Command::ReviewRound
         | Command::ReviewCapped
         | Command::RebaseWhileCoderRuns

@@ -1,6 +1,8 @@
 //! Routing by `@codebutler.<role>` mentions (spec `daemon-routing.md`): plain string
 //! matching, no model involved. The PM takes a message that mentions no role or mentions it;
-//! a message that names only other roles gets a short reply listing the roles that exist.
+//! the Artist one that mentions it; one that mentions both gets an answer from each, the PM
+//! first; a message that names only other roles gets a short reply listing the roles that
+//! exist.
 
 use crate::domain::{Mention, Role};
 
@@ -9,6 +11,10 @@ use crate::domain::{Mention, Role};
 pub enum Route {
     /// To the PM.
     Pm,
+    /// To the Artist.
+    Artist,
+    /// To the PM, then to the Artist: each answers in its own voice.
+    PmThenArtist,
     /// To roles other than the PM only (lower-cased as written, known or not).
     OtherRoles(Vec<Mention>),
 }
@@ -37,10 +43,14 @@ pub fn mentioned_roles(text: &str) -> Vec<Mention> {
 /// Routes a message by its mentions.
 pub fn route(text: &str) -> Route {
     let roles = mentioned_roles(text);
-    if roles.is_empty() || roles.contains(&Mention::Role(Role::Pm)) {
-        Route::Pm
-    } else {
-        Route::OtherRoles(roles)
+    let pm = roles.contains(&Mention::Role(Role::Pm));
+    let artist = roles.contains(&Mention::Role(Role::Artist));
+    match (pm, artist) {
+        (true, true) => Route::PmThenArtist,
+        (false, true) => Route::Artist,
+        (true, false) => Route::Pm,
+        (false, false) if roles.is_empty() => Route::Pm,
+        (false, false) => Route::OtherRoles(roles),
     }
 }
 
@@ -62,7 +72,7 @@ pub fn other_roles_reply(named: &[Mention]) -> String {
         reply.push_str(&format!("There is no {} role here. ", list.join(", ")));
     } else {
         reply.push_str(
-            "The Coder and the Artist start from a plan you approve in a thread, so talk to me first. ",
+            "The Coder starts from a plan you approve in a thread, so talk to me first. ",
         );
     }
     reply.push_str(
@@ -98,6 +108,20 @@ mod tests {
     }
 
     #[test]
+    fn the_artist_takes_its_mentions_and_answers_after_the_pm_when_both_are_named() {
+        assert_eq!(route("@codebutler.artist draw a logo"), Route::Artist);
+        assert_eq!(route("@CodeButler.Artist @codebutler.coder"), Route::Artist);
+        assert_eq!(
+            route("@codebutler.artist @codebutler.pm a logo and a plan"),
+            Route::PmThenArtist
+        );
+        assert_eq!(
+            route("@codebutler.pm @codebutler.artist"),
+            Route::PmThenArtist
+        );
+    }
+
+    #[test]
     fn reply_lists_the_roles_and_names_unknown_ones() {
         let reply = other_roles_reply(&["reviewer".into()]);
         assert!(
@@ -108,9 +132,6 @@ mod tests {
             assert!(reply.contains(&format!("`@codebutler.{role}`")), "{reply}");
         }
         let reply = other_roles_reply(&["coder".into()]);
-        assert!(
-            reply.starts_with("The Coder and the Artist start from a plan"),
-            "{reply}"
-        );
+        assert!(reply.starts_with("The Coder starts from a plan"), "{reply}");
     }
 }

@@ -3,6 +3,8 @@
 //! * [`FakeSlack`] — the Slack Web API and Socket Mode, as `slack-morphism` 2.31 speaks them.
 //! * [`FakeModel`] — an OpenAI-compatible `POST /v1/chat/completions` (OpenRouter flavour),
 //!   scripted per conversation and checking requests like a strict provider.
+//! * [`images::FakeImages`] — OpenAI's images API (generations and edits), answering real
+//!   PNGs derived from each request.
 //! * [`install_fake_gh`] — a `gh` shell script that logs its invocations, with the pull
 //!   requests and issues of [`gh_items`] for tests that refer to them.
 //! * [`mcp`] — the reference MCP server (`server-everything`, a real one from npm) over
@@ -25,6 +27,7 @@ pub mod gh_items;
 pub mod git;
 pub mod goproxy;
 pub mod host;
+pub mod images;
 pub mod large_repo;
 pub mod mcp;
 pub mod model;

@@ -160,6 +160,7 @@ pub(super) fn complete_upload(
             filename: pending.filename,
             title,
             content: String::from_utf8_lossy(&content).into_owned(),
+            bytes: content.clone(),
             channel: channel.clone(),
             thread_ts: thread_ts.clone(),
             initial_comment: initial_comment.clone(),

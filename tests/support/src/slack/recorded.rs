@@ -66,6 +66,8 @@ pub struct Upload {
     pub title: String,
     /// The uploaded bytes, as (lossy) UTF-8.
     pub content: String,
+    /// The uploaded bytes, exactly (an image's).
+    pub bytes: Vec<u8>,
     /// `channel_id` (or the first of `channels`); `None` for a private, unshared file.
     pub channel: Option<String>,
     pub thread_ts: Option<String>,

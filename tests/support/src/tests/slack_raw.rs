@@ -629,6 +629,7 @@ async fn upload_flow_raw_and_multipart() {
             file_id: file_id.clone(),
             filename: "change.diff".into(),
             title: "The diff".into(),
+            bytes: content.as_bytes().to_vec(),
             content: content.into(),
             channel: Some(CHANNEL.into()),
             thread_ts: Some(user.ts.clone()),
