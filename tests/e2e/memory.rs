@@ -10,7 +10,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use codebutler_controller::memory::seed::{CODER_PROMPT_PATH, PM_DEFAULT, PM_PATH, default_for};
+use codebutler_controller::memory::seed::{
+    ARTIST_DEFAULT, ARTIST_PATH, CODER_PROMPT_PATH, PM_DEFAULT, PM_PATH, default_for,
+};
 use codebutler_test_support::git;
 use codebutler_test_support::model::Reply;
 use serde_json::json;
@@ -725,5 +727,66 @@ async fn a_refined_workflow_and_a_coder_note_land_in_their_files_and_reach_the_n
     let system = crate::harness::system_text(&coder[0].body);
     assert_eq!(system.matches(note).count(), 1, "{system}");
     assert!(system.contains("## Notes from the team"), "{system}");
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_visual_style_learned_goes_into_the_artists_memory_alone() {
+    let env = Env::new().await;
+    let origin = env.outside.path().join("origin.git");
+    git::push_to_new_origin(env.repo_path(), &origin);
+    // The Artist's memory as the default branch holds it, with one style line already.
+    let other = clone_of_origin(&env, &origin);
+    let before = ARTIST_DEFAULT.replace(
+        "## Visual Style\n",
+        "## Visual Style\n\n- Icons are flat, two colours at most\n",
+    );
+    git::commit_files(&other, &[(ARTIST_PATH, before.as_str())], "Artist memory");
+    git::git(&other, &["push", "-q", "origin", "HEAD"]);
+    env.model.script(
+        "which colours do our icons use? (MEMSTYLE)",
+        vec![Reply::text("Teal and white.")],
+    );
+    let line = "- The brand teal is #0F8B8D; use it as the main colour";
+    env.model.script(
+        EXTRACTION,
+        vec![Reply::text(
+            json!([{"op": "append", "line": line, "category": "artist"}]).to_string(),
+        )],
+    );
+    let _daemon = env.start().await;
+    let thread = env.say("which colours do our icons use? (MEMSTYLE)");
+    env.wait_thread_posts(&thread, 1).await;
+    say_and_wait_post(&env, &thread, "done", "*PM:* Thread closed").await;
+    let proposal = wait_post(&env, &thread, PROPOSAL).await;
+    assert!(
+        proposal.contains("_(for the Artist, in `artist.md`)_"),
+        "{proposal}"
+    );
+    // The extraction was shown the Artist's style as the default branch has it.
+    let asked = env.model.requests_for(EXTRACTION);
+    let prompt = asked[0].body["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        prompt.contains(
+            "# The Artist's visual style (as it is on the branch)\n\n- Icons are flat, two colours at most\n"
+        ),
+        "{prompt}"
+    );
+
+    let saved = say_and_wait_post(&env, &thread, "yes", SAVED).await;
+    assert!(
+        saved.contains(&format!("@@ {ARTIST_PATH} @@\n+ {line}")),
+        "{saved}"
+    );
+    let (branch, pm) = pushed_memory(&origin);
+    assert_eq!(pm, None, "the PM's memory is not written");
+    let artist = git::git(&origin, &["show", &format!("{branch}:{ARTIST_PATH}")]);
+    assert_eq!(
+        format!("{artist}\n"),
+        before.replace(
+            "two colours at most\n",
+            &format!("two colours at most\n{line}\n")
+        )
+    );
     env.assert_clean();
 }

@@ -31,6 +31,9 @@ pub enum Category {
     /// `## Notes from the team` of the Coder's prompt (`.codebutler/prompts/coder.md`,
     /// [`MemoryFile::CoderPrompt`]): a coding convention the Coder should follow.
     Coder,
+    /// `## Visual Style` of the Artist's memory (`.codebutler/memory/artist.md`,
+    /// [`MemoryFile::Artist`]): what people approved or corrected in the images drawn.
+    Artist,
 }
 
 /// The file an operation changes: the PM's memory, or the Coder's prompt (the Coder has no
@@ -41,16 +44,24 @@ pub enum MemoryFile {
     Pm,
     /// `.codebutler/prompts/coder.md`.
     CoderPrompt,
+    /// `.codebutler/memory/artist.md`.
+    Artist,
+}
+
+impl MemoryFile {
+    /// Every file, in the order a proposal's changes are read and shown.
+    pub const ALL: [MemoryFile; 3] = [MemoryFile::Pm, MemoryFile::CoderPrompt, MemoryFile::Artist];
 }
 
 impl Category {
     /// Every category, in the order their sections appear in the file.
-    pub const ALL: [Category; 5] = [
+    pub const ALL: [Category; 6] = [
         Category::Project,
         Category::Planning,
         Category::Roles,
         Category::Workflows,
         Category::Coder,
+        Category::Artist,
     ];
 
     /// The section heading's title.
@@ -61,6 +72,7 @@ impl Category {
             Self::Roles => "Working with Other Roles",
             Self::Workflows => "Workflows",
             Self::Coder => "Notes from the team",
+            Self::Artist => "Visual Style",
         }
     }
 
@@ -68,6 +80,7 @@ impl Category {
     pub fn file(self) -> MemoryFile {
         match self {
             Self::Coder => MemoryFile::CoderPrompt,
+            Self::Artist => MemoryFile::Artist,
             Self::Project | Self::Planning | Self::Roles | Self::Workflows => MemoryFile::Pm,
         }
     }
@@ -79,6 +92,7 @@ impl Category {
             "roles" => Some(Self::Roles),
             "workflows" => Some(Self::Workflows),
             "coder" => Some(Self::Coder),
+            "artist" => Some(Self::Artist),
             _ => None,
         }
     }
@@ -120,7 +134,7 @@ pub enum OpsError {
     #[error("operation {index} is {op:?}, which is not append, replace or none")]
     UnknownOp { index: usize, op: String },
     #[error(
-        "operation {index} has the category {category:?}, which is not project, planning, roles, workflows or coder"
+        "operation {index} has the category {category:?}, which is not project, planning, roles, workflows, coder or artist"
     )]
     UnknownCategory { index: usize, category: String },
     #[error("operation {index} has no {field:?}")]

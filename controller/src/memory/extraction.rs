@@ -2,8 +2,8 @@
 //! gateway, its usage recorded as [`ROLE`]) that reads the thread's whole history and the
 //! memory as it is where the lines will be committed, and answers with the operations of
 //! [`super::ops`]. The prompt is `prompts/memory-extraction.md` (seeded into
-//! `.codebutler/prompts/`, yours to edit) with `{memory}`, `{coder_notes}` and `{history}`
-//! filled in.
+//! `.codebutler/prompts/`, yours to edit) with `{memory}`, `{coder_notes}`,
+//! `{artist_style}` and `{history}` filled in.
 
 use codebutler_agent::conversation::ChatMessage;
 use tokio_util::sync::CancellationToken;
@@ -21,22 +21,20 @@ pub struct Filled<'a> {
     pub memory: &'a str,
     /// `{coder_notes}`: the notes the Coder's prompt already has ("Notes from the team").
     pub coder_notes: &'a str,
+    /// `{artist_style}`: the Artist's memory's "Visual Style" lines.
+    pub artist_style: &'a str,
     /// `{history}`: the thread.
     pub history: &'a str,
 }
 
-/// The prompt sent: `template` with `{memory}`, `{coder_notes}` and `{history}` replaced in
-/// one pass, so text in the memory or the thread that looks like a placeholder stays as
-/// written. An empty `coder_notes` reads "(none yet)".
+/// The prompt sent: `template` with `{memory}`, `{coder_notes}`, `{artist_style}` and
+/// `{history}` replaced in one pass, so text in the memory or the thread that looks like a
+/// placeholder stays as written. Empty notes read "(none yet)".
 pub fn prompt(template: &str, filled: &Filled<'_>) -> String {
-    let coder_notes = if filled.coder_notes.trim().is_empty() {
-        "(none yet)"
-    } else {
-        filled.coder_notes
-    };
     let values = [
         ("{memory}", filled.memory),
-        ("{coder_notes}", coder_notes),
+        ("{coder_notes}", or_none(filled.coder_notes)),
+        ("{artist_style}", or_none(filled.artist_style)),
         ("{history}", filled.history),
     ];
     let mut out =
@@ -54,6 +52,15 @@ pub fn prompt(template: &str, filled: &Filled<'_>) -> String {
         out.push_str(&rest[..at]);
         out.push_str(value.trim_end());
         rest = &rest[at + name.len()..];
+    }
+}
+
+/// `text`, or "(none yet)" when it is blank.
+fn or_none(text: &str) -> &str {
+    if text.trim().is_empty() {
+        "(none yet)"
+    } else {
+        text
     }
 }
 
@@ -100,6 +107,7 @@ mod tests {
         let filled = Filled {
             memory: "{history}",
             coder_notes: "{memory}",
+            artist_style: "",
             history: "{coder_notes}\n",
         };
         assert_eq!(
@@ -125,6 +133,7 @@ mod tests {
             &Filled {
                 memory,
                 coder_notes: "- Run `cargo fmt` before committing\n",
+                artist_style: "",
                 history,
             },
         );

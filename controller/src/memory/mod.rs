@@ -120,6 +120,8 @@ impl Memory {
             .current(thread, target, MemoryFile::CoderPrompt)
             .await?;
         let coder_notes = memory_ops::section_text(&coder_prompt, Category::Coder);
+        let artist_memory = self.current(thread, target, MemoryFile::Artist).await?;
+        let artist_style = memory_ops::section_text(&artist_memory, Category::Artist);
         let history = History::load(&self.store, thread).await?;
         let template = crate::prompts::memory_extraction_template(&self.layout).await;
         let prompt = extraction::prompt(
@@ -127,6 +129,7 @@ impl Memory {
             &extraction::Filled {
                 memory: &memory,
                 coder_notes: &coder_notes,
+                artist_style: &artist_style,
                 history: &history.render(),
             },
         );
@@ -406,7 +409,7 @@ fn apply_to_files(
     read: impl Fn(MemoryFile) -> Result<String, MemoryError>,
 ) -> Result<Vec<FileChange>, MemoryError> {
     let mut changes = Vec::new();
-    for file in [MemoryFile::Pm, MemoryFile::CoderPrompt] {
+    for file in MemoryFile::ALL {
         let ops = memory_ops::for_file(items, file);
         if ops.is_empty() {
             continue;
@@ -426,8 +429,8 @@ fn written(changes: &[FileChange]) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-/// The changed lines of every file ([`diff_lines`]); the Coder prompt's under a line
-/// naming it, so people see where a note for the Coder went.
+/// The changed lines of every file ([`diff_lines`]); those of a file other than the PM's
+/// memory under a line naming it, so people see where a note went.
 fn files_diff(changes: &[FileChange]) -> Vec<String> {
     let mut diff = Vec::new();
     for change in changes {
@@ -503,6 +506,7 @@ mod tests {
             Ok(match file {
                 MemoryFile::Pm => "## Project Knowledge\n".to_owned(),
                 MemoryFile::CoderPrompt => "You are the Coder.\n".to_owned(),
+                MemoryFile::Artist => panic!("the Artist's memory was read"),
             })
         };
         let changes = apply_to_files(&items, read).unwrap();
@@ -529,10 +533,29 @@ mod tests {
                 "+ - Run make lint before committing",
             ]
         );
+        // A style line goes into the Artist's memory, under its own file's line.
+        let style = [Op::Append {
+            line: "- Icons are flat".into(),
+            category: Category::Artist,
+        }];
+        let changes = apply_to_files(&style, |file| {
+            assert_eq!(file, MemoryFile::Artist);
+            Ok(seed::ARTIST_DEFAULT.to_owned())
+        })
+        .unwrap();
+        assert_eq!(
+            files_diff(&changes),
+            vec!["@@ .codebutler/memory/artist.md @@", "+ - Icons are flat"]
+        );
+        assert!(
+            changes[0]
+                .new
+                .contains("## Visual Style\n\n- Icons are flat\n")
+        );
         // Only the Coder's note: the PM's memory is neither read nor written.
         let only = apply_to_files(&items[..1], |file| match file {
-            MemoryFile::Pm => panic!("the PM's memory was read"),
             MemoryFile::CoderPrompt => Ok(String::new()),
+            other => panic!("{other:?} was read"),
         })
         .unwrap();
         assert_eq!(only.len(), 1);

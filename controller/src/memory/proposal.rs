@@ -1,6 +1,7 @@
 //! A memory proposal as people see it in the thread ([`message`]) and the replies that edit
 //! or settle it ([`parse_reply`], [`edit`]): `yes`, `no`, `remove 2`, `remove 1, 3`,
-//! `add: <line>`, `add workflow: <line>`, `add coder: <line>`, `change 2 to: <line>`,
+//! `add: <line>`, `add workflow: <line>`, `add coder: <line>`, `add artist: <line>`,
+//! `change 2 to: <line>`,
 //! case-insensitive. Anything else is not about the
 //! proposal (it goes to the PM and the proposal stays open). A correction of an answer the
 //! Coder got, `correct 2: <answer>` ([`parse_correction`]), becomes a planning note
@@ -20,7 +21,8 @@ pub enum Reply {
     /// Drop these items (1-based, as listed).
     Remove(Vec<usize>),
     /// Add this line (as typed) under this category: project knowledge after `add:`, a
-    /// workflow after `add workflow:`, a note for the Coder after `add coder:`.
+    /// workflow after `add workflow:`, a note for the Coder after `add coder:`, the
+    /// Artist's visual style after `add artist:`.
     Add(String, Category),
     /// Replace item `n`'s line by this one (as typed).
     Change(usize, String),
@@ -54,6 +56,7 @@ pub fn parse_reply(text: &str) -> Option<Reply> {
         ("add:", Category::Project),
         ("add workflow:", Category::Workflows),
         ("add coder:", Category::Coder),
+        ("add artist:", Category::Artist),
     ] {
         if lower.starts_with(prefix) {
             // The line as typed: its case is the person's.
@@ -184,6 +187,7 @@ pub fn message(items: &[Op]) -> String {
                 match category.file() {
                     MemoryFile::Pm => category.title(),
                     MemoryFile::CoderPrompt => "for the Coder, in `coder.md`",
+                    MemoryFile::Artist => "for the Artist, in `artist.md`",
                 }
             )),
             Op::Replace { old, new } => {
@@ -193,7 +197,7 @@ pub fn message(items: &[Op]) -> String {
     }
     text.push_str(
         "\nReply **yes** to save all, or tell me what to change (`remove 2`, `add: …`, \
-         `add workflow: …`, `add coder: …`, `change 1 to: …`, `no`).",
+         `add workflow: …`, `add coder: …`, `add artist: …`, `change 1 to: …`, `no`).",
     );
     text
 }

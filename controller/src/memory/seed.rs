@@ -71,6 +71,7 @@ pub fn path_of(file: MemoryFile) -> &'static str {
     match file {
         MemoryFile::Pm => PM_PATH,
         MemoryFile::CoderPrompt => CODER_PROMPT_PATH,
+        MemoryFile::Artist => ARTIST_PATH,
     }
 }
 
