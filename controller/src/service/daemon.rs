@@ -63,6 +63,7 @@ use crate::store::{Instance, Store, repository_name};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::{IntakeSink, ReactionTrigger};
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
+use crate::thread::pm_choice::PmChoice;
 use crate::thread::slash_command::SlashCommands;
 use crate::workspace::build_slots::BuildSlots;
 use crate::workspace::write_access::WriteAccess;
@@ -439,6 +440,17 @@ impl LockedRepo {
                 store: store.clone(),
                 allowed_users: config.access.allowed_users.clone(),
                 caps: caps(&config),
+                pm: PmChoice {
+                    store: store.clone(),
+                    outbox: outbox.clone(),
+                    pool: config
+                        .product_manager
+                        .models
+                        .iter()
+                        .map(|(key, choice)| (key.clone(), choice.model.clone()))
+                        .collect(),
+                    default_model: config.product_manager.default_model().to_owned(),
+                },
             },
         });
         Ok(RepoService {

@@ -31,6 +31,13 @@ pub enum Change<'a> {
         cap_usd: f64,
         user: &'a str,
     },
+    /// `/codebutler pm <model>`: the thread's PM answers with `model` from now on, chosen by
+    /// `user`.
+    PmModel {
+        thread: &'a ThreadKey,
+        model: &'a str,
+        user: &'a str,
+    },
     /// The thread's pending plan is withdrawn (its Cancel button).
     WithdrawPlan(&'a ThreadKey),
     /// The thread's plan waits for approval again (its run could not start).
@@ -160,6 +167,22 @@ async fn apply(
             .bind(cap_usd)
             .bind(user)
             .bind(&now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::PmModel {
+            thread,
+            model,
+            user,
+        } => {
+            sqlx::query(
+                "UPDATE threads SET pm_model = $1, pm_model_set_by = $2, updated_at = $3 \
+                 WHERE channel_id = $4 AND thread_ts = $5",
+            )
+            .bind(model)
+            .bind(user)
+            .bind(&now)
+            .bind_thread(thread)
             .execute(&mut *conn)
             .await?;
         }

@@ -130,7 +130,12 @@ impl EventSink for IntakeSink {
         );
         match self
             .commands
-            .answer(&command.user, &command.text, chrono::Utc::now())
+            .answer(
+                &command.channel,
+                &command.user,
+                &command.text,
+                chrono::Utc::now(),
+            )
             .await
         {
             Ok(answer) => answer,

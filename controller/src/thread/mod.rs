@@ -24,6 +24,7 @@ mod memory_commands;
 pub mod model_switch;
 pub mod permissions;
 mod plan_commands;
+pub mod pm_choice;
 mod pm_turn;
 mod rebase_commands;
 pub mod replies;
