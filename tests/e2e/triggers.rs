@@ -171,14 +171,22 @@ async fn a_reaction_by_someone_not_allowed_or_another_emoji_starts_nothing() {
 }
 
 /// A bot token without the trigger scopes: the service starts and answers the channel,
-/// Slack sends no reaction, and the start names each missing scope, what stays silent and
-/// the manifest.
+/// Slack sends no reaction and no direct message, and the start names each missing scope,
+/// what stays silent and the manifest.
 #[tokio::test]
 async fn the_start_names_the_trigger_scopes_the_bot_token_lacks() {
     let env = env_with_reaction().await;
     let scopes: Vec<String> = slack::manifest_bot_scopes()
         .into_iter()
-        .filter(|s| s != "commands" && s != "reactions:read")
+        .filter(|s| {
+            ![
+                "commands",
+                "reactions:read",
+                "im:history",
+                "app_mentions:read",
+            ]
+            .contains(&s.as_str())
+        })
         .collect();
     env.slack
         .set_bot_scopes(&scopes.iter().map(String::as_str).collect::<Vec<_>>());
@@ -194,6 +202,10 @@ async fn the_start_names_the_trigger_scopes_the_bot_token_lacks() {
             .is_none(),
         "Slack sends no reaction without reactions:read"
     );
+    assert!(
+        env.slack.direct_message(USER, "hello?", None).is_none(),
+        "Slack sends no direct message without im:history"
+    );
 
     let log = daemon.log();
     for (scope, trigger) in [
@@ -201,6 +213,11 @@ async fn the_start_names_the_trigger_scopes_the_bot_token_lacks() {
         (
             "reactions:read",
             "the reaction that makes a message a request",
+        ),
+        ("im:history", "people's direct messages to the bot"),
+        (
+            "app_mentions:read",
+            "a mention of the bot outside the repositories' channels",
         ),
     ] {
         let line = log

@@ -591,6 +591,7 @@ async fn thread_handler(
         },
     };
     Ok(ThreadHandler {
+        channel: config.slack.channel_id.clone(),
         pm,
         coder,
         outbox: outbox.clone(),

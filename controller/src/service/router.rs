@@ -3,7 +3,8 @@
 //! connections, so one process reads them all and hands each to its repository's sink,
 //! which stores it before it is acknowledged. A person opening the app's Home tab is no
 //! channel's event: it goes to [`AppHome`]. An event of a channel no repository serves
-//! (or with no channel) is acknowledged and ignored, as one repository always did.
+//! (a direct message, a mention in another channel) goes to the one repository's sink, which
+//! answers it read-only; with several repositories it is acknowledged and ignored.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,6 +49,16 @@ impl Router {
     fn sink(&self, channel: Option<&str>) -> Option<&Arc<dyn EventSink>> {
         self.routes.get(channel?)
     }
+
+    /// Where conversations outside every repository's channel go (direct messages, mentions
+    /// in other channels): the one repository's sink, which answers them read-only. With
+    /// several repositories none: which one a conversation is about is not settled yet.
+    fn conversations(&self) -> Option<&Arc<dyn EventSink>> {
+        match self.routes.len() {
+            1 => self.routes.values().next(),
+            _ => None,
+        }
+    }
 }
 
 #[async_trait]
@@ -62,7 +73,10 @@ impl EventSink for Router {
             }
             return Ok(());
         }
-        match self.sink(push_channel(&event)) {
+        if let Some(sink) = self.sink(push_channel(&event)) {
+            return sink.accept(event).await;
+        }
+        match self.conversations() {
             Some(sink) => sink.accept(event).await,
             None => {
                 tracing::debug!(event = %event.event_id.0, "ignored event: other channel");
@@ -111,6 +125,7 @@ fn push_channel(event: &SlackPushEventCallback) -> Option<&str> {
         SlackEventCallbackBody::Message(message) => {
             message.origin.channel.as_ref().map(|c| c.0.as_str())
         }
+        SlackEventCallbackBody::AppMention(mention) => Some(mention.channel.0.as_str()),
         SlackEventCallbackBody::ReactionAdded(reaction) => match &reaction.item {
             SlackReactionsItem::Message(message) => {
                 message.origin.channel.as_ref().map(|c| c.0.as_str())

@@ -652,6 +652,16 @@ impl Store {
         Ok(plan)
     }
 
+    /// Whether the thread is stored (a message of it was).
+    pub async fn has_thread(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
+        let row =
+            sqlx::query("SELECT 1 AS x FROM threads WHERE channel_id = $1 AND thread_ts = $2")
+                .bind_thread(thread)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
+    }
+
     /// Whether the thread has a plan waiting for approval.
     pub async fn has_pending_plan(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
         let row = sqlx::query(

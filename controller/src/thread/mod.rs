@@ -15,6 +15,7 @@ pub mod close_commands;
 pub mod close_plan;
 mod coder_commands;
 pub mod command;
+pub mod conversation;
 pub mod handler;
 pub mod intake;
 mod joined_messages;

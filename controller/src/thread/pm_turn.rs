@@ -46,6 +46,9 @@ enum Access {
     /// A question about a closed thread's work: read-only tools, and the closed note after
     /// the answer.
     AfterClose,
+    /// A conversation outside the repository's channel: read-only tools, told where work
+    /// starts.
+    Conversation,
 }
 
 /// Recording the PM's turn failed.
@@ -98,6 +101,15 @@ impl ThreadHandler {
             model: chosen.model,
             ..self.pm.clone()
         })
+    }
+
+    /// The PM answers a message of a conversation outside the repository's channel, read-only.
+    pub(super) async fn ask_pm_in_conversation(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Settle {
+        self.pm_turn(msg, cancel, Access::Conversation).await
     }
 
     /// The PM answers a question about a closed thread's work, read-only.
@@ -166,6 +178,14 @@ impl ThreadHandler {
                         answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
                         ..turn
                     })
+            }
+            Access::Conversation => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → pm responding read-only (outside the channel)"
+                );
+                pm.answer_in_conversation(msg, &watch, cancel, &self.channel)
+                    .await
             }
         };
         let TurnWatch { status, live } = watch;
