@@ -437,6 +437,7 @@ impl LockedRepo {
                     sender: slack.sender.clone(),
                 }),
             commands: SlashCommands {
+                channel: channel.clone(),
                 store: store.clone(),
                 allowed_users: config.access.allowed_users.clone(),
                 caps: caps(&config),

@@ -22,7 +22,7 @@
 //! events), then every repository in order.
 //!
 //! A person opening the app's Home tab gets it published from every repository's store
-//! ([`home`]).
+//! ([`home`]), and again whenever one of their threads changes ([`home_refresh`]).
 //!
 //! With a `dashboard` section in the global config the service also serves the dashboard
 //! ([`crate::dashboard`]): its address is taken before any repository starts (a port in use
@@ -36,6 +36,7 @@ pub mod app_lock;
 pub mod connections;
 pub mod daemon;
 pub mod home;
+pub mod home_refresh;
 pub mod install;
 pub mod notify;
 pub mod parts;
@@ -183,6 +184,13 @@ pub async fn run(
         repos: started.iter().map(RepoService::home_repo).collect(),
         sender: slack.sender.clone(),
     });
+    let home_stop = CancellationToken::new();
+    tokio::spawn(
+        home.clone()
+            .keep_fresh(home_refresh::REFRESH_EVERY, home_stop.clone()),
+    );
+    // Stopped on every way out of the start too.
+    let _home_refresh = home_stop.clone().drop_guard();
     let router = router::Router::new(
         started
             .iter()
@@ -251,6 +259,7 @@ pub async fn run(
     notifier.stopping("stopping: no new messages; finishing the work in flight");
     socket.shutdown().await;
     watch_stop.cancel();
+    home_stop.cancel();
     stop_all(started).await;
     tracing::info!("stopped");
     outcome

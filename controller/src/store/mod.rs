@@ -37,6 +37,7 @@ mod checkpoints;
 mod commit;
 mod files;
 mod history;
+mod home_viewers;
 mod journal;
 mod leases;
 mod memory;

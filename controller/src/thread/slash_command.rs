@@ -66,6 +66,8 @@ pub fn parse(text: &str) -> Request {
 /// What answering the command needs: the repository's store, who is allowed, its caps.
 #[derive(Clone, Debug)]
 pub struct SlashCommands {
+    /// The repository's channel: `status` lists its threads.
+    pub channel: String,
     pub store: Store,
     /// `access.allowedUsers` (empty: everyone in the channel).
     pub allowed_users: Vec<String>,
@@ -104,7 +106,9 @@ impl SlashCommands {
             Request::Unknown(word) => Ok(help_text(Some(&word))),
             Request::Pm(words) => Ok(self.pm.answer(channel, user, &words).await?),
             Request::Status => {
-                let threads = self.store.thread_overviews(READ_THREADS).await?;
+                // The channel's threads: not the read-only conversations elsewhere.
+                let mut threads = self.store.thread_overviews(READ_THREADS).await?;
+                threads.retain(|t| t.key.channel == self.channel);
                 let runs = self.store.list_runs(true, READ_RUNS).await?;
                 let today = self.store.spend_since(&day_start(now)).await?;
                 Ok(status_text(&threads, &runs, today))
