@@ -235,6 +235,30 @@ impl RepoService {
         }
     }
 
+    /// The repository as a direct-message conversation may choose it: its name, channel,
+    /// who may use it, and its sink.
+    pub fn conversation_repo(&self) -> super::conversations::ConversationRepo {
+        super::conversations::ConversationRepo {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| self.layout.repo.display().to_string()),
+            channel: self.channel.clone(),
+            allowed_users: self.config.access.allowed_users.clone(),
+            sink: self.sink.clone(),
+        }
+    }
+
+    /// The repository's store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The repository's outbox.
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
     /// The store, when other instances may share it (PostgreSQL).
     pub fn shared_store(&self) -> Option<Store> {
         self.shared.as_ref().map(|_| self.store.clone())

@@ -34,6 +34,7 @@
 
 pub mod app_lock;
 pub mod connections;
+pub mod conversations;
 pub mod daemon;
 pub mod home;
 pub mod home_refresh;
@@ -197,6 +198,15 @@ pub async fn run(
             .map(|r| (r.channel.clone(), r.sink.clone() as Arc<dyn EventSink>)),
     )
     .with_home(home);
+    let router = match started.as_slice() {
+        [first, _, ..] => router.with_conversations(Arc::new(conversations::Conversations {
+            repos: started.iter().map(RepoService::conversation_repo).collect(),
+            store: first.store().clone(),
+            outbox: first.outbox().clone(),
+            bot_user_id: slack.bot_user_id.clone(),
+        })),
+        _ => router,
+    };
     let (hellos, mut hello_rx) = mpsc::unbounded_channel();
     notifier.status("connecting to Slack (Socket Mode)");
     let socket = match SocketMode::start(

@@ -38,6 +38,15 @@ pub enum Change<'a> {
         model: &'a str,
         user: &'a str,
     },
+    /// The bot asks which repository the direct-message conversation `channel` is about.
+    /// Only once: if it asked already, [`Store::commit`] records nothing and returns false.
+    ConversationAsked { channel: &'a str },
+    /// The conversation `channel` is about `repository` from now on, as `user` said.
+    ConversationChosen {
+        channel: &'a str,
+        repository: &'a str,
+        user: &'a str,
+    },
     /// The thread's pending plan is withdrawn (its Cancel button).
     WithdrawPlan(&'a ThreadKey),
     /// The thread's plan waits for approval again (its run could not start).
@@ -183,6 +192,38 @@ async fn apply(
             .bind(user)
             .bind(&now)
             .bind_thread(thread)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::ConversationAsked { channel } => {
+            let asked = sqlx::query(
+                "INSERT INTO conversation_choices (channel_id, updated_at) VALUES ($1, $2) \
+                 ON CONFLICT (channel_id) DO NOTHING",
+            )
+            .bind(channel)
+            .bind(&now)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            if asked == 0 {
+                return Ok(false);
+            }
+        }
+        Change::ConversationChosen {
+            channel,
+            repository,
+            user,
+        } => {
+            sqlx::query(
+                "INSERT INTO conversation_choices (channel_id, repository, chosen_by, updated_at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
+                 repository = excluded.repository, chosen_by = excluded.chosen_by, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(channel)
+            .bind(repository)
+            .bind(user)
+            .bind(&now)
             .execute(&mut *conn)
             .await?;
         }
