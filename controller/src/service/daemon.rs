@@ -388,6 +388,7 @@ impl LockedRepo {
         let followers = handler.coder.followers.clone();
         let coordination = handler.coder.coordination.clone();
         let write_access = handler.pm.write_access.clone();
+        let pm_gateway = handler.pm.gateway.clone();
         if !shared {
             // Before anything can start a run: what the last stop cut off. On a shared
             // store this is done thread by thread as threads are taken (`adopt`).
@@ -475,6 +476,7 @@ impl LockedRepo {
                         .map(|(key, choice)| (key.clone(), choice.model.clone()))
                         .collect(),
                     default_model: config.product_manager.default_model().to_owned(),
+                    gateway: pm_gateway,
                 },
             },
         });

@@ -47,7 +47,7 @@ mod tests {
             ConversationChoice::NotAsked
         );
         let asked = Change::ConversationAsked { channel: "D1" };
-        assert!(s.commit(&[asked.clone()], &[]).await.unwrap());
+        assert!(s.commit(&[asked], &[]).await.unwrap());
         assert!(!s.commit(&[asked], &[]).await.unwrap(), "asked once");
         assert_eq!(
             s.conversation_choice("D1").await.unwrap(),

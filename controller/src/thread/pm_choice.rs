@@ -5,20 +5,24 @@
 //! channel where they typed the command.
 //!
 //! The model is a key of the PM's pool (`productManager.models`) or the OpenRouter id of one
-//! of its entries; anything else is refused with the pool's keys. The choice is stored with
+//! of its entries; anything else is refused with the pool's keys, and a pool model the
+//! provider no longer lists is refused by [`check_pm_model`]. The choice is stored with
 //! the thread ([`Change::PmModel`]) together with one line in the thread saying who chose
 //! what, so the thread's readers know; every later PM turn of the thread reads it
 //! ([`crate::thread::pm_turn`]). Without a model the answer shows the thread's current model
 //! and the pool. Every answer goes to the person alone (the command's acknowledgement).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use crate::domain::{ThreadKey, ThreadOverview, thread_title};
+use crate::gateway::Gateway;
 use crate::pm::references::{Reference, detect};
 use crate::slack::effects::Effects;
 use crate::slack::format::escape_text;
 use crate::slack::outbox::{Outbox, OutboxError};
 use crate::store::{Change, Store, StoreError};
+use crate::thread::model_switch::{PmModelSwitch, check_pm_model};
 
 /// Threads read back to find the one the command is about.
 const READ_THREADS: i64 = 200;
@@ -33,6 +37,8 @@ pub struct PmChoice {
     pub pool: BTreeMap<String, String>,
     /// The OpenRouter id the PM uses when a thread chose none (`productManager.default`).
     pub default_model: String,
+    /// Asked whether the provider still lists the chosen model.
+    pub gateway: Arc<Gateway>,
 }
 
 /// Why the command could not be carried out.
@@ -133,6 +139,11 @@ impl PmChoice {
                 self.keys()
             ));
         };
+        // The pool was checked against the provider's list at start; a model it has dropped
+        // since is refused as the thread's switch refuses one.
+        if let PmModelSwitch::Refused(refusal) = check_pm_model(&self.gateway, &model).await {
+            return Ok(refusal);
+        }
         let line = format!("PM model is now `{model}`, set by <@{user}>.");
         let effects = Effects::new(&thread.key).reply(&line, "");
         let change = Change::PmModel {
