@@ -19,6 +19,7 @@ mod close;
 mod compaction;
 mod config_errors;
 mod containers;
+mod conversations;
 mod coordination;
 mod dashboard;
 mod followups;

@@ -1,6 +1,7 @@
 //! One CodeButler for a team: one `codebutler` serving two repositories in two channels of
 //! one Slack app (the global config's `repositories`), each answering from its own prompt,
-//! memory and store; an unserved channel acknowledged and ignored; one service per Slack
+//! memory and store; an unserved channel acknowledged and ignored; a direct message asking
+//! which repository once and remembering the answer across a restart; one service per Slack
 //! app, on this host (a lock) and across hosts (Slack's connection count); `--status`.
 
 use std::path::{Path, PathBuf};
@@ -595,5 +596,99 @@ async fn runnerctl_finds_a_repository_by_its_name() {
             "runnerctl: error: `billing` is neither a directory nor a repository listed in {} (it lists api, web)\n",
             team.home.path().join("config.json").display()
         )
+    );
+}
+
+/// Waits until a post of the thread `thread` of `channel` contains `text`; returns it.
+async fn wait_post_in(team: &Team, channel: &str, thread: &str, text: &str) -> String {
+    let found = || {
+        team.posts_in(channel, thread)
+            .into_iter()
+            .find(|p| p.contains(text))
+    };
+    let ok = team.slack.wait_until(WAIT, || found().is_some()).await;
+    assert!(ok, "no {text:?} in {:?}", team.posts_in(channel, thread));
+    found().unwrap_or_default()
+}
+
+/// Alice's first direct message to the bot of a service with two repositories is answered
+/// with one question listing both by name and channel, without a model call; she answers
+/// "web", and her next question is answered by web's PM. After a restart her next direct
+/// message goes to web again without a question: the question was asked once.
+#[tokio::test]
+async fn a_direct_message_asks_which_repository_once_and_remembers_it_across_a_restart() {
+    let team = Team::new().await;
+    let mut service = team.start().await;
+    let dm = slack::dm_channel(USER);
+    let first = team
+        .slack
+        .direct_message(USER, "hello there", None)
+        .unwrap();
+    let question = wait_post_in(
+        &team,
+        &dm,
+        &first.ts,
+        "which one is this conversation about",
+    )
+    .await;
+    assert!(
+        question.contains("*api* (<#C0API>), *web* (<#C0WEB>)"),
+        "{question}"
+    );
+    team.slack
+        .direct_message(USER, "web", Some(&first.ts))
+        .unwrap();
+    wait_post_in(
+        &team,
+        &dm,
+        &first.ts,
+        "This conversation is about *web* (<#C0WEB>)",
+    )
+    .await;
+
+    team.model
+        .script("DM-WEB-Q", vec![Reply::text("Web answers.")]);
+    let asked = team
+        .slack
+        .direct_message(USER, "DM-WEB-Q: what is this repository?", None)
+        .unwrap();
+    wait_post_in(&team, &dm, &asked.ts, "Web answers.").await;
+    assert!(system_prompt(&team.model, "DM-WEB-Q").contains("PROMPT-WEB"));
+
+    service.signal("TERM");
+    assert_eq!(
+        service.wait_exit(WAIT).await.code(),
+        Some(0),
+        "{}",
+        service.log()
+    );
+    let mut service = team.start().await;
+    team.model
+        .script("DM-AFTER", vec![Reply::text("Still web.")]);
+    let after = team
+        .slack
+        .direct_message(USER, "DM-AFTER: and its tests?", None)
+        .unwrap();
+    wait_post_in(&team, &dm, &after.ts, "Still web.").await;
+    assert!(system_prompt(&team.model, "DM-AFTER").contains("PROMPT-WEB"));
+
+    let questions = team
+        .slack
+        .posts()
+        .into_iter()
+        .filter(|p| p.channel == dm && p.text.contains("which one is this conversation about"))
+        .count();
+    assert_eq!(questions, 1, "asked once");
+    assert!(
+        team.model.unscripted().is_empty(),
+        "{:?}",
+        team.model.unscripted()
+    );
+    service.signal("TERM");
+    assert_eq!(service.wait_exit(WAIT).await.code(), Some(0));
+    assert!(
+        team.slack.violations().is_empty(),
+        "{:?}",
+        team.slack.violations()
     );
 }

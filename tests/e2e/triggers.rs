@@ -3,8 +3,8 @@
 //! thread, once however many react or however often Slack delivers it, and only for people
 //! allowed in the channel; `/codebutler status`, `cost` and `help` are answered in the
 //! command's acknowledgement, shown to the person alone; opening the app's Home tab publishes
-//! the person's open threads, the runs and the day's spend; the start names the trigger
-//! scopes the bot token lacks.
+//! the person's open threads, the runs and the day's spend, and publishes it again when one
+//! of their threads changes; the start names the trigger scopes the bot token lacks.
 
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{self, CHANNEL, Sent};
@@ -171,14 +171,22 @@ async fn a_reaction_by_someone_not_allowed_or_another_emoji_starts_nothing() {
 }
 
 /// A bot token without the trigger scopes: the service starts and answers the channel,
-/// Slack sends no reaction, and the start names each missing scope, what stays silent and
-/// the manifest.
+/// Slack sends no reaction and no direct message, and the start names each missing scope,
+/// what stays silent and the manifest.
 #[tokio::test]
 async fn the_start_names_the_trigger_scopes_the_bot_token_lacks() {
     let env = env_with_reaction().await;
     let scopes: Vec<String> = slack::manifest_bot_scopes()
         .into_iter()
-        .filter(|s| s != "commands" && s != "reactions:read")
+        .filter(|s| {
+            ![
+                "commands",
+                "reactions:read",
+                "im:history",
+                "app_mentions:read",
+            ]
+            .contains(&s.as_str())
+        })
         .collect();
     env.slack
         .set_bot_scopes(&scopes.iter().map(String::as_str).collect::<Vec<_>>());
@@ -194,6 +202,10 @@ async fn the_start_names_the_trigger_scopes_the_bot_token_lacks() {
             .is_none(),
         "Slack sends no reaction without reactions:read"
     );
+    assert!(
+        env.slack.direct_message(USER, "hello?", None).is_none(),
+        "Slack sends no direct message without im:history"
+    );
 
     let log = daemon.log();
     for (scope, trigger) in [
@@ -201,6 +213,11 @@ async fn the_start_names_the_trigger_scopes_the_bot_token_lacks() {
         (
             "reactions:read",
             "the reaction that makes a message a request",
+        ),
+        ("im:history", "people's direct messages to the bot"),
+        (
+            "app_mentions:read",
+            "a mention of the bot outside the repositories' channels",
         ),
     ] {
         let line = log
@@ -355,5 +372,56 @@ async fn opening_the_home_tab_publishes_the_persons_threads_and_the_day() {
     let bobs = env.slack.home_text(BOB);
     assert!(bobs.contains("No open threads of yours."), "{bobs}");
     assert!(!bobs.contains("FLAKY-TEST"), "{bobs}");
+    env.assert_clean();
+}
+
+/// Alice opened her Home tab before she had a thread; Bob never opened his. Bob's thread and
+/// then Alice's are answered: Alice's Home is published again with her thread in it without
+/// her opening it again, and nothing is ever published to Bob.
+#[tokio::test]
+async fn the_home_tab_is_published_again_when_a_persons_thread_changes() {
+    let env = Env::new().await;
+    env.model
+        .script("BOB-BUILD", vec![Reply::text("Which job is slow?")]);
+    env.model
+        .script("SLOW-BUILD", vec![Reply::text("Which step is slow?")]);
+    let _daemon = env.start().await;
+    let opened = env.slack.open_app_home(USER);
+    acked(&env, &opened).await;
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env.slack.home_view(USER).is_some())
+            .await,
+        "no home view published"
+    );
+    assert!(
+        env.slack
+            .home_text(USER)
+            .contains("No open threads of yours.")
+    );
+
+    let bobs = env
+        .slack
+        .user_message(CHANNEL, BOB, "BOB-BUILD: CI is slow", None)
+        .ts;
+    env.wait_post(&bobs, |t| t.contains("Which job is slow?"))
+        .await;
+    let thread = env.say("SLOW-BUILD: the build takes twenty minutes");
+    env.wait_post(&thread, |t| t.contains("Which step is slow?"))
+        .await;
+    let listed = "• “SLOW-BUILD: the build takes twenty minutes”: planning";
+    assert!(
+        env.slack
+            .wait_until(WAIT, || env.slack.home_text(USER).contains(listed))
+            .await,
+        "the home tab was not published again: {}",
+        env.slack.home_text(USER)
+    );
+    assert!(
+        !env.slack.home_text(USER).contains("BOB-BUILD"),
+        "{}",
+        env.slack.home_text(USER)
+    );
+    assert_eq!(env.slack.home_view(BOB), None, "Bob never opened his Home");
     env.assert_clean();
 }

@@ -160,16 +160,46 @@ impl Pm {
         activity: &dyn Activity,
         cancel: &CancellationToken,
     ) -> Result<PmTurn, PmError> {
-        let registry = self.read_only_tools();
         let memory = self.memory.pm(false).await;
         let system =
             closed_thread_prompt(&crate::prompts::pm_system_prompt(&self.layout, &memory).await);
+        self.read_only_turn(msg, activity, cancel, &system).await
+    }
+
+    /// Runs the PM on a message of a conversation outside the repository's channel (a
+    /// direct message, a mention elsewhere), as [`Self::answer_read_only`] does but with the
+    /// system prompt of such a conversation ([`conversation_prompt`]), which names `channel`,
+    /// where work starts.
+    pub async fn answer_in_conversation(
+        &self,
+        msg: &IncomingMessage,
+        activity: &dyn Activity,
+        cancel: &CancellationToken,
+        channel: &str,
+    ) -> Result<PmTurn, PmError> {
+        let memory = self.memory.pm(false).await;
+        let system = conversation_prompt(
+            &crate::prompts::pm_system_prompt(&self.layout, &memory).await,
+            channel,
+        );
+        self.read_only_turn(msg, activity, cancel, &system).await
+    }
+
+    /// One turn with the read-only tools and `system`: it answers, and can propose nothing.
+    async fn read_only_turn(
+        &self,
+        msg: &IncomingMessage,
+        activity: &dyn Activity,
+        cancel: &CancellationToken,
+        system: &str,
+    ) -> Result<PmTurn, PmError> {
+        let registry = self.read_only_tools();
         let nothing = Arc::new(Mutex::new(None));
         let tools = Tools {
             registry: &registry,
             proposed: &nothing,
         };
-        self.turn(msg, &NoArrivals, activity, cancel, tools, &system)
+        self.turn(msg, &NoArrivals, activity, cancel, tools, system)
             .await
     }
 
@@ -246,6 +276,19 @@ pub fn said(msg: &IncomingMessage) -> ChatMessage {
 /// What the PM is told in a closed thread (`prompts/closed-thread.md`), after its system
 /// prompt.
 const CLOSED_THREAD: &str = include_str!("../../../prompts/closed-thread.md");
+
+/// What the PM is told in a conversation outside the repository's channel
+/// (`prompts/conversation.md`), after its system prompt; `{channel}` names the channel.
+const CONVERSATION: &str = include_str!("../../../prompts/conversation.md");
+
+/// The PM's system prompt `system` for a conversation outside the repository's channel: that
+/// conversation's instructions after it, naming `channel` (a channel id) where work starts.
+pub fn conversation_prompt(system: &str, channel: &str) -> String {
+    let note = CONVERSATION
+        .trim_end()
+        .replace("{channel}", &format!("<#{channel}>"));
+    format!("{system}\n\n{note}")
+}
 
 /// The PM's system prompt `system` for a question in a closed thread: the closed thread's
 /// instructions after it.

@@ -63,6 +63,7 @@ use crate::store::{Instance, Store, repository_name};
 use crate::thread::handler::ThreadHandler;
 use crate::thread::intake::{IntakeSink, ReactionTrigger};
 use crate::thread::lease::{LEASE_TTL, Leases, WATCH_EVERY};
+use crate::thread::pm_choice::PmChoice;
 use crate::thread::slash_command::SlashCommands;
 use crate::workspace::build_slots::BuildSlots;
 use crate::workspace::write_access::WriteAccess;
@@ -234,6 +235,30 @@ impl RepoService {
         }
     }
 
+    /// The repository as a direct-message conversation may choose it: its name, channel,
+    /// who may use it, and its sink.
+    pub fn conversation_repo(&self) -> super::conversations::ConversationRepo {
+        super::conversations::ConversationRepo {
+            name: self
+                .name
+                .clone()
+                .unwrap_or_else(|| self.layout.repo.display().to_string()),
+            channel: self.channel.clone(),
+            allowed_users: self.config.access.allowed_users.clone(),
+            sink: self.sink.clone(),
+        }
+    }
+
+    /// The repository's store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The repository's outbox.
+    pub fn outbox(&self) -> &Outbox {
+        &self.outbox
+    }
+
     /// The store, when other instances may share it (PostgreSQL).
     pub fn shared_store(&self) -> Option<Store> {
         self.shared.as_ref().map(|_| self.store.clone())
@@ -363,6 +388,7 @@ impl LockedRepo {
         let followers = handler.coder.followers.clone();
         let coordination = handler.coder.coordination.clone();
         let write_access = handler.pm.write_access.clone();
+        let pm_gateway = handler.pm.gateway.clone();
         if !shared {
             // Before anything can start a run: what the last stop cut off. On a shared
             // store this is done thread by thread as threads are taken (`adopt`).
@@ -436,9 +462,22 @@ impl LockedRepo {
                     sender: slack.sender.clone(),
                 }),
             commands: SlashCommands {
+                channel: channel.clone(),
                 store: store.clone(),
                 allowed_users: config.access.allowed_users.clone(),
                 caps: caps(&config),
+                pm: PmChoice {
+                    store: store.clone(),
+                    outbox: outbox.clone(),
+                    pool: config
+                        .product_manager
+                        .models
+                        .iter()
+                        .map(|(key, choice)| (key.clone(), choice.model.clone()))
+                        .collect(),
+                    default_model: config.product_manager.default_model().to_owned(),
+                    gateway: pm_gateway,
+                },
             },
         });
         Ok(RepoService {
@@ -595,6 +634,7 @@ async fn thread_handler(
     };
     Ok(ThreadHandler {
         artist,
+        channel: config.slack.channel_id.clone(),
         pm,
         coder,
         outbox: outbox.clone(),

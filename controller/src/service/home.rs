@@ -7,8 +7,11 @@
 //! repository's channel, so it is handled here, where every repository's store is known,
 //! rather than by one repository's sink. The view is read and published in a task of its
 //! own, so the event is acknowledged at once; a failed publish is logged, and the next
-//! opening publishes again (a view replaces the last, so nothing is duplicated). The view is
-//! made by a pure function of the figures ([`home_blocks`]), tested by equality.
+//! opening publishes again (a view replaces the last, so nothing is duplicated). Whoever
+//! opened it gets it published again when one of their threads changes
+//! ([`super::home_refresh`]). Only the threads of each repository's channel are listed, not
+//! read-only conversations elsewhere. The view is made by a pure function of the figures
+//! ([`home_blocks`]), tested by equality.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -70,14 +73,36 @@ pub struct RepoFigures {
 }
 
 impl AppHome {
-    /// Publishes `user`'s Home tab in a task of its own.
+    /// Publishes `user`'s Home tab in a task of its own, and remembers that they opened it
+    /// (so it is published again when one of their threads changes,
+    /// [`super::home_refresh`]).
     pub fn publish_for(self: &Arc<Self>, user: String) {
         let home = self.clone();
         tokio::spawn(async move {
+            if let Some(first) = home.repos.first()
+                && let Err(e) = first.store.record_home_viewer(&user).await
+            {
+                tracing::warn!("remember that {user} opened the app home: {e}");
+            }
             if let Err(e) = home.publish(&user, Utc::now()).await {
                 tracing::warn!("publish the app home of {user}: {e}");
             }
         });
+    }
+
+    /// Whether `user` opened the Home tab (remembered in the first repository's store); a
+    /// store that cannot be read says no.
+    pub async fn opened_by(&self, user: &str) -> bool {
+        let Some(first) = self.repos.first() else {
+            return false;
+        };
+        match first.store.is_home_viewer(user).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                tracing::warn!("read who opened the app home: {e}");
+                false
+            }
+        }
     }
 
     /// Reads every repository's figures for `user` and publishes their Home tab.
@@ -110,7 +135,11 @@ async fn repo_figures(repo: &HomeRepo, user: &str, day: &str) -> Result<RepoFigu
         .thread_overviews(READ_THREADS)
         .await?
         .into_iter()
-        .filter(|t| !t.stage.is_closed() && t.started_by.as_deref() == Some(user))
+        .filter(|t| {
+            t.key.channel == repo.channel
+                && !t.stage.is_closed()
+                && t.started_by.as_deref() == Some(user)
+        })
         .collect();
     let runs = repo.store.list_runs(true, READ_RUNS).await?;
     Ok(RepoFigures {

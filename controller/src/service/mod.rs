@@ -22,7 +22,7 @@
 //! events), then every repository in order.
 //!
 //! A person opening the app's Home tab gets it published from every repository's store
-//! ([`home`]).
+//! ([`home`]), and again whenever one of their threads changes ([`home_refresh`]).
 //!
 //! With a `dashboard` section in the global config the service also serves the dashboard
 //! ([`crate::dashboard`]): its address is taken before any repository starts (a port in use
@@ -34,8 +34,10 @@
 
 pub mod app_lock;
 pub mod connections;
+pub mod conversations;
 pub mod daemon;
 pub mod home;
+pub mod home_refresh;
 pub mod install;
 pub mod notify;
 pub mod parts;
@@ -183,12 +185,28 @@ pub async fn run(
         repos: started.iter().map(RepoService::home_repo).collect(),
         sender: slack.sender.clone(),
     });
+    let home_stop = CancellationToken::new();
+    tokio::spawn(
+        home.clone()
+            .keep_fresh(home_refresh::REFRESH_EVERY, home_stop.clone()),
+    );
+    // Stopped on every way out of the start too.
+    let _home_refresh = home_stop.clone().drop_guard();
     let router = router::Router::new(
         started
             .iter()
             .map(|r| (r.channel.clone(), r.sink.clone() as Arc<dyn EventSink>)),
     )
     .with_home(home);
+    let router = match started.as_slice() {
+        [first, _, ..] => router.with_conversations(Arc::new(conversations::Conversations {
+            repos: started.iter().map(RepoService::conversation_repo).collect(),
+            store: first.store().clone(),
+            outbox: first.outbox().clone(),
+            bot_user_id: slack.bot_user_id.clone(),
+        })),
+        _ => router,
+    };
     let (hellos, mut hello_rx) = mpsc::unbounded_channel();
     notifier.status("connecting to Slack (Socket Mode)");
     let socket = match SocketMode::start(
@@ -251,6 +269,7 @@ pub async fn run(
     notifier.stopping("stopping: no new messages; finishing the work in flight");
     socket.shutdown().await;
     watch_stop.cancel();
+    home_stop.cancel();
     stop_all(started).await;
     tracing::info!("stopped");
     outcome

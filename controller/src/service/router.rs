@@ -3,7 +3,10 @@
 //! connections, so one process reads them all and hands each to its repository's sink,
 //! which stores it before it is acknowledged. A person opening the app's Home tab is no
 //! channel's event: it goes to [`AppHome`]. An event of a channel no repository serves
-//! (or with no channel) is acknowledged and ignored, as one repository always did.
+//! (a direct message, a mention in another channel) goes to the one repository's sink, which
+//! answers it read-only; with several repositories a direct message goes to
+//! [`Conversations`], which asks which repository it is about, and a mention elsewhere is
+//! acknowledged and ignored.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +14,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use slack_morphism::prelude::*;
 
+use super::conversations::Conversations;
 use super::home::AppHome;
 use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 
@@ -19,6 +23,7 @@ use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 pub struct Router {
     routes: HashMap<String, Arc<dyn EventSink>>,
     home: Option<Arc<AppHome>>,
+    conversations: Option<Arc<Conversations>>,
 }
 
 impl std::fmt::Debug for Router {
@@ -36,7 +41,15 @@ impl Router {
         Self {
             routes: routes.into_iter().collect(),
             home: None,
+            conversations: None,
         }
+    }
+
+    /// The router, handing direct messages to `conversations` when it serves several
+    /// repositories (which one a conversation is about is asked there).
+    pub fn with_conversations(mut self, conversations: Arc<Conversations>) -> Self {
+        self.conversations = Some(conversations);
+        self
     }
 
     /// The router, publishing a person's Home tab when they open it.
@@ -47,6 +60,17 @@ impl Router {
 
     fn sink(&self, channel: Option<&str>) -> Option<&Arc<dyn EventSink>> {
         self.routes.get(channel?)
+    }
+
+    /// Where conversations outside every repository's channel go (direct messages, mentions
+    /// in other channels): the one repository's sink, which answers them read-only. With
+    /// several repositories none: direct messages go to [`Conversations`], which asks which
+    /// repository; mentions in other channels are not answered.
+    fn conversations(&self) -> Option<&Arc<dyn EventSink>> {
+        match self.routes.len() {
+            1 => self.routes.values().next(),
+            _ => None,
+        }
     }
 }
 
@@ -62,9 +86,15 @@ impl EventSink for Router {
             }
             return Ok(());
         }
-        match self.sink(push_channel(&event)) {
-            Some(sink) => sink.accept(event).await,
-            None => {
+        if let Some(sink) = self.sink(push_channel(&event)) {
+            return sink.accept(event).await;
+        }
+        if let Some(sink) = self.conversations() {
+            return sink.accept(event).await;
+        }
+        match &self.conversations {
+            Some(conversations) if is_direct_message(&event) => conversations.accept(event).await,
+            _ => {
                 tracing::debug!(event = %event.event_id.0, "ignored event: other channel");
                 Ok(())
             }
@@ -111,6 +141,7 @@ fn push_channel(event: &SlackPushEventCallback) -> Option<&str> {
         SlackEventCallbackBody::Message(message) => {
             message.origin.channel.as_ref().map(|c| c.0.as_str())
         }
+        SlackEventCallbackBody::AppMention(mention) => Some(mention.channel.0.as_str()),
         SlackEventCallbackBody::ReactionAdded(reaction) => match &reaction.item {
             SlackReactionsItem::Message(message) => {
                 message.origin.channel.as_ref().map(|c| c.0.as_str())
@@ -118,6 +149,21 @@ fn push_channel(event: &SlackPushEventCallback) -> Option<&str> {
             SlackReactionsItem::File(_) => None,
         },
         _ => None,
+    }
+}
+
+/// Whether a push event is a message in a direct-message conversation.
+fn is_direct_message(event: &SlackPushEventCallback) -> bool {
+    let SlackEventCallbackBody::Message(message) = &event.event else {
+        return false;
+    };
+    match &message.origin.channel_type {
+        Some(kind) => kind.0 == "im",
+        None => message
+            .origin
+            .channel
+            .as_ref()
+            .is_some_and(|c| c.0.starts_with('D')),
     }
 }
 

@@ -8,6 +8,12 @@
 //! says: text that reads like a click's or the PR watcher's marker (posted through the API,
 //! where Slack does not escape `<`) stays text.
 //!
+//! Besides the channel, a person's direct message to the bot is accepted ([`classify`]), and
+//! so are a mention of the bot in another channel and the later replies in that mention's
+//! thread ([`classify_elsewhere`]): these are read-only conversations
+//! (`crate::thread::conversation`). A mention in the channel itself is left to its `message`
+//! event, which Slack sends too, so it is answered once.
+//!
 //! A reaction asks for a request ([`classify_reaction`]) when it is the configured emoji
 //! (`triggers.reaction`), on a message of this channel, by a person other than the bot, on a
 //! message not the bot's own; [`reaction_request_text`] is what the thread then holds.
@@ -35,30 +41,127 @@ pub enum Intake {
     Ignore(&'static str),
 }
 
-/// Classifies one push event.
+/// Classifies one push event: a person's message in the repository's channel or in a direct
+/// message with the bot. A message in another channel is "other channel" here: it is a
+/// conversation's only when it replies in a thread the bot was mentioned in
+/// ([`classify_elsewhere`]).
 pub fn classify(event: &SlackPushEventCallback, filter: &IntakeFilter) -> Intake {
+    let message = match message_event(event) {
+        Ok(message) => message,
+        Err(reason) => return Intake::Ignore(reason),
+    };
+    let Some(channel) = &message.origin.channel else {
+        return Intake::Ignore("no channel");
+    };
+    if channel.0 != filter.channel && !is_direct(message) {
+        return Intake::Ignore("other channel");
+    }
+    person_message(event, message, filter)
+}
+
+/// Classifies a push event outside the repository's channel and its direct messages: a
+/// mention of the bot (`app_mention`) in another channel, or a reply in a thread of another
+/// channel (a conversation's only if the bot was mentioned in that thread before: the caller
+/// checks). A mention in the repository's channel is ignored: Slack sends its `message`
+/// event too, and [`classify`] takes that one.
+pub fn classify_elsewhere(event: &SlackPushEventCallback, filter: &IntakeFilter) -> Intake {
+    match &event.event {
+        SlackEventCallbackBody::AppMention(mention) => {
+            if mention.channel.0 == filter.channel {
+                return Intake::Ignore("a mention in the channel: its message event carries it");
+            }
+            if mention.user.0 == filter.bot_user_id {
+                return Intake::Ignore("own message");
+            }
+            let text = mention.content.text.clone().unwrap_or_default();
+            if text.trim().is_empty() {
+                return Intake::Ignore("empty message");
+            }
+            let ts = mention.origin.ts.0.clone();
+            Intake::Accept(IncomingMessage {
+                channel: mention.channel.0.clone(),
+                thread_ts: mention
+                    .origin
+                    .thread_ts
+                    .as_ref()
+                    .map_or_else(|| ts.clone(), |t| t.0.clone()),
+                ts,
+                user: mention.user.0.clone(),
+                text,
+                event_id: Some(event.event_id.0.clone()),
+                origin: Origin::Person,
+            })
+        }
+        SlackEventCallbackBody::Message(_) => {
+            let message = match message_event(event) {
+                Ok(message) => message,
+                Err(reason) => return Intake::Ignore(reason),
+            };
+            let Some(channel) = &message.origin.channel else {
+                return Intake::Ignore("no channel");
+            };
+            if channel.0 == filter.channel || is_direct(message) {
+                return Intake::Ignore("the channel's or a direct message");
+            }
+            let is_reply = message
+                .origin
+                .thread_ts
+                .as_ref()
+                .is_some_and(|t| t.0 != message.origin.ts.0);
+            if !is_reply {
+                return Intake::Ignore("other channel");
+            }
+            person_message(event, message, filter)
+        }
+        _ => Intake::Ignore("not a message event"),
+    }
+}
+
+/// Whether a message event is in a direct message with the bot (`channel_type: "im"`, a
+/// channel id starting with `D`).
+fn is_direct(message: &SlackMessageEvent) -> bool {
+    match &message.origin.channel_type {
+        Some(kind) => kind.0 == "im",
+        None => message
+            .origin
+            .channel
+            .as_ref()
+            .is_some_and(|c| c.0.starts_with('D')),
+    }
+}
+
+/// The message of a message event a person may have written: not an edit, deletion, join
+/// or other subtype, not hidden.
+fn message_event(event: &SlackPushEventCallback) -> Result<&SlackMessageEvent, &'static str> {
     let SlackEventCallbackBody::Message(message) = &event.event else {
-        return Intake::Ignore("not a message event");
+        return Err("not a message event");
     };
     match &message.subtype {
         None
         | Some(SlackMessageEventType::FileShare)
         | Some(SlackMessageEventType::ThreadBroadcast) => {}
-        Some(SlackMessageEventType::MessageChanged) => return Intake::Ignore("edit"),
-        Some(SlackMessageEventType::MessageDeleted) => return Intake::Ignore("deletion"),
-        Some(SlackMessageEventType::BotMessage) => return Intake::Ignore("bot message"),
-        Some(SlackMessageEventType::ChannelJoin) => return Intake::Ignore("join"),
-        Some(_) => return Intake::Ignore("non-user subtype"),
+        Some(SlackMessageEventType::MessageChanged) => return Err("edit"),
+        Some(SlackMessageEventType::MessageDeleted) => return Err("deletion"),
+        Some(SlackMessageEventType::BotMessage) => return Err("bot message"),
+        Some(SlackMessageEventType::ChannelJoin) => return Err("join"),
+        Some(_) => return Err("non-user subtype"),
     }
     if message.hidden == Some(true) {
-        return Intake::Ignore("hidden event");
+        return Err("hidden event");
     }
+    Ok(message)
+}
+
+/// `message` as a person's message of its thread, unless a bot or no one wrote it or it
+/// says nothing.
+fn person_message(
+    event: &SlackPushEventCallback,
+    message: &SlackMessageEvent,
+    filter: &IntakeFilter,
+) -> Intake {
     let Some(channel) = &message.origin.channel else {
         return Intake::Ignore("no channel");
     };
-    if channel.0 != filter.channel {
-        return Intake::Ignore("other channel");
-    }
     if message.sender.bot_id.is_some() {
         return Intake::Ignore("bot message");
     }
@@ -262,6 +365,56 @@ mod tests {
                 url: "https://files.slack.com/files-pri/T1-F1/download/x".into(),
             }]
         );
+    }
+
+    #[test]
+    fn a_direct_message_is_accepted_and_a_mention_elsewhere_too() {
+        let mut dm = user_message();
+        dm["channel"] = json!("D0ALICE");
+        dm["channel_type"] = json!("im");
+        let Intake::Accept(m) = classify(&push(dm), &filter()) else {
+            panic!("direct message not accepted");
+        };
+        assert_eq!(
+            (m.channel.as_str(), m.thread_ts.as_str()),
+            ("D0ALICE", "1700000000.000100")
+        );
+
+        let mention = |channel: &str| {
+            push(
+                json!({"type": "app_mention", "channel": channel, "user": "U1",
+                "text": "<@UBOT> how do we deploy?", "ts": "1700000000.000200",
+                "event_ts": "1700000000.000200"}),
+            )
+        };
+        let Intake::Accept(m) = classify_elsewhere(&mention("C2"), &filter()) else {
+            panic!("mention elsewhere not accepted");
+        };
+        assert_eq!(
+            (m.channel.as_str(), m.ts.as_str(), m.thread_ts.as_str()),
+            ("C2", "1700000000.000200", "1700000000.000200")
+        );
+        assert_eq!(
+            classify_elsewhere(&mention("C1"), &filter()),
+            Intake::Ignore("a mention in the channel: its message event carries it")
+        );
+
+        let mut elsewhere = user_message();
+        elsewhere["channel"] = json!("C2");
+        assert_eq!(
+            classify(&push(elsewhere.clone()), &filter()),
+            Intake::Ignore("other channel")
+        );
+        assert_eq!(
+            classify_elsewhere(&push(elsewhere.clone()), &filter()),
+            Intake::Ignore("other channel"),
+            "a top-level message elsewhere is nobody's conversation"
+        );
+        elsewhere["thread_ts"] = json!("1699999999.000001");
+        assert!(matches!(
+            classify_elsewhere(&push(elsewhere), &filter()),
+            Intake::Accept(_)
+        ));
     }
 
     #[test]

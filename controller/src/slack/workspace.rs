@@ -23,8 +23,16 @@ pub const MANIFEST_PATH: &str = "deploy/slack-app-manifest.yaml";
 pub const INIT_ONLY_SCOPES: [&str; 2] = ["channels:join", "channels:manage"];
 /// Scopes of the manifest that carry a trigger besides a channel message, each with the
 /// trigger that stays silent without it: the service runs without them, saying so at start.
-pub const TRIGGER_SCOPES: [(&str, &str); 2] = [
+pub const TRIGGER_SCOPES: [(&str, &str); 4] = [
     ("commands", "the /codebutler command"),
+    (
+        "im:history",
+        "people's direct messages to the bot (the `message.im` event)",
+    ),
+    (
+        "app_mentions:read",
+        "a mention of the bot outside the repositories' channels (the `app_mention` event)",
+    ),
     (
         "reactions:read",
         "the reaction that makes a message a request (`triggers.reaction`)",

@@ -31,6 +31,22 @@ pub enum Change<'a> {
         cap_usd: f64,
         user: &'a str,
     },
+    /// `/codebutler pm <model>`: the thread's PM answers with `model` from now on, chosen by
+    /// `user`.
+    PmModel {
+        thread: &'a ThreadKey,
+        model: &'a str,
+        user: &'a str,
+    },
+    /// The bot asks which repository the direct-message conversation `channel` is about.
+    /// Only once: if it asked already, [`Store::commit`] records nothing and returns false.
+    ConversationAsked { channel: &'a str },
+    /// The conversation `channel` is about `repository` from now on, as `user` said.
+    ConversationChosen {
+        channel: &'a str,
+        repository: &'a str,
+        user: &'a str,
+    },
     /// The thread's pending plan is withdrawn (its Cancel button).
     WithdrawPlan(&'a ThreadKey),
     /// The thread's plan waits for approval again (its run could not start).
@@ -161,6 +177,54 @@ async fn apply(
             )
             .bind_thread(thread)
             .bind(cap_usd)
+            .bind(user)
+            .bind(&now)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::PmModel {
+            thread,
+            model,
+            user,
+        } => {
+            sqlx::query(
+                "UPDATE threads SET pm_model = $1, pm_model_set_by = $2, updated_at = $3 \
+                 WHERE channel_id = $4 AND thread_ts = $5",
+            )
+            .bind(model)
+            .bind(user)
+            .bind(&now)
+            .bind_thread(thread)
+            .execute(&mut *conn)
+            .await?;
+        }
+        Change::ConversationAsked { channel } => {
+            let asked = sqlx::query(
+                "INSERT INTO conversation_choices (channel_id, updated_at) VALUES ($1, $2) \
+                 ON CONFLICT (channel_id) DO NOTHING",
+            )
+            .bind(channel)
+            .bind(&now)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            if asked == 0 {
+                return Ok(false);
+            }
+        }
+        Change::ConversationChosen {
+            channel,
+            repository,
+            user,
+        } => {
+            sqlx::query(
+                "INSERT INTO conversation_choices (channel_id, repository, chosen_by, updated_at) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
+                 repository = excluded.repository, chosen_by = excluded.chosen_by, \
+                 updated_at = excluded.updated_at",
+            )
+            .bind(channel)
+            .bind(repository)
             .bind(user)
             .bind(&now)
             .execute(&mut *conn)

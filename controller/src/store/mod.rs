@@ -36,13 +36,16 @@ mod budget;
 mod checkpoints;
 mod commit;
 mod drawings;
+mod conversation_choices;
 mod files;
 mod history;
+mod home_viewers;
 mod journal;
 mod leases;
 mod memory;
 mod outbox;
 mod overview;
+mod pm_model;
 mod questions;
 pub mod reviews;
 mod runs;
@@ -57,11 +60,13 @@ pub use backend::{StoreUrl, StoreUrlError, sanitized_name, schema_name};
 pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use drawings::DrawingChange;
+pub use conversation_choices::ConversationChoice;
 pub use history::{StoredEffect, StoredMessage};
 pub use journal::{SavedMemory, SentDescription};
 pub use leases::{Instance, InstanceRecord, LEASE_TTL, LeaseRecord};
 pub use memory::{MemoryChange, OpenProposal};
 pub use outbox::{IntentRecord, IntentState, NewIntent};
+pub use pm_model::ThreadPmModel;
 pub use questions::{QuestionRecord, QuestionState};
 pub use runs::NewRun;
 pub use scope::{ACTIVE_STAGES, MergeOrderRecord, ScopeChange, ScopeFile, ThreadScope};
@@ -650,6 +655,16 @@ impl Store {
         }
         tx.commit().await?;
         Ok(plan)
+    }
+
+    /// Whether the thread is stored (a message of it was).
+    pub async fn has_thread(&self, thread: &ThreadKey) -> Result<bool, StoreError> {
+        let row =
+            sqlx::query("SELECT 1 AS x FROM threads WHERE channel_id = $1 AND thread_ts = $2")
+                .bind_thread(thread)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.is_some())
     }
 
     /// Whether the thread has a plan waiting for approval.

@@ -30,6 +30,9 @@ use crate::thread::state::thread_state;
 /// Handles a thread's messages with the PM and the Coder.
 #[derive(Debug)]
 pub struct ThreadHandler {
+    /// The repository's channel: a message elsewhere (a direct message, a mention in another
+    /// channel) is a read-only conversation ([`crate::thread::conversation`]).
+    pub channel: String,
     pub pm: Pm,
     pub outbox: Outbox,
     pub store: Store,
@@ -79,6 +82,11 @@ pub(super) enum LoadError {
 #[async_trait]
 impl MessageHandler for ThreadHandler {
     async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
+        if msg.channel != self.channel {
+            let settle = self.converse(&msg, &cancel).await;
+            self.settle(&msg, settle).await;
+            return;
+        }
         let settle = match self.facts(&msg).await {
             Ok(facts) => self.classify_and_apply(&msg, facts, &cancel).await,
             Err(e) => {

@@ -4,6 +4,11 @@
 //! shared on a message are stored with it, to be fetched when its thread handles it
 //! (fetching them here would hold the event's acknowledgement).
 //!
+//! A direct message to the bot, a mention of it in another channel and the replies in that
+//! mention's thread are stored the same way, as read-only conversations
+//! ([`crate::thread::conversation`]); a mention in another channel arrives twice (as
+//! `app_mention` and as `message`), and the two share one ts, so it is stored once.
+//!
 //! A reaction with the request emoji (`triggers.reaction`, [`ReactionTrigger`]) by someone
 //! allowed in the channel makes the message it is on a request: the message is read back
 //! from Slack (the event carries only its ts) and stored under its own ts, as the reacter's,
@@ -19,8 +24,8 @@ use crate::dispatch::Dispatcher;
 use crate::domain::{IncomingMessage, Origin};
 use crate::slack::api::{Sender, SlackError};
 use crate::slack::intake::{
-    Intake, IntakeFilter, ReactionRequest, classify, classify_reaction, reaction_request_text,
-    shared_files,
+    Intake, IntakeFilter, ReactionRequest, classify, classify_elsewhere, classify_reaction,
+    reaction_request_text, shared_files,
 };
 use crate::slack::socket::{EventSink, NotStored, SlashCommand};
 use crate::store::Store;
@@ -75,10 +80,13 @@ impl EventSink for IntakeSink {
         }
         let msg = match classify(&event, &self.filter) {
             Intake::Accept(msg) => msg,
-            Intake::Ignore(reason) => {
-                tracing::debug!(event = %event.event_id.0, "ignored event: {reason}");
-                return Ok(());
-            }
+            Intake::Ignore(reason) => match self.elsewhere(&event).await? {
+                Some(msg) => msg,
+                None => {
+                    tracing::debug!(event = %event.event_id.0, "ignored event: {reason}");
+                    return Ok(());
+                }
+            },
         };
         let files = shared_files(&event);
         let new = self
@@ -130,7 +138,12 @@ impl EventSink for IntakeSink {
         );
         match self
             .commands
-            .answer(&command.user, &command.text, chrono::Utc::now())
+            .answer(
+                &command.channel,
+                &command.user,
+                &command.text,
+                chrono::Utc::now(),
+            )
             .await
         {
             Ok(answer) => answer,
@@ -143,6 +156,29 @@ impl EventSink for IntakeSink {
 }
 
 impl IntakeSink {
+    /// A conversation's message outside the channel: a mention of the bot in another
+    /// channel, or a reply in a thread where it was mentioned before (a thread the store
+    /// holds). A mention and its `message` event share their ts, so whichever comes second is
+    /// a duplicate of the first.
+    async fn elsewhere(
+        &self,
+        event: &SlackPushEventCallback,
+    ) -> Result<Option<IncomingMessage>, NotStored> {
+        let msg = match classify_elsewhere(event, &self.filter) {
+            Intake::Accept(msg) => msg,
+            Intake::Ignore(_) => return Ok(None),
+        };
+        if let SlackEventCallbackBody::AppMention(_) = &event.event {
+            return Ok(Some(msg));
+        }
+        let known = self
+            .store
+            .has_thread(&msg.thread())
+            .await
+            .map_err(|e| NotStored::new("message", &msg.ts, e))?;
+        Ok(known.then_some(msg))
+    }
+
     /// Takes a reaction asking for a request: by someone allowed, on a message Slack still
     /// has with some text, stored under the message's own ts as the reacter's.
     async fn accept_reaction(

@@ -1,9 +1,8 @@
 //! The check a PM model chosen from Slack passes before a thread uses it, by the rule the
 //! start applies to the configuration's ids: an id the provider's model list lacks is
 //! refused in the thread with the closest ids the list has; a list that cannot be read
-//! leaves the id unchecked and the switch goes on. The command that switches the PM's model
-//! from Slack's controls is not built yet; it calls [`check_pm_model`] and posts its
-//! refusal.
+//! leaves the id unchecked and the switch goes on. `/codebutler pm <model>`
+//! ([`crate::thread::pm_choice`]) calls [`check_pm_model`] and answers with its refusal.
 
 use crate::gateway::{Gateway, ModelCheck};
 

@@ -46,6 +46,9 @@ enum Access {
     /// A question about a closed thread's work: read-only tools, and the closed note after
     /// the answer.
     AfterClose,
+    /// A conversation outside the repository's channel: read-only tools, told where work
+    /// starts.
+    Conversation,
 }
 
 /// Recording the PM's turn failed.
@@ -82,6 +85,31 @@ impl ThreadHandler {
             ..self.pm.clone()
         };
         Some((pm, note))
+    }
+
+    /// The PM with the model the thread's people chose (`/codebutler pm <model>`), if they
+    /// chose one; a failure to read it is logged and the PM keeps its model.
+    async fn chosen_pm(&self, msg: &IncomingMessage) -> Option<Pm> {
+        let chosen = match self.store.thread_pm_model(&msg.thread()).await {
+            Ok(chosen) => chosen?,
+            Err(e) => {
+                tracing::warn!(thread = %msg.thread(), "read the thread's pm model: {e}");
+                return None;
+            }
+        };
+        Some(Pm {
+            model: chosen.model,
+            ..self.pm.clone()
+        })
+    }
+
+    /// The PM answers a message of a conversation outside the repository's channel, read-only.
+    pub(super) async fn ask_pm_in_conversation(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Settle {
+        self.pm_turn(msg, cancel, Access::Conversation).await
     }
 
     /// The PM answers a question about a closed thread's work, read-only.
@@ -127,8 +155,13 @@ impl ThreadHandler {
         };
         // Messages typed while the PM works join this turn.
         let joined = JoinedMessages::new(self, msg);
+        // A reached cap's model wins over the thread's own choice, which wins over the default.
         let over_budget = self.over_budget(msg).await;
-        let pm = over_budget.as_ref().map_or(&self.pm, |(pm, _)| pm);
+        let chosen = self.chosen_pm(msg).await;
+        let pm = match (&over_budget, &chosen) {
+            (Some((pm, _)), _) | (None, Some(pm)) => pm,
+            (None, None) => &self.pm,
+        };
         let answered = match access {
             Access::Full => {
                 tracing::info!(tag = "PM", "thread {thread} → pm responding");
@@ -145,6 +178,14 @@ impl ThreadHandler {
                         answer: format!("{}\n\n{THREAD_CLOSED}", turn.answer.trim_end()),
                         ..turn
                     })
+            }
+            Access::Conversation => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → pm responding read-only (outside the channel)"
+                );
+                pm.answer_in_conversation(msg, &watch, cancel, &self.channel)
+                    .await
             }
         };
         let TurnWatch { status, live } = watch;

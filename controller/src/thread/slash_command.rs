@@ -1,12 +1,14 @@
 //! The `/codebutler` command, answered to the person who typed it alone: `status` (this
 //! repository's open threads, its Coder runs and their queue, the day's spend), `cost` (the
-//! day's and the week's spend, yours and the team's, against the caps) and `help`.
+//! day's and the week's spend, yours and the team's, against the caps), `pm <model>` (the
+//! model one thread's PM answers with, [`crate::thread::pm_choice`]) and `help`.
 //!
 //! Slack hands a slash command over Socket Mode in an envelope that must be acknowledged
 //! within 3 seconds, and the acknowledgement may carry the answer; so the answer is read from
 //! the store at once and returned ([`SlashCommands::answer`]), never posted in the channel. A
 //! command names no thread (Slack does not send the thread it was typed in), so every answer
-//! is about the channel's repository as a whole. Only people allowed in the channel
+//! is about the channel's repository as a whole (`pm` names its thread in its words, or takes
+//! the person's latest). Only people allowed in the channel
 //! (`access.allowedUsers`) get figures.
 //!
 //! The words are parsed by [`parse`] and each answer is made by a pure function of what the
@@ -20,6 +22,7 @@ use crate::domain::{RunRecord, RunState, ThreadOverview, thread_title};
 use crate::gateway::caps::Caps;
 use crate::slack::format::escape_text;
 use crate::store::{Store, StoreError};
+use crate::thread::pm_choice::{PmChoice, PmChoiceError};
 
 /// The command as Slack's manifest names it.
 pub const COMMAND: &str = "/codebutler";
@@ -36,6 +39,8 @@ pub enum Request {
     Status,
     Cost,
     Help,
+    /// `pm …`: the words after `pm`.
+    Pm(String),
     /// A word the command does not know (answered with the help).
     Unknown(String),
 }
@@ -47,6 +52,13 @@ pub fn parse(text: &str) -> Request {
         "status" => Request::Status,
         "cost" | "costs" | "spend" => Request::Cost,
         "" | "help" => Request::Help,
+        "pm" => Request::Pm(
+            text.trim_start()
+                .get(2..)
+                .unwrap_or_default()
+                .trim()
+                .to_owned(),
+        ),
         _ => Request::Unknown(word),
     }
 }
@@ -54,22 +66,31 @@ pub fn parse(text: &str) -> Request {
 /// What answering the command needs: the repository's store, who is allowed, its caps.
 #[derive(Clone, Debug)]
 pub struct SlashCommands {
+    /// The repository's channel: `status` lists its threads.
+    pub channel: String,
     pub store: Store,
     /// `access.allowedUsers` (empty: everyone in the channel).
     pub allowed_users: Vec<String>,
     /// The caps across threads, shown beside the spend.
     pub caps: Caps,
+    /// `pm <model>`: a thread's PM model.
+    pub pm: PmChoice,
 }
 
 /// Why the command could not be answered.
 #[derive(Debug, thiserror::Error)]
-#[error("read the store for {COMMAND}: {0}")]
-pub struct Unanswered(#[from] StoreError);
+pub enum Unanswered {
+    #[error("read the store for {COMMAND}: {0}")]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    PmChoice(#[from] PmChoiceError),
+}
 
 impl SlashCommands {
-    /// The answer, in mrkdwn, to `user` typing `/codebutler <text>` at `now`.
+    /// The answer, in mrkdwn, to `user` typing `/codebutler <text>` in `channel` at `now`.
     pub async fn answer(
         &self,
+        channel: &str,
         user: &str,
         text: &str,
         now: DateTime<Utc>,
@@ -83,8 +104,11 @@ impl SlashCommands {
         match parse(text) {
             Request::Help => Ok(help_text(None)),
             Request::Unknown(word) => Ok(help_text(Some(&word))),
+            Request::Pm(words) => Ok(self.pm.answer(channel, user, &words).await?),
             Request::Status => {
-                let threads = self.store.thread_overviews(READ_THREADS).await?;
+                // The channel's threads: not the read-only conversations elsewhere.
+                let mut threads = self.store.thread_overviews(READ_THREADS).await?;
+                threads.retain(|t| t.key.channel == self.channel);
                 let runs = self.store.list_runs(true, READ_RUNS).await?;
                 let today = self.store.spend_since(&day_start(now)).await?;
                 Ok(status_text(&threads, &runs, today))
@@ -118,6 +142,8 @@ pub fn help_text(unknown: Option<&str>) -> String {
          • `{COMMAND} status`: the open threads (their state, cost and pull request), the \
          Coder's runs and their queue, today's spend\n\
          • `{COMMAND} cost`: today's and this week's spend, yours and the team's, and the caps\n\
+         • `{COMMAND} pm <model> [thread link]`: the model the PM answers a thread with (your \
+         latest open thread here unless you give its link); `{COMMAND} pm` shows it and the pool\n\
          • `{COMMAND} help`: this\n\
          To ask for work, write in the channel; to steer a thread, write in it."
     ));
@@ -267,6 +293,8 @@ mod tests {
         assert_eq!(parse(""), Request::Help);
         assert_eq!(parse("help"), Request::Help);
         assert_eq!(parse("deploy now"), Request::Unknown("deploy".into()));
+        assert_eq!(parse(" PM lean 1.2"), Request::Pm("lean 1.2".into()));
+        assert_eq!(parse("pm"), Request::Pm(String::new()));
     }
 
     #[test]

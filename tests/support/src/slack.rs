@@ -19,6 +19,8 @@
 //! * Slash commands (see [`commands`]): a test types `/codebutler …` and the fake sends a
 //!   `slash_commands` envelope; what the acknowledgement's payload says within 3 seconds is
 //!   what the person was shown, to them alone unless it is `in_channel`.
+//! * Conversations (see [`conversations`]): a person's direct message to the app, and a
+//!   mention of the bot, which Slack sends twice (`app_mention` and `message`, one `ts`).
 //! * App Home (see [`home`]): `app_home_opened` when a test opens a person's Home tab, and
 //!   `views.publish` replacing what it shows.
 //! * Interactivity (see [`interactive`]): a test "clicks" a button of a message the bot posted
@@ -51,6 +53,7 @@ mod assistant;
 mod channels;
 mod chat;
 mod commands;
+mod conversations;
 mod error;
 mod files;
 mod history;
@@ -67,6 +70,7 @@ mod web;
 pub use access::manifest_bot_scopes;
 pub use assistant::{MAX_STREAM_TEXT, StatusSet, Stream};
 pub use commands::{COMMAND_ACK_WINDOW, CommandAnswer};
+pub use conversations::dm_channel;
 use files::upload_handler;
 pub use recorded::{Ack, Call, Post, Reaction, Sent, Update, Upload};
 use shared_files::download_handler;
