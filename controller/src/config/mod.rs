@@ -16,7 +16,7 @@
 //! |---|---|
 //! | `slack` | `slack` |
 //! | `provider` | `openrouter`, `openai` |
-//! | `roles` | `productManager`, `coder`, `artist` |
+//! | `roles` | `productManager`, `coder`, `artist`, `reviewer` |
 //! | `mcp` | `coder.mcpServers` |
 //! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
@@ -79,7 +79,7 @@ pub use repositories::{
 };
 pub use roles::{
     ArtistConfig, CoderConfig, DEFAULT_CODER_MODEL, DEFAULT_MAX_COST_PER_THREAD, DEFAULT_PM_MODEL,
-    ModelChoice, ProductManagerConfig,
+    ModelChoice, ProductManagerConfig, ReviewerConfig,
 };
 pub use runner::{ContainerConfig, DEFAULT_RUNNER_IMAGE, RunnerLauncher};
 pub use runs::{
@@ -112,6 +112,8 @@ pub struct Config {
     pub coder: CoderConfig,
     pub product_manager: ProductManagerConfig,
     pub artist: ArtistConfig,
+    /// The reviewer model (`reviewer`); `None`: off.
+    pub reviewer: Option<ReviewerConfig>,
     pub access: AccessConfig,
     pub github: GithubConfig,
     /// How the Coder's changes become a pull request (`changesWorkflow`).
@@ -253,6 +255,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         coder,
         product_manager,
         artist: file.artist.resolve(),
+        reviewer: file.reviewer.resolve(origin)?,
         access,
         github,
         changes_workflow,

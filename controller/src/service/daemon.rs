@@ -171,6 +171,7 @@ impl RepoService {
                     max_sorts_per_hour: self.config.github.max_sorts_per_hour,
                 },
                 access: self.write_access.clone(),
+                reviewer_on: self.config.reviewer.is_some(),
             }
             .run(self.watcher_stop.clone()),
         ));
@@ -590,6 +591,7 @@ async fn thread_handler(
         merge_strategy: config.github.merge_strategy,
         merge_checks: config.github.merge_checks,
         memory,
+        reviewer: config.reviewer.clone(),
     })
 }
 

@@ -92,6 +92,8 @@ pub enum Command {
     ReviewRound,
     /// The PR watcher says the pull request reached `github.maxReviewRounds`.
     ReviewCapped,
+    /// The PR watcher saw a head of the pull request the reviewer model has not reviewed.
+    ReviewerDue,
     /// An approval of the proposed review round `round`: a follow-up run from `last` with
     /// its comments or failed checks.
     ApproveReview { round: i64, last: Box<RunRecord> },
@@ -230,6 +232,7 @@ fn classify_watcher(text: &str, state: &ThreadState) -> Command {
         (Some(_), ThreadState::Closed(_)) => Command::WatchLater,
         (Some(ReviewEvent::Round), _) => Command::ReviewRound,
         (Some(ReviewEvent::Capped), _) => Command::ReviewCapped,
+        (Some(ReviewEvent::Reviewer), _) => Command::ReviewerDue,
     }
 }
 
@@ -764,6 +767,7 @@ mod tests {
         };
         let round = ReviewEvent::Round.to_text(7);
         let capped = ReviewEvent::Capped.to_text(7);
+        let reviewer = ReviewEvent::Reviewer.to_text(7);
         for allowed in [true, false] {
             for state in [
                 pr_open.clone(),
@@ -777,6 +781,10 @@ mod tests {
                 assert_eq!(
                     classify(&stored(Origin::Watcher, &capped), &facts(allowed, &state)),
                     Command::ReviewCapped
+                );
+                assert_eq!(
+                    classify(&stored(Origin::Watcher, &reviewer), &facts(allowed, &state)),
+                    Command::ReviewerDue
                 );
             }
         }
@@ -1188,6 +1196,7 @@ mod tests {
             AskPm => "AskPm".into(),
             ReviewRound => "ReviewRound".into(),
             ReviewCapped => "ReviewCapped".into(),
+            ReviewerDue => "ReviewerDue".into(),
             ApproveReview { round, .. } => format!("ApproveReview {round}"),
             DeclineReview { round } => format!("DeclineReview {round}"),
             MemoryReply(reply) => format!("MemoryReply {reply:?}"),

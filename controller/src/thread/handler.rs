@@ -1,7 +1,8 @@
 //! The handler of a thread's messages: read the thread's [`Facts`] once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
-//! `plan_commands`, `pm_turn`, `memory_commands`, `review_commands`, `rebase_commands`).
+//! `plan_commands`, `pm_turn`, `memory_commands`, `review_commands`, `reviewer_commands`,
+//! `rebase_commands`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
@@ -49,6 +50,8 @@ pub struct ThreadHandler {
     pub merge_checks: MergeChecks,
     /// Memory proposals and their commits.
     pub memory: crate::memory::Memory,
+    /// The reviewer model (`reviewer`); `None`: off.
+    pub reviewer: Option<crate::config::ReviewerConfig>,
 }
 
 /// What is left to record of a message once its command was applied.
@@ -279,6 +282,7 @@ impl ThreadHandler {
             Command::AskPm => self.ask_pm(msg, cancel).await,
             Command::ReviewRound => self.review_round(msg, cancel).await,
             Command::ReviewCapped => self.review_capped(msg).await,
+            Command::ReviewerDue => self.reviewer_review(msg, cancel).await,
             Command::ApproveReview { round, last } => match self.over_cap(msg).await {
                 Some(refused) => refused,
                 None => self.approve_review(msg, round, &last).await,

@@ -28,6 +28,7 @@ mod pm_turn;
 mod rebase_commands;
 pub mod replies;
 mod review_commands;
+mod reviewer_commands;
 pub mod routing;
 pub mod slash_command;
 pub mod state;

@@ -86,6 +86,7 @@ pub fn need(command: &Command) -> Need {
         | Command::AskPm
         | Command::ReviewRound
         | Command::ReviewCapped
+        | Command::ReviewerDue
         | Command::RebaseWhileCoderRuns
         | Command::RebaseWhilePlanPending
         | Command::NothingToRebase
