@@ -48,6 +48,7 @@ mod rebase;
 mod references;
 mod resilience;
 mod review_access;
+mod reviewer;
 mod reviews;
 mod runners;
 mod service_manager;

@@ -234,6 +234,12 @@ fn login_key(login: &str) -> String {
         .unwrap_or(login)
 }
 
+/// Whether the logins `a` and `b` are one account (compared without case and without
+/// GitHub's `[bot]` suffix).
+pub fn same_login(a: &str, b: &str) -> bool {
+    login_key(a) == login_key(b)
+}
+
 /// Whether `comment` was written by `login` (compared as logins are).
 pub fn written_by(comment: &NewComment, login: &str) -> bool {
     login_key(&comment.author) == login_key(login)
