@@ -46,6 +46,7 @@ mod questions;
 mod quick_messages;
 mod rebase;
 mod references;
+mod researcher;
 mod resilience;
 mod review_access;
 mod reviewer;

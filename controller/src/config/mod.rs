@@ -16,7 +16,7 @@
 //! |---|---|
 //! | `slack` | `slack` |
 //! | `provider` | `openrouter`, `openai` |
-//! | `roles` | `productManager`, `coder`, `artist`, `reviewer` |
+//! | `roles` | `productManager`, `coder`, `artist`, `reviewer`, `researcher` |
 //! | `mcp` | `coder.mcpServers` |
 //! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
@@ -114,6 +114,8 @@ pub struct Config {
     pub artist: ArtistConfig,
     /// The reviewer model (`reviewer`); `None`: off.
     pub reviewer: Option<ReviewerConfig>,
+    /// The researcher's model (`researcher.model`, else the PM's default model).
+    pub researcher_model: String,
     pub access: AccessConfig,
     pub github: GithubConfig,
     /// How the Coder's changes become a pull request (`changesWorkflow`).
@@ -225,6 +227,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let openrouter = file.openrouter.resolve(secrets)?;
     let openai = file.openai.resolve(secrets);
     let product_manager = file.product_manager.resolve(origin)?;
+    let researcher_model = file.researcher.resolve(product_manager.default_model());
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin, secrets)?;
     let github = file.github.resolve(origin)?;
@@ -256,6 +259,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         product_manager,
         artist: file.artist.resolve(),
         reviewer: file.reviewer.resolve(origin)?,
+        researcher_model,
         access,
         github,
         changes_workflow,

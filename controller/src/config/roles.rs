@@ -1,6 +1,6 @@
 //! The roles' sections: the PM's model pool (its default and memory-extraction models must
 //! be in it), the Coder's model, limits and budget, the Artist, and the reviewer (off unless
-//! its model is set).
+//! its model is set) and the researcher.
 
 use std::collections::BTreeMap;
 
@@ -249,5 +249,23 @@ impl ReviewerFile {
             model: model.trim().to_owned(),
             max_cost_per_review,
         }))
+    }
+}
+
+/// What a file may say in `researcher`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ResearcherFile {
+    model: Option<String>,
+}
+
+impl ResearcherFile {
+    /// The researcher's model (an OpenRouter id): `researcher.model`, else the PM's default
+    /// model `pm_default`.
+    pub fn resolve(self, pm_default: &str) -> String {
+        self.model
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| pm_default.to_owned())
     }
 }

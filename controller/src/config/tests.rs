@@ -1424,3 +1424,25 @@ fn the_reviewer_is_off_unless_its_model_is_set() {
         assert!(e.contains(expected), "{reviewer}: {e}");
     }
 }
+
+#[test]
+fn the_researcher_takes_the_pms_model_unless_told() {
+    let f = files(Some(GLOBAL), Some(r#"{"slack":{"channelID":"C1"}}"#));
+    let config = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        config.researcher_model,
+        config.product_manager.default_model()
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"researcher":{"model":"perplexity/sonar"}}"#),
+    );
+    let config = load(&f.sources, no_env).unwrap();
+    assert_eq!(config.researcher_model, "perplexity/sonar");
+    assert!(
+        config
+            .provider_model_ids()
+            .iter()
+            .any(|f| f.field == "researcher.model" && f.id == "perplexity/sonar")
+    );
+}

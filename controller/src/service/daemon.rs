@@ -592,6 +592,10 @@ async fn thread_handler(
         merge_checks: config.github.merge_checks,
         memory,
         reviewer: config.reviewer.clone(),
+        researcher_model: config.researcher_model.clone(),
+        fetch: Arc::new(
+            crate::runners::fetch::policy(config).map_err(crate::runners::SetupError::from)?,
+        ),
     })
 }
 

@@ -87,6 +87,8 @@ pub enum Command {
     OtherRoles(Vec<Mention>),
     /// Everything else: the PM answers.
     AskPm,
+    /// The researcher answers it (`@codebutler.researcher`).
+    AskResearcher,
     /// The PR watcher opened a review round (comments gathered, or checks failed): sort it
     /// and propose it.
     ReviewRound,
@@ -309,6 +311,7 @@ fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
     match route(text) {
         Route::OtherRoles(named) => Command::OtherRoles(named),
         Route::Pm => Command::AskPm,
+        Route::Researcher => Command::AskResearcher,
     }
 }
 
@@ -1194,6 +1197,7 @@ mod tests {
                 format!("OtherRoles {}", names.join(","))
             }
             AskPm => "AskPm".into(),
+            AskResearcher => "AskResearcher".into(),
             ReviewRound => "ReviewRound".into(),
             ReviewCapped => "ReviewCapped".into(),
             ReviewerDue => "ReviewerDue".into(),

@@ -27,6 +27,7 @@ mod plan_commands;
 mod pm_turn;
 mod rebase_commands;
 pub mod replies;
+mod researcher_turn;
 mod review_commands;
 mod reviewer_commands;
 pub mod routing;

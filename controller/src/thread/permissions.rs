@@ -84,6 +84,7 @@ pub fn need(command: &Command) -> Need {
         | Command::AlreadyCarriedOut
         | Command::OtherRoles(_)
         | Command::AskPm
+        | Command::AskResearcher
         | Command::ReviewRound
         | Command::ReviewCapped
         | Command::ReviewerDue

@@ -1,6 +1,7 @@
 //! Routing by `@codebutler.<role>` mentions (spec `daemon-routing.md`): plain string
 //! matching, no model involved. The PM takes a message that mentions no role or mentions it;
-//! a message that names only other roles gets a short reply listing the roles that exist.
+//! the researcher one that mentions it (and not the PM); a message that names only other
+//! roles gets a short reply listing the roles that exist.
 
 use crate::domain::{Mention, Role};
 
@@ -9,6 +10,8 @@ use crate::domain::{Mention, Role};
 pub enum Route {
     /// To the PM.
     Pm,
+    /// To the researcher.
+    Researcher,
     /// To roles other than the PM only (lower-cased as written, known or not).
     OtherRoles(Vec<Mention>),
 }
@@ -39,6 +42,8 @@ pub fn route(text: &str) -> Route {
     let roles = mentioned_roles(text);
     if roles.is_empty() || roles.contains(&Mention::Role(Role::Pm)) {
         Route::Pm
+    } else if roles.contains(&Mention::Role(Role::Researcher)) {
+        Route::Researcher
     } else {
         Route::OtherRoles(roles)
     }
@@ -67,7 +72,8 @@ pub fn other_roles_reply(named: &[Mention]) -> String {
     }
     reply.push_str(
         "The roles are `@codebutler.pm` (questions and plans; also any message with no mention), \
-         `@codebutler.coder` (implements an approved plan) and `@codebutler.artist` (images).",
+         `@codebutler.coder` (implements an approved plan), `@codebutler.artist` (images) and \
+         `@codebutler.researcher` (questions that need the web, with the pages it read).",
     );
     reply
 }
@@ -94,6 +100,14 @@ mod tests {
         assert_eq!(
             route("@codebutler.coder fix it"),
             Route::OtherRoles(vec!["coder".into()])
+        );
+        assert_eq!(
+            route("@codebutler.researcher what does serde 2 change?"),
+            Route::Researcher
+        );
+        assert_eq!(
+            route("@codebutler.researcher @codebutler.pm both"),
+            Route::Pm
         );
     }
 
