@@ -298,7 +298,9 @@ fn classify_past_coder(msg: &IncomingMessage, state: &ThreadState) -> Command {
     }
     match state {
         ThreadState::RunEnded { last, .. }
-            if !mentioned_roles(text).contains(&Mention::Role(Role::Pm)) =>
+            if !mentioned_roles(text)
+                .iter()
+                .any(|m| matches!(m, Mention::Role(Role::Pm | Role::Researcher))) =>
         {
             return if is_approval(text) {
                 Command::AlreadyCarriedOut
@@ -670,6 +672,18 @@ mod tests {
                 AskPm,
             ),
             ("now rename it", true, Preparing, AskPm),
+            (
+                "@codebutler.researcher what does this error mean?",
+                true,
+                run_ended.clone(),
+                AskResearcher,
+            ),
+            (
+                "@codebutler.researcher serde's current API?",
+                true,
+                Conversing,
+                AskResearcher,
+            ),
             (
                 "@codebutler.coder fix it",
                 true,
