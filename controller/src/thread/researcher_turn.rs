@@ -63,7 +63,7 @@ impl ThreadHandler {
             &self.pm.gateway,
             CallContext {
                 thread: thread.clone(),
-                role: "researcher",
+                role: Role::Researcher.as_str(),
                 model: self.researcher_model.clone(),
             },
             cancel.clone(),
