@@ -51,10 +51,10 @@ async fn wrong_field_type_and_unknown_role_are_named() {
         "{log}"
     );
 
-    env.write_repo_config(r#"{"slack": {"channelID": "C1"}, "reviewer": {"model": "x"}}"#);
+    env.write_repo_config(r#"{"slack": {"channelID": "C1"}, "tester": {"model": "x"}}"#);
     let (code, log) = run_to_exit(&env).await;
     assert_eq!(code, 2);
-    assert!(log.contains("unknown field `reviewer`"), "{log}");
+    assert!(log.contains("unknown field `tester`"), "{log}");
     assert_no_panic(&log);
 }
 

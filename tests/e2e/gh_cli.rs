@@ -75,6 +75,7 @@ fn shapes() -> Vec<GhArgs<'static>> {
             number: 7,
             comment: 500,
         },
+        GhArgs::ApiReview { number: 7 },
         GhArgs::RunLogFailed { run: 4242 },
         GhArgs::ReviewThreads { number: 7 },
     ];
@@ -86,7 +87,7 @@ fn shapes() -> Vec<GhArgs<'static>> {
 }
 
 /// How many kinds of call `GhArgs` has: the arms of `kind`.
-const KINDS: usize = 13;
+const KINDS: usize = 14;
 
 /// A number for each kind of call; a kind added to `GhArgs` makes this stop compiling.
 fn kind(args: &GhArgs) -> usize {
@@ -104,6 +105,7 @@ fn kind(args: &GhArgs) -> usize {
         GhArgs::ApiReply { .. } => 10,
         GhArgs::RunLogFailed { .. } => 11,
         GhArgs::ReviewThreads { .. } => 12,
+        GhArgs::ApiReview { .. } => 13,
     }
 }
 

@@ -81,6 +81,7 @@ async fn migrations_run_on_postgresql() {
             "pr_descriptions",
             "review_comments",
             "review_rounds",
+            "reviewer_reviews",
             "run_checkpoints",
             "run_conversation",
             "run_events",

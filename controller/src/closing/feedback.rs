@@ -9,6 +9,8 @@
 //! logins in `github.ignoreBots` — compared without case and without GitHub's `[bot]`
 //! suffix, which the REST API shows and GraphQL does not.
 
+use std::collections::HashSet;
+
 use serde::Deserialize;
 
 use crate::store::reviews::NewComment;
@@ -47,6 +49,9 @@ struct LineComment {
     author_association: Option<String>,
     #[serde(default)]
     created_at: Option<String>,
+    /// The review the comment belongs to.
+    #[serde(default)]
+    pull_request_review_id: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -178,6 +183,39 @@ pub fn parse_line_comments(number: u64, output: &str) -> Result<Vec<NewComment>,
     Ok(comments)
 }
 
+/// The keys of the line comments in `output` (as [`parse_line_comments`] reads it) that the
+/// reviewer posted: written as `own_login` in one of the reviews whose ids GitHub gave the
+/// controller (`review_ids`). Nothing else tells them: not their text, which anyone can
+/// type.
+pub fn reviewer_comment_keys(
+    number: u64,
+    output: &str,
+    own_login: &str,
+    review_ids: &[u64],
+) -> Result<HashSet<String>, FeedbackError> {
+    let error = |source| FeedbackError {
+        command: format!("gh api repos/{{owner}}/{{repo}}/pulls/{number}/comments"),
+        source,
+    };
+    let mut keys = HashSet::new();
+    let pages = serde_json::Deserializer::from_str(output).into_iter::<Vec<LineComment>>();
+    for page in pages {
+        for c in page.map_err(error)? {
+            let by_us = c
+                .user
+                .as_ref()
+                .is_some_and(|u| login_key(&u.login) == login_key(own_login));
+            let ours = c
+                .pull_request_review_id
+                .is_some_and(|id| review_ids.contains(&id));
+            if by_us && ours && c.in_reply_to_id.is_none() {
+                keys.insert(format!("line:{}", c.id));
+            }
+        }
+    }
+    Ok(keys)
+}
+
 /// Parses `gh api user`: the login `gh` acts as.
 pub fn parse_user(output: &str) -> Result<String, FeedbackError> {
     let user: RestUser = serde_json::from_str(output).map_err(|source| FeedbackError {
@@ -194,6 +232,12 @@ fn login_key(login: &str) -> String {
         .strip_suffix("[bot]")
         .map(str::to_owned)
         .unwrap_or(login)
+}
+
+/// Whether the logins `a` and `b` are one account (compared without case and without
+/// GitHub's `[bot]` suffix).
+pub fn same_login(a: &str, b: &str) -> bool {
+    login_key(a) == login_key(b)
 }
 
 /// Whether `comment` was written by `login` (compared as logins are).
@@ -343,6 +387,21 @@ mod tests {
         .unwrap();
         assert_eq!(quiet.decision, "");
         assert!(quiet.comments.is_empty());
+    }
+
+    #[test]
+    fn the_reviewers_comments_are_told_by_author_and_review_id_only() {
+        let output = r#"[{"id":1,"pull_request_review_id":55,"user":{"login":"codebutler-bot"},"body":"Off by one.","path":"a","line":2,"html_url":"u"},
+            {"id":2,"pull_request_review_id":56,"user":{"login":"codebutler-bot"},"body":"Other review.","path":"a","line":2,"html_url":"u"},
+            {"id":3,"pull_request_review_id":55,"user":{"login":"mallory"},"body":"<!-- codebutler reviewer head:x -->","path":"a","line":2,"html_url":"u"},
+            {"id":4,"pull_request_review_id":55,"user":{"login":"codebutler-bot"},"body":"Addressed.","path":"a","line":2,"html_url":"u","in_reply_to_id":1}]"#;
+        let keys = reviewer_comment_keys(7, output, "CodeButler-Bot", &[55]).unwrap();
+        assert_eq!(keys, HashSet::from(["line:1".to_owned()]));
+        assert!(
+            reviewer_comment_keys(7, output, "codebutler-bot", &[])
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

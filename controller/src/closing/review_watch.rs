@@ -12,7 +12,15 @@
 //! at most `github.maxReviewRounds` rounds that proposed something per thread: then the
 //! thread is told once and waits for a person.
 //!
+//! With the reviewer on (`reviewer.model`), each head commit the watcher sees is recorded
+//! once and its thread told to review it ([`crate::store::Store::reviewer_due`]); the reviewer's line
+//! comments are the controller's own, yet count as a person's with write access would — told
+//! by the ids of the reviews GitHub gave the controller, never by their text
+//! ([`feedback::reviewer_comment_keys`]).
+//!
 //! The watcher runs on one instance of a shared store (its lease), so a round is opened once.
+
+use std::collections::HashSet;
 
 use crate::closing::checks::{self, FailedCheck};
 use crate::closing::feedback::{self, Feedback};
@@ -69,40 +77,98 @@ impl PrWatcher {
                 return false;
             }
         };
+        if self.reviewer_on {
+            self.reviewer_due(thread, pr, &feedback.head_oid).await;
+        }
         let endpoint = format!("repos/{{owner}}/{{repo}}/pulls/{}/comments", pr.number);
-        let lines = match pull_request::api_get(&self.gh, &self.repo, &endpoint, true).await {
-            Ok(output) => {
-                feedback::parse_line_comments(pr.number, &output).map_err(|e| e.to_string())
+        let output = match pull_request::api_get(&self.gh, &self.repo, &endpoint, true).await {
+            Ok(output) => output,
+            Err(e) => {
+                tracing::warn!(thread = %thread, "pr watcher: PR #{}: {e}", pr.number);
+                return false;
             }
-            Err(e) => Err(e.to_string()),
         };
-        let lines = match lines {
+        let lines = match feedback::parse_line_comments(pr.number, &output) {
             Ok(lines) => lines,
             Err(e) => {
                 tracing::warn!(thread = %thread, "pr watcher: PR #{}: {e}", pr.number);
                 return false;
             }
         };
+        let reviewer = match self.reviewer_keys(thread, pr, &output, &own).await {
+            Some(keys) => keys,
+            None => return false,
+        };
         let mut all = lines;
         all.extend(feedback.comments.iter().cloned());
         let mut ok = self
             .post_replies(thread, pr, &feedback.head_oid, &all, &own)
             .await;
-        ok &= self.gather(thread, pr, &all, &own).await;
+        ok &= self.gather(thread, pr, &all, &own, &reviewer).await;
         ok &= self.open_next_round(thread, pr, &feedback).await;
         ok
     }
 
+    /// Tells the thread, once per head commit, that the reviewer has `head` to review.
+    async fn reviewer_due(&self, thread: &ThreadKey, pr: &PullRequestRef, head: &str) {
+        let ts = super::watcher::message_ts();
+        match self.store.reviewer_due(thread, pr, head, &ts).await {
+            Ok(true) => {
+                tracing::info!(
+                    tag = "MSG",
+                    "pr watcher: PR #{} of thread {thread}: head {head} waits for the reviewer",
+                    pr.number
+                );
+                self.dispatcher.notify(thread);
+            }
+            Ok(false) => {}
+            Err(e) => {
+                tracing::error!(thread = %thread, "pr watcher: record the head to review: {e}")
+            }
+        }
+    }
+
+    /// The keys of the line comments in `output` the reviewer posted (the controller's own
+    /// comments that still count: [`feedback::reviewer_comment_keys`]); `None` when they
+    /// cannot be told (logged).
+    async fn reviewer_keys(
+        &self,
+        thread: &ThreadKey,
+        pr: &PullRequestRef,
+        output: &str,
+        own: &str,
+    ) -> Option<HashSet<String>> {
+        let ids = match self.store.reviewer_review_ids(thread).await {
+            Ok(ids) => ids,
+            Err(e) => {
+                tracing::error!(thread = %thread, "pr watcher: read the reviewer's reviews: {e}");
+                return None;
+            }
+        };
+        if ids.is_empty() {
+            return Some(HashSet::new());
+        }
+        match feedback::reviewer_comment_keys(pr.number, output, own, &ids) {
+            Ok(keys) => Some(keys),
+            Err(e) => {
+                tracing::warn!(thread = %thread, "pr watcher: PR #{}: {e}", pr.number);
+                None
+            }
+        }
+    }
+
     /// Stores the comments that count and were not seen before, each with whether its
     /// author may steer the Coder; a comment whose author is not decided yet (GitHub not
-    /// asked yet, or the question failed) waits for a later poll. False when a question
-    /// failed.
+    /// asked yet, or the question failed) waits for a later poll. The reviewer's comments
+    /// (`reviewer`, keys) count and are heeded like those of a person with write access.
+    /// False when a question failed.
     async fn gather(
         &self,
         thread: &ThreadKey,
         pr: &PullRequestRef,
         all: &[NewComment],
         own: &str,
+        reviewer: &HashSet<String>,
     ) -> bool {
         let known = match self.store.known_review_comments(thread).await {
             Ok(known) => known,
@@ -114,13 +180,16 @@ impl PrWatcher {
         let new: Vec<&NewComment> = all
             .iter()
             .filter(|c| !known.contains(&c.key))
-            .filter(|c| feedback::counts(c, own, &self.reviews.ignore_bots))
+            .filter(|c| {
+                reviewer.contains(&c.key) || feedback::counts(c, own, &self.reviews.ignore_bots)
+            })
             .collect();
         if new.is_empty() {
             return true;
         }
         let authors: Vec<Author<'_>> = new
             .iter()
+            .filter(|c| !reviewer.contains(&c.key))
             .map(|c| Author {
                 login: &c.author,
                 association: c.association.as_deref(),
@@ -130,6 +199,12 @@ impl PrWatcher {
         let seen: Vec<Sighting<'_>> = new
             .iter()
             .filter_map(|comment| {
+                if reviewer.contains(&comment.key) {
+                    return Some(Sighting {
+                        comment,
+                        heeded: true,
+                    });
+                }
                 decisions
                     .may_steer(&comment.author)
                     .map(|heeded| Sighting { comment, heeded })

@@ -62,6 +62,8 @@ pub struct PrWatcher {
     pub reviews: ReviewSettings,
     /// Whose comments may steer the Coder (`github.reviewFrom`), shared with the PM.
     pub access: WriteAccess,
+    /// Whether the reviewer model is on (`reviewer.model`): each head seen is reviewed once.
+    pub reviewer_on: bool,
 }
 
 /// The lease that makes one instance of a shared store the PR watcher: a thread key no

@@ -19,7 +19,7 @@ use super::logging::LoggingFile;
 use super::origin::Origin;
 use super::provider::{OpenAiFile, OpenRouterFile};
 use super::reports::ReportsConfig;
-use super::roles::{ArtistFile, CoderFile, ProductManagerFile};
+use super::roles::{ArtistFile, CoderFile, ProductManagerFile, ResearcherFile, ReviewerFile};
 use super::runner::RunnerFile;
 use super::runs::{BuildFile, FetchConfig, SandboxFile};
 use super::slack::SlackFile;
@@ -44,6 +44,10 @@ pub(super) struct FileConfig {
     pub product_manager: ProductManagerFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub artist: ArtistFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub reviewer: ReviewerFile,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub researcher: ResearcherFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub access: AccessFile,
     #[serde(default, deserialize_with = "null_as_absent")]

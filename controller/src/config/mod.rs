@@ -16,7 +16,7 @@
 //! |---|---|
 //! | `slack` | `slack` |
 //! | `provider` | `openrouter`, `openai` |
-//! | `roles` | `productManager`, `coder`, `artist` |
+//! | `roles` | `productManager`, `coder`, `artist`, `reviewer`, `researcher` |
 //! | `mcp` | `coder.mcpServers` |
 //! | `model_fields` | every model id the configuration names for the provider, with its field |
 //! | `access` | `access`, `github` |
@@ -79,7 +79,7 @@ pub use repositories::{
 };
 pub use roles::{
     ArtistConfig, CoderConfig, DEFAULT_CODER_MODEL, DEFAULT_MAX_COST_PER_THREAD, DEFAULT_PM_MODEL,
-    ModelChoice, ProductManagerConfig,
+    ModelChoice, ProductManagerConfig, ReviewerConfig,
 };
 pub use runner::{ContainerConfig, DEFAULT_RUNNER_IMAGE, RunnerLauncher};
 pub use runs::{
@@ -112,6 +112,10 @@ pub struct Config {
     pub coder: CoderConfig,
     pub product_manager: ProductManagerConfig,
     pub artist: ArtistConfig,
+    /// The reviewer model (`reviewer`); `None`: off.
+    pub reviewer: Option<ReviewerConfig>,
+    /// The researcher's model (`researcher.model`, else the PM's default model).
+    pub researcher_model: String,
     pub access: AccessConfig,
     pub github: GithubConfig,
     /// How the Coder's changes become a pull request (`changesWorkflow`).
@@ -223,6 +227,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let openrouter = file.openrouter.resolve(secrets)?;
     let openai = file.openai.resolve(secrets);
     let product_manager = file.product_manager.resolve(origin)?;
+    let researcher_model = file.researcher.resolve(product_manager.default_model());
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin, secrets)?;
     let github = file.github.resolve(origin)?;
@@ -253,6 +258,8 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         coder,
         product_manager,
         artist: file.artist.resolve(),
+        reviewer: file.reviewer.resolve(origin)?,
+        researcher_model,
         access,
         github,
         changes_workflow,

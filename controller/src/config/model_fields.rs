@@ -32,7 +32,7 @@ impl ModelField {
 
 impl Config {
     /// The model ids requests to the model provider (`openrouter`) name, in a fixed order:
-    /// the PM's pool and fallback, the Coder and its fallback, then the Artist when it draws through OpenRouter.
+    /// the PM's pool and fallback, the Coder and its fallback, the researcher (when not the PM's), the reviewer, then the Artist when it draws through OpenRouter.
     pub fn provider_model_ids(&self) -> Vec<ModelField> {
         let mut fields: Vec<ModelField> = self
             .product_manager
@@ -48,6 +48,12 @@ impl Config {
         fields.push(ModelField::new("coder.model", &self.coder.model));
         if let Some(fallback) = &self.coder.fallback {
             fields.push(ModelField::new("coder.fallback", fallback));
+        }
+        if self.researcher_model != self.product_manager.default_model() {
+            fields.push(ModelField::new("researcher.model", &self.researcher_model));
+        }
+        if let Some(reviewer) = &self.reviewer {
+            fields.push(ModelField::new("reviewer.model", &reviewer.model));
         }
         if self
             .artist

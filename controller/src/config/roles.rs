@@ -1,5 +1,6 @@
 //! The roles' sections: the PM's model pool (its default and memory-extraction models must
-//! be in it), the Coder's model, limits and budget, and the Artist.
+//! be in it), the Coder's model, limits and budget, the Artist, and the reviewer (off unless
+//! its model is set) and the researcher.
 
 use std::collections::BTreeMap;
 
@@ -200,5 +201,71 @@ impl ArtistFile {
             provider: self.provider.unwrap_or_else(|| "openai".into()),
             model: self.model.unwrap_or_else(|| "gpt-image-1".into()),
         }
+    }
+}
+
+/// The reviewer: a model that reviews each head of a thread's pull request (`reviewer`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReviewerConfig {
+    /// The model (an OpenRouter id); the section is absent (and the reviewer off) without it.
+    pub model: String,
+    /// What one review may cost, in USD (`reviewer.maxCostPerReview`); `None`: no cap of its
+    /// own (the daily caps and the thread's budget still hold).
+    pub max_cost_per_review: Option<f64>,
+}
+
+/// What a file may say in `reviewer`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ReviewerFile {
+    model: Option<String>,
+    max_cost_per_review: Option<f64>,
+}
+
+impl ReviewerFile {
+    /// The reviewer, or `None` (off) when no model is set; the cap checked.
+    pub fn resolve(self, origin: &Origin) -> Result<Option<ReviewerConfig>, ConfigError> {
+        let max_cost_per_review = match self.max_cost_per_review {
+            None => None,
+            Some(c) if c.is_finite() && c > 0.0 => Some(c),
+            Some(c) => {
+                return Err(origin.field_error(
+                    "reviewer.maxCostPerReview",
+                    format!("{c} is not an amount of US dollars (more than 0)"),
+                ));
+            }
+        };
+        let Some(model) = self.model.filter(|m| !m.trim().is_empty()) else {
+            if max_cost_per_review.is_some() {
+                return Err(origin.field_error(
+                    "reviewer.maxCostPerReview",
+                    "is set but reviewer.model is not: set the reviewer's model to turn it on"
+                        .to_owned(),
+                ));
+            }
+            return Ok(None);
+        };
+        Ok(Some(ReviewerConfig {
+            model: model.trim().to_owned(),
+            max_cost_per_review,
+        }))
+    }
+}
+
+/// What a file may say in `researcher`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub(super) struct ResearcherFile {
+    model: Option<String>,
+}
+
+impl ResearcherFile {
+    /// The researcher's model (an OpenRouter id): `researcher.model`, else the PM's default
+    /// model `pm_default`.
+    pub fn resolve(self, pm_default: &str) -> String {
+        self.model
+            .map(|m| m.trim().to_owned())
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| pm_default.to_owned())
     }
 }

@@ -329,10 +329,10 @@ fn github_merge_strategy_and_watch_interval_default_and_are_checked() {
 fn unknown_section_is_refused() {
     let f = files(
         Some(GLOBAL),
-        Some(r#"{"slack":{"channelID":"C1"},"reviewer":{"model":"x"}}"#),
+        Some(r#"{"slack":{"channelID":"C1"},"tester":{"model":"x"}}"#),
     );
     let e = load(&f.sources, no_env).unwrap_err().to_string();
-    assert!(e.contains("unknown field `reviewer`"), "{e}");
+    assert!(e.contains("unknown field `tester`"), "{e}");
     assert!(e.contains("expected one of"), "{e}");
 }
 
@@ -1384,4 +1384,65 @@ fn the_request_reaction_is_off_by_default_named_without_colons_and_checked() {
         assert!(e.contains("field `triggers.reaction`"), "{bad:?}: {e}");
         assert!(e.contains("config.json"), "{e}");
     }
+}
+
+#[test]
+fn the_reviewer_is_off_unless_its_model_is_set() {
+    let f = files(Some(GLOBAL), Some(r#"{"slack":{"channelID":"C1"}}"#));
+    assert_eq!(load(&f.sources, no_env).unwrap().reviewer, None);
+    let f = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"reviewer":{"model":"openai/gpt-5-mini","maxCostPerReview":0.5}}"#,
+        ),
+    );
+    let config = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        config.reviewer,
+        Some(ReviewerConfig {
+            model: "openai/gpt-5-mini".into(),
+            max_cost_per_review: Some(0.5),
+        })
+    );
+    assert!(
+        config
+            .provider_model_ids()
+            .iter()
+            .any(|f| f.field == "reviewer.model" && f.id == "openai/gpt-5-mini")
+    );
+    for (reviewer, expected) in [
+        (
+            r#"{"model":"m","maxCostPerReview":-1}"#,
+            "field `reviewer.maxCostPerReview`",
+        ),
+        (r#"{"maxCostPerReview":1}"#, "reviewer.model is not"),
+        (r#"{"model":"m","approve":true}"#, "unknown field `approve`"),
+    ] {
+        let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"reviewer":{reviewer}}}"#);
+        let f = files(Some(GLOBAL), Some(&repo));
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(expected), "{reviewer}: {e}");
+    }
+}
+
+#[test]
+fn the_researcher_takes_the_pms_model_unless_told() {
+    let f = files(Some(GLOBAL), Some(r#"{"slack":{"channelID":"C1"}}"#));
+    let config = load(&f.sources, no_env).unwrap();
+    assert_eq!(
+        config.researcher_model,
+        config.product_manager.default_model()
+    );
+    let f = files(
+        Some(GLOBAL),
+        Some(r#"{"slack":{"channelID":"C1"},"researcher":{"model":"perplexity/sonar"}}"#),
+    );
+    let config = load(&f.sources, no_env).unwrap();
+    assert_eq!(config.researcher_model, "perplexity/sonar");
+    assert!(
+        config
+            .provider_model_ids()
+            .iter()
+            .any(|f| f.field == "researcher.model" && f.id == "perplexity/sonar")
+    );
 }

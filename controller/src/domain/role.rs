@@ -12,11 +12,13 @@ pub enum Role {
     Coder,
     /// Images.
     Artist,
+    /// Questions that need the web, answered citing the pages read.
+    Researcher,
 }
 
 impl Role {
     /// Every role, in the order the replies list them.
-    pub const ALL: [Role; 3] = [Role::Pm, Role::Coder, Role::Artist];
+    pub const ALL: [Role; 4] = [Role::Pm, Role::Coder, Role::Artist, Role::Researcher];
 
     /// The role's name as written in mentions, conversations and usage records.
     pub const fn as_str(self) -> &'static str {
@@ -24,6 +26,7 @@ impl Role {
             Self::Pm => "pm",
             Self::Coder => "coder",
             Self::Artist => "artist",
+            Self::Researcher => "researcher",
         }
     }
 
@@ -34,6 +37,7 @@ impl Role {
             Self::Pm => "PM",
             Self::Coder => "Coder",
             Self::Artist => "Artist",
+            Self::Researcher => "Researcher",
         }
     }
 

@@ -52,16 +52,20 @@ pub enum ReviewEvent {
     Round,
     /// The pull request reached `github.maxReviewRounds`: the thread is told once.
     Capped,
+    /// The pull request has a head the reviewer model has not reviewed
+    /// (`reviewer.model`): the thread's oldest such head is to be reviewed.
+    Reviewer,
 }
 
 impl ReviewEvent {
     const MARKER: &str = "<codebutler:pr-review";
-    const ALL: [Self; 2] = [Self::Round, Self::Capped];
+    const ALL: [Self; 3] = [Self::Round, Self::Capped, Self::Reviewer];
 
     fn word(self) -> &'static str {
         match self {
             Self::Round => "round",
             Self::Capped => "capped",
+            Self::Reviewer => "reviewer",
         }
     }
 
@@ -119,7 +123,11 @@ mod tests {
 
     #[test]
     fn review_events_read_back_and_typed_text_never_passes_for_one() {
-        for event in [ReviewEvent::Round, ReviewEvent::Capped] {
+        for event in [
+            ReviewEvent::Round,
+            ReviewEvent::Capped,
+            ReviewEvent::Reviewer,
+        ] {
             assert_eq!(ReviewEvent::parse(&event.to_text(7)), Some(event));
         }
         assert_eq!(

@@ -57,6 +57,7 @@ pub fn role_label(role: &str) -> String {
     match role {
         crate::memory::extraction::ROLE => "Memory extraction".into(),
         "whisper" => "Whisper".into(),
+        crate::closing::reviewer::ROLE => "Reviewer".into(),
         other => Role::parse(other).map_or_else(|| other.into(), |role| role.label().into()),
     }
 }

@@ -5,13 +5,15 @@
 //! at once. In a closed thread it answers questions about the closed work read-only
 //! ([`Pm::answer_read_only`]): without ProposePlan it cannot start work, and its prompt says
 //! the thread is closed. Links in a message to other threads, pull requests or issues are
-//! read for it first ([`references`]).
+//! read for it first ([`references`]). The researcher's `fetch_url` is here too ([`web`]):
+//! a read-only tool like the PM's.
 
 pub mod activity;
 pub mod attachments;
 pub mod questions;
 pub mod references;
 pub mod tools;
+pub mod web;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

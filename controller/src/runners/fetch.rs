@@ -46,6 +46,13 @@ pub struct FetchPolicy {
 #[error("build the web fetch client: {0}")]
 pub struct FetchClientError(#[from] reqwest::Error);
 
+/// The policy the configuration's `fetch` section sets (`allow`, `deny`,
+/// `allowInternalHosts`): the Coder's fetches, its remote MCP servers' and the researcher's.
+pub fn policy(config: &crate::config::Config) -> Result<FetchPolicy, FetchClientError> {
+    FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
+        .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone())
+}
+
 impl FetchPolicy {
     /// A policy with the given host lists.
     pub fn new(allow: Vec<String>, deny: Vec<String>) -> Result<Self, FetchClientError> {

@@ -79,8 +79,7 @@ pub async fn supervisor_for(
     if config.sandbox.mode == SandboxMode::None {
         tracing::warn!("sandbox.mode is \"none\": Coder runners run WITHOUT a sandbox");
     }
-    let fetch = fetch::FetchPolicy::new(config.fetch.allow.clone(), config.fetch.deny.clone())?
-        .allowing_internal_hosts(config.fetch.allow_internal_hosts.clone())?;
+    let fetch = fetch::policy(config)?;
     let worktrees = crate::workspace::preparer_for(layout, config, runner_bin, builds)?;
     Supervisor::new(SupervisorParts {
         store,

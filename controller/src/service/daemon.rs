@@ -172,6 +172,7 @@ impl RepoService {
                     max_sorts_per_hour: self.config.github.max_sorts_per_hour,
                 },
                 access: self.write_access.clone(),
+                reviewer_on: self.config.reviewer.is_some(),
             }
             .run(self.watcher_stop.clone()),
         ));
@@ -646,6 +647,11 @@ async fn thread_handler(
         merge_strategy: config.github.merge_strategy,
         merge_checks: config.github.merge_checks,
         memory,
+        reviewer: config.reviewer.clone(),
+        researcher_model: config.researcher_model.clone(),
+        fetch: Arc::new(
+            crate::runners::fetch::policy(config).map_err(crate::runners::SetupError::from)?,
+        ),
     })
 }
 

@@ -41,12 +41,12 @@ impl Store {
         Ok(self.thread_budget(thread).await?.unwrap_or(default_usd))
     }
 
-    /// What the thread's Coder has spent so far, in USD, over all its runs (from the usage
-    /// recorded per model call).
+    /// What the thread's work has spent so far, in USD: the Coder over all its runs and the
+    /// reviewer over all its reviews (from the usage recorded per model call).
     pub async fn thread_coder_cost(&self, thread: &ThreadKey) -> Result<f64, StoreError> {
         let spent = sqlx::query_scalar::<_, f64>(
             "SELECT COALESCE(SUM(cost), 0.0) AS spent FROM usage \
-             WHERE channel_id = $1 AND thread_ts = $2 AND role = 'coder'",
+             WHERE channel_id = $1 AND thread_ts = $2 AND role IN ('coder', 'reviewer')",
         )
         .bind_thread(thread)
         .fetch_one(&self.pool)

@@ -86,6 +86,8 @@ pub enum Change<'a> {
     Memory(super::MemoryChange<'a>),
     /// A review round sorted, approved or declined; guarded like [`Change::RunReported`].
     Review(super::reviews::ReviewChange<'a>),
+    /// How the reviewer's review of a head ended; guarded like [`Change::RunReported`].
+    Reviewer(super::reviews::ReviewerChange<'a>),
     /// Coordination between threads: a thread's changed files, a notice given once, the
     /// channel's merge order (see [`super::ScopeChange`] for the guards).
     Scope(super::ScopeChange<'a>),
@@ -324,6 +326,9 @@ async fn apply(
         }
         Change::Memory(ref memory) => return super::memory::apply(conn, memory).await,
         Change::Review(ref review) => return super::reviews::apply(conn, review).await,
+        Change::Reviewer(ref review) => {
+            return super::reviews::apply_reviewer(conn, review).await;
+        }
         Change::Scope(ref scope) => return super::scope::apply(conn, scope).await,
         Change::Drawing(ref drawing) => return super::drawings::apply(conn, drawing).await,
         Change::LeaseHeld { thread, owner } => {

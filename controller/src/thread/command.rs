@@ -99,11 +99,15 @@ pub enum Command {
     CancelDrawing { number: i64 },
     /// Everything else: the PM answers.
     AskPm,
+    /// The researcher answers it (`@codebutler.researcher`).
+    AskResearcher,
     /// The PR watcher opened a review round (comments gathered, or checks failed): sort it
     /// and propose it.
     ReviewRound,
     /// The PR watcher says the pull request reached `github.maxReviewRounds`.
     ReviewCapped,
+    /// The PR watcher saw a head of the pull request the reviewer model has not reviewed.
+    ReviewerDue,
     /// An approval of the proposed review round `round`: a follow-up run from `last` with
     /// its comments or failed checks.
     ApproveReview { round: i64, last: Box<RunRecord> },
@@ -244,6 +248,7 @@ fn classify_watcher(text: &str, state: &ThreadState) -> Command {
         (Some(_), ThreadState::Closed(_)) => Command::WatchLater,
         (Some(ReviewEvent::Round), _) => Command::ReviewRound,
         (Some(ReviewEvent::Capped), _) => Command::ReviewCapped,
+        (Some(ReviewEvent::Reviewer), _) => Command::ReviewerDue,
     }
 }
 
@@ -322,7 +327,7 @@ fn classify_past_coder(
         ThreadState::RunEnded { last, .. }
             if !mentioned_roles(text)
                 .iter()
-                .any(|m| matches!(m, Mention::Role(Role::Pm | Role::Artist))) =>
+                .any(|m| matches!(m, Mention::Role(Role::Pm | Role::Artist | Role::Researcher))) =>
         {
             return if is_approval(text) {
                 Command::AlreadyCarriedOut
@@ -337,6 +342,7 @@ fn classify_past_coder(
         Route::Pm => Command::AskPm,
         Route::Artist => Command::AskArtist,
         Route::PmThenArtist => Command::AskPmThenArtist,
+        Route::Researcher => Command::AskResearcher,
     }
 }
 
@@ -718,6 +724,18 @@ mod tests {
             ),
             ("now rename it", true, Preparing, AskPm),
             (
+                "@codebutler.researcher what does this error mean?",
+                true,
+                run_ended.clone(),
+                AskResearcher,
+            ),
+            (
+                "@codebutler.researcher serde's current API?",
+                true,
+                Conversing,
+                AskResearcher,
+            ),
+            (
                 "@codebutler.coder fix it",
                 true,
                 Conversing,
@@ -886,6 +904,7 @@ mod tests {
         };
         let round = ReviewEvent::Round.to_text(7);
         let capped = ReviewEvent::Capped.to_text(7);
+        let reviewer = ReviewEvent::Reviewer.to_text(7);
         for allowed in [true, false] {
             for state in [
                 pr_open.clone(),
@@ -899,6 +918,10 @@ mod tests {
                 assert_eq!(
                     classify(&stored(Origin::Watcher, &capped), &facts(allowed, &state)),
                     Command::ReviewCapped
+                );
+                assert_eq!(
+                    classify(&stored(Origin::Watcher, &reviewer), &facts(allowed, &state)),
+                    Command::ReviewerDue
                 );
             }
         }
@@ -1324,8 +1347,10 @@ mod tests {
             Draw { number } => format!("Draw {number}"),
             UseDrawing { number, path } => format!("UseDrawing {number} {path:?}"),
             CancelDrawing { number } => format!("CancelDrawing {number}"),
+            AskResearcher => "AskResearcher".into(),
             ReviewRound => "ReviewRound".into(),
             ReviewCapped => "ReviewCapped".into(),
+            ReviewerDue => "ReviewerDue".into(),
             ApproveReview { round, .. } => format!("ApproveReview {round}"),
             DeclineReview { round } => format!("DeclineReview {round}"),
             MemoryReply(reply) => format!("MemoryReply {reply:?}"),

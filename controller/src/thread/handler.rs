@@ -1,8 +1,8 @@
 //! The handler of a thread's messages: read the thread's [`Facts`] once, [`classify`] the
 //! message, apply the command, settle the message. Everything a thread does in answer to a
 //! message starts here; what each command does lives beside it (`coder_commands`,
-//! `plan_commands`, `pm_turn`, `artist_commands`, `memory_commands`, `review_commands`,
-//! `rebase_commands`).
+//! `plan_commands`, `pm_turn`, `artist_commands`, `researcher_turn`, `memory_commands`,
+//! `review_commands`, `reviewer_commands`, `rebase_commands`).
 //!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
@@ -55,6 +55,13 @@ pub struct ThreadHandler {
     pub memory: crate::memory::Memory,
     /// The Artist: image prompts, drawings and their commits.
     pub artist: crate::artist::Artist,
+    /// The reviewer model (`reviewer`); `None`: off.
+    pub reviewer: Option<crate::config::ReviewerConfig>,
+    /// The researcher's model (`researcher.model`).
+    pub researcher_model: String,
+    /// The rules and client of the controller's web fetches (`fetch`), the researcher's
+    /// `fetch_url` among them.
+    pub fetch: std::sync::Arc<crate::runners::fetch::FetchPolicy>,
 }
 
 /// What is left to record of a message once its command was applied.
@@ -303,8 +310,10 @@ impl ThreadHandler {
                 self.use_drawing(msg, number, path.as_deref()).await
             }
             Command::CancelDrawing { number } => self.cancel_drawing(msg, number).await,
+            Command::AskResearcher => self.ask_researcher(msg, cancel).await,
             Command::ReviewRound => self.review_round(msg, cancel).await,
             Command::ReviewCapped => self.review_capped(msg).await,
+            Command::ReviewerDue => self.reviewer_review(msg, cancel).await,
             Command::ApproveReview { round, last } => match self.over_cap(msg).await {
                 Some(refused) => refused,
                 None => self.approve_review(msg, round, &last).await,

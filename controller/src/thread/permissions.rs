@@ -89,8 +89,10 @@ pub fn need(command: &Command) -> Need {
         | Command::AskArtist
         | Command::AskPmThenArtist
         | Command::CancelDrawing { .. }
+        | Command::AskResearcher
         | Command::ReviewRound
         | Command::ReviewCapped
+        | Command::ReviewerDue
         | Command::RebaseWhileCoderRuns
         | Command::RebaseWhilePlanPending
         | Command::NothingToRebase

@@ -1,8 +1,8 @@
 //! Routing by `@codebutler.<role>` mentions (spec `daemon-routing.md`): plain string
 //! matching, no model involved. The PM takes a message that mentions no role or mentions it;
 //! the Artist one that mentions it; one that mentions both gets an answer from each, the PM
-//! first; a message that names only other roles gets a short reply listing the roles that
-//! exist.
+//! first; the researcher one that mentions it and neither of those; a message that names
+//! only other roles gets a short reply listing the roles that exist.
 
 use crate::domain::{Mention, Role};
 
@@ -15,6 +15,8 @@ pub enum Route {
     Artist,
     /// To the PM, then to the Artist: each answers in its own voice.
     PmThenArtist,
+    /// To the researcher.
+    Researcher,
     /// To roles other than the PM only (lower-cased as written, known or not).
     OtherRoles(Vec<Mention>),
 }
@@ -50,6 +52,7 @@ pub fn route(text: &str) -> Route {
         (false, true) => Route::Artist,
         (true, false) => Route::Pm,
         (false, false) if roles.is_empty() => Route::Pm,
+        (false, false) if roles.contains(&Mention::Role(Role::Researcher)) => Route::Researcher,
         (false, false) => Route::OtherRoles(roles),
     }
 }
@@ -77,7 +80,8 @@ pub fn other_roles_reply(named: &[Mention]) -> String {
     }
     reply.push_str(
         "The roles are `@codebutler.pm` (questions and plans; also any message with no mention), \
-         `@codebutler.coder` (implements an approved plan) and `@codebutler.artist` (images).",
+         `@codebutler.coder` (implements an approved plan), `@codebutler.artist` (images) and \
+         `@codebutler.researcher` (questions that need the web, with the pages it read).",
     );
     reply
 }
@@ -104,6 +108,14 @@ mod tests {
         assert_eq!(
             route("@codebutler.coder fix it"),
             Route::OtherRoles(vec!["coder".into()])
+        );
+        assert_eq!(
+            route("@codebutler.researcher what does serde 2 change?"),
+            Route::Researcher
+        );
+        assert_eq!(
+            route("@codebutler.researcher @codebutler.pm both"),
+            Route::Pm
         );
     }
 

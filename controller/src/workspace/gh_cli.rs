@@ -54,6 +54,9 @@ pub enum GhArgs<'a> {
     /// `gh api --method POST repos/{owner}/{repo}/pulls/<number>/comments/<comment>/replies
     /// --input -` (the reply's JSON on stdin).
     ApiReply { number: u64, comment: u64 },
+    /// `gh api --method POST repos/{owner}/{repo}/pulls/<number>/reviews --input -` (the
+    /// review's JSON on stdin): the reviewer's review.
+    ApiReview { number: u64 },
     /// `gh run view <run> --log-failed`: the failed steps' log.
     RunLogFailed { run: u64 },
     /// `gh api graphql -f query=<REVIEW_THREADS_QUERY> -F owner={owner} -F name={repo} -F
@@ -109,6 +112,14 @@ impl GhArgs<'_> {
                 "--input",
                 "-",
             ]),
+            Self::ApiReview { number } => owned(&[
+                "api",
+                "--method",
+                "POST",
+                &format!("repos/{{owner}}/{{repo}}/pulls/{number}/reviews"),
+                "--input",
+                "-",
+            ]),
             Self::RunLogFailed { run } => owned(&["run", "view", &run.to_string(), "--log-failed"]),
             Self::ReviewThreads { number } => owned(&[
                 "api",
@@ -137,7 +148,10 @@ impl GhArgs<'_> {
             Self::PrEditBody { .. } => "gh pr edit",
             Self::PrComment { .. } => "gh pr comment",
             Self::PrMerge { .. } => "gh pr merge",
-            Self::Api { .. } | Self::ApiReply { .. } | Self::ReviewThreads { .. } => "gh api",
+            Self::Api { .. }
+            | Self::ApiReply { .. }
+            | Self::ApiReview { .. }
+            | Self::ReviewThreads { .. } => "gh api",
             Self::RunLogFailed { .. } => "gh run view",
         }
     }
@@ -177,6 +191,10 @@ mod tests {
                 comment: 500
             }),
             "api --method POST repos/{owner}/{repo}/pulls/7/comments/500/replies --input -"
+        );
+        assert_eq!(
+            line(GhArgs::ApiReview { number: 7 }),
+            "api --method POST repos/{owner}/{repo}/pulls/7/reviews --input -"
         );
         // A title is one argument, whatever it holds.
         let args = GhArgs::PrCreate {

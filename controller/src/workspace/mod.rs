@@ -11,7 +11,8 @@
 //! by-products are ignored in each thread's own repository ([`byproducts`]); how many
 //! preparations run at once on the machine is [`build_slots`]'. The controller's
 //! own files (memory, journals) are committed on a thread's branch by [`branch_files`]; what
-//! a branch changed is read by [`branch_diff`]; pull requests are viewed, edited and merged
+//! a branch changed is read by [`branch_diff`], what a pull request shows by [`pr_diff`];
+//! pull requests are viewed, edited and merged
 //! by [`pull_request`] (whether its reviewers let a merge go on is [`review_gate`]'s to say,
 //! its commenters' write access [`write_access`]'s; every `gh`
 //! command line is built by [`gh_cli`]); a branch is brought up to date with the default
@@ -34,6 +35,7 @@ pub mod ini;
 pub mod node_wasm;
 pub mod orphans;
 pub mod platform;
+pub mod pr_diff;
 pub mod prepared;
 pub mod project_files;
 pub mod publish;

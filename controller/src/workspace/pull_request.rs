@@ -57,6 +57,14 @@ pub enum PullRequestError {
         source: serde_json::Error,
         output: String,
     },
+    #[error(
+        "read GitHub's answer to the review posted on #{number}: {source}; gh printed {output:?}"
+    )]
+    UnreadableReview {
+        number: u64,
+        source: serde_json::Error,
+        output: String,
+    },
     #[error(transparent)]
     Branch(#[from] ForgeError),
 }
@@ -485,6 +493,35 @@ pub async fn reply_to_review_comment(
     let input = serde_json::json!({ "body": body }).to_string();
     run(command, Some(input.as_bytes()), args.what(), GH_TIMEOUT).await?;
     Ok(())
+}
+
+/// Posts a review on pull request `number`:
+/// `gh api --method POST repos/{owner}/{repo}/pulls/<number>/reviews --input -` with
+/// `review` (GitHub's JSON: `commit_id`, `body`, `event`, `comments`) on stdin; returns the
+/// id GitHub gave the review.
+pub async fn post_review(
+    cli: &Path,
+    main: &Path,
+    number: u64,
+    review: &serde_json::Value,
+) -> Result<u64, PullRequestError> {
+    let mut command = gh(cli, main);
+    let args = GhArgs::ApiReview { number };
+    command.args(args.to_args());
+    let input = review.to_string();
+    let output = run(command, Some(input.as_bytes()), args.what(), GH_TIMEOUT).await?;
+    #[derive(Deserialize)]
+    struct Posted {
+        id: u64,
+    }
+    let posted: Posted = serde_json::from_str(output.trim()).map_err(|source| {
+        PullRequestError::UnreadableReview {
+            number,
+            source,
+            output: quote(&output),
+        }
+    })?;
+    Ok(posted.id)
 }
 
 /// Comments on pull request `number`'s conversation: `gh pr comment <number> --body-file -`.

@@ -248,6 +248,72 @@ if [ "$1" = "api" ]; then
       [ -n "$(pr_head "$number")" ] || not_found "$number"
       printf '{"data":{"repository":{"pullRequest":{"reviewThreads":{"nodes":%s}}}}}\n' "$(json_list "$here/review-threads.jsonl")"
       exit 0 ;;
+    "POST repos/{owner}/{repo}/pulls/"*/reviews)
+      # A review, as GitHub takes it (every body received is kept in reviews-posted.jsonl):
+      # the pull request's author may neither approve it nor request changes on it (422); a
+      # comment on a line its diff does not show — origin's base...commit, three lines of
+      # context, the new side — is refused with 422 and nothing is created. Otherwise the
+      # review is listed among the reviews, its comments among the line comments (each
+      # opening a review thread), all as the login's.
+      if [ "$input" != "-" ]; then echo "fake gh: reviews need --input -" >&2; exit 1; fi
+      rest="${endpoint#repos/\{owner\}/\{repo\}/pulls/}"
+      number="${rest%%/*}"
+      number_or_die "$number" "pulls"
+      find_origin
+      [ -n "$(pr_head "$number")" ] || { echo "gh: Not Found (HTTP 404)" >&2; exit 1; }
+      review="$(cat)"
+      printf '%s' "$review" | jq -c . >> "$here/reviews-posted.jsonl" || {
+        echo "gh: Problems parsing JSON (HTTP 400)" >&2; exit 1; }
+      unprocessable() {
+        printf '{"message":"Unprocessable Entity","errors":["%s"],"status":"422"}\n' "$1"
+        echo "gh: Unprocessable Entity (HTTP 422)" >&2
+        exit 1
+      }
+      case "$(printf '%s' "$review" | jq -r '.event // "PENDING"')" in
+        COMMENT) ;;
+        APPROVE) unprocessable "Review Can not approve your own pull request" ;;
+        REQUEST_CHANGES) unprocessable "Review Can not request changes on your own pull request" ;;
+        *) echo "fake gh: unsupported review event" >&2; exit 1 ;;
+      esac
+      commit="$(printf '%s' "$review" | jq -r '.commit_id // empty')"
+      [ -n "$commit" ] || commit="$(pr_head_oid "$number")"
+      og cat-file -e "$commit^{commit}" 2>/dev/null || unprocessable "No commit found for SHA: $commit"
+      base_tip="$(origin_tip "$(base_branch)")"
+      # Whether the diff shows line $2 of file $1 on its new side.
+      shown() {
+        og diff -U3 --no-color "$base_tip...$commit" -- "$1" | awk -v want="$2" '
+          /^@@ / { sub(/^@@ -[0-9,]+ \+/, ""); n = split($1, r, ",");
+                   start = r[1] + 0; len = (n > 1) ? r[2] + 0 : 1;
+                   if (want + 0 >= start && want + 0 < start + len) found = 1 }
+          END { exit found ? 0 : 1 }'
+      }
+      count="$(printf '%s' "$review" | jq '.comments // [] | length')"
+      i=0
+      while [ "$i" -lt "$count" ]; do
+        path="$(printf '%s' "$review" | jq -r ".comments[$i].path")"
+        line="$(printf '%s' "$review" | jq -r ".comments[$i].line")"
+        side="$(printf '%s' "$review" | jq -r ".comments[$i].side // \"RIGHT\"")"
+        if [ "$side" != RIGHT ] || ! shown "$path" "$line"; then
+          unprocessable "Pull request review thread line must be part of the diff"
+        fi
+        i=$((i + 1))
+      done
+      rid="$(next_id)"
+      now="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+      printf '%s' "$review" | jq -c --arg id "PRR_fake$rid" --arg login "$(login)" --arg now "$now" --arg commit "$commit" \
+        '{id: $id, author: {login: $login}, authorAssociation: "NONE", body: (.body // ""), submittedAt: $now, includesCreatedEdit: false, reactionGroups: [], state: "COMMENTED", commit: {oid: $commit}}' >> "$here/reviews.jsonl"
+      i=0
+      while [ "$i" -lt "$count" ]; do
+        cid="$(next_id)"
+        printf '%s' "$review" | jq -c --argjson id "$cid" --argjson rid "$rid" --arg login "$(login)" --arg now "$now" --arg commit "$commit" --arg number "$number" \
+          ".comments[$i] | {url: \"https://api.github.com/repos/acme/app/pulls/comments/\(\$id)\", pull_request_review_id: \$rid, id: \$id, path: .path, commit_id: \$commit, original_commit_id: \$commit, user: {login: \$login, type: \"User\"}, body: .body, created_at: \$now, updated_at: \$now, html_url: \"https://github.com/acme/app/pull/\(\$number)#discussion_r\(\$id)\", author_association: \"NONE\", line: .line, original_line: .line, side: \"RIGHT\", subject_type: \"line\"}" >> "$here/line-comments.jsonl"
+        printf '%s' "$review" | jq -c --argjson id "$cid" --arg login "$(login)" \
+          ".comments[$i] | {id: \"PRRT_\(\$id)\", isResolved: false, comments: {nodes: [{author: {login: \$login}, path: .path, body: .body}]}}" >> "$here/review-threads.jsonl"
+        i=$((i + 1))
+      done
+      printf '{"id":%s,"node_id":"PRR_fake%s","user":{"login":"%s","type":"User"},"state":"COMMENTED","commit_id":"%s","html_url":"https://github.com/acme/app/pull/%s#pullrequestreview-%s"}\n' \
+        "$rid" "$rid" "$(login)" "$commit" "$number" "$rid"
+      exit 0 ;;
     "GET repos/{owner}/{repo}/pulls/"*/comments)
       printf '%s\n' "$(json_list "$here/line-comments.jsonl")"
       exit 0 ;;
@@ -745,6 +811,13 @@ pub fn merge_on_github(dir: &Path, repo: &Path, number: u64, strategy: &str) {
 /// - `gh api --method POST repos/{owner}/{repo}/pulls/<n>/comments/<id>/replies --input -`
 ///   records the reply ([`gh_replies`]) and lists it among the line comments as the login's,
 ///   or fails with GitHub's 404 for an unknown comment and its 422 for a reply to a reply;
+/// - `gh api --method POST repos/{owner}/{repo}/pulls/<n>/reviews --input -` keeps the body
+///   it received ([`gh_reviews_posted`]) and answers as GitHub does: 422 for `APPROVE` or
+///   `REQUEST_CHANGES` (the pull request's author may do neither) and for a comment on a
+///   line origin's `base...commit` diff does not show on its new side (three lines of
+///   context), creating nothing; otherwise the review is listed among the reviews as the
+///   login's (`COMMENTED`) and its comments among the line comments, with the review's id,
+///   each opening an unresolved review thread (`jq` reads the JSON);
 /// - `gh pr comment <n> --body-file -` records the comment ([`gh_pr_comments`]) and lists it
 ///   among the conversation comments;
 /// - `gh pr view` prints the reviews and conversation comments added ([`add_review`],
@@ -1042,6 +1115,16 @@ pub fn resolve_review_thread(dir: &Path, id: u64, resolved: bool) {
         .collect();
     assert!(found, "fake gh: no review thread opened by comment {id}");
     write_whole(dir, "review-threads.jsonl", &lines);
+}
+
+/// The bodies of the reviews GitHub received (`POST …/pulls/<n>/reviews`), in order, each
+/// as the JSON sent, whether GitHub took it or refused it.
+pub fn gh_reviews_posted(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("reviews-posted.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("fake gh: a posted review"))
+        .collect()
 }
 
 /// The pull request's `reviewDecision` from now on.

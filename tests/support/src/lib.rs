@@ -11,6 +11,8 @@
 //!   streamable HTTP behind a recording proxy that checks the bearer token.
 //! * [`goproxy`] — a file-based Go module proxy serving Debian's source of real modules,
 //!   for proxy.golang.org.
+//! * [`web`] — a local web server standing for a site, recording every request (the
+//!   researcher's pages, a host the fetch rules refuse).
 //!
 //! Plus [`git`], the fixture tests build repositories with, [`large_repo`], the benchmarks'
 //! large repository, [`merge`] for layering JSON
@@ -36,6 +38,7 @@ pub mod postgres;
 pub mod slack;
 pub mod systemd;
 pub mod terminal;
+pub mod web;
 
 pub use gh::{
     FakePr, gh_edited_bodies, gh_edited_body, gh_log, gh_merges, gh_pr_body, install_fake_gh,

@@ -15,14 +15,17 @@
 //!
 //! Here: the records' face and a pull request number's column; the comments and checks
 //! seen are [`comments`], the rounds and what the thread records of them [`rounds`], the
-//! sorting rate a batch waits for [`rate`].
+//! sorting rate a batch waits for [`rate`], the reviewer model's reviews [`reviewer`].
 
 mod comments;
 mod rate;
+mod reviewer;
 mod rounds;
 
 use super::{StoreError, ThreadKey, unknown_value};
 pub use comments::{CheckFailure, NewComment, Sighting, StoredComment};
+pub(in crate::store) use reviewer::apply as apply_reviewer;
+pub use reviewer::{PendingReview, ReviewerChange, ReviewerState};
 pub(in crate::store) use rounds::apply;
 pub use rounds::{NewRound, Opened, ReviewChange, RoundKind, RoundRecord, RoundState};
 

@@ -258,7 +258,7 @@ pub(in crate::store) async fn apply(
 }
 
 /// Inserts the watcher's message `text` in `thread` (it wakes the thread's handler).
-async fn insert_watcher_message(
+pub(super) async fn insert_watcher_message(
     conn: &mut AnyConnection,
     thread: &ThreadKey,
     ts: &str,

@@ -21,6 +21,8 @@
 //! ([`crate::workspace::review_gate`], `github.mergeChecks`): a reviewer asking for changes
 //! or an unresolved review thread makes "merge" refuse and name them, and "merge anyway"
 //! merges over them, said in the close's last word and written in the thread's journal.
+//! The reviewer model's review threads are the controller's own and never object: its
+//! reviews are comments, never an approval nor a request for changes.
 //!
 //! Here: the checks before a merge and a close's start; the order its steps run in, each
 //! once, is [`sequence`], each step's effect [`steps`], the close's end [`finish`].
@@ -39,7 +41,9 @@ use crate::thread::close_plan::{CloseKind, Step};
 use crate::thread::handler::{Settle, ThreadHandler};
 use crate::workspace::forge::ForgeError;
 use crate::workspace::publish::{self, PublishError};
-use crate::workspace::pull_request::{self, MergeBlocker, PrStatus, PullRequestError, VIEW_FIELDS};
+use crate::workspace::pull_request::{
+    self, MergeBlocker, PrStatus, PullRequestError, ReviewThread, VIEW_FIELDS,
+};
 use crate::workspace::review_gate::{self, Objection};
 use crate::workspace::thread_repo;
 use crate::workspace::worktree::{Worktree, WorktreeError};
@@ -184,14 +188,50 @@ impl ThreadHandler {
         status: &PrStatus,
     ) -> Result<Vec<Objection>, PullRequestError> {
         let checks = self.merge_checks;
-        let threads = if checks.unresolved_threads {
+        let mut threads = if checks.unresolved_threads {
             pull_request::review_threads(&self.pm.gh, &self.coder.layout.repo, pr.number).await?
         } else {
             Vec::new()
         };
+        if let Some(own) = self.reviewer_login(thread, &threads).await {
+            // The reviewer's threads are the controller's own: they never block a merge.
+            threads.retain(|t| {
+                !t.author
+                    .as_deref()
+                    .is_some_and(|a| crate::closing::feedback::same_login(a, &own))
+            });
+        }
         let found = review_gate::objections(status, &threads, checks);
         tracing::debug!(thread = %thread, "#{}: {} review objection(s)", pr.number, found.len());
         Ok(found)
+    }
+
+    /// The login the reviewer's comments are written as (the one `gh` acts as), when the
+    /// thread has reviews of the reviewer and `threads` may hold some of theirs; `None`
+    /// otherwise, or when it cannot be read (logged; every thread then counts).
+    async fn reviewer_login(&self, thread: &ThreadKey, threads: &[ReviewThread]) -> Option<String> {
+        if threads.iter().all(|t| t.is_resolved) {
+            return None;
+        }
+        match self.store.reviewer_review_ids(thread).await {
+            Ok(ids) if ids.is_empty() => return None,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(thread = %thread, "read the reviewer's reviews: {e}");
+                return None;
+            }
+        }
+        let login = pull_request::api_get(&self.pm.gh, &self.coder.layout.repo, "user", false)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|out| crate::closing::feedback::parse_user(&out).map_err(|e| e.to_string()));
+        match login {
+            Ok(login) => Some(login),
+            Err(e) => {
+                tracing::warn!(thread = %thread, "read the login gh acts as: {e}");
+                None
+            }
+        }
     }
 
     /// Pushes the commits of the thread's branch that `origin` lacks (none: nothing
