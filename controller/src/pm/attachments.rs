@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::AttachmentsConfig;
 use crate::domain::{FileKind, FileState, IncomingMessage, StoredFile};
+use crate::gateway::transcribe::Transcriber;
 use crate::layout::{Layout, LayoutError};
 use crate::slack::files::{FetchRefused, FileFetcher};
 use crate::store::{Store, StoreError};
@@ -27,6 +28,8 @@ pub const MAX_TEXT_CHARS: usize = 40_000;
 #[derive(Clone, Debug)]
 pub struct Attachments {
     pub fetcher: FileFetcher,
+    /// Transcribes voice notes Slack has no transcript of ([`super::voice`]).
+    pub transcriber: Transcriber,
     pub limits: AttachmentsConfig,
     pub layout: Layout,
     /// The models the configuration names (the PM's pool and the Coder's), for the line
@@ -61,12 +64,21 @@ impl Attachments {
     /// Fetches `msg`'s files not fetched yet and records what became of each (a file is
     /// fetched once: a retry finds it stored or refused).
     pub async fn fetch(&self, store: &Store, msg: &IncomingMessage) -> Result<(), AttachmentError> {
-        let files = store.message_files(msg).await?;
-        if files.iter().all(|f| f.state != FileState::Pending) {
+        // Voice notes are the transcription's ([`super::voice`]), heard before this.
+        let files: Vec<StoredFile> = store
+            .message_files(msg)
+            .await?
+            .into_iter()
+            .filter(|f| {
+                f.state == FileState::Pending
+                    && FileKind::of(&f.file.mimetype) != Some(FileKind::Audio)
+            })
+            .collect();
+        if files.is_empty() {
             return Ok(());
         }
         let dir = self.layout.thread_attachments(&msg.thread())?;
-        for stored in files.iter().filter(|f| f.state == FileState::Pending) {
+        for stored in &files {
             let state = match self.fetch_one(stored, msg, &dir).await? {
                 Ok(name) => FileState::Stored(name),
                 Err(reason) => FileState::Refused(reason),
@@ -188,6 +200,14 @@ impl Attachments {
         let mut text = head;
         let mut images = Vec::new();
         for stored in &files {
+            if let (FileState::Refused(reason), Some(FileKind::Audio)) =
+                (&stored.state, FileKind::of(&stored.file.mimetype))
+            {
+                text.push_str(&format!(
+                    "\n\n[voice note `{}` shared; it could not be transcribed ({reason})]",
+                    shown_name(&stored.file.name)
+                ));
+            }
             let FileState::Stored(name) = &stored.state else {
                 continue;
             };
@@ -205,7 +225,7 @@ impl Attachments {
                 Some(FileKind::Image) => text.push_str(&format!(
                     "\n\n[image `{shown}` shared; your model cannot see images]"
                 )),
-                None => {}
+                Some(FileKind::Audio) | None => {}
             }
         }
         let kept = ChatMessage::user(text.replace(
@@ -305,6 +325,7 @@ fn extension(kind: FileKind, mimetype: &str) -> &'static str {
             _ => "png",
         },
         FileKind::Text => "txt",
+        FileKind::Audio => "audio",
     }
 }
 

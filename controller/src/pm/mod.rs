@@ -12,6 +12,7 @@ pub mod attachments;
 pub mod questions;
 pub mod references;
 pub mod tools;
+pub mod voice;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
