@@ -26,6 +26,8 @@ pub enum FileKind {
     Text,
     /// An audio or video clip (a voice note): its transcript becomes the message's text.
     Audio,
+    /// A PDF: its text, extracted when it is fetched, is text in the model request.
+    Pdf,
 }
 
 /// The image types a model request may carry.
@@ -63,6 +65,8 @@ impl FileKind {
             || TEXT_TYPES.contains(&base.as_str())
         {
             Some(FileKind::Text)
+        } else if base == "application/pdf" {
+            Some(FileKind::Pdf)
         } else if base.starts_with("audio/") || CLIP_VIDEO_TYPES.contains(&base.as_str()) {
             Some(FileKind::Audio)
         } else {
@@ -125,6 +129,7 @@ mod tests {
         assert_eq!(FileKind::of("audio/webm"), Some(FileKind::Audio));
         assert_eq!(FileKind::of("video/mp4"), Some(FileKind::Audio));
         assert_eq!(FileKind::of("video/x-msvideo"), None);
+        assert_eq!(FileKind::of("application/pdf"), Some(FileKind::Pdf));
         assert_eq!(FileKind::of(""), None);
         assert_eq!(FileKind::image_type("image/JPEG"), "image/jpeg");
     }

@@ -3,7 +3,8 @@
 //! thread's directory under `.codebutler/attachments/` with the name the controller chooses
 //! (`<message ts>-<position>.<ext>`, never the sharer's), and given to the model with the
 //! message: images as image parts (a data URI) when the PM's model takes images, text files
-//! as text in a fence the file cannot close, cut past [`MAX_TEXT_CHARS`].
+//! as text in a fence the file cannot close, cut past [`MAX_TEXT_CHARS`]; a PDF as its text
+//! ([`super::pdf`], extracted once when it is fetched and kept as text).
 //!
 //! The conversation keeps the message with its text files but without its images (a line
 //! names each image): a stored conversation stays small, and the model saw the image in the
@@ -151,7 +152,7 @@ impl Attachments {
         }
         let Some(kind) = FileKind::of(&stored.file.mimetype) else {
             return Ok(Err(format!(
-                "{}: I read images (PNG, JPEG, GIF, WebP) and text files",
+                "{}: I read images (PNG, JPEG, GIF, WebP), text files, PDFs and voice notes",
                 shown_name(&stored.file.mimetype)
             )));
         };
@@ -166,6 +167,14 @@ impl Attachments {
                 return Ok(Err(e.to_string()));
             }
             Err(e) => return Ok(Err(e.to_string())),
+        };
+        let bytes = if kind == FileKind::Pdf {
+            match super::pdf::text_of(bytes).await {
+                Ok(text) => text.into_bytes(),
+                Err(refused) => return Ok(Err(refused.to_string())),
+            }
+        } else {
+            bytes
         };
         let name = format!(
             "{}-{}.{}",
@@ -217,7 +226,9 @@ impl Attachments {
                 continue;
             };
             match FileKind::of(&stored.file.mimetype) {
-                Some(FileKind::Text) => text.push_str(&text_block(&shown, &bytes)),
+                Some(FileKind::Text | FileKind::Pdf) => {
+                    text.push_str(&text_block(&shown, &bytes));
+                }
                 Some(FileKind::Image) if sees_images => {
                     text.push_str(&format!("\n\n[image `{shown}` attached below]"));
                     images.push(image_part(&stored.file.mimetype, &bytes));
@@ -324,7 +335,7 @@ fn extension(kind: FileKind, mimetype: &str) -> &'static str {
             "image/webp" => "webp",
             _ => "png",
         },
-        FileKind::Text => "txt",
+        FileKind::Text | FileKind::Pdf => "txt",
         FileKind::Audio => "audio",
     }
 }

@@ -9,6 +9,7 @@
 
 pub mod activity;
 pub mod attachments;
+pub mod pdf;
 pub mod questions;
 pub mod references;
 pub mod tools;
