@@ -208,5 +208,36 @@ mod tests {
         assert!(s.message_files(&m).await.unwrap().is_empty());
     }
 
-    crate::store::testing::on_both_backends!(files_are_stored_once_with_their_message,);
+    async fn a_heard_voice_note_changes_the_text_and_its_state_at_once(s: &Store) {
+        let m = msg("2.1");
+        let clip = SharedFile {
+            mimetype: "audio/webm".into(),
+            ..file("F9")
+        };
+        assert!(s.record_message_with_files(&m, &[clip]).await.unwrap());
+        let files = [(0, FileState::Transcribed)];
+        let changes = [crate::store::Change::Heard {
+            msg: &m,
+            text: "fix the login",
+            files: &files,
+        }];
+        assert!(s.commit(&changes, &[]).await.unwrap());
+        let texts: Vec<String> = s
+            .thread_messages(&m.thread())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|stored| stored.text)
+            .collect();
+        assert_eq!(texts, ["fix the login"]);
+        assert_eq!(
+            s.message_files(&m).await.unwrap()[0].state,
+            FileState::Transcribed
+        );
+    }
+
+    crate::store::testing::on_both_backends!(
+        files_are_stored_once_with_their_message,
+        a_heard_voice_note_changes_the_text_and_its_state_at_once,
+    );
 }
