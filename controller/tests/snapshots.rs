@@ -131,6 +131,7 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
         breaker_failures: 0,
         breaker_cool_down_secs: 0,
     };
+    let voice_store = store.clone();
     Pm {
         root: Arc::new(RepoRoot::new(&layout.repo).unwrap()),
         gateway: Arc::new(Gateway::new(&provider, store.clone()).unwrap()),
@@ -148,6 +149,16 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
             fetcher: codebutler_controller::slack::files::FileFetcher::new(
                 &Secret::new("xoxb-unused"),
                 "http://127.0.0.1:9/api",
+            )
+            .unwrap(),
+            transcriber: codebutler_controller::gateway::transcribe::Transcriber::new(
+                &Default::default(),
+                &provider,
+                &codebutler_controller::config::OpenAiConfig {
+                    api_key: None,
+                    base_url: "http://127.0.0.1:9/v1".into(),
+                },
+                voice_store,
             )
             .unwrap(),
             limits: Default::default(),

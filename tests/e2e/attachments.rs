@@ -191,7 +191,7 @@ async fn files_too_large_of_other_types_past_the_count_or_elsewhere_are_refused_
     let posts = env.wait_thread_posts(&thread, 2).await;
     assert_eq!(
         posts[0].text,
-        "📎 Not read: `dump.log` (it is larger than the 1 MB limit (`attachments.maxMB`)); `build.zip` (application/zip: I read images (PNG, JPEG, GIF, WebP) and text files)."
+        "📎 Not read: `dump.log` (it is larger than the 1 MB limit (`attachments.maxMB`)); `build.zip` (application/zip: I read images (PNG, JPEG, GIF, WebP), text files, PDFs and voice notes)."
     );
     assert_eq!(posts[1].text, "*PM:* Only notes.txt was readable.");
 
@@ -403,5 +403,56 @@ async fn a_screenshot_shared_while_the_pm_thinks_gets_a_turn_that_sees_it() {
         base64::engine::general_purpose::STANDARD.encode(&png)
     );
     assert_eq!(image_urls(&requests[1].body), [expected]);
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_shared_pdf_reaches_the_pm_as_its_text_and_a_broken_one_is_refused() {
+    let env = Env::new().await;
+    env.model.script(
+        "invoice totals are rounded",
+        vec![Reply::text("The rounding happens in src/billing.")],
+    );
+    let _daemon = env.start().await;
+    let pdf = codebutler_test_support::pdf::pdf_with_lines(&[
+        "Spec: invoice totals are rounded half-even",
+        "Appendix: (cents) never lost",
+    ]);
+    let thread = env
+        .slack
+        .user_message_with_files(
+            CHANNEL,
+            USER,
+            "see the spec",
+            None,
+            &[
+                SharedFile::new("Billing spec.pdf", "application/pdf", pdf),
+                SharedFile::new("scan.pdf", "application/pdf", b"%PDF-1.7\n%broken".to_vec()),
+            ],
+        )
+        .ts;
+    let answer = env
+        .wait_post(&thread, |t| t.starts_with("*PM:* The rounding"))
+        .await;
+    assert_eq!(answer, "*PM:* The rounding happens in src/billing.");
+    let requests = env.model.requests_for("invoice totals are rounded");
+    assert_eq!(requests.len(), 1);
+    let text = last_user_text(&requests[0].body);
+    assert!(text.contains("`Billing spec.pdf`"), "{text}");
+    assert!(
+        text.contains("invoice totals are rounded half-even"),
+        "{text}"
+    );
+    assert!(text.contains("(cents) never lost"), "{text}");
+    assert!(!text.contains("%PDF"), "{text}");
+    assert_eq!(
+        env.post_texts(&thread)[0],
+        "📎 Not read: `scan.pdf` (it could not be read as a PDF)."
+    );
+    // Kept as its text, under the controller's name.
+    let stored = stored_files(&env, &thread);
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(stored[0].0, format!("{}-0.txt", thread.replace('.', "_")));
+    assert!(String::from_utf8_lossy(&stored[0].1).contains("half-even"));
     env.assert_clean();
 }

@@ -59,6 +59,7 @@ mod setup;
 mod team;
 mod toolchains;
 mod triggers;
+mod voice;
 mod waiting_runs;
 mod weekly_report;
 mod wizard;

@@ -25,6 +25,7 @@ use super::runs::{BuildFile, FetchConfig, SandboxFile};
 use super::slack::SlackFile;
 use super::store::StoreFile;
 use super::triggers::TriggersFile;
+use super::voice::VoiceFile;
 use super::{ConfigError, ConfigSources};
 
 /// What one file (or the two merged) may say. The field order is the order an unknown
@@ -70,6 +71,8 @@ pub(super) struct FileConfig {
     pub reports: ReportsConfig,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub attachments: AttachmentsConfig,
+    #[serde(default, deserialize_with = "null_as_absent")]
+    pub voice: VoiceFile,
     #[serde(default, deserialize_with = "null_as_absent")]
     pub triggers: TriggersFile,
 }

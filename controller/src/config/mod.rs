@@ -29,6 +29,7 @@
 //! | `reports` | `reports` |
 //! | `attachments` | `attachments` |
 //! | `triggers` | `triggers` |
+//! | `voice` | `voice` |
 //! | `dashboard` | `dashboard` (the global file's only) |
 //!
 //! `edit` is the other way round: `codebutler init` reading the two files as JSON, changing
@@ -59,6 +60,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 mod triggers;
+mod voice;
 
 use std::path::{Path, PathBuf};
 
@@ -88,6 +90,7 @@ pub use runs::{
 };
 pub use slack::{DEFAULT_CONNECTION_GRACE, SlackConfig};
 pub use triggers::TriggersConfig;
+pub use voice::{VoiceConfig, VoiceProvider};
 
 use file::{FileConfig, Files};
 use origin::Origin;
@@ -135,6 +138,8 @@ pub struct Config {
     pub attachments: AttachmentsConfig,
     /// What besides a channel message starts a request (`triggers`).
     pub triggers: TriggersConfig,
+    /// How voice notes Slack has no transcript of are transcribed (`voice`).
+    pub voice: VoiceConfig,
     /// The dashboard and `/metrics` (`dashboard`, the global file's only); `None`: off.
     pub dashboard: Option<DashboardConfig>,
 }
@@ -272,6 +277,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         reports: file.reports,
         attachments: file.attachments,
         triggers: file.triggers.resolve(origin)?,
+        voice: file.voice.resolve(origin)?,
         dashboard: None,
     })
 }

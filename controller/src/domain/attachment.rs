@@ -24,10 +24,17 @@ pub enum FileKind {
     Image,
     /// Text (logs, CSV, JSON, diffs, source): text in the model request.
     Text,
+    /// An audio or video clip (a voice note): its transcript becomes the message's text.
+    Audio,
+    /// A PDF: its text, extracted when it is fetched, is text in the model request.
+    Pdf,
 }
 
 /// The image types a model request may carry.
 const IMAGE_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// Video types taken as voice notes (Slack's video clips); every `audio/*` type is one too.
+const CLIP_VIDEO_TYPES: [&str; 3] = ["video/mp4", "video/quicktime", "video/webm"];
 
 /// MIME types that are text though not `text/*`.
 const TEXT_TYPES: [&str; 9] = [
@@ -58,6 +65,10 @@ impl FileKind {
             || TEXT_TYPES.contains(&base.as_str())
         {
             Some(FileKind::Text)
+        } else if base == "application/pdf" {
+            Some(FileKind::Pdf)
+        } else if base.starts_with("audio/") || CLIP_VIDEO_TYPES.contains(&base.as_str()) {
+            Some(FileKind::Audio)
         } else {
             None
         }
@@ -93,6 +104,8 @@ pub enum FileState {
     Stored(String),
     /// Not kept, for this reason (as the thread was told).
     Refused(String),
+    /// A voice note whose transcript is now its message's text (its bytes are not kept).
+    Transcribed,
 }
 
 #[cfg(test)]
@@ -113,6 +126,10 @@ mod tests {
         // What Slack answers a request without the token with: never a file's text.
         assert_eq!(FileKind::of("text/html"), None);
         assert_eq!(FileKind::of("image/svg+xml"), None);
+        assert_eq!(FileKind::of("audio/webm"), Some(FileKind::Audio));
+        assert_eq!(FileKind::of("video/mp4"), Some(FileKind::Audio));
+        assert_eq!(FileKind::of("video/x-msvideo"), None);
+        assert_eq!(FileKind::of("application/pdf"), Some(FileKind::Pdf));
         assert_eq!(FileKind::of(""), None);
         assert_eq!(FileKind::image_type("image/JPEG"), "image/jpeg");
     }

@@ -23,6 +23,7 @@ pub mod key;
 pub mod model_list;
 pub mod pricing;
 pub mod stream;
+pub mod transcribe;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,7 +3,8 @@
 //! thread's directory under `.codebutler/attachments/` with the name the controller chooses
 //! (`<message ts>-<position>.<ext>`, never the sharer's), and given to the model with the
 //! message: images as image parts (a data URI) when the PM's model takes images, text files
-//! as text in a fence the file cannot close, cut past [`MAX_TEXT_CHARS`].
+//! as text in a fence the file cannot close, cut past [`MAX_TEXT_CHARS`]; a PDF as its text
+//! ([`super::pdf`], extracted once when it is fetched and kept as text).
 //!
 //! The conversation keeps the message with its text files but without its images (a line
 //! names each image): a stored conversation stays small, and the model saw the image in the
@@ -16,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::config::AttachmentsConfig;
 use crate::domain::{FileKind, FileState, IncomingMessage, StoredFile};
+use crate::gateway::transcribe::Transcriber;
 use crate::layout::{Layout, LayoutError};
 use crate::slack::files::{FetchRefused, FileFetcher};
 use crate::store::{Store, StoreError};
@@ -27,6 +29,8 @@ pub const MAX_TEXT_CHARS: usize = 40_000;
 #[derive(Clone, Debug)]
 pub struct Attachments {
     pub fetcher: FileFetcher,
+    /// Transcribes voice notes Slack has no transcript of ([`super::voice`]).
+    pub transcriber: Transcriber,
     pub limits: AttachmentsConfig,
     pub layout: Layout,
     /// The models the configuration names (the PM's pool and the Coder's), for the line
@@ -61,12 +65,21 @@ impl Attachments {
     /// Fetches `msg`'s files not fetched yet and records what became of each (a file is
     /// fetched once: a retry finds it stored or refused).
     pub async fn fetch(&self, store: &Store, msg: &IncomingMessage) -> Result<(), AttachmentError> {
-        let files = store.message_files(msg).await?;
-        if files.iter().all(|f| f.state != FileState::Pending) {
+        // Voice notes are the transcription's ([`super::voice`]), heard before this.
+        let files: Vec<StoredFile> = store
+            .message_files(msg)
+            .await?
+            .into_iter()
+            .filter(|f| {
+                f.state == FileState::Pending
+                    && FileKind::of(&f.file.mimetype) != Some(FileKind::Audio)
+            })
+            .collect();
+        if files.is_empty() {
             return Ok(());
         }
         let dir = self.layout.thread_attachments(&msg.thread())?;
-        for stored in files.iter().filter(|f| f.state == FileState::Pending) {
+        for stored in &files {
             let state = match self.fetch_one(stored, msg, &dir).await? {
                 Ok(name) => FileState::Stored(name),
                 Err(reason) => FileState::Refused(reason),
@@ -139,7 +152,7 @@ impl Attachments {
         }
         let Some(kind) = FileKind::of(&stored.file.mimetype) else {
             return Ok(Err(format!(
-                "{}: I read images (PNG, JPEG, GIF, WebP) and text files",
+                "{}: I read images (PNG, JPEG, GIF, WebP), text files, PDFs and voice notes",
                 shown_name(&stored.file.mimetype)
             )));
         };
@@ -154,6 +167,14 @@ impl Attachments {
                 return Ok(Err(e.to_string()));
             }
             Err(e) => return Ok(Err(e.to_string())),
+        };
+        let bytes = if kind == FileKind::Pdf {
+            match super::pdf::text_of(bytes).await {
+                Ok(text) => text.into_bytes(),
+                Err(refused) => return Ok(Err(refused.to_string())),
+            }
+        } else {
+            bytes
         };
         let name = format!(
             "{}-{}.{}",
@@ -188,6 +209,14 @@ impl Attachments {
         let mut text = head;
         let mut images = Vec::new();
         for stored in &files {
+            if let (FileState::Refused(reason), Some(FileKind::Audio)) =
+                (&stored.state, FileKind::of(&stored.file.mimetype))
+            {
+                text.push_str(&format!(
+                    "\n\n[voice note `{}` shared; it could not be transcribed ({reason})]",
+                    shown_name(&stored.file.name)
+                ));
+            }
             let FileState::Stored(name) = &stored.state else {
                 continue;
             };
@@ -197,7 +226,9 @@ impl Attachments {
                 continue;
             };
             match FileKind::of(&stored.file.mimetype) {
-                Some(FileKind::Text) => text.push_str(&text_block(&shown, &bytes)),
+                Some(FileKind::Text | FileKind::Pdf) => {
+                    text.push_str(&text_block(&shown, &bytes));
+                }
                 Some(FileKind::Image) if sees_images => {
                     text.push_str(&format!("\n\n[image `{shown}` attached below]"));
                     images.push(image_part(&stored.file.mimetype, &bytes));
@@ -205,7 +236,7 @@ impl Attachments {
                 Some(FileKind::Image) => text.push_str(&format!(
                     "\n\n[image `{shown}` shared; your model cannot see images]"
                 )),
-                None => {}
+                Some(FileKind::Audio) | None => {}
             }
         }
         let kept = ChatMessage::user(text.replace(
@@ -304,7 +335,8 @@ fn extension(kind: FileKind, mimetype: &str) -> &'static str {
             "image/webp" => "webp",
             _ => "png",
         },
-        FileKind::Text => "txt",
+        FileKind::Text | FileKind::Pdf => "txt",
+        FileKind::Audio => "audio",
     }
 }
 

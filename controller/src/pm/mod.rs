@@ -10,10 +10,12 @@
 
 pub mod activity;
 pub mod attachments;
+pub mod pdf;
 pub mod questions;
 pub mod references;
 pub mod tools;
 pub mod web;
+pub mod voice;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

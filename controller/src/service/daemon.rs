@@ -45,6 +45,7 @@ use crate::coordination::merge_order::MergeOrder;
 use crate::dispatch::{Dispatcher, IDLE_TIMEOUT};
 use crate::gateway::Gateway;
 use crate::gateway::model_list::ModelList;
+use crate::gateway::transcribe::Transcriber;
 use crate::journal::description::Describer;
 use crate::journal::weekly::WeeklyReport;
 use crate::layout::Layout;
@@ -570,6 +571,12 @@ async fn thread_handler(
         ),
         attachments: Attachments {
             fetcher: FileFetcher::new(&config.slack.bot_token, &config.slack.api_url)?,
+            transcriber: Transcriber::new(
+                &config.voice,
+                &config.openrouter,
+                &config.openai,
+                store.clone(),
+            )?,
             limits: config.attachments,
             layout: layout.clone(),
             configured_models: config

@@ -30,6 +30,8 @@ pub enum StartError {
     Images(#[from] crate::gateway::images::ImagesError),
     #[error("set up fetching shared files: {0}")]
     Files(#[from] crate::slack::files::FetchRefused),
+    #[error("voice notes: {0}")]
+    Voice(#[from] crate::gateway::transcribe::TranscribeError),
     #[error("set up runners: {0}")]
     Runners(#[from] runners::SetupError),
     #[error(transparent)]

@@ -7,6 +7,11 @@
 //! for the file. The body is read in chunks and dropped the moment it passes the size
 //! limit (a `Content-Length` past it is refused before reading), so an oversized file is
 //! never held whole.
+//!
+//! A voice note's transcript and length are read with `files.info` ([`FileFetcher::clip`])
+//! when its thread handles it, not from the message event: Slack transcribes a clip after
+//! it is shared, so the event rarely carries a finished transcript, and the event's
+//! parsed form keeps neither field.
 
 use std::time::Duration;
 
@@ -33,6 +38,8 @@ pub enum FetchRefused {
     Http(u16),
     #[error("Slack could not be reached: {0}")]
     Transport(String),
+    #[error("Slack refused to describe it ({0})")]
+    Api(String),
 }
 
 /// Fetches shared files with the bot token. Cheap to clone; `Debug` shows no token.
@@ -42,6 +49,17 @@ pub struct FileFetcher {
     token: Secret,
     /// Origins the token may be sent to.
     origins: Vec<String>,
+    /// The Web API base (`files.info` is under it).
+    api_url: String,
+}
+
+/// What Slack says of a voice note (`files.info`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClipInfo {
+    /// Slack's transcript, when it has finished one and holds it whole.
+    pub transcript: Option<String>,
+    /// The clip's length, when Slack says it.
+    pub duration_ms: Option<u64>,
 }
 
 impl std::fmt::Debug for FileFetcher {
@@ -74,7 +92,38 @@ impl FileFetcher {
             http,
             token: bot_token.clone(),
             origins,
+            api_url: api_url.trim_end_matches('/').to_owned(),
         })
+    }
+
+    /// What Slack says of the voice note `file_id` (`files.info`): its transcript, if
+    /// finished and whole, and its length.
+    pub async fn clip(&self, file_id: &str) -> Result<ClipInfo, FetchRefused> {
+        let url = reqwest::Url::parse_with_params(
+            &format!("{}/files.info", self.api_url),
+            [("file", file_id)],
+        )
+        .map_err(|e| FetchRefused::Transport(e.to_string()))?;
+        let response = self
+            .http
+            .get(url)
+            .bearer_auth(self.token.expose())
+            .send()
+            .await
+            .map_err(|e| FetchRefused::Transport(e.without_url().to_string()))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(FetchRefused::Http(status.as_u16()));
+        }
+        let body: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| FetchRefused::Transport(e.without_url().to_string()))?;
+        if body["ok"].as_bool() != Some(true) {
+            let error = body["error"].as_str().unwrap_or("unknown error");
+            return Err(FetchRefused::Api(error.chars().take(60).collect()));
+        }
+        Ok(clip_info(&body["file"]))
     }
 
     /// The file at `url`, at most `max_bytes` long.
@@ -121,6 +170,24 @@ impl FileFetcher {
     }
 }
 
+/// A `files.info` file object's transcript (only a `complete` one not cut short:
+/// `preview.has_more` false) and length; anything missing or odd is `None`.
+fn clip_info(file: &serde_json::Value) -> ClipInfo {
+    let transcription = &file["transcription"];
+    let preview = &transcription["preview"];
+    let transcript = (transcription["status"].as_str() == Some("complete")
+        && preview["has_more"].as_bool() != Some(true))
+    .then(|| preview["content"].as_str())
+    .flatten()
+    .map(str::trim)
+    .filter(|t| !t.is_empty())
+    .map(str::to_owned);
+    ClipInfo {
+        transcript,
+        duration_ms: file["duration_ms"].as_u64(),
+    }
+}
+
 /// `scheme://host[:port]` of `url`, lower-cased, or `None` when it is not an http(s) URL.
 fn origin_of(url: &str) -> Option<String> {
     let parsed = reqwest::Url::parse(url).ok()?;
@@ -136,6 +203,24 @@ fn origin_of(url: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_complete_whole_transcript_is_taken() {
+        let file = |status: &str, has_more: bool| {
+            serde_json::json!({"duration_ms": 4200, "transcription": {"status": status,
+                "preview": {"content": " fix the login ", "has_more": has_more}}})
+        };
+        assert_eq!(
+            clip_info(&file("complete", false)),
+            ClipInfo {
+                transcript: Some("fix the login".into()),
+                duration_ms: Some(4200)
+            }
+        );
+        assert_eq!(clip_info(&file("processing", false)).transcript, None);
+        assert_eq!(clip_info(&file("complete", true)).transcript, None);
+        assert_eq!(clip_info(&serde_json::json!({})), ClipInfo::default());
+    }
 
     #[test]
     fn origins_are_compared_whole() {

@@ -10,7 +10,7 @@ use sqlx::AnyConnection;
 use super::bind::BindThread;
 use super::outbox::{NewIntent, enqueue};
 use super::{IncomingMessage, Store, StoreError, ThreadKey, now};
-use crate::domain::{Closure, Stage};
+use crate::domain::{Closure, FileState, Stage};
 
 /// A change recorded by [`Store::commit`].
 #[derive(Clone, Copy, Debug)]
@@ -71,6 +71,13 @@ pub enum Change<'a> {
     /// The run's end is reported. Only once: if it was reported already, [`Store::commit`]
     /// records nothing and returns false.
     RunReported(&'a str),
+    /// `msg`'s voice notes heard: its text is `text` from now on, and each file at a
+    /// position in `files` is in the state given.
+    Heard {
+        msg: &'a IncomingMessage,
+        text: &'a str,
+        files: &'a [(u32, FileState)],
+    },
     /// The thread's `step` is done. Only once: if it was done already, [`Store::commit`]
     /// records nothing and returns false, so what the step says is never said twice.
     StepDone {
@@ -151,6 +158,12 @@ async fn apply(
             .bind_thread(&msg.thread())
             .execute(&mut *conn)
             .await?;
+        }
+        Change::Heard { msg, text, files } => {
+            super::files::set_text(conn, msg, text).await?;
+            for (position, state) in files {
+                super::files::set_state(conn, msg, *position, state).await?;
+            }
         }
         Change::Failed(msg) => {
             sqlx::query(

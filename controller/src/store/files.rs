@@ -33,6 +33,50 @@ pub(super) async fn insert(
     Ok(())
 }
 
+/// Records what became of the file at `position` on `msg`, on `conn` (a commit's
+/// transaction, or the pool's).
+pub(super) async fn set_state(
+    conn: &mut sqlx::AnyConnection,
+    msg: &IncomingMessage,
+    position: u32,
+    state: &FileState,
+) -> Result<(), StoreError> {
+    let (name, stored_as, note) = match state {
+        FileState::Pending => ("pending", None, None),
+        FileState::Stored(stored_as) => ("stored", Some(stored_as.as_str()), None),
+        FileState::Refused(note) => ("refused", None, Some(note.as_str())),
+        FileState::Transcribed => ("transcribed", None, None),
+    };
+    sqlx::query(
+        "UPDATE message_files SET state = $1, stored_as = $2, note = $3 \
+         WHERE channel_id = $4 AND message_ts = $5 AND position = $6",
+    )
+    .bind(name)
+    .bind(stored_as)
+    .bind(note)
+    .bind(&msg.channel)
+    .bind(&msg.ts)
+    .bind(i64::from(position))
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Makes `text` `msg`'s text from now on (a voice note's transcript), on `conn`.
+pub(super) async fn set_text(
+    conn: &mut sqlx::AnyConnection,
+    msg: &IncomingMessage,
+    text: &str,
+) -> Result<(), StoreError> {
+    sqlx::query("UPDATE messages SET text = $1 WHERE channel_id = $2 AND ts = $3")
+        .bind(text)
+        .bind(&msg.channel)
+        .bind(&msg.ts)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
 impl Store {
     /// The files shared on `msg`, in order, with what became of each.
     pub async fn message_files(
@@ -60,6 +104,7 @@ impl Store {
                             .unwrap_or_default(),
                     ),
                     "pending" => FileState::Pending,
+                    "transcribed" => FileState::Transcribed,
                     other => {
                         return Err(StoreError::UnknownValue {
                             column: "message_files.state",
@@ -89,24 +134,8 @@ impl Store {
         position: u32,
         state: &FileState,
     ) -> Result<(), StoreError> {
-        let (name, stored_as, note) = match state {
-            FileState::Pending => ("pending", None, None),
-            FileState::Stored(stored_as) => ("stored", Some(stored_as.as_str()), None),
-            FileState::Refused(note) => ("refused", None, Some(note.as_str())),
-        };
-        sqlx::query(
-            "UPDATE message_files SET state = $1, stored_as = $2, note = $3 \
-             WHERE channel_id = $4 AND message_ts = $5 AND position = $6",
-        )
-        .bind(name)
-        .bind(stored_as)
-        .bind(note)
-        .bind(&msg.channel)
-        .bind(&msg.ts)
-        .bind(i64::from(position))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        let mut conn = self.pool.acquire().await?;
+        set_state(&mut conn, msg, position, state).await
     }
 
     /// Forgets the files of `thread` (at close, when their bytes are deleted).
@@ -179,5 +208,36 @@ mod tests {
         assert!(s.message_files(&m).await.unwrap().is_empty());
     }
 
-    crate::store::testing::on_both_backends!(files_are_stored_once_with_their_message,);
+    async fn a_heard_voice_note_changes_the_text_and_its_state_at_once(s: &Store) {
+        let m = msg("2.1");
+        let clip = SharedFile {
+            mimetype: "audio/webm".into(),
+            ..file("F9")
+        };
+        assert!(s.record_message_with_files(&m, &[clip]).await.unwrap());
+        let files = [(0, FileState::Transcribed)];
+        let changes = [crate::store::Change::Heard {
+            msg: &m,
+            text: "fix the login",
+            files: &files,
+        }];
+        assert!(s.commit(&changes, &[]).await.unwrap());
+        let texts: Vec<String> = s
+            .thread_messages(&m.thread())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|stored| stored.text)
+            .collect();
+        assert_eq!(texts, ["fix the login"]);
+        assert_eq!(
+            s.message_files(&m).await.unwrap()[0].state,
+            FileState::Transcribed
+        );
+    }
+
+    crate::store::testing::on_both_backends!(
+        files_are_stored_once_with_their_message,
+        a_heard_voice_note_changes_the_text_and_its_state_at_once,
+    );
 }

@@ -26,8 +26,9 @@ use crate::gateway::caps;
 use crate::gateway::{GatewayError, Tried, TriedOutcome};
 use crate::pm::activity::Activity;
 use crate::pm::references::{self, Sources};
+use crate::pm::voice::{HearError, heard_line};
 use crate::pm::{Pm, PmError, PmTurn};
-use crate::slack::effects::{Effects, MessageRef};
+use crate::slack::effects::{Effect, Effects, MessageRef};
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
@@ -140,6 +141,14 @@ impl ThreadHandler {
         if !status.shown() {
             self.react(msg, "eyes").await;
         }
+        let heard = match self.read_voice(msg, cancel).await {
+            Ok(heard) => heard,
+            Err(settle) => {
+                status.clear().await;
+                return settle;
+            }
+        };
+        let msg = heard.as_ref().unwrap_or(msg);
         if let Err(settle) = self.read_files(msg).await {
             status.clear().await;
             return settle;
@@ -267,6 +276,62 @@ impl ThreadHandler {
             turn.tool_calls
         );
         Settle::Settled
+    }
+
+    /// Hears the voice notes shared on `msg` ([`crate::pm::voice`]), once: the message's
+    /// new text (its transcripts), each clip's state and the thread's "heard" line are
+    /// recorded in one commit with the step `voice:<ts>`, so a retry or a restart neither
+    /// transcribes again nor says it twice. Returns the message with its new text, or
+    /// `None` when it had no voice note to hear.
+    async fn read_voice(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Result<Option<IncomingMessage>, Settle> {
+        let thread = msg.thread();
+        let heard = match self.pm.attachments.hear(&self.store, msg, cancel).await {
+            Ok(Some(heard)) => heard,
+            Ok(None) => return Ok(None),
+            Err(HearError::Cancelled) => return Err(Settle::Settled),
+            Err(e) => {
+                tracing::error!(thread = %thread, "hear the voice notes of message {}: {e}", msg.ts);
+                return Err(Settle::Failed);
+            }
+        };
+        let step = format!("voice:{}", msg.ts);
+        let changes = [
+            Change::StepDone {
+                thread: &thread,
+                step: &step,
+            },
+            Change::Heard {
+                msg,
+                text: &heard.text,
+                files: &heard.files,
+            },
+        ];
+        let mut effects = Effects::new(&thread);
+        if !heard.transcripts.is_empty() {
+            effects = effects.push(Effect::Post {
+                text: heard_line(&heard.transcripts),
+                blocks: None,
+            });
+        }
+        match self.outbox.commit(&changes, &effects).await {
+            Ok(true) => {}
+            Ok(false) => {
+                tracing::warn!(thread = %thread, "the voice notes of message {} were recorded elsewhere; it is read again", msg.ts);
+                return Err(Settle::Failed);
+            }
+            Err(e) => {
+                tracing::error!(thread = %thread, "record the voice notes of message {}: {e}", msg.ts);
+                return Err(Settle::Failed);
+            }
+        }
+        Ok(Some(IncomingMessage {
+            text: heard.text,
+            ..msg.clone()
+        }))
     }
 
     /// Fetches the files shared on `msg` ([`crate::pm::attachments`]) and tells the thread,

@@ -34,6 +34,7 @@ pub mod large_repo;
 pub mod mcp;
 pub mod model;
 pub mod mounts;
+pub mod pdf;
 pub mod postgres;
 pub mod slack;
 pub mod systemd;

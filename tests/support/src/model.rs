@@ -2,7 +2,7 @@
 //! OpenRouter (whole, or as server-sent events for `stream: true`), driven by per-conversation scripts, and checking each request the
 //! way a strict provider would; `GET /v1/models`, OpenRouter's model list, holding the models a
 //! test lists (a request for any other model is refused, as OpenRouter refuses an id it does
-//! not carry); `GET /v1/key`.
+//! not carry); `GET /v1/key`; `POST /v1/audio/transcriptions` ([`transcriptions`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -16,6 +16,9 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
+
+mod transcriptions;
+pub use transcriptions::{Transcription, fake_clip};
 
 /// One scripted answer.
 #[derive(Debug, Clone)]
@@ -196,6 +199,10 @@ struct ModelState {
     list_failure: Option<u16>,
     /// The query strings `GET /models` was asked with, in order.
     list_queries: Vec<String>,
+    /// Every `POST /audio/transcriptions`, in order.
+    transcriptions: Vec<Transcription>,
+    /// Transcriptions answer this status instead of a transcript.
+    transcription_failure: Option<u16>,
 }
 
 /// A model of the fake provider.
@@ -232,6 +239,10 @@ impl FakeModel {
             .route("/v1/chat/completions", post(completions))
             .route("/v1/models", axum::routing::get(models))
             .route("/v1/key", axum::routing::get(key))
+            .route(
+                "/v1/audio/transcriptions",
+                post(transcriptions::transcriptions),
+            )
             .fallback(not_found)
             .with_state(inner.clone());
         let server = tokio::spawn(async move {

@@ -210,6 +210,8 @@ struct SlackState {
     /// Files people shared, by id ([`shared_files`]), and every request for one.
     shared: HashMap<String, shared_files::Served>,
     downloads: Vec<Download>,
+    /// The file ids `files.info` was asked about, in order.
+    files_info: Vec<String>,
     last_ts_micros: u64,
     next_id: u64,
     violations: Vec<String>,

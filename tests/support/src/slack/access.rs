@@ -140,6 +140,7 @@ fn needed(method: &str, params: &Params) -> Option<Vec<&'static str>> {
         "reactions.add" | "reactions.remove" => one("reactions:write"),
         "users.info" => one("users:read"),
         "files.getUploadURLExternal" | "files.completeUploadExternal" => one("files:write"),
+        "files.info" => one("files:read"),
         "conversations.list" => one("channels:read"),
         "conversations.join" => one("channels:join"),
         "conversations.create" => Some(if super::channels::is_private(params) {

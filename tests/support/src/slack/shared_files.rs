@@ -29,6 +29,10 @@ pub struct SharedFile {
     pub mimetype: String,
     /// Its bytes.
     pub bytes: Arc<Vec<u8>>,
+    /// A clip's transcript Slack finished (`files.info`'s `transcription`), if any.
+    pub transcript: Option<String>,
+    /// A clip's length (`duration_ms`), if Slack says it.
+    pub duration_ms: Option<u64>,
 }
 
 impl SharedFile {
@@ -38,7 +42,52 @@ impl SharedFile {
             name: name.to_owned(),
             mimetype: mimetype.to_owned(),
             bytes: Arc::new(bytes.into()),
+            transcript: None,
+            duration_ms: None,
         }
+    }
+
+    /// A voice note recorded in Slack (`subtype: slack_audio`), `duration_ms` long, of
+    /// type `mimetype` holding `bytes`, not transcribed by Slack (yet).
+    pub fn clip(name: &str, mimetype: &str, bytes: impl Into<Vec<u8>>, duration_ms: u64) -> Self {
+        Self {
+            duration_ms: Some(duration_ms),
+            ..Self::new(name, mimetype, bytes)
+        }
+    }
+
+    /// This clip with Slack's finished transcript `text`.
+    pub fn transcribed_by_slack(self, text: &str) -> Self {
+        Self {
+            transcript: Some(text.to_owned()),
+            ..self
+        }
+    }
+
+    /// The file object Slack describes it with (the event's `files[]`, `files.info`).
+    fn object(&self, id: &str, user: &str, url: &str) -> Value {
+        let mut object = json!({
+            "id": id,
+            "name": self.name,
+            "title": self.name,
+            "mimetype": self.mimetype,
+            "filetype": self.name.rsplit('.').next().unwrap_or("binary"),
+            "size": self.bytes.len(),
+            "user": user,
+            "url_private": url.replace("/download/", "/"),
+            "url_private_download": url,
+        });
+        if let Some(duration_ms) = self.duration_ms {
+            let video = self.mimetype.starts_with("video/");
+            object["subtype"] = json!(if video { "slack_video" } else { "slack_audio" });
+            object["duration_ms"] = json!(duration_ms);
+            object["transcription"] = match &self.transcript {
+                Some(text) => json!({"status": "complete", "locale": "en-US",
+                    "preview": {"content": text, "has_more": false}}),
+                None => json!({"status": "processing"}),
+            };
+        }
+        object
     }
 }
 
@@ -56,6 +105,24 @@ pub struct Download {
 #[derive(Clone, Debug)]
 pub(super) struct Served {
     file: SharedFile,
+    /// The file object its message described it with.
+    object: Value,
+}
+
+/// `files.info`: the file object of a shared file (its transcript as Slack has it now),
+/// `file_not_found` for any other id.
+pub(super) fn files_info(
+    _: &Inner,
+    st: &mut super::SlackState,
+    params: &super::web::Params,
+) -> Result<Value, super::error::ApiError> {
+    let id = super::web::need(params, "file")?;
+    let served = st
+        .shared
+        .get(&id)
+        .ok_or(super::error::ApiError::FileNotFound)?;
+    st.files_info.push(id);
+    Ok(json!({"ok": true, "file": served.object.clone()}))
 }
 
 /// What Slack answers a file URL without the right token: a sign-in page, status 200.
@@ -79,23 +146,20 @@ impl FakeSlack {
                 .iter()
                 .map(|file| {
                     let id = format!("F0SHARED{:05}", st.next_id());
-                    st.shared.insert(id.clone(), Served { file: file.clone() });
                     let url = format!(
                         "{}/files-pri/{TEAM_ID}-{id}/download/{}",
                         self.inner.base(),
                         url_segment(&file.name)
                     );
-                    json!({
-                        "id": id,
-                        "name": file.name,
-                        "title": file.name,
-                        "mimetype": file.mimetype,
-                        "filetype": file.name.rsplit('.').next().unwrap_or("binary"),
-                        "size": file.bytes.len(),
-                        "user": user,
-                        "url_private": url.replace("/download/", "/"),
-                        "url_private_download": url,
-                    })
+                    let object = file.object(&id, user, &url);
+                    st.shared.insert(
+                        id,
+                        Served {
+                            file: file.clone(),
+                            object: object.clone(),
+                        },
+                    );
+                    object
                 })
                 .collect()
         };
@@ -137,6 +201,11 @@ impl FakeSlack {
     /// Every request for a shared file's download URL, in order.
     pub fn downloads(&self) -> Vec<Download> {
         self.inner.lock().downloads.clone()
+    }
+
+    /// The file ids `files.info` was asked about, in order.
+    pub fn files_info_requests(&self) -> Vec<String> {
+        self.inner.lock().files_info.clone()
     }
 }
 

@@ -13,6 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
 use super::files::{self, multipart_boundary, parse_multipart};
+use super::shared_files;
 use super::{APP_TOKEN, BOT_TOKEN, Call, Inner, SlackState, StallPoint};
 use super::{access, assistant, channels, chat, history, home, people, reactions, socket_mode};
 
@@ -278,6 +279,7 @@ const METHODS: &[(&str, Implementation)] = &[
     ("reactions.remove", reactions::remove),
     ("files.getUploadURLExternal", files::get_upload_url),
     ("files.completeUploadExternal", files::complete_upload),
+    ("files.info", shared_files::files_info),
 ];
 
 /// The implementation of `method`, if the fake has one.
