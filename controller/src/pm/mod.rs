@@ -14,8 +14,8 @@ pub mod pdf;
 pub mod questions;
 pub mod references;
 pub mod tools;
-pub mod web;
 pub mod voice;
+pub mod web;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

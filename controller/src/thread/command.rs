@@ -325,9 +325,9 @@ fn classify_past_coder(
     }
     match state {
         ThreadState::RunEnded { last, .. }
-            if !mentioned_roles(text)
-                .iter()
-                .any(|m| matches!(m, Mention::Role(Role::Pm | Role::Artist | Role::Researcher))) =>
+            if !mentioned_roles(text).iter().any(|m| {
+                matches!(m, Mention::Role(Role::Pm | Role::Artist | Role::Researcher))
+            }) =>
         {
             return if is_approval(text) {
                 Command::AlreadyCarriedOut
