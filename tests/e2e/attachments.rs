@@ -456,3 +456,71 @@ async fn a_shared_pdf_reaches_the_pm_as_its_text_and_a_broken_one_is_refused() {
     assert!(String::from_utf8_lossy(&stored[0].1).contains("half-even"));
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_screenshot_in_the_thread_reaches_the_coders_model_as_an_image_part_on_every_call() {
+    let env = runner_env(json!({"maxTurns": 8, "timeout": 2})).await;
+    env.model.list_vision_model(crate::harness::CODER_MODEL);
+    let plan = json!({"summary": "Work on CODER-SHOT", "steps": ["Fix the button"], "files": []});
+    env.model.script(
+        "the save button is cut off",
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready."),
+        ],
+    );
+    env.model.script(
+        "Work on CODER-SHOT",
+        vec![
+            Reply::tool_call("Bash", json!({ "command": "true" }).to_string()),
+            Reply::text("Fixed."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let png = screenshot();
+    let thread = env
+        .slack
+        .user_message_with_files(
+            CHANNEL,
+            USER,
+            "the save button is cut off",
+            None,
+            &[SharedFile::new("button.png", "image/png", png.clone())],
+        )
+        .ts;
+    // The plan is posted after the line saying the PM's model cannot see the image.
+    env.wait_post(&thread, |t| t.contains("CODER-SHOT")).await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+
+    // Each call of the run carried the very bytes Slack served, after the task's text.
+    let expected = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&png)
+    );
+    let requests = env.model.requests_for("Work on CODER-SHOT");
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    for request in &requests {
+        assert_eq!(image_urls(&request.body), std::slice::from_ref(&expected));
+    }
+    let task = crate::harness::user_messages(&requests[0].body)[0].clone();
+    assert!(
+        task.contains("[images shared in the Slack thread, attached below: `button.png`]"),
+        "{task}"
+    );
+    // The store keeps the run's conversation as text: the image lives only in the request.
+    let pool = crate::harness::open_store(&env).await;
+    let kept: Vec<String> = sqlx::query_scalar("SELECT messages FROM run_conversation")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert!(
+        kept.iter().any(|c| c.contains("Work on CODER-SHOT")),
+        "{kept:?}"
+    );
+    assert!(kept.iter().all(|c| !c.contains("base64,")), "{kept:?}");
+    env.assert_clean();
+}

@@ -85,6 +85,16 @@ impl FileKind {
     }
 }
 
+/// An image part of a model request: `bytes` as a data URI of their image type.
+pub fn image_part(mimetype: &str, bytes: &[u8]) -> codebutler_agent::conversation::ContentPart {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+    codebutler_agent::conversation::ContentPart::image_url(format!(
+        "data:{};base64,{data}",
+        FileKind::image_type(mimetype)
+    ))
+}
+
 /// A shared file as the store keeps it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredFile {

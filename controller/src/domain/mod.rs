@@ -19,7 +19,7 @@ mod thread_state;
 mod usage;
 mod watcher_event;
 
-pub use attachment::{FileKind, FileState, SharedFile, StoredFile};
+pub use attachment::{FileKind, FileState, SharedFile, StoredFile, image_part};
 pub use click::{ButtonAction, Click};
 pub use costs::{Costs, Line, UNKNOWN_PERSON};
 pub use drawing::{Drawing, DrawingStage};

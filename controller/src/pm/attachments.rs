@@ -16,7 +16,7 @@ use codebutler_agent::conversation::{ChatMessage, ContentPart};
 use sha2::{Digest, Sha256};
 
 use crate::config::AttachmentsConfig;
-use crate::domain::{FileKind, FileState, IncomingMessage, StoredFile};
+use crate::domain::{FileKind, FileState, IncomingMessage, StoredFile, image_part};
 use crate::gateway::transcribe::Transcriber;
 use crate::layout::{Layout, LayoutError};
 use crate::slack::files::{FetchRefused, FileFetcher};
@@ -274,16 +274,6 @@ impl Attachments {
         store.forget_thread_files(thread).await?;
         Ok(())
     }
-}
-
-/// An image part: the bytes as a data URI of their image type.
-fn image_part(mimetype: &str, bytes: &[u8]) -> ContentPart {
-    use base64::Engine as _;
-    let data = base64::engine::general_purpose::STANDARD.encode(bytes);
-    ContentPart::image_url(format!(
-        "data:{};base64,{data}",
-        FileKind::image_type(mimetype)
-    ))
 }
 
 /// A text file as the model reads it: in a fence tagged with its digest, so its text cannot

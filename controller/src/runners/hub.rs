@@ -37,6 +37,7 @@ use crate::store::Store;
 use super::fetch::FetchPolicy;
 use super::mcp::RemoteMcp;
 use super::resume::StoredConversation;
+use super::thread_images::ThreadImages;
 use crate::workspace::forge::{self, ForgeError};
 use crate::workspace::prepared::Why;
 
@@ -84,6 +85,9 @@ pub struct RunHub {
     /// Why the run's last model call got no answer from any Coder model, if it did not: a
     /// run that ends on it is paused, not failed.
     pub outage: ModelOutage,
+    /// The images shared in the thread, read at the run's first model call and added to
+    /// every call's task ([`super::thread_images`]).
+    pub images: tokio::sync::OnceCell<ThreadImages>,
 }
 
 /// Whether the provider failed a run's last model call (server errors, timeouts, no model
@@ -327,9 +331,21 @@ impl RunnerHub for RunHub {
                 .map_err(|e| Status::invalid_argument(format!("tools_json: {e}")))?
         };
         let has_tools = !tools.is_empty();
+        let images = self
+            .images
+            .get_or_init(|| {
+                ThreadImages::load(
+                    &self.gateway,
+                    &self.ctx.model,
+                    &self.store,
+                    &self.repo,
+                    &self.ctx.thread,
+                )
+            })
+            .await;
         let completion = self
             .gateway
-            .complete_with_tool_json(&self.ctx, &messages, tools, &self.cancel)
+            .complete_with_tool_json(&self.ctx, &images.attach(&messages), tools, &self.cancel)
             .await
             .map_err(|e| {
                 if e.is_model_failure() {

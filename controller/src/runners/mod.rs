@@ -18,6 +18,7 @@ pub mod resume;
 pub mod sandbox_probe;
 pub mod standby;
 pub mod supervisor;
+pub mod thread_images;
 
 use std::path::PathBuf;
 use std::sync::Arc;

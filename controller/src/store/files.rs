@@ -77,7 +77,37 @@ pub(super) async fn set_text(
     Ok(())
 }
 
+/// A file of a thread kept on disk: its shared name, its type, and the name it is stored
+/// under in the thread's attachments directory.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeptFile {
+    pub name: String,
+    pub mimetype: String,
+    pub stored_as: String,
+}
+
 impl Store {
+    /// The files of `thread` kept on disk, oldest message first, in order on each message.
+    pub async fn thread_kept_files(&self, thread: &ThreadKey) -> Result<Vec<KeptFile>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, mimetype, stored_as FROM message_files \
+             WHERE channel_id = $1 AND thread_ts = $2 AND state = 'stored' AND stored_as IS NOT NULL \
+             ORDER BY message_ts, position",
+        )
+        .bind_thread(thread)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(KeptFile {
+                    name: row.try_get("name")?,
+                    mimetype: row.try_get("mimetype")?,
+                    stored_as: row.try_get("stored_as")?,
+                })
+            })
+            .collect()
+    }
+
     /// The files shared on `msg`, in order, with what became of each.
     pub async fn message_files(
         &self,

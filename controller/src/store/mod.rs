@@ -61,6 +61,7 @@ pub use checkpoints::CheckpointRecord;
 pub use commit::Change;
 pub use conversation_choices::ConversationChoice;
 pub use drawings::DrawingChange;
+pub use files::KeptFile;
 pub use history::{StoredEffect, StoredMessage};
 pub use journal::{SavedMemory, SentDescription};
 pub use leases::{Instance, InstanceRecord, LEASE_TTL, LeaseRecord};
