@@ -104,17 +104,7 @@ impl FileFetcher {
             [("file", file_id)],
         )
         .map_err(|e| FetchRefused::Transport(e.to_string()))?;
-        let response = self
-            .http
-            .get(url)
-            .bearer_auth(self.token.expose())
-            .send()
-            .await
-            .map_err(|e| FetchRefused::Transport(e.without_url().to_string()))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(FetchRefused::Http(status.as_u16()));
-        }
+        let response = self.get(url).await?;
         let body: serde_json::Value = response
             .json()
             .await
@@ -126,14 +116,10 @@ impl FileFetcher {
         Ok(clip_info(&body["file"]))
     }
 
-    /// The file at `url`, at most `max_bytes` long.
-    pub async fn fetch(&self, url: &str, max_bytes: u64) -> Result<Vec<u8>, FetchRefused> {
-        let origin = origin_of(url).unwrap_or_else(|| "an unreadable address".to_owned());
-        if !self.origins.contains(&origin) {
-            return Err(FetchRefused::NotSlack { origin });
-        }
-        let max_mb = max_bytes >> 20;
-        let mut response = self
+    /// `GET url` with the bot token (the callers check where it goes first); an answer other
+    /// than a success is refused with its status.
+    async fn get(&self, url: impl reqwest::IntoUrl) -> Result<reqwest::Response, FetchRefused> {
+        let response = self
             .http
             .get(url)
             .bearer_auth(self.token.expose())
@@ -144,6 +130,17 @@ impl FileFetcher {
         if !status.is_success() {
             return Err(FetchRefused::Http(status.as_u16()));
         }
+        Ok(response)
+    }
+
+    /// The file at `url`, at most `max_bytes` long.
+    pub async fn fetch(&self, url: &str, max_bytes: u64) -> Result<Vec<u8>, FetchRefused> {
+        let origin = origin_of(url).unwrap_or_else(|| "an unreadable address".to_owned());
+        if !self.origins.contains(&origin) {
+            return Err(FetchRefused::NotSlack { origin });
+        }
+        let max_mb = max_bytes >> 20;
+        let mut response = self.get(url).await?;
         let html = response
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
