@@ -44,14 +44,16 @@ mod tests {
     use crate::store::Store;
     use crate::store::bind::BindThread;
 
-    fn thread() -> ThreadKey {
+    /// The thread of the reviews' store tests.
+    pub(super) fn thread() -> ThreadKey {
         ThreadKey {
             channel: "C1".into(),
             thread_ts: "1.1".into(),
         }
     }
 
-    fn pr() -> PullRequestRef {
+    /// The pull request of the reviews' store tests.
+    pub(super) fn pr() -> PullRequestRef {
         PullRequestRef {
             number: 7,
             url: "https://github.com/acme/app/pull/7".into(),

@@ -207,20 +207,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::store::Change;
-
-    fn thread() -> ThreadKey {
-        ThreadKey {
-            channel: "C1".into(),
-            thread_ts: "1.1".into(),
-        }
-    }
-
-    fn pr() -> PullRequestRef {
-        PullRequestRef {
-            number: 7,
-            url: "https://github.com/acme/app/pull/7".into(),
-        }
-    }
+    use crate::store::reviews::tests::{pr, thread};
 
     async fn a_head_is_due_once_posted_once_and_its_review_id_kept(store: &Store) {
         {
