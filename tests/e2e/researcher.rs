@@ -104,3 +104,48 @@ async fn without_its_own_model_the_researcher_uses_the_pms() {
     assert_eq!(asked[0].body["model"], PM_MODEL);
     env.assert_clean();
 }
+
+/// The researcher's model answers 503: `researcher.fallback` answers instead (never the PM's
+/// fallback), and the answer names the model that gave it.
+#[tokio::test]
+async fn a_failing_researcher_model_gives_way_to_its_own_fallback() {
+    const MODEL: &str = "test/researcher";
+    const FALLBACK: &str = "test/researcher-fallback";
+    const PM_FALLBACK: &str = "test/pm-fallback";
+    let env = Env::with_config(json!({
+        "openrouter": {"maxRetries": 0},
+        "productManager": {"fallback": PM_FALLBACK},
+        "researcher": {"model": MODEL, "fallback": FALLBACK}
+    }))
+    .await;
+    for model in [MODEL, FALLBACK, PM_FALLBACK] {
+        env.model.list(model);
+    }
+    env.model.respond("RESEARCH-FALLBACK", |body| {
+        if body["model"] == MODEL {
+            Reply::error(503, "overloaded")
+        } else {
+            Reply::text(format!(
+                "Answered by {}.",
+                body["model"].as_str().unwrap_or("?")
+            ))
+        }
+    });
+    let _daemon = env.start().await;
+    let thread = env.say("@codebutler.researcher RESEARCH-FALLBACK what changed?");
+    let answer = say_and_wait_post_in(&env, &thread).await;
+    assert_eq!(
+        answer,
+        format!(
+            "*Researcher:* Answered by {FALLBACK}.\n\n_Answered by `{FALLBACK}`: `{MODEL}` is failing, so its fallback stands in._"
+        )
+    );
+    let asked: Vec<Value> = env
+        .model
+        .requests_for("RESEARCH-FALLBACK")
+        .into_iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(asked, [MODEL, FALLBACK]);
+    env.assert_clean();
+}

@@ -133,6 +133,17 @@ async fn each_head_is_reviewed_once_and_its_comment_enters_the_review_loop() {
     assert!(request.contains("Work on RVW"), "the plan: {request}");
     assert!(request.contains("+one"), "the diff: {request}");
     assert!(asked.iter().all(|r| r.body["model"] == REVIEWER_MODEL));
+    let offered: Vec<&str> = asked[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        offered,
+        ["ReadFile", "Grep", "ListFiles"],
+        "read-only tools only"
+    );
     let tool_result = asked[1].body["messages"]
         .as_array()
         .unwrap()
@@ -237,6 +248,49 @@ async fn off_unless_configured_then_the_open_head_is_reviewed_once_turned_on() {
     polls_after(&env, before, 3).await;
     assert_eq!(gh_reviews_posted(env.outside.path()).len(), 1);
     assert_eq!(posts_with(&env, &thread, "🔎").len(), 1);
+    env.assert_clean();
+}
+
+/// The reviewer's model answers 503: its breaker opens at that first failure and
+/// `reviewer.fallback` reviews instead (never the PM's fallback), GitHub gets its review, and
+/// the thread's line names the model that answered.
+#[tokio::test]
+async fn a_failing_reviewer_model_gives_way_to_its_own_fallback_named_in_the_line() {
+    const FALLBACK: &str = "test/reviewer-fallback";
+    const PM_FALLBACK: &str = "test/pm-fallback";
+    let env = Env::with_runner(review_env_config(json!({
+        "openrouter": {"maxRetries": 0, "breakerFailures": 1, "breakerCoolDownSecs": 3600},
+        "productManager": {"fallback": PM_FALLBACK},
+        "reviewer": {"model": REVIEWER_MODEL, "fallback": FALLBACK}
+    })))
+    .await;
+    for model in [REVIEWER_MODEL, FALLBACK, PM_FALLBACK] {
+        env.model.list(model);
+    }
+    let _daemon = env.start().await;
+    env.model.respond(REVIEWER_REQUEST, |body| {
+        if body["model"] == REVIEWER_MODEL {
+            Reply::error(503, "overloaded")
+        } else {
+            review_like_a_reviewer(body)
+        }
+    });
+    let (thread, _origin) = thread_with_pr(&env, "RVW-FALLBACK", vec![]).await;
+    let line = wait_post_with(&env, &thread, "🔎 Reviewer").await;
+    assert_eq!(
+        line,
+        format!(
+            "🔎 Reviewer: 1 comment on {PR_URL}\n_Answered by `{FALLBACK}`: `{REVIEWER_MODEL}` is failing, so its fallback stands in._"
+        )
+    );
+    let asked: Vec<Value> = env
+        .model
+        .requests_for(REVIEWER_REQUEST)
+        .into_iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(asked, [REVIEWER_MODEL, FALLBACK, FALLBACK], "{asked:?}");
+    assert_eq!(gh_reviews_posted(env.outside.path()).len(), 1);
     env.assert_clean();
 }
 

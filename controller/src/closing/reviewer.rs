@@ -185,6 +185,8 @@ pub struct CappedModel<'a> {
     cancel: CancellationToken,
     cap: Option<f64>,
     spent: Mutex<f64>,
+    /// The model other than `ctx.model` that answered a call (the fallback), if one did.
+    fallback_answered: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for CappedModel<'_> {
@@ -210,11 +212,20 @@ impl<'a> CappedModel<'a> {
             cancel,
             cap,
             spent: Mutex::new(0.0),
+            fallback_answered: Mutex::new(None),
         }
     }
 
     fn spent(&self) -> f64 {
         *self.spent.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The fallback model that answered one of its calls, if one did.
+    pub fn fallback_answered(&self) -> Option<String> {
+        self.fallback_answered
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -238,6 +249,12 @@ impl ChatModel for CappedModel<'_> {
             .await?;
         *self.spent.lock().unwrap_or_else(|e| e.into_inner()) +=
             completion.usage.cost.unwrap_or(0.0);
+        if completion.usage.model != self.ctx.model {
+            *self
+                .fallback_answered
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(completion.usage.model);
+        }
         Ok(completion.reply)
     }
 }

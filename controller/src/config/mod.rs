@@ -81,7 +81,7 @@ pub use repositories::{
 };
 pub use roles::{
     ArtistConfig, CoderConfig, DEFAULT_CODER_MODEL, DEFAULT_MAX_COST_PER_THREAD, DEFAULT_PM_MODEL,
-    ModelChoice, ProductManagerConfig, ReviewerConfig,
+    ModelChoice, ProductManagerConfig, ResearcherConfig, ReviewerConfig,
 };
 pub use runner::{ContainerConfig, DEFAULT_RUNNER_IMAGE, RunnerLauncher};
 pub use runs::{
@@ -117,8 +117,8 @@ pub struct Config {
     pub artist: ArtistConfig,
     /// The reviewer model (`reviewer`); `None`: off.
     pub reviewer: Option<ReviewerConfig>,
-    /// The researcher's model (`researcher.model`, else the PM's default model).
-    pub researcher_model: String,
+    /// The researcher's model and fallback (`researcher`).
+    pub researcher: ResearcherConfig,
     pub access: AccessConfig,
     pub github: GithubConfig,
     /// How the Coder's changes become a pull request (`changesWorkflow`).
@@ -232,7 +232,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
     let openrouter = file.openrouter.resolve(secrets)?;
     let openai = file.openai.resolve(secrets);
     let product_manager = file.product_manager.resolve(origin)?;
-    let researcher_model = file.researcher.resolve(product_manager.default_model());
+    let researcher = file.researcher.resolve(product_manager.default_model());
     let access = file.access.resolve(origin)?;
     let coder = file.coder.resolve(origin, secrets)?;
     let github = file.github.resolve(origin)?;
@@ -264,7 +264,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         product_manager,
         artist: file.artist.resolve(),
         reviewer: file.reviewer.resolve(origin)?,
-        researcher_model,
+        researcher,
         access,
         github,
         changes_workflow,

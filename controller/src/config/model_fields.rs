@@ -32,7 +32,9 @@ impl ModelField {
 
 impl Config {
     /// The model ids requests to the model provider (`openrouter`) name, in a fixed order:
-    /// the PM's pool and fallback, the Coder and its fallback, the researcher (when not the PM's), the reviewer, then the Artist when it draws through OpenRouter.
+    /// the PM's pool and fallback, the Coder and its fallback, the researcher (when not the
+    /// PM's) and its fallback, the reviewer and its fallback, then the Artist when it draws
+    /// through OpenRouter.
     pub fn provider_model_ids(&self) -> Vec<ModelField> {
         let mut fields: Vec<ModelField> = self
             .product_manager
@@ -49,11 +51,17 @@ impl Config {
         if let Some(fallback) = &self.coder.fallback {
             fields.push(ModelField::new("coder.fallback", fallback));
         }
-        if self.researcher_model != self.product_manager.default_model() {
-            fields.push(ModelField::new("researcher.model", &self.researcher_model));
+        if self.researcher.model != self.product_manager.default_model() {
+            fields.push(ModelField::new("researcher.model", &self.researcher.model));
+        }
+        if let Some(fallback) = &self.researcher.fallback {
+            fields.push(ModelField::new("researcher.fallback", fallback));
         }
         if let Some(reviewer) = &self.reviewer {
             fields.push(ModelField::new("reviewer.model", &reviewer.model));
+            if let Some(fallback) = &reviewer.fallback {
+                fields.push(ModelField::new("reviewer.fallback", fallback));
+            }
         }
         if self
             .artist

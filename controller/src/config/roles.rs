@@ -212,6 +212,9 @@ pub struct ReviewerConfig {
     /// What one review may cost, in USD (`reviewer.maxCostPerReview`); `None`: no cap of its
     /// own (the daily caps and the thread's budget still hold).
     pub max_cost_per_review: Option<f64>,
+    /// The model that reviews while `model` fails or its breaker is open
+    /// (`reviewer.fallback`); `None`: the PM's fallback, as for every other call.
+    pub fallback: Option<String>,
 }
 
 /// What a file may say in `reviewer`.
@@ -220,6 +223,7 @@ pub struct ReviewerConfig {
 pub(super) struct ReviewerFile {
     model: Option<String>,
     max_cost_per_review: Option<f64>,
+    fallback: Option<String>,
 }
 
 impl ReviewerFile {
@@ -235,19 +239,26 @@ impl ReviewerFile {
                 ));
             }
         };
-        let Some(model) = self.model.filter(|m| !m.trim().is_empty()) else {
-            if max_cost_per_review.is_some() {
-                return Err(origin.field_error(
-                    "reviewer.maxCostPerReview",
-                    "is set but reviewer.model is not: set the reviewer's model to turn it on"
-                        .to_owned(),
-                ));
+        let fallback = model_id(self.fallback);
+        let Some(model) = model_id(self.model) else {
+            for (field, set) in [
+                ("reviewer.maxCostPerReview", max_cost_per_review.is_some()),
+                ("reviewer.fallback", fallback.is_some()),
+            ] {
+                if set {
+                    return Err(origin.field_error(
+                        field,
+                        "is set but reviewer.model is not: set the reviewer's model to turn it on"
+                            .to_owned(),
+                    ));
+                }
             }
             return Ok(None);
         };
         Ok(Some(ReviewerConfig {
-            model: model.trim().to_owned(),
+            model,
             max_cost_per_review,
+            fallback,
         }))
     }
 }
@@ -257,15 +268,32 @@ impl ReviewerFile {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub(super) struct ResearcherFile {
     model: Option<String>,
+    fallback: Option<String>,
+}
+
+/// The researcher's models.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResearcherConfig {
+    /// Its model (an OpenRouter id): `researcher.model`, else the PM's default model.
+    pub model: String,
+    /// The model that answers while `model` fails or its breaker is open
+    /// (`researcher.fallback`); `None`: the PM's fallback, as for every other call.
+    pub fallback: Option<String>,
 }
 
 impl ResearcherFile {
-    /// The researcher's model (an OpenRouter id): `researcher.model`, else the PM's default
-    /// model `pm_default`.
-    pub fn resolve(self, pm_default: &str) -> String {
-        self.model
-            .map(|m| m.trim().to_owned())
-            .filter(|m| !m.is_empty())
-            .unwrap_or_else(|| pm_default.to_owned())
+    /// The researcher's models, its own defaulting to the PM's default model `pm_default`.
+    pub fn resolve(self, pm_default: &str) -> ResearcherConfig {
+        ResearcherConfig {
+            model: model_id(self.model).unwrap_or_else(|| pm_default.to_owned()),
+            fallback: model_id(self.fallback),
+        }
     }
+}
+
+/// A model id as written, trimmed; `None` when absent or blank.
+fn model_id(written: Option<String>) -> Option<String> {
+    written
+        .map(|m| m.trim().to_owned())
+        .filter(|m| !m.is_empty())
 }

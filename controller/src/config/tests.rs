@@ -1393,7 +1393,7 @@ fn the_reviewer_is_off_unless_its_model_is_set() {
     let f = files(
         Some(GLOBAL),
         Some(
-            r#"{"slack":{"channelID":"C1"},"reviewer":{"model":"openai/gpt-5-mini","maxCostPerReview":0.5}}"#,
+            r#"{"slack":{"channelID":"C1"},"reviewer":{"model":"openai/gpt-5-mini","maxCostPerReview":0.5,"fallback":" google/gemini-2.5-pro "}}"#,
         ),
     );
     let config = load(&f.sources, no_env).unwrap();
@@ -1402,13 +1402,17 @@ fn the_reviewer_is_off_unless_its_model_is_set() {
         Some(ReviewerConfig {
             model: "openai/gpt-5-mini".into(),
             max_cost_per_review: Some(0.5),
+            fallback: Some("google/gemini-2.5-pro".into()),
         })
     );
+    let ids = config.provider_model_ids();
     assert!(
-        config
-            .provider_model_ids()
-            .iter()
+        ids.iter()
             .any(|f| f.field == "reviewer.model" && f.id == "openai/gpt-5-mini")
+    );
+    assert!(
+        ids.iter()
+            .any(|f| f.field == "reviewer.fallback" && f.id == "google/gemini-2.5-pro")
     );
     for (reviewer, expected) in [
         (
@@ -1416,6 +1420,7 @@ fn the_reviewer_is_off_unless_its_model_is_set() {
             "field `reviewer.maxCostPerReview`",
         ),
         (r#"{"maxCostPerReview":1}"#, "reviewer.model is not"),
+        (r#"{"fallback":"m2"}"#, "field `reviewer.fallback`"),
         (r#"{"model":"m","approve":true}"#, "unknown field `approve`"),
     ] {
         let repo = format!(r#"{{"slack":{{"channelID":"C1"}},"reviewer":{reviewer}}}"#);
@@ -1430,15 +1435,28 @@ fn the_researcher_takes_the_pms_model_unless_told() {
     let f = files(Some(GLOBAL), Some(r#"{"slack":{"channelID":"C1"}}"#));
     let config = load(&f.sources, no_env).unwrap();
     assert_eq!(
-        config.researcher_model,
+        config.researcher.model,
         config.product_manager.default_model()
     );
+    assert_eq!(config.researcher.fallback, None);
     let f = files(
         Some(GLOBAL),
-        Some(r#"{"slack":{"channelID":"C1"},"researcher":{"model":"perplexity/sonar"}}"#),
+        Some(
+            r#"{"slack":{"channelID":"C1"},"researcher":{"model":"perplexity/sonar","fallback":"perplexity/sonar-pro"}}"#,
+        ),
     );
     let config = load(&f.sources, no_env).unwrap();
-    assert_eq!(config.researcher_model, "perplexity/sonar");
+    assert_eq!(config.researcher.model, "perplexity/sonar");
+    assert_eq!(
+        config.researcher.fallback.as_deref(),
+        Some("perplexity/sonar-pro")
+    );
+    assert!(
+        config
+            .provider_model_ids()
+            .iter()
+            .any(|f| f.field == "researcher.fallback" && f.id == "perplexity/sonar-pro")
+    );
     assert!(
         config
             .provider_model_ids()

@@ -115,20 +115,26 @@ fn describe_tried(tried: &[Tried]) -> String {
 
 /// The models that answer a role's calls while its own model fails: `productManager.fallback`
 /// for the PM and every PM-side call (memory, summaries, sorting), `coder.fallback` for the
-/// Coder.
+/// Coder, `reviewer.fallback` and `researcher.fallback` for those roles (the PM's when
+/// theirs is not set).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Fallbacks {
     pub pm: Option<String>,
     pub coder: Option<String>,
+    pub reviewer: Option<String>,
+    pub researcher: Option<String>,
 }
 
 impl Fallbacks {
-    /// The fallback of the calls of `role`.
+    /// The fallback of the calls of `role` (the role names the usage rows carry).
     fn for_role(&self, role: &str) -> Option<&str> {
-        match role {
-            "coder" => self.coder.as_deref(),
-            _ => self.pm.as_deref(),
-        }
+        let own = match role {
+            "coder" => return self.coder.as_deref(),
+            "reviewer" => &self.reviewer,
+            "researcher" => &self.researcher,
+            _ => &self.pm,
+        };
+        own.as_deref().or(self.pm.as_deref())
     }
 }
 

@@ -536,6 +536,8 @@ async fn thread_handler(
     let fallbacks = crate::gateway::Fallbacks {
         pm: config.product_manager.fallback.clone(),
         coder: config.coder.fallback.clone(),
+        reviewer: config.reviewer.as_ref().and_then(|r| r.fallback.clone()),
+        researcher: config.researcher.fallback.clone(),
     };
     let gateway = Arc::new(
         Gateway::new(&config.openrouter, store.clone())?
@@ -655,7 +657,7 @@ async fn thread_handler(
         merge_checks: config.github.merge_checks,
         memory,
         reviewer: config.reviewer.clone(),
-        researcher_model: config.researcher_model.clone(),
+        researcher_model: config.researcher.model.clone(),
         fetch: Arc::new(
             crate::runners::fetch::policy(config).map_err(crate::runners::SetupError::from)?,
         ),

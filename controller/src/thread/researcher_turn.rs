@@ -19,6 +19,7 @@ use crate::pm::web::FetchUrl;
 use crate::slack::effects::Effects;
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
+use crate::thread::replies::answered_by_fallback;
 
 /// The researcher's instructions (the system message).
 pub const PROMPT: &str = include_str!("../../../prompts/researcher.md");
@@ -110,11 +111,16 @@ impl ThreadHandler {
             },
             Change::Processed(msg),
         ];
+        let mut answer = with_sources(&outcome.answer, &fetched);
+        if let Some(fallback) = model.fallback_answered() {
+            answer = format!(
+                "{}\n\n{}",
+                answer.trim_end(),
+                answered_by_fallback(&fallback, &self.researcher_model)
+            );
+        }
         let effects = Effects::new(&thread)
-            .reply(
-                &with_sources(&outcome.answer, &fetched),
-                &speaker(Role::Researcher),
-            )
+            .reply(&answer, &speaker(Role::Researcher))
             .react(&msg.ts, "white_check_mark");
         self.record(msg, &changes, &effects).await
     }

@@ -16,6 +16,7 @@ use crate::slack::effects::Effects;
 use crate::store::Change;
 use crate::store::reviews::{PendingReview, ReviewerChange, ReviewerState};
 use crate::thread::handler::{Settle, ThreadHandler};
+use crate::thread::replies::answered_by_fallback;
 use crate::workspace::{pr_diff, pull_request};
 
 /// How a review ended: its state, the id GitHub gave it, the thread's line.
@@ -193,11 +194,18 @@ impl ThreadHandler {
         match pull_request::post_review(&self.pm.gh, &self.pm.layout.repo, pending.pr.number, &json)
             .await
         {
-            Ok(id) => Ended {
-                state: ReviewerState::Posted,
-                review_id: Some(id),
-                line: reviewer::posted_line(kept.len(), &pending.pr.url),
-            },
+            Ok(id) => {
+                let mut line = reviewer::posted_line(kept.len(), &pending.pr.url);
+                if let Some(fallback) = model.fallback_answered() {
+                    line.push('\n');
+                    line.push_str(&answered_by_fallback(&fallback, &config.model));
+                }
+                Ended {
+                    state: ReviewerState::Posted,
+                    review_id: Some(id),
+                    line,
+                }
+            }
             Err(e) => {
                 tracing::warn!(thread = %thread, "reviewer: post the review: {e}");
                 Ended::not_posted(

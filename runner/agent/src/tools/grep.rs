@@ -132,31 +132,74 @@ fn search_files(
     glob: Option<&str>,
     path: Option<&str>,
 ) -> Result<String, ToolError> {
-    let matcher =
-        RegexMatcher::new_line_matcher(pattern).map_err(|e| ToolError::InvalidArguments {
-            tool: tool.to_owned(),
-            reason: format!("invalid regex {pattern:?}: {e}"),
-        })?;
+    let matcher = line_matcher(tool, pattern)?;
     let glob = glob.map(|g| compile_glob(tool, g)).transpose()?;
     let start = root.resolve(path.unwrap_or(""))?;
     let start_rel = root.relative(&start);
     let found = Mutex::new(FirstInPathOrder::new(MAX_MATCHES));
     walk(root, &start, threads, || Searching {
         matcher: matcher.clone(),
-        searcher: SearcherBuilder::new()
-            .binary_detection(BinaryDetection::quit(b'\x00'))
-            .line_number(true)
-            .build(),
+        searcher: line_searcher(),
         glob: glob.as_ref(),
         start_rel: &start_rel,
         found: &found,
     });
-    let mut results = found
-        .into_inner()
-        .unwrap_or_else(|p| p.into_inner())
-        .into_lines();
+    Ok(matches_text(
+        found.into_inner().unwrap_or_else(|p| p.into_inner()),
+    ))
+}
+
+/// The regex `pattern`, matched line by line; `tool` names the calling tool in the error.
+fn line_matcher(tool: &str, pattern: &str) -> Result<RegexMatcher, ToolError> {
+    RegexMatcher::new_line_matcher(pattern).map_err(|e| ToolError::InvalidArguments {
+        tool: tool.to_owned(),
+        reason: format!("invalid regex {pattern:?}: {e}"),
+    })
+}
+
+/// A searcher that numbers lines and gives up on a file at its first NUL byte (binary).
+fn line_searcher() -> Searcher {
+    SearcherBuilder::new()
+        .binary_detection(BinaryDetection::quit(b'\x00'))
+        .line_number(true)
+        .build()
+}
+
+/// Where a file's content is.
+enum Source<'a> {
+    Path(&'a std::path::Path),
+    Bytes(&'a [u8]),
+}
+
+/// The matching lines of the file `rel` as `rel:line:text`, at most one more than
+/// [`MAX_MATCHES`]; a file that cannot be read has none.
+fn matching_lines(
+    searcher: &mut Searcher,
+    matcher: &RegexMatcher,
+    rel: &str,
+    source: Source<'_>,
+) -> Vec<String> {
+    let mut lines = Vec::new();
+    let sink = sinks::Lossy(|line_number, line: &str| {
+        lines.push(format!("{rel}:{line_number}:{}", display_line(line)));
+        Ok(lines.len() <= MAX_MATCHES)
+    });
+    let searched = match source {
+        Source::Path(path) => searcher.search_path(matcher, path, sink),
+        Source::Bytes(bytes) => searcher.search_slice(matcher, bytes, sink),
+    };
+    if let Err(e) = searched {
+        tracing::debug!(file = %rel, error = %e, "skipping a file Grep could not read");
+    }
+    lines
+}
+
+/// The answer for what `found` gathered: `path:line:text` lines in path order, at most
+/// [`MAX_MATCHES`] with a note when there were more, or `no matches`.
+fn matches_text(found: FirstInPathOrder) -> String {
+    let mut results = found.into_lines();
     if results.is_empty() {
-        return Ok("no matches".to_owned());
+        return "no matches".to_owned();
     }
     let more = results.len() > MAX_MATCHES;
     results.truncate(MAX_MATCHES);
@@ -166,7 +209,62 @@ fn search_files(
             "\n[stopped at {MAX_MATCHES} matches; narrow the pattern or path]"
         ));
     }
-    Ok(out)
+    out
+}
+
+/// Grep over files the caller reads itself (the blobs of a commit, say), with the same
+/// regex, glob, line format and limits as the Grep over a directory. Offer it files in
+/// any order; ask [`Self::wanted`] first to skip reading those that cannot change the
+/// answer.
+#[derive(Debug)]
+pub struct GrepFiles {
+    matcher: RegexMatcher,
+    searcher: Searcher,
+    glob: Option<GlobMatcher>,
+    start_rel: String,
+    found: FirstInPathOrder,
+}
+
+impl GrepFiles {
+    /// A search for `pattern` in the files under `start_rel` (a path relative to the
+    /// repository's root, `"."` for the root), only those matching `glob` if given; `tool`
+    /// names the calling tool in argument errors.
+    pub fn new(
+        tool: &str,
+        pattern: &str,
+        glob: Option<&str>,
+        start_rel: &str,
+    ) -> Result<Self, ToolError> {
+        Ok(Self {
+            matcher: line_matcher(tool, pattern)?,
+            searcher: line_searcher(),
+            glob: glob.map(|g| compile_glob(tool, g)).transpose()?,
+            start_rel: start_rel.to_owned(),
+            found: FirstInPathOrder::new(MAX_MATCHES),
+        })
+    }
+
+    /// Whether the file `rel` passes the glob and could still change the answer.
+    pub fn wanted(&self, rel: &str) -> bool {
+        self.glob
+            .as_ref()
+            .is_none_or(|glob| glob_matches(glob, rel, &self.start_rel))
+            && self.found.wanted(rel)
+    }
+
+    /// Searches the file `rel` whose content is `bytes` (a binary file matches nothing).
+    pub fn file(&mut self, rel: &str, bytes: &[u8]) {
+        if !self.wanted(rel) {
+            return;
+        }
+        let lines = matching_lines(&mut self.searcher, &self.matcher, rel, Source::Bytes(bytes));
+        self.found.add(rel.to_owned(), lines);
+    }
+
+    /// The answer, as the Grep over a directory gives it.
+    pub fn answer(self) -> String {
+        matches_text(self.found)
+    }
 }
 
 /// One walking thread's search: its own searcher and matcher.
@@ -188,14 +286,7 @@ impl FileVisitor for Searching<'_> {
         if !lock(self.found).wanted(&rel) {
             return WalkState::Continue;
         }
-        let mut lines = Vec::new();
-        let sink = sinks::Lossy(|line_number, line| {
-            lines.push(format!("{rel}:{line_number}:{}", display_line(line)));
-            Ok(lines.len() <= MAX_MATCHES)
-        });
-        if let Err(e) = self.searcher.search_path(&self.matcher, &path, sink) {
-            tracing::debug!(file = %rel, error = %e, "skipping a file Grep could not read");
-        }
+        let lines = matching_lines(&mut self.searcher, &self.matcher, &rel, Source::Path(&path));
         lock(self.found).add(rel, lines);
         WalkState::Continue
     }
