@@ -17,11 +17,13 @@
 //! [`ThreadDisk::ensure_mounted`] mounts one again after a reboot.
 
 use super::step_error::{IoStepError, io};
+use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Condvar, Mutex, PoisonError};
 
 /// Megabytes.
 const MB: u64 = 1 << 20;
@@ -121,6 +123,7 @@ impl ThreadDisk {
 
     /// Mounts the image again if it is not mounted (after a reboot). Blocking.
     pub fn ensure_mounted(&self) -> Result<(), DiskError> {
+        let _held = Changing::hold(&self.image);
         if !self.exists() || is_mount_point(&self.mount)? {
             return Ok(());
         }
@@ -130,6 +133,7 @@ impl ThreadDisk {
 
     /// Unmounts the worktree and deletes its image (and the empty mount point). Blocking.
     pub fn remove(&self) -> Result<(), DiskError> {
+        let _held = Changing::hold(&self.image);
         if is_mount_point(&self.mount)? {
             let mut umount = Command::new(find_tool("umount")?);
             umount.arg(&self.mount);
@@ -167,6 +171,42 @@ impl ThreadDisk {
             .arg(&self.image)
             .arg(&self.mount);
         run(mount, "mount")
+    }
+}
+
+/// The disks (by image) whose mount state a thread of this process is changing. A removal's
+/// unmount and a mount again (a background step reading the worktree while the thread
+/// closes) must never interleave: a mount between the unmount and the removal of the mount
+/// point would stack the image back, leave the mount point busy (`EBUSY`) and keep the
+/// loop device. Only this process mounts the disks of its repositories.
+static CHANGING: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+/// Told when a disk leaves [`CHANGING`].
+static CHANGED: Condvar = Condvar::new();
+
+/// One disk's place in [`CHANGING`], held until dropped.
+struct Changing(PathBuf);
+
+impl Changing {
+    /// Waits until no other thread changes the mount state of the disk `image`, then holds it.
+    fn hold(image: &Path) -> Self {
+        let mut changing = CHANGING.lock().unwrap_or_else(PoisonError::into_inner);
+        while changing.contains(image) {
+            changing = CHANGED
+                .wait(changing)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+        changing.insert(image.to_owned());
+        Self(image.to_owned())
+    }
+}
+
+impl Drop for Changing {
+    fn drop(&mut self) {
+        CHANGING
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.0);
+        CHANGED.notify_all();
     }
 }
 
@@ -349,6 +389,37 @@ mod tests {
         assert!(!disk.image.exists());
         assert!(!worktree.exists());
         drop(held);
+    }
+
+    /// A removal waits for a mount in progress on the same disk (and the reverse), so a
+    /// background step mounting the worktree again never lands between the removal's unmount
+    /// and its removal of the mount point; a disk removed meanwhile is not mounted again.
+    #[test]
+    fn a_removal_and_a_mount_of_one_disk_never_interleave() {
+        probe().expect("these machines run the tests as root with loop devices");
+        let dir = tempfile::tempdir().unwrap();
+        let worktree = dir.path().join("branches/t");
+        let disk = ThreadDisk::of(&dir.path().join("disks"), &worktree);
+        disk.create(16).unwrap();
+        let held = Changing::hold(&disk.image);
+        let removing = std::thread::spawn({
+            let disk = disk.clone();
+            move || disk.remove()
+        });
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!removing.is_finished(), "the removal waits for the mount");
+        assert!(is_mount_point(&worktree).unwrap());
+        drop(held);
+        removing.join().unwrap().unwrap();
+        disk.ensure_mounted().unwrap();
+        assert!(!is_mount_point(&worktree).unwrap_or(false));
+        assert!(!disk.image.exists());
+        assert!(!worktree.exists());
+        // Another disk is never held up by this one.
+        let other = ThreadDisk::of(&dir.path().join("disks"), &dir.path().join("branches/u"));
+        let _held = Changing::hold(&disk.image);
+        other.create(16).unwrap();
+        other.remove().unwrap();
     }
 
     #[test]
