@@ -291,3 +291,25 @@ fn used_text(path: &str, placed: &Placed) -> String {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_price_says_how_it_is_known() {
+        assert_eq!(price_text(ImagePrice::Published(0.042)), "$0.042 an image");
+        assert_eq!(
+            price_text(ImagePrice::Configured(0.04)),
+            "$0.040 an image, as `artist.dollarsPerImage` says"
+        );
+        assert_eq!(
+            price_text(ImagePrice::LastDrawn(0.0387)),
+            "about $0.039 an image: what the last one cost"
+        );
+        assert_eq!(
+            price_text(ImagePrice::Unknown),
+            "price not known before the first image is drawn"
+        );
+    }
+}
