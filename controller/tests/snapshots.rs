@@ -170,14 +170,16 @@ async fn pm_of(dir: &tempfile::TempDir, layout: Layout) -> Pm {
 }
 
 /// Every tool the PM's model is offered, as the PM builds its list (the repository tools,
-/// then the controller's four) and in the form sent to the model: name, description and the
-/// parameters schema of each, in order.
+/// then the controller's four, then `ask_artist`, offered when the Artist can draw) and in
+/// the form sent to the model: name, description and the parameters schema of each, in
+/// order.
 #[tokio::test]
 async fn the_pm_tools() {
     let (dir, layout) = acme();
     let pm = pm_of(&dir, layout).await;
+    let handoff = codebutler_controller::pm::artist_handoff::Handoff::default();
     let specs: Vec<serde_json::Value> = pm
-        .tools(&thread(), Arc::new(Mutex::new(None)))
+        .tools(&thread(), Arc::new(Mutex::new(None)), Some(&handoff))
         .specs()
         .iter()
         .map(|spec| spec.to_openai())

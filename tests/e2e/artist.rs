@@ -3,20 +3,27 @@
 //! shared; the image is uploaded into the thread; "use it at <path>" commits that very image
 //! to a `codebutler/` branch on origin (a real bare repository), as CodeButler; a hostile
 //! path is refused and commits nothing; a draw over the daily cap is refused with the cap's
-//! figure and reaches no images API; the image's price is in the usage report; and a message
-//! for the PM and the Artist gets an answer from each, from conversations of their own.
+//! figure and reaches no images API, and one over the person's own cap names theirs while
+//! another person still draws; the image's price is in the usage report; a message for the
+//! PM and the Artist gets an answer from each, from conversations of their own; a request for
+//! a logo that names no one is handed by the PM to the Artist (once, across a kill); and the
+//! Artist draws through OpenRouter's chat completions with the cost OpenRouter reported.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use codebutler_test_support::git;
 use codebutler_test_support::images::{FakeImages, OPENAI_KEY, fake_png};
-use codebutler_test_support::model::Reply;
+use codebutler_test_support::model::{Gate, Reply};
 use codebutler_test_support::slack::{CHANNEL, SharedFile, Upload};
 use serde_json::{Value, json};
 
 use crate::harness::{Daemon, Env, USER, WAIT, content_text, say_and_wait_post};
 
 const PROMPT: &str = "A flat orange fox head logo on white, thick outlines";
+/// A second person in the channel.
+const BOB: &str = "U0BOB";
 
 /// The Artist's answer: its prompt, and `assets/fox.png`.
 fn artist_answer() -> String {
@@ -437,4 +444,230 @@ async fn the_draw_it_button_draws_once() {
     say_and_wait_post(&env, &thread, "cancel", "*Artist:* Cancelled").await;
     assert_eq!(images.calls().len(), 1);
     assert_eq!(uploads_in(&env, &thread).len(), 1);
+}
+
+/// `access.maxCostPerUserPerDay` counts the images a person had drawn: once Alice's image
+/// cost more than her cap, her next "again" is refused with her cap named, and reaches no
+/// images API, while Bob, in the same thread, still has one drawn (charged to him).
+#[tokio::test]
+async fn a_person_over_their_daily_cap_through_images_is_refused_a_draw_and_another_is_not() {
+    let (env, images, _origin, _daemon) =
+        artist_env(json!({"access": {"maxCostPerUserPerDay": 0.05}})).await;
+    let thread = env.say("@codebutler.artist draw a logo, a fox");
+    env.wait_post(&thread, |t| t.contains("draw it")).await;
+    env.slack
+        .user_message(CHANNEL, USER, "draw it", Some(&thread));
+    wait_uploads(&env, &thread, 1).await;
+    env.wait_post(&thread, |t| t.contains("to put it elsewhere"))
+        .await;
+    // Alice's second image: $0.042 spent, under her $0.05 cap, so it is drawn.
+    env.slack
+        .user_message(CHANNEL, USER, "again", Some(&thread));
+    wait_uploads(&env, &thread, 2).await;
+    // $0.084 spent on the images Alice asked for: her third is refused.
+    let refusal = say_and_wait_post(&env, &thread, "again", "*Artist:* Not drawn").await;
+    assert!(
+        refusal.contains(&format!(
+            "<@{USER}>'s daily cap (`access.maxCostPerUserPerDay`, $0.05) is reached: $0.08 spent today"
+        )),
+        "{refusal}"
+    );
+    assert!(refusal.contains("It resets at 00:00 UTC"), "{refusal}");
+    assert_eq!(
+        images.calls().len(),
+        2,
+        "the refused draw reached no images API"
+    );
+    // Bob has spent nothing: his "again" is drawn.
+    env.slack.user_message(CHANNEL, BOB, "again", Some(&thread));
+    wait_uploads(&env, &thread, 3).await;
+    assert_eq!(images.calls().len(), 3);
+    assert!(images.violations().is_empty(), "{:?}", images.violations());
+}
+
+const OPENROUTER_IMAGE_MODEL: &str = "google/gemini-2.5-flash-image-preview";
+
+/// `artist.provider: "openrouter"`: the image is drawn by an image model through OpenRouter's
+/// chat completions (the fake provider), from the prompt the Artist proposed; the thread
+/// shows that very PNG; the cost OpenRouter reported is what the usage report says, and
+/// what the next proposal quotes. An edit sends the shared image as a `data:` URI.
+#[tokio::test]
+async fn the_artist_draws_through_openrouter_with_the_cost_it_reported() {
+    let images = FakeImages::start().await;
+    let env = Env::with_config(json!({
+        "openai": {"baseUrl": images.base_url()},
+        "artist": {"provider": "openrouter", "model": OPENROUTER_IMAGE_MODEL}
+    }))
+    .await;
+    env.model.list_image_model(OPENROUTER_IMAGE_MODEL);
+    env.model.price_image(OPENROUTER_IMAGE_MODEL, 0.25);
+    env.model.respond("", |body| {
+        if is_artist(body) {
+            Reply::text(artist_answer())
+        } else {
+            Reply::text("The PM's answer.")
+        }
+    });
+    let _daemon = env.start().await;
+    let thread = env.say("@codebutler.artist draw a logo for the README, a fox");
+    let proposal = env.wait_post(&thread, |t| t.contains("draw it")).await;
+    assert!(
+        proposal.contains(&format!(
+            "`{OPENROUTER_IMAGE_MODEL}` at 1024x1024, medium quality (price not known before the first image is drawn)"
+        )),
+        "{proposal}"
+    );
+    env.slack
+        .user_message(CHANNEL, USER, "draw it", Some(&thread));
+    let uploads = wait_uploads(&env, &thread, 1).await;
+    let calls = env.model.image_calls();
+    assert_eq!(calls.len(), 1, "one image asked of OpenRouter");
+    assert_eq!(
+        (calls[0].model.as_str(), calls[0].prompt.as_str()),
+        (OPENROUTER_IMAGE_MODEL, PROMPT)
+    );
+    assert_eq!(calls[0].image, None);
+    assert_eq!(
+        calls[0].answered.as_deref(),
+        Some(&fake_png(PROMPT, None)[..])
+    );
+    assert_eq!(uploads[0].bytes, fake_png(PROMPT, None));
+    assert!(images.calls().is_empty(), "OpenAI's images API is not used");
+    let drawn = env
+        .wait_post(&thread, |t| t.contains("to put it elsewhere"))
+        .await;
+    assert!(
+        drawn.contains("about $0.250 an image: what the last one cost"),
+        "{drawn}"
+    );
+
+    // An edit: the shared image goes to OpenRouter as the base.
+    let shared = fake_png("the old logo", None);
+    env.slack.user_message_with_files(
+        CHANNEL,
+        USER,
+        "@codebutler.artist make this logo orange",
+        Some(&thread),
+        &[SharedFile::new("logo.png", "image/png", shared.clone())],
+    );
+    env.wait_post(&thread, |t| t.contains("An edit of the image you shared"))
+        .await;
+    env.slack
+        .user_message(CHANNEL, USER, "draw it", Some(&thread));
+    let uploads = wait_uploads(&env, &thread, 2).await;
+    let calls = env.model.image_calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].image.as_deref(), Some(shared.as_slice()));
+    assert_eq!(uploads[1].bytes, fake_png(PROMPT, Some(&shared)));
+
+    env.slack.user_message(CHANNEL, USER, "done", Some(&thread));
+    let report = env.wait_post(&thread, |t| t.starts_with("*PM:* 📊")).await;
+    let artist = report
+        .split("*Artist*")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Artist section in {report}"));
+    // Two images at $0.25 as OpenRouter reported, and the Artist's two prompt calls.
+    assert!(artist.contains("Cost: $0.500"), "{report}");
+    env.assert_clean();
+}
+
+/// Whether a recorded model request is the PM's.
+fn is_pm(body: &Value) -> bool {
+    content_text(&body["messages"][0]["content"]).contains("You are the PM")
+}
+
+/// The names of the tools a request offered.
+fn tool_names(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// A message that asks for a logo without naming the Artist: the PM, offered `ask_artist`
+/// because the Artist can draw, hands it over and says so in one line; the Artist answers
+/// that same message with its proposal, Draw it and all. The daemon is killed after the
+/// hand-off, while the Artist's model works: after the restart the PM is not asked again and
+/// the thread gets one hand-off line and one proposal, which draws.
+#[tokio::test]
+async fn the_pm_hands_a_request_for_a_logo_to_the_artist_once_across_a_kill() {
+    let images = FakeImages::start().await;
+    let env = Env::with_config(json!({"openai": {"baseUrl": images.base_url()}})).await;
+    let gate = Gate::new();
+    let held = gate.clone();
+    let artist_asked = Arc::new(AtomicUsize::new(0));
+    let counter = artist_asked.clone();
+    env.model.respond("", move |body| {
+        if is_artist(body) {
+            // The first answer is lost with the daemon.
+            if counter.fetch_add(1, Ordering::SeqCst) == 0 {
+                Reply::held(&held, Reply::text(artist_answer()))
+            } else {
+                Reply::text(artist_answer())
+            }
+        } else if body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
+        {
+            Reply::text("Handing this to the Artist.")
+        } else {
+            Reply::tool_call(
+                "ask_artist",
+                json!({"request": "a fox logo for the README"}).to_string(),
+            )
+        }
+    });
+    let key = [("OPENAI_API_KEY", OPENAI_KEY)];
+    let mut daemon = env.start_with_env(&key).await;
+    let thread = env.say("make us a logo for the README, a fox");
+    env.wait_post(&thread, |t| t == "*PM:* Handing this to the Artist.")
+        .await;
+    assert!(
+        env.slack.wait_until(WAIT, || gate.arrived()).await,
+        "the Artist was never asked: {:?}",
+        env.post_texts(&thread)
+    );
+    daemon.kill9().await;
+
+    let _daemon = env.start_with_env(&key).await;
+    let proposal = env.wait_post(&thread, |t| t.contains("draw it")).await;
+    assert!(
+        proposal.starts_with("*Artist:* A fox, as asked."),
+        "{proposal}"
+    );
+    assert!(proposal.contains(PROMPT), "{proposal}");
+    assert!(proposal.contains("($0.042 an image)"), "{proposal}");
+    let bodies: Vec<Value> = env.model.requests().into_iter().map(|r| r.body).collect();
+    let pm: Vec<&Value> = bodies.iter().filter(|b| is_pm(b)).collect();
+    assert_eq!(
+        pm.len(),
+        2,
+        "the tool call and the line after it, not again after the restart"
+    );
+    assert!(tool_names(pm[0]).contains(&"ask_artist".to_owned()));
+    let artist: Vec<&Value> = bodies.iter().filter(|b| is_artist(b)).collect();
+    assert_eq!(artist.len(), 2, "one lost with the daemon, one answered");
+    assert!(
+        serde_json::to_string(artist[1])
+            .unwrap()
+            .contains("make us a logo for the README, a fox"),
+        "the Artist reads the person's message"
+    );
+
+    // The proposal is a real one: Draw it draws its prompt.
+    env.slack
+        .user_message(CHANNEL, USER, "draw it", Some(&thread));
+    let uploads = wait_uploads(&env, &thread, 1).await;
+    assert_eq!(uploads[0].bytes, fake_png(PROMPT, None));
+    env.wait_post(&thread, |t| t.contains("to put it elsewhere"))
+        .await;
+    let posts = env.post_texts(&thread);
+    let count = |what: &str| posts.iter().filter(|t| t.contains(what)).count();
+    assert_eq!(count("Handing this to the Artist."), 1, "{posts:?}");
+    assert_eq!(count("Say _draw it_"), 1, "{posts:?}");
+    assert_eq!(images.calls().len(), 1);
+    gate.open();
+    env.assert_clean();
 }

@@ -3,7 +3,8 @@
 //! otherwise the clip is fetched with the bot token and posted to the configured
 //! provider's `/audio/transcriptions` (`voice.model`, with the controller's key), whose
 //! cost is a Whisper row of the usage report. The thread shows "🎙️ heard: …" once, the
-//! transcript is the message from then on, and a failure is one line.
+//! transcript is the message from then on, and a failure is one line. What a transcription
+//! costs counts towards the daily cap of the person who sent the clip.
 
 use std::time::Duration;
 
@@ -229,5 +230,73 @@ async fn a_restart_after_hearing_neither_transcribes_nor_says_it_again() {
         last_user_text(&requests[1].body),
         format!("<@{USER}>: {said}")
     );
+    env.assert_clean();
+}
+
+/// `access.maxCostPerUserPerDay` counts the voice notes a person sends: Alice's five-minute
+/// clip costs $0.03, over her $0.02 cap, so the PM answers her (that very message) with
+/// `productManager.overBudget`'s model, naming her cap and her figure, while Bob's question
+/// gets the PM's own model.
+#[tokio::test]
+async fn a_voice_note_counts_towards_its_senders_daily_cap() {
+    const LEAN: &str = "test/pm-lean";
+    const BOB: &str = "U0BOB";
+    let env = env_with_openai().await;
+    let path = env.repo_path().join(".codebutler/config.json");
+    let mut repo: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    codebutler_test_support::merge(
+        &mut repo,
+        json!({
+            "access": {"maxCostPerUserPerDay": 0.02},
+            "productManager": {"overBudget": "lean", "models": {"lean": {"model": LEAN}}}
+        }),
+    );
+    env.write_repo_config(&repo.to_string());
+    env.model.list(LEAN);
+    let said = "sketch the release checklist for me";
+    env.model
+        .script(said, vec![Reply::text("VOICE-CAP: a checklist.")]);
+    env.model.script(
+        "what is in the readme",
+        vec![Reply::text("BOB-ANSWER: the set-up.")],
+    );
+    let _daemon = env.start().await;
+    let clip = SharedFile::clip(
+        "audio_message.m4a",
+        "audio/mp4",
+        fake_clip(300, said),
+        300_000,
+    );
+    let thread = share_clip(&env.slack, clip);
+    let answer = env.wait_post(&thread, |t| t.contains("VOICE-CAP")).await;
+    assert_eq!(env.model.transcriptions().len(), 1);
+    let asked: Vec<String> = env
+        .model
+        .requests_for(said)
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(asked, [LEAN]);
+    assert!(
+        answer.contains(&format!(
+            "<@{USER}>'s daily cap (`access.maxCostPerUserPerDay`, $0.02; $0.03 spent today)"
+        )),
+        "{answer}"
+    );
+
+    let second = env
+        .slack
+        .user_message(CHANNEL, BOB, "what is in the readme", None)
+        .ts;
+    let answer = env.wait_post(&second, |t| t.contains("BOB-ANSWER")).await;
+    assert!(!answer.contains("overBudget"), "{answer}");
+    let asked: Vec<String> = env
+        .model
+        .requests_for("what is in the readme")
+        .iter()
+        .map(|r| r.body["model"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(asked, [crate::harness::PM_MODEL]);
     env.assert_clean();
 }

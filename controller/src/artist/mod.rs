@@ -4,9 +4,15 @@
 //! files shared on the message (and sees its images when the model takes images) and the
 //! Artist's memory (`.codebutler/memory/artist.md`, the default branch's committed blob),
 //! and answers with an image prompt and where the image would go ([`answer`]). A person
-//! says "draw it"; the image is drawn by OpenAI's images API ([`crate::gateway::images`]),
-//! its price recorded as the Artist's usage; "use it" commits it to the thread's branch
-//! ([`asset`]) and pushes it like the Coder's work.
+//! says "draw it"; the image is drawn by OpenAI's images API ([`crate::gateway::images`],
+//! `artist.provider` `openai`) or by an image model through OpenRouter's chat completions
+//! ([`crate::gateway::openrouter_images`], `openrouter`), its price recorded as the Artist's
+//! usage and charged to the person who said it (their `access.maxCostPerUserPerDay`); "use
+//! it" commits it to the thread's branch ([`asset`]) and pushes it like the Coder's work.
+//!
+//! What an image will cost is shown before it is drawn, as well as it can be known
+//! ([`ImagePrice`]): OpenAI's published price; through OpenRouter, `artist.dollarsPerImage`
+//! when set, else what the last image of the model cost as OpenRouter reported it.
 //!
 //! What the thread says and when is the thread's (`thread::artist_commands`); this module
 //! does the work and returns plain results.
@@ -22,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::{Drawing, FileKind, FileState, IncomingMessage, Role, ThreadKey, UsageRecord};
 use crate::gateway::images::{BaseImage, ImageRequest, ImagesApi, ImagesError};
+use crate::gateway::openrouter_images::OpenRouterImages;
 use crate::gateway::pricing::image_price;
 use crate::gateway::{CallContext, Gateway, GatewayError};
 use crate::layout::{Layout, LayoutError};
@@ -38,6 +45,8 @@ pub const ROLE: &str = "artist";
 pub const QUALITY: &str = "medium";
 /// `artist.provider` for OpenAI's own images API.
 pub const OPENAI: &str = "openai";
+/// `artist.provider` for an image model through OpenRouter's chat completions.
+pub const OPENROUTER: &str = crate::config::OPENROUTER_PROVIDER;
 
 /// The Artist of one repository.
 #[derive(Clone, Debug)]
@@ -53,12 +62,39 @@ pub struct Artist {
     pub image_model: String,
     /// OpenAI's images API (`openai.baseUrl`, `openai.apiKey`).
     pub images: ImagesApi,
+    /// OpenRouter's chat completions with image output (`openrouter.baseUrl`, `.apiKey`).
+    pub openrouter: OpenRouterImages,
+    /// `artist.dollarsPerImage`: an image's price through OpenRouter, when configured.
+    pub dollars_per_image: Option<f64>,
     /// The default branch's memory, for `artist.md` and the base of a new branch.
     pub memory: DefaultBranchMemory,
     /// Files shared on messages (the PM's).
     pub attachments: Attachments,
     /// Worktrees: the helper that writes an asset into a thread's worktree.
     pub prepare: Preparer,
+}
+
+/// What one image will cost, as well as the Artist can know it before drawing it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ImagePrice {
+    /// OpenAI's published price per image.
+    Published(f64),
+    /// `artist.dollarsPerImage`.
+    Configured(f64),
+    /// What the last image of the model cost, as OpenRouter reported it.
+    LastDrawn(f64),
+    /// Not known before OpenRouter reports it.
+    Unknown,
+}
+
+impl ImagePrice {
+    /// The figure, when there is one.
+    pub fn dollars(self) -> Option<f64> {
+        match self {
+            Self::Published(p) | Self::Configured(p) | Self::LastDrawn(p) => Some(p),
+            Self::Unknown => None,
+        }
+    }
 }
 
 /// What the Artist made of one message.
@@ -91,8 +127,6 @@ pub enum ArtistError {
         name: String,
         source: std::io::Error,
     },
-    #[error("drawing through `artist.provider` {0:?} is not supported yet: set it to \"openai\"")]
-    Provider(String),
     #[error(transparent)]
     Asset(#[from] asset::AssetError),
 }
@@ -147,23 +181,40 @@ impl Artist {
             }))
     }
 
-    /// What one image of `size` costs, when it is known.
-    pub fn price(&self, size: &str) -> Option<f64> {
-        (self.provider == OPENAI)
-            .then(|| image_price(&self.image_model, QUALITY, size))
-            .flatten()
+    /// Whether the Artist can draw: through OpenRouter (whose key the controller always
+    /// has), or through OpenAI with its key.
+    pub fn can_draw(&self) -> bool {
+        self.provider == OPENROUTER || self.images.has_key()
     }
 
-    /// Draws `drawing` of `thread` (an edit of its base image when it has one) and records
-    /// its price as the Artist's usage: the PNG's bytes.
+    /// What one image of `size` will cost, as well as it is known.
+    pub async fn price(&self, size: &str) -> ImagePrice {
+        if self.provider != OPENROUTER {
+            return image_price(&self.image_model, QUALITY, size)
+                .map_or(ImagePrice::Unknown, ImagePrice::Published);
+        }
+        if let Some(price) = self.dollars_per_image {
+            return ImagePrice::Configured(price);
+        }
+        match self.store.last_cost(ROLE, &self.image_model).await {
+            Ok(Some(cost)) => ImagePrice::LastDrawn(cost),
+            Ok(None) => ImagePrice::Unknown,
+            Err(e) => {
+                tracing::warn!("read the last image's cost: {e}");
+                ImagePrice::Unknown
+            }
+        }
+    }
+
+    /// Draws `drawing` of `thread` (an edit of its base image when it has one) for `person`,
+    /// who asked for it, and records its price as the Artist's usage, charged to them: the
+    /// PNG's bytes.
     pub async fn draw(
         &self,
         thread: &ThreadKey,
+        person: &str,
         drawing: &Drawing,
     ) -> Result<Vec<u8>, ArtistError> {
-        if self.provider != OPENAI {
-            return Err(ArtistError::Provider(self.provider.clone()));
-        }
         let base = match &drawing.base {
             Some(name) => {
                 let dir = self.layout.thread_attachments(thread)?;
@@ -185,7 +236,18 @@ impl Artist {
                 .map(|(mimetype, bytes)| BaseImage { mimetype, bytes }),
         };
         let started = std::time::Instant::now();
-        let png = self.images.draw(&request).await?;
+        let (png, cost) = if self.provider == OPENROUTER {
+            let drawn = self.openrouter.draw(&request).await?;
+            let cost = drawn.cost.or(self.dollars_per_image);
+            if cost.is_none() {
+                tracing::warn!(thread = %thread, "OpenRouter reported no cost for an image and `artist.dollarsPerImage` is not set: it is recorded without one");
+            }
+            (drawn.png, cost)
+        } else {
+            let png = self.images.draw(&request).await?;
+            let cost = image_price(&self.image_model, QUALITY, &drawing.size).unwrap_or(0.0);
+            (png, Some(cost))
+        };
         let usage = UsageRecord {
             thread: thread.clone(),
             role: Role::Artist.as_str().to_owned(),
@@ -193,10 +255,10 @@ impl Artist {
             prompt_tokens: 0,
             completion_tokens: 0,
             cached_tokens: 0,
-            cost: Some(self.price(&drawing.size).unwrap_or(0.0)),
+            cost,
             duration_ms: i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX),
         };
-        if let Err(e) = self.store.record_usage(&usage).await {
+        if let Err(e) = self.store.record_usage_for(&usage, person).await {
             tracing::warn!(thread = %thread, "could not record the image's usage: {e}");
         }
         Ok(png)

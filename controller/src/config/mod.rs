@@ -262,7 +262,7 @@ fn resolve(file: FileConfig, origin: &Origin, secrets: &Secrets) -> Result<Confi
         openai,
         coder,
         product_manager,
-        artist: file.artist.resolve(),
+        artist: file.artist.resolve(origin)?,
         reviewer: file.reviewer.resolve(origin)?,
         researcher,
         access,

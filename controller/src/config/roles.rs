@@ -79,8 +79,13 @@ pub struct ModelChoice {
 /// The Artist role.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ArtistConfig {
+    /// `openai` or `openrouter`, lower-case.
     pub provider: String,
     pub model: String,
+    /// `artist.dollarsPerImage`: what one image through OpenRouter costs, shown in the
+    /// proposal and recorded when OpenRouter's answer reports no cost; `None`: the last
+    /// image's reported cost is shown instead.
+    pub dollars_per_image: Option<f64>,
 }
 
 /// What a file may say in `productManager`.
@@ -192,15 +197,35 @@ impl CoderFile {
 pub(super) struct ArtistFile {
     provider: Option<String>,
     model: Option<String>,
+    dollars_per_image: Option<f64>,
 }
 
 impl ArtistFile {
-    /// The section with its defaults.
-    pub fn resolve(self) -> ArtistConfig {
-        ArtistConfig {
-            provider: self.provider.unwrap_or_else(|| "openai".into()),
-            model: self.model.unwrap_or_else(|| "gpt-image-1".into()),
+    /// The section with its defaults; a provider other than `openai` and `openrouter`, or a
+    /// price that is negative or not a number, is an error.
+    pub fn resolve(self, origin: &Origin) -> Result<ArtistConfig, ConfigError> {
+        let provider = self
+            .provider
+            .map_or_else(|| "openai".to_owned(), |p| p.trim().to_lowercase());
+        if provider != "openai" && provider != super::model_fields::OPENROUTER_PROVIDER {
+            return Err(origin.field_error(
+                "artist.provider",
+                format!("must be \"openai\" or \"openrouter\", not {provider:?}"),
+            ));
         }
+        if let Some(price) = self.dollars_per_image
+            && (!price.is_finite() || price < 0.0)
+        {
+            return Err(origin.field_error(
+                "artist.dollarsPerImage",
+                format!("must be a price of 0 or more, not {price}"),
+            ));
+        }
+        Ok(ArtistConfig {
+            provider,
+            model: self.model.unwrap_or_else(|| "gpt-image-1".into()),
+            dollars_per_image: self.dollars_per_image,
+        })
     }
 }
 

@@ -1464,3 +1464,33 @@ fn the_researcher_takes_the_pms_model_unless_told() {
             .any(|f| f.field == "researcher.model" && f.id == "perplexity/sonar")
     );
 }
+
+#[test]
+fn the_artist_draws_through_openai_or_openrouter_and_its_price_is_a_price() {
+    let ok = files(
+        Some(GLOBAL),
+        Some(
+            r#"{"slack":{"channelID":"C1"},
+                "artist":{"provider":" OpenRouter ","model":"google/gemini-2.5-flash-image-preview","dollarsPerImage":0.04}}"#,
+        ),
+    );
+    let c = load(&ok.sources, no_env).unwrap();
+    assert_eq!(c.artist.provider, "openrouter");
+    assert_eq!(c.artist.dollars_per_image, Some(0.04));
+    for (artist, field) in [
+        (r#"{"provider":"midjourney"}"#, "artist.provider"),
+        (
+            r#"{"provider":"openrouter","dollarsPerImage":-1}"#,
+            "artist.dollarsPerImage",
+        ),
+    ] {
+        let f = files(
+            Some(GLOBAL),
+            Some(&format!(
+                r#"{{"slack":{{"channelID":"C1"}},"artist":{artist}}}"#
+            )),
+        );
+        let e = load(&f.sources, no_env).unwrap_err().to_string();
+        assert!(e.contains(field), "{e}");
+    }
+}

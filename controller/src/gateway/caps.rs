@@ -1,7 +1,8 @@
 //! The caps that hold across threads and hosts, checked when a person starts a Coder run (an
-//! approval, a follow-up, a review round's *yes*): what the whole repository may spend in a
-//! day (`access.maxCostPerDay`), what the runs one person starts may spend in a day
-//! (`access.maxCostPerUserPerDay`), and the Coder model calls one person's runs may make in
+//! approval, a follow-up, a review round's *yes*) and has an image drawn: what the whole repository may spend in a
+//! day (`access.maxCostPerDay`), what one person may spend in a day
+//! (`access.maxCostPerUserPerDay`: the runs one person starts, the images they have drawn and
+//! the voice notes they send), and the Coder model calls one person's runs may make in
 //! an hour (`access.maxClaudeCallsPerHour`, also enforced per call by the runners' hub); the
 //! daily ones also switch the PM to `productManager.overBudget`'s model when it is set. The
 //! figures come from the store at the moment of the check ([`crate::store::Store`]'s spend
@@ -30,7 +31,8 @@ pub struct Caps {
 pub enum CapRefusal {
     /// The repository spent `spent` today, at or over `cap`.
     Repository { spent: f64, cap: f64 },
-    /// The runs `person` started spent `spent` today, at or over `cap`.
+    /// `person` spent `spent` today (the runs they started, the images and transcriptions
+    /// made for them), at or over `cap`.
     Person {
         person: String,
         spent: f64,
@@ -68,7 +70,7 @@ impl CapRefusal {
                 "{verdict}: this repository's daily cap (`access.maxCostPerDay`, ${cap:.2}) is reached: ${spent:.2} spent today. {day_resets} {tail}"
             ),
             Self::Person { person, spent, cap } => format!(
-                "{verdict}: <@{person}>'s daily cap (`access.maxCostPerUserPerDay`, ${cap:.2}) is reached: ${spent:.2} spent today on the runs they started. {day_resets} {tail}"
+                "{verdict}: <@{person}>'s daily cap (`access.maxCostPerUserPerDay`, ${cap:.2}) is reached: ${spent:.2} spent today on the runs they started and the images and voice notes they asked for. {day_resets} {tail}"
             ),
             Self::Calls {
                 person,
@@ -242,7 +244,7 @@ mod tests {
                 cap: 2.0
             }
             .markdown(now),
-            "Not started: <@U1>'s daily cap (`access.maxCostPerUserPerDay`, $2.00) is reached: $2.00 spent today on the runs they started. It resets at 00:00 UTC (in 9 h 35 min). The plan stays as it is: approve it again once the cap allows."
+            "Not started: <@U1>'s daily cap (`access.maxCostPerUserPerDay`, $2.00) is reached: $2.00 spent today on the runs they started and the images and voice notes they asked for. It resets at 00:00 UTC (in 9 h 35 min). The plan stays as it is: approve it again once the cap allows."
         );
         assert_eq!(
             CapRefusal::Calls {

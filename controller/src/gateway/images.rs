@@ -19,7 +19,7 @@ use crate::secret::Secret;
 /// The largest image kept (decoded bytes).
 pub const MAX_IMAGE_BYTES: usize = 20 * 1024 * 1024;
 /// How long one images call may take: drawing is slow.
-const IMAGES_TIMEOUT: Duration = Duration::from_secs(180);
+pub(crate) const IMAGES_TIMEOUT: Duration = Duration::from_secs(180);
 /// The first bytes of every PNG file.
 pub const PNG_SIGNATURE: [u8; 8] = [0x89, b'P', b'N', b'G', b'\r', b'\n', 0x1a, b'\n'];
 
@@ -105,6 +105,11 @@ impl ImagesApi {
         })
     }
 
+    /// Whether it has a key to draw with.
+    pub fn has_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
     /// Draws `request`'s image (an edit when it has a base): the PNG's bytes.
     pub async fn draw(&self, request: &ImageRequest<'_>) -> Result<Vec<u8>, ImagesError> {
         let key = self.api_key.as_ref().ok_or(ImagesError::NoKey)?;
@@ -148,7 +153,7 @@ impl ImagesApi {
     }
 }
 
-fn transport(e: reqwest::Error) -> ImagesError {
+pub(crate) fn transport(e: reqwest::Error) -> ImagesError {
     // reqwest's message names the URL, which holds no secret; the key travels in a header.
     ImagesError::Transport(e.without_url().to_string())
 }
@@ -156,13 +161,7 @@ fn transport(e: reqwest::Error) -> ImagesError {
 /// The image in an answer of the images API with HTTP `status` and body `text`.
 fn decode_answer(status: u16, text: &str) -> Result<Vec<u8>, ImagesError> {
     if !(200..300).contains(&status) {
-        let message = serde_json::from_str::<ErrorResponse>(text)
-            .map(|e| e.error.message)
-            .unwrap_or_else(|_| text.to_owned());
-        return Err(ImagesError::Http {
-            status,
-            message: message.chars().take(300).collect(),
-        });
+        return Err(http_error(status, text));
     }
     let response: ImagesResponse =
         serde_json::from_str(text).map_err(|e| ImagesError::Decode(e.to_string()))?;
@@ -171,6 +170,23 @@ fn decode_answer(status: u16, text: &str) -> Result<Vec<u8>, ImagesError> {
         .into_iter()
         .find_map(|d| d.b64_json)
         .ok_or_else(|| ImagesError::Decode("no `b64_json` in `data`".into()))?;
+    decode_png(&encoded)
+}
+
+/// The error of an answer with HTTP `status` and body `text`: its `error.message` (OpenAI's
+/// and OpenRouter's shape), else the body, cut short.
+pub(crate) fn http_error(status: u16, text: &str) -> ImagesError {
+    let message = serde_json::from_str::<ErrorResponse>(text)
+        .map(|e| e.error.message)
+        .unwrap_or_else(|_| text.to_owned());
+    ImagesError::Http {
+        status,
+        message: message.chars().take(300).collect(),
+    }
+}
+
+/// The PNG in base64 text `encoded`, checked to be a PNG within [`MAX_IMAGE_BYTES`].
+pub(crate) fn decode_png(encoded: &str) -> Result<Vec<u8>, ImagesError> {
     if encoded.len() / 4 * 3 > MAX_IMAGE_BYTES + 3 {
         return Err(ImagesError::TooLarge);
     }

@@ -21,6 +21,7 @@ pub mod caps;
 pub mod images;
 pub mod key;
 pub mod model_list;
+pub mod openrouter_images;
 pub mod pricing;
 pub mod stream;
 pub mod transcribe;

@@ -119,10 +119,12 @@ impl Transcriber {
         &self.model
     }
 
-    /// `clip`'s transcript; the call's cost is recorded against `thread`.
+    /// `clip`'s transcript; the call's cost is recorded against `thread` and `person`, who
+    /// sent it (their daily cap counts it).
     pub async fn transcribe(
         &self,
         thread: &ThreadKey,
+        person: &str,
         clip: Clip,
         cancel: &CancellationToken,
     ) -> Result<String, TranscribeError> {
@@ -169,7 +171,8 @@ impl Transcriber {
             .map(|ms| ms as f64 / 1000.0)
             .or(answer.duration)
             .filter(|s| s.is_finite() && *s >= 0.0);
-        self.record(thread, seconds, started.elapsed()).await;
+        self.record(thread, person, seconds, started.elapsed())
+            .await;
         let text = answer.text.trim();
         if text.is_empty() {
             return Err(TranscribeError::NoText);
@@ -179,7 +182,7 @@ impl Transcriber {
 
     /// Records the call: `seconds` of audio at the configured price (no cost when the
     /// length is unknown).
-    async fn record(&self, thread: &ThreadKey, seconds: Option<f64>, took: Duration) {
+    async fn record(&self, thread: &ThreadKey, person: &str, seconds: Option<f64>, took: Duration) {
         let cost = seconds.map(|s| s / 60.0 * self.dollars_per_minute);
         if seconds.is_none() {
             tracing::warn!(thread = %thread, "a transcription without a known length is recorded at no cost");
@@ -195,7 +198,7 @@ impl Transcriber {
             duration_ms: i64::try_from(took.as_millis()).unwrap_or(i64::MAX),
         };
         crate::metrics::metrics().model_call(ROLE, &self.model, 0, 0, 0, cost);
-        if let Err(e) = self.store.record_usage(&record).await {
+        if let Err(e) = self.store.record_usage_for(&record, person).await {
             tracing::warn!(thread = %thread, "could not record a transcription's usage: {e}");
         }
     }

@@ -6,9 +6,11 @@
 //! ([`Pm::answer_read_only`]): without ProposePlan it cannot start work, and its prompt says
 //! the thread is closed. Links in a message to other threads, pull requests or issues are
 //! read for it first ([`references`]). The researcher's `fetch_url` is here too ([`web`]):
-//! a read-only tool like the PM's.
+//! a read-only tool like the PM's. A request for an image is handed to the Artist by the
+//! PM's `ask_artist` ([`artist_handoff`]), offered when the Artist can draw.
 
 pub mod activity;
+pub mod artist_handoff;
 pub mod attachments;
 pub mod pdf;
 pub mod questions;
@@ -36,6 +38,7 @@ use crate::memory::source::DefaultBranchMemory;
 use crate::store::{Store, StoreError};
 use crate::workspace::write_access::WriteAccess;
 use activity::{Activity, Watched, Writes};
+use artist_handoff::{AskArtist, Handoff};
 
 /// Model calls that may use tools before the PM must answer.
 pub const MAX_ITERATIONS: usize = 15;
@@ -101,14 +104,23 @@ pub struct Pm {
 
 impl Pm {
     /// The tools the PM's model may call in `thread`: the [read-only ones](Self::read_only_tools),
-    /// then ProposePlan, which also leaves the plan it records in `proposed`.
-    pub fn tools(&self, thread: &ThreadKey, proposed: Arc<Mutex<Option<Plan>>>) -> ToolRegistry {
+    /// then ProposePlan, which also leaves the plan it records in `proposed`, and, with a
+    /// `handoff`, `ask_artist`, which leaves its request there.
+    pub fn tools(
+        &self,
+        thread: &ThreadKey,
+        proposed: Arc<Mutex<Option<Plan>>>,
+        handoff: Option<&Handoff>,
+    ) -> ToolRegistry {
         let mut registry = self.read_only_tools();
         registry.register(Arc::new(tools::ProposePlan::new(
             self.store.clone(),
             thread.clone(),
             proposed,
         )));
+        if let Some(handoff) = handoff {
+            registry.register(Arc::new(AskArtist::new(handoff.clone())));
+        }
         registry
     }
 
@@ -133,17 +145,20 @@ impl Pm {
     /// Runs the PM on one user message: restores the thread's conversation, adds the
     /// message, and runs the tool loop, which takes the thread's messages that `arrivals`
     /// gives meanwhile into the conversation (before each model call and before it
-    /// answers), so one answer addresses them all. Nothing is stored here; the caller stores
-    /// the turn together with the answer's outbox effects, before anything is posted.
+    /// answers), so one answer addresses them all. With a `handoff` it may hand the message
+    /// to the Artist (`ask_artist`), which leaves the request there. Nothing is stored here;
+    /// the caller stores the turn together with the answer's outbox effects, before anything
+    /// is posted.
     pub async fn answer(
         &self,
         msg: &IncomingMessage,
         arrivals: &dyn Arrivals,
         activity: &dyn Activity,
         cancel: &CancellationToken,
+        handoff: Option<&Handoff>,
     ) -> Result<PmTurn, PmError> {
         let proposed = Arc::new(Mutex::new(None));
-        let registry = self.tools(&msg.thread(), proposed.clone());
+        let registry = self.tools(&msg.thread(), proposed.clone(), handoff);
         // As last fetched: an answer never waits on the network.
         let memory = self.memory.pm(false).await;
         let system = crate::prompts::pm_system_prompt(&self.layout, &memory).await;

@@ -138,7 +138,7 @@ impl Attachments {
         };
         let text = self
             .transcriber
-            .transcribe(&msg.thread(), clip, cancel)
+            .transcribe(&msg.thread(), &msg.user, clip, cancel)
             .await?;
         tracing::info!(
             tag = "PM",

@@ -460,17 +460,35 @@ impl Store {
 
     /// Records the usage of one model call.
     pub async fn record_usage(&self, usage: &UsageRecord) -> Result<(), StoreError> {
+        self.insert_usage(usage, None).await
+    }
+
+    /// Records the usage of one call made for `person` alone (an image they had drawn, a
+    /// voice note they sent): their daily cap counts it ([`Store::person_spend_since`]).
+    pub async fn record_usage_for(
+        &self,
+        usage: &UsageRecord,
+        person: &str,
+    ) -> Result<(), StoreError> {
+        self.insert_usage(usage, Some(person)).await
+    }
+
+    async fn insert_usage(
+        &self,
+        usage: &UsageRecord,
+        person: Option<&str>,
+    ) -> Result<(), StoreError> {
         // sqlx 0.8.6's Any driver sends a NULL `f64` to PostgreSQL as a `float4`: a connection
         // that prepared the insert with one refuses a later call's `f64` cost ("incorrect
         // binary data format"). A call without a cost has a statement of its own.
         let sql = match usage.cost {
             Some(_) => {
                 "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
-                 cached_tokens, duration_ms, created_at, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
+                 cached_tokens, duration_ms, created_at, person, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, ''), $12)"
             }
             None => {
                 "INSERT INTO usage (id, channel_id, thread_ts, role, model, prompt_tokens, completion_tokens, \
-                 cached_tokens, duration_ms, created_at, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULL)"
+                 cached_tokens, duration_ms, created_at, person, cost) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, NULLIF($11, ''), NULL)"
             }
         };
         let query = sqlx::query(sql)
@@ -482,7 +500,10 @@ impl Store {
             .bind(usage.completion_tokens)
             .bind(usage.cached_tokens)
             .bind(usage.duration_ms)
-            .bind(now());
+            .bind(now())
+            // No person is bound as '' (stored NULL): a NULL text parameter has the same
+            // driver trouble as a NULL cost.
+            .bind(person.unwrap_or_default().to_owned());
         match usage.cost {
             Some(cost) => query.bind(cost),
             None => query,

@@ -7,7 +7,9 @@
 //! follow-up, a review round's *yes*), which is the latest message of its thread marked as
 //! starting a run at or before the run was created. Runs of one thread never overlap, so a
 //! Coder model call belongs to the latest run of its thread created before it. Runs
-//! `runnerctl` started have no starter.
+//! `runnerctl` started have no starter. The calls made for one person alone (an image they
+//! said "draw it" to, a voice note they sent) are theirs too: their usage rows name them
+//! ([`Store::record_usage_for`]).
 
 use super::{Store, StoreError};
 
@@ -29,18 +31,40 @@ impl Store {
         Ok(spent)
     }
 
-    /// What the Coder runs `person` started since `since` cost, in USD.
+    /// What `person` spent since `since`, in USD: the Coder runs they started, and the calls
+    /// made for them alone (images, transcriptions).
     pub async fn person_spend_since(&self, person: &str, since: &str) -> Result<f64, StoreError> {
         let query = format!(
             "SELECT COALESCE(SUM(r.cost), 0.0) AS spent FROM runs r \
              WHERE r.created_at >= $1 AND {STARTER} = $2"
         );
-        let spent = sqlx::query_scalar::<_, f64>(&query)
+        let runs = sqlx::query_scalar::<_, f64>(&query)
             .bind(since)
             .bind(person)
             .fetch_one(&self.pool)
             .await?;
-        Ok(spent)
+        let asked = sqlx::query_scalar::<_, f64>(
+            "SELECT COALESCE(SUM(cost), 0.0) AS spent FROM usage \
+             WHERE person = $1 AND created_at >= $2",
+        )
+        .bind(person)
+        .bind(since)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(runs + asked)
+    }
+
+    /// What the latest call of `role` with `model` that has a cost cost, in USD.
+    pub async fn last_cost(&self, role: &str, model: &str) -> Result<Option<f64>, StoreError> {
+        let cost = sqlx::query_scalar::<_, f64>(
+            "SELECT cost FROM usage WHERE role = $1 AND model = $2 AND cost IS NOT NULL \
+             ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(role)
+        .bind(model)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(cost)
     }
 
     /// Who started run `run_id`, if a person did.
@@ -139,8 +163,8 @@ mod tests {
     }
 
     /// Each run's spend and calls are its starter's: the person whose message, marked as
-    /// starting a run, came last before it in its thread; the repository's spend is every
-    /// call's.
+    /// starting a run, came last before it in its thread; a call made for one person alone
+    /// is theirs; the repository's spend is every call's.
     async fn spend_is_the_starters_and_the_repositorys(s: &Store) {
         let day = "2000-01-01T00:00:00.000000Z";
         start_by(s, "1.1", "1.2", "U1").await;
@@ -149,10 +173,31 @@ mod tests {
         run(s, "r2", "1.1", 0.5).await;
         start_by(s, "2.1", "2.2", "U1").await;
         run(s, "r3", "2.1", 1.0).await;
+        // An image U2 had drawn and a voice note U3 sent are theirs; the PM's call is no one's.
+        let asked = |role: &str, cost: f64| UsageRecord {
+            thread: thread("1.1"),
+            role: role.into(),
+            model: "m".into(),
+            prompt_tokens: 0,
+            completion_tokens: 0,
+            cached_tokens: 0,
+            cost: Some(cost),
+            duration_ms: 1,
+        };
+        s.record_usage_for(&asked("artist", 0.125), "U2")
+            .await
+            .unwrap();
+        s.record_usage_for(&asked("transcription", 0.0625), "U3")
+            .await
+            .unwrap();
+        s.record_usage(&asked("pm", 2.0)).await.unwrap();
         assert_eq!(s.person_spend_since("U1", day).await.unwrap(), 1.25);
-        assert_eq!(s.person_spend_since("U2", day).await.unwrap(), 0.5);
-        assert_eq!(s.person_spend_since("U3", day).await.unwrap(), 0.0);
-        assert_eq!(s.spend_since(day).await.unwrap(), 1.75);
+        assert_eq!(s.person_spend_since("U2", day).await.unwrap(), 0.625);
+        assert_eq!(s.person_spend_since("U3", day).await.unwrap(), 0.0625);
+        assert_eq!(s.spend_since(day).await.unwrap(), 3.9375);
+        assert_eq!(s.person_spend_since("U4", day).await.unwrap(), 0.0);
+        assert_eq!(s.last_cost("artist", "m").await.unwrap(), Some(0.125));
+        assert_eq!(s.last_cost("artist", "other").await.unwrap(), None);
         assert_eq!(s.spend_since("2999-01-01T00:00:00Z").await.unwrap(), 0.0);
         assert_eq!(s.run_starter("r2").await.unwrap().as_deref(), Some("U2"));
         assert_eq!(s.run_starter("nope").await.unwrap(), None);
@@ -160,7 +205,7 @@ mod tests {
         assert_eq!(calls, 2);
         assert!(earliest.is_some());
         assert_eq!(
-            s.person_coder_calls_since("U3", day).await.unwrap(),
+            s.person_coder_calls_since("U4", day).await.unwrap(),
             (0, None)
         );
     }

@@ -6,15 +6,16 @@
 //!
 //! Each answer is recorded with the change it reports in one transaction (the drawing's
 //! stage guards it), so a word answered twice changes nothing the second time. A message for
-//! both the PM and the Artist gets the PM's turn first, then the Artist's, recorded with the
-//! step `artist:<ts>` so a retry does not answer twice.
+//! both the PM and the Artist, or one the PM hands to the Artist (`ask_artist`), gets the
+//! PM's turn first, then the Artist's ([`super::pm_turn`] runs both, once each across a
+//! restart).
 
 use base64::Engine as _;
 use tokio_util::sync::CancellationToken;
 
 use crate::artist::asset::{self, Placed, Workspace};
 use crate::artist::path::check_asset_path;
-use crate::artist::{ArtistTurn, QUALITY, ROLE};
+use crate::artist::{ArtistTurn, ImagePrice, QUALITY, ROLE};
 use crate::domain::{Drawing, DrawingStage, IncomingMessage, Role};
 use crate::gateway::caps;
 use crate::slack::effects::{Effect, Effects};
@@ -22,66 +23,28 @@ use crate::slack::interactive::drawing_blocks;
 use crate::store::{Change, DrawingChange};
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
 
-/// What the thread is told of one image's price.
-fn price_text(price: Option<f64>) -> String {
+/// What the thread is told of one image's price, and how it is known.
+fn price_text(price: ImagePrice) -> String {
     match price {
-        Some(p) => format!("${p:.3} an image"),
-        None => "price not known".to_owned(),
+        ImagePrice::Published(p) => format!("${p:.3} an image"),
+        ImagePrice::Configured(p) => format!("${p:.3} an image, as `artist.dollarsPerImage` says"),
+        ImagePrice::LastDrawn(p) => format!("about ${p:.3} an image: what the last one cost"),
+        ImagePrice::Unknown => "price not known before the first image is drawn".to_owned(),
     }
 }
 
 impl ThreadHandler {
-    /// The Artist answers `msg` with a prompt to approve.
+    /// The Artist answers `msg` with a prompt to approve: its proposal recorded with its
+    /// answer, and the message processed.
     pub(super) async fn ask_artist(
         &self,
         msg: &IncomingMessage,
         cancel: &CancellationToken,
     ) -> Settle {
-        self.artist_turn(msg, cancel, None).await
-    }
-
-    /// The PM answers `msg`, then the Artist.
-    pub(super) async fn ask_pm_then_artist(
-        &self,
-        msg: &IncomingMessage,
-        cancel: &CancellationToken,
-    ) -> Settle {
-        let thread = msg.thread();
-        let step = format!("artist:{}", msg.ts);
-        match self.store.step_done(&thread, &step).await {
-            Ok(true) => return Settle::Processed,
-            Ok(false) => {}
-            Err(e) => {
-                tracing::error!(thread = %thread, "read whether the Artist answered {}: {e}", msg.ts);
-                return Settle::Failed;
-            }
-        }
-        match self.ask_pm(msg, cancel).await {
-            Settle::Failed => return Settle::Failed,
-            Settle::NotTaken => return Settle::NotTaken,
-            Settle::Processed | Settle::Settled => {}
-        }
-        self.artist_turn(msg, cancel, Some(&step)).await
-    }
-
-    /// The Artist's turn on `msg`: its proposal recorded with its answer (and the message
-    /// processed, or, after the PM's turn, the step `after_pm` done).
-    async fn artist_turn(
-        &self,
-        msg: &IncomingMessage,
-        cancel: &CancellationToken,
-        after_pm: Option<&str>,
-    ) -> Settle {
         let thread = msg.thread();
         tracing::info!(tag = "ART", "thread {thread} → artist responding");
         self.react(msg, "art").await;
-        let done = match after_pm {
-            Some(step) => Change::StepDone {
-                thread: &thread,
-                step,
-            },
-            None => Change::Processed(msg),
-        };
+        let done = Change::Processed(msg);
         let turn = match self.artist.propose(msg, cancel).await {
             Ok(turn) => turn,
             Err(e) => {
@@ -102,7 +65,7 @@ impl ThreadHandler {
                 return Settle::Failed;
             }
         };
-        let price = self.artist.price(&proposal.size);
+        let price = self.artist.price(&proposal.size).await;
         let mut text = String::new();
         if let Some(note) = &proposal.note {
             text.push_str(note);
@@ -165,7 +128,7 @@ impl ThreadHandler {
         }
         tracing::info!(tag = "ART", "thread {thread} → drawing {number}");
         self.react(msg, "art").await;
-        let png = match self.artist.draw(&thread, &drawing).await {
+        let png = match self.artist.draw(&thread, &msg.user, &drawing).await {
             Ok(png) => png,
             Err(e) => {
                 tracing::warn!(thread = %thread, "draw drawing {number}: {e}");
@@ -185,7 +148,7 @@ impl ThreadHandler {
                     "Here it is. Say *use it* to commit it at `{}`, *use it at <path>* to put it \
                      elsewhere, *again* to draw it again ({}), or *cancel*.",
                     drawing.path,
-                    price_text(self.artist.price(&drawing.size))
+                    price_text(self.artist.price(&drawing.size).await)
                 ),
                 &speaker(Role::Artist),
             );
@@ -326,5 +289,27 @@ fn used_text(path: &str, placed: &Placed) -> String {
             "{head} There is no pull request yet: open one from that branch, or ask the PM \
              for a plan."
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_price_says_how_it_is_known() {
+        assert_eq!(price_text(ImagePrice::Published(0.042)), "$0.042 an image");
+        assert_eq!(
+            price_text(ImagePrice::Configured(0.04)),
+            "$0.040 an image, as `artist.dollarsPerImage` says"
+        );
+        assert_eq!(
+            price_text(ImagePrice::LastDrawn(0.0387)),
+            "about $0.039 an image: what the last one cost"
+        );
+        assert_eq!(
+            price_text(ImagePrice::Unknown),
+            "price not known before the first image is drawn"
+        );
     }
 }

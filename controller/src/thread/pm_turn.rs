@@ -13,6 +13,12 @@
 //! read-only context block before the message, recorded with the thread's one line about it
 //! and the step `references:<ts>`, so a retry or a restart neither reads them again nor
 //! posts the line twice.
+//!
+//! When the Artist answers the message after the PM (the message mentions both, or the PM
+//! handed it to the Artist with `ask_artist`, [`crate::pm::artist_handoff`]), the PM's turn
+//! is recorded with the step `artist-next:<ts>` instead of the message being processed, and
+//! the Artist's turn processes it: after a restart between the two, the message comes back,
+//! the step skips the PM, and the Artist answers it once.
 
 use std::time::Duration;
 
@@ -25,6 +31,7 @@ use crate::gateway::budget::{cost_markdown, estimate};
 use crate::gateway::caps;
 use crate::gateway::{GatewayError, Tried, TriedOutcome};
 use crate::pm::activity::Activity;
+use crate::pm::artist_handoff::Handoff;
 use crate::pm::references::{self, Sources};
 use crate::pm::voice::{HearError, heard_line};
 use crate::pm::{Pm, PmError, PmTurn};
@@ -52,6 +59,20 @@ enum Access {
     Conversation,
 }
 
+/// Whether the Artist answers a message after the PM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ArtistNext {
+    /// Never: the message is the PM's alone.
+    No,
+    /// When the PM hands it over (`ask_artist`, offered when the Artist can draw).
+    IfHanded,
+    /// Always: the message mentions both.
+    Always,
+}
+
+/// What the thread reads when the PM handed a message to the Artist and wrote nothing else.
+pub(super) const HANDING_TO_ARTIST: &str = "Handing this to the Artist.";
+
 /// Recording the PM's turn failed.
 #[derive(Debug, thiserror::Error)]
 enum TurnError {
@@ -62,9 +83,20 @@ enum TurnError {
 }
 
 impl ThreadHandler {
-    /// The PM answers `msg`.
+    /// The PM answers `msg`, and may hand it to the Artist.
     pub(super) async fn ask_pm(&self, msg: &IncomingMessage, cancel: &CancellationToken) -> Settle {
-        self.pm_turn(msg, cancel, Access::Full).await
+        self.pm_turn(msg, cancel, Access::Full, ArtistNext::IfHanded)
+            .await
+    }
+
+    /// The PM answers `msg`, then the Artist (the message mentions both).
+    pub(super) async fn ask_pm_then_artist(
+        &self,
+        msg: &IncomingMessage,
+        cancel: &CancellationToken,
+    ) -> Settle {
+        self.pm_turn(msg, cancel, Access::Full, ArtistNext::Always)
+            .await
     }
 
     /// While a daily spending cap is reached (the repository's, or that of the person who
@@ -110,7 +142,8 @@ impl ThreadHandler {
         msg: &IncomingMessage,
         cancel: &CancellationToken,
     ) -> Settle {
-        self.pm_turn(msg, cancel, Access::Conversation).await
+        self.pm_turn(msg, cancel, Access::Conversation, ArtistNext::No)
+            .await
     }
 
     /// The PM answers a question about a closed thread's work, read-only.
@@ -119,7 +152,8 @@ impl ThreadHandler {
         msg: &IncomingMessage,
         cancel: &CancellationToken,
     ) -> Settle {
-        self.pm_turn(msg, cancel, Access::AfterClose).await
+        self.pm_turn(msg, cancel, Access::AfterClose, ArtistNext::No)
+            .await
     }
 
     async fn pm_turn(
@@ -127,8 +161,24 @@ impl ThreadHandler {
         msg: &IncomingMessage,
         cancel: &CancellationToken,
         access: Access,
+        next: ArtistNext,
     ) -> Settle {
         let thread = msg.thread();
+        let artist_step = format!("artist-next:{}", msg.ts);
+        if next != ArtistNext::No {
+            // The PM answered before a restart: only the Artist's turn is left.
+            match self.store.step_done(&thread, &artist_step).await {
+                Ok(true) => return self.ask_artist(msg, cancel).await,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::error!(thread = %thread, "read whether the PM answered {} before the Artist: {e}", msg.ts);
+                    return Settle::Failed;
+                }
+            }
+        }
+        // `ask_artist` is the PM's only when the Artist can draw and would not answer anyway.
+        let handoff =
+            (next == ArtistNext::IfHanded && self.artist.can_draw()).then(Handoff::default);
         // A plan prepared ahead stays while its thread talks; a plain "no" withdraws it.
         if access == Access::Full && crate::thread::approval::is_decline(&msg.text) {
             self.coder
@@ -174,7 +224,8 @@ impl ThreadHandler {
         let answered = match access {
             Access::Full => {
                 tracing::info!(tag = "PM", "thread {thread} → pm responding");
-                pm.answer(msg, &joined, &watch, cancel).await
+                pm.answer(msg, &joined, &watch, cancel, handoff.as_ref())
+                    .await
             }
             Access::AfterClose => {
                 tracing::info!(
@@ -259,8 +310,32 @@ impl ThreadHandler {
             },
             None => turn,
         };
+        let handed = handoff.as_ref().and_then(Handoff::request);
+        let turn = match &handed {
+            Some(request) => {
+                tracing::info!(
+                    tag = "PM",
+                    "thread {thread} → handed to the artist: {}",
+                    preview(request)
+                );
+                PmTurn {
+                    answer: if turn.answer.trim().is_empty() {
+                        HANDING_TO_ARTIST.to_owned()
+                    } else {
+                        turn.answer
+                    },
+                    ..turn
+                }
+            }
+            None => turn,
+        };
+        let artist_next = next == ArtistNext::Always || handed.is_some();
+        let after = artist_next.then_some(artist_step.as_str());
         let joined = joined.joined();
-        if let Err(e) = self.complete_turn(msg, &joined, &turn, onto, cancel).await {
+        if let Err(e) = self
+            .complete_turn(msg, &joined, &turn, onto, after, cancel)
+            .await
+        {
             tracing::error!(thread = %thread, "store pm turn: {e}; nothing was posted, the message will be answered again");
             status.clear().await;
             return Settle::Failed;
@@ -275,6 +350,9 @@ impl ThreadHandler {
             preview(&turn.answer),
             turn.tool_calls
         );
+        if artist_next {
+            return self.ask_artist(msg, cancel).await;
+        }
         Settle::Settled
     }
 
@@ -447,13 +525,16 @@ impl ThreadHandler {
 
     /// Records the PM's turn with its answer (or plan) and ✅ on `msg` and on the messages
     /// that `joined` the turn, all handled together, retrying briefly: until it is recorded
-    /// nothing was said, so a failure leaves every one of them to be answered again.
+    /// nothing was said, so a failure leaves every one of them to be answered again. With
+    /// `artist_step`, `msg` is left for the Artist's turn: the step is recorded instead of
+    /// the message being processed.
     async fn complete_turn(
         &self,
         msg: &IncomingMessage,
         joined: &[IncomingMessage],
         turn: &PmTurn,
         onto: Option<MessageRef>,
+        artist_step: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<(), TurnError> {
         let thread = msg.thread();
@@ -474,7 +555,13 @@ impl ThreadHandler {
                 role: Role::Pm.as_str(),
                 messages: &turn.new_messages,
             },
-            Change::Processed(msg),
+            match artist_step {
+                Some(step) => Change::StepDone {
+                    thread: &thread,
+                    step,
+                },
+                None => Change::Processed(msg),
+            },
         ];
         changes.extend(joined.iter().map(Change::Processed));
         let mut attempt = 0;

@@ -317,7 +317,7 @@ fn multipart_parts(body: &[u8], boundary: &str) -> Vec<(String, Vec<u8>)> {
 }
 
 /// Standard base64, padded.
-fn base64_encode(bytes: &[u8]) -> String {
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {

@@ -2,7 +2,8 @@
 //! OpenRouter (whole, or as server-sent events for `stream: true`), driven by per-conversation scripts, and checking each request the
 //! way a strict provider would; `GET /v1/models`, OpenRouter's model list, holding the models a
 //! test lists (a request for any other model is refused, as OpenRouter refuses an id it does
-//! not carry); `GET /v1/key`; `POST /v1/audio/transcriptions` ([`transcriptions`]).
+//! not carry); `GET /v1/key`; `POST /v1/audio/transcriptions` ([`transcriptions`]); image
+//! generation through chat completions, OpenRouter's way ([`image_output`]).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
@@ -17,7 +18,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::{Value, json};
 
+mod image_output;
 mod transcriptions;
+pub use image_output::IMAGE_COST;
 pub use transcriptions::{Transcription, fake_clip};
 
 /// One scripted answer.
@@ -203,6 +206,10 @@ struct ModelState {
     transcriptions: Vec<Transcription>,
     /// Transcriptions answer this status instead of a transcript.
     transcription_failure: Option<u16>,
+    /// Every image generation request, in order.
+    image_calls: Vec<crate::images::ImageCall>,
+    /// What one image of a model costs, when the test set it.
+    image_prices: HashMap<String, f64>,
 }
 
 /// A model of the fake provider.
@@ -324,14 +331,15 @@ impl FakeModel {
         });
     }
 
-    /// Makes `model` one of the provider's image models: OpenRouter lists it only when
+    /// Makes `model` one of the provider's image models (it takes text and images, and
+    /// draws through chat completions, [`image_output`]): OpenRouter lists it only when
     /// `GET /models` asks for image outputs (`output_modalities=image` or `all`).
     pub fn list_image_model(&self, model: &str) {
         self.add(Listed {
             id: model.to_owned(),
             prices: None,
             output: &["image"],
-            input: &["text"],
+            input: &["text", "image"],
         });
     }
 
@@ -454,6 +462,9 @@ struct Prepared {
 }
 
 async fn completions(State(inner): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Some(request) = image_output::image_request(&body) {
+        return image_output::draw(&inner, &headers, &request);
+    }
     let prepared = match prepare(&inner, &headers, &body) {
         Ok(p) => p,
         Err((status, message)) => return openrouter_error(status, &message),
