@@ -373,6 +373,32 @@ mod tests {
     }
 
     #[test]
+    fn a_mention_of_the_bot_before_the_answer_is_not_part_of_it() {
+        let repos = repos();
+        for text in ["<@UBOT> web", "  <@UBOT>   switch to web", "web"] {
+            assert_eq!(
+                named(without_mention(text, "UBOT"), &repos),
+                Named::Repository("web"),
+                "{text:?}"
+            );
+        }
+        assert_eq!(
+            named(without_mention("<@UOTHER> web", "UBOT"), &repos),
+            Named::Nothing
+        );
+    }
+
+    #[test]
+    fn a_command_in_a_direct_message_without_a_choice_lists_the_repositories() {
+        assert_eq!(
+            name_it_first("/codebutler", &repos()),
+            "In a direct message /codebutler answers about the repository this conversation \
+             is about, and none is chosen yet: name it here first (*api* (<#C0API>), *web* \
+             (<#C0WEB>)), then try again."
+        );
+    }
+
+    #[test]
     fn the_question_lists_each_repository_with_its_channel() {
         assert_eq!(
             question(&repos()),

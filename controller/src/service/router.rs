@@ -276,4 +276,23 @@ mod tests {
         assert_eq!(*api.0.lock().unwrap(), ["Ev1", "/codebutler in CAPI"]);
         assert_eq!(*web.0.lock().unwrap(), ["Ev2", "Ev4", "click in CWEB"]);
     }
+
+    #[tokio::test]
+    async fn a_slash_command_in_a_direct_message_goes_to_the_only_repository() {
+        let api = Arc::new(Recording::default());
+        let router = Router::new([("CAPI".to_owned(), api.clone() as Arc<dyn EventSink>)]);
+        let typed = |channel: &str| SlashCommand {
+            channel: channel.to_owned(),
+            user: "U1".to_owned(),
+            command: "/codebutler".to_owned(),
+            text: "status".to_owned(),
+        };
+        assert_eq!(router.command(typed("D0DM")).await, "answered");
+        assert_eq!(
+            router.command(typed("C0OTHER")).await,
+            "No repository is served in this conversation: use /codebutler in a repository's \
+             channel (<#CAPI>)."
+        );
+        assert_eq!(*api.0.lock().unwrap(), ["/codebutler in D0DM"]);
+    }
 }
