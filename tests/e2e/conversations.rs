@@ -434,7 +434,7 @@ async fn a_mention_elsewhere_with_several_repositories_asks_which_once_then_answ
 /// A service with two repositories, each with an open thread. `/codebutler status` typed in
 /// Alice's direct message before her conversation's repository is chosen asks her to name
 /// one there first, listing both; once she has chosen web, it shows web's open thread and
-/// not api's.
+/// not api's, and `pm cheap` switches the PM model of her direct-message thread with web.
 #[tokio::test]
 async fn the_slash_command_in_a_direct_message_answers_about_its_chosen_repository() {
     use crate::team::{Team, wait_post_in};
@@ -475,6 +475,24 @@ async fn the_slash_command_in_a_direct_message_answers_about_its_chosen_reposito
     assert!(answers[1].contains("WEB-OPEN-THREAD"), "{}", answers[1]);
     assert!(!answers[1].contains("API-OPEN-THREAD"), "{}", answers[1]);
     assert!(answers[1].contains("*Coder runs:*"), "{}", answers[1]);
+
+    // `pm` there applies to her latest conversation with web, stored like a thread.
+    team.model
+        .script("DM-PM-Q", vec![Reply::text("With npm, still.")]);
+    let asked = team
+        .slack
+        .direct_message(USER, "DM-PM-Q: what does web build with?", None)
+        .unwrap();
+    wait_post_in(&team, &dm, &asked.ts, "With npm, still.").await;
+    team.slack.slash_command(&dm, USER, "pm cheap").unwrap();
+    let answers = team.slack.wait_ephemeral_answers(USER, 3, WAIT).await;
+    assert!(answers[2].contains("DM-PM-Q"), "{}", answers[2]);
+    assert!(
+        answers[2].contains(&format!("answers with `{PM_MODEL}` from its next turn")),
+        "{}",
+        answers[2]
+    );
+    wait_post_in(&team, &dm, &asked.ts, "PM model is now").await;
     service.signal("TERM");
     assert_eq!(
         service.wait_exit(WAIT).await.code(),
@@ -490,8 +508,8 @@ async fn the_slash_command_in_a_direct_message_answers_about_its_chosen_reposito
 }
 
 /// Two instances serving two repositories on one PostgreSQL store, as on two hosts. Each of
-/// Alice's direct messages is handed to one instance and then, as Slack retries, to the
-/// other: her first message is asked which repository once, her answer "web" is confirmed
+/// Alice's direct messages is handed to one instance and then, as Slack retries it, to each
+/// of them again: her first message is asked which repository once, her answer "web" is confirmed
 /// once, and her question after it is answered once, by web (stored in web's schema).
 #[tokio::test]
 async fn two_instances_on_postgresql_ask_a_direct_message_which_repository_once() {
@@ -523,20 +541,23 @@ async fn two_instances_on_postgresql_ask_a_direct_message_which_repository_once(
         "two instances did not connect"
     );
     let dm = dm_channel(USER);
-    // Each event goes to one instance, and its retry to the other (Slack hands an envelope
-    // to one connection of the app, round-robin here).
+    // Each event goes to one instance; then Slack retries it twice, and the fake hands the
+    // two retries to the two connections in turn (nothing else is sent between them unless
+    // a retry makes a post), so each instance gets it again.
     let twice = |sent: &codebutler_test_support::slack::Sent| {
         let id = sent.envelope_id.clone();
         let slack = &slack;
         async move {
             assert!(slack.wait_acked(&id, WAIT).await, "not acknowledged");
-            slack.resend(&id);
-            let both = slack
-                .wait_until(WAIT, || {
-                    slack.acks().iter().filter(|a| a.envelope_id == id).count() >= 2
-                })
-                .await;
-            assert!(both, "the retry was not acknowledged");
+            for acks in [2, 3] {
+                slack.resend(&id);
+                let acked = slack
+                    .wait_until(WAIT, || {
+                        slack.acks().iter().filter(|a| a.envelope_id == id).count() >= acks
+                    })
+                    .await;
+                assert!(acked, "retry {} was not acknowledged", acks - 1);
+            }
         }
     };
     let posts_in = |thread: &str| -> Vec<String> {
