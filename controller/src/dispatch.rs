@@ -147,6 +147,12 @@ impl Dispatcher {
         }
     }
 
+    /// Which instance processes a thread's messages, for what speaks in a thread outside the
+    /// thread's task (the question which repository a conversation is about).
+    pub fn ownership(&self) -> Arc<dyn Ownership> {
+        self.inner.ownership.clone()
+    }
+
     /// Wakes the thread's task, starting one if it has none. The message must already be in
     /// the store.
     pub fn notify(&self, thread: &ThreadKey) {

@@ -5,6 +5,13 @@
 //! thread; `/codebutler pm <model>` switches the model a thread's PM answers with (what the
 //! model provider is asked for on the thread's next turn), and refuses a model outside the
 //! pool.
+//!
+//! With several repositories served: a mention in a channel no repository is served in asks
+//! which repository once for its thread and then answers from the chosen one;
+//! `/codebutler status` typed in a direct message answers about the repository that
+//! conversation is about; and on one PostgreSQL store shared by two instances, a direct
+//! message's repository question is asked once, its answer confirmed once and remembered,
+//! though Slack hands each event to both instances.
 
 use codebutler_test_support::model::Reply;
 use codebutler_test_support::slack::{CHANNEL, Post, dm_channel};
@@ -313,4 +320,322 @@ async fn the_pm_command_switches_the_model_of_the_persons_latest_thread() {
         shown[2]
     );
     env.assert_clean();
+}
+
+/// The bot's posts in `channel` that contain `text`.
+fn posts_saying(
+    slack: &codebutler_test_support::slack::FakeSlack,
+    channel: &str,
+    text: &str,
+) -> usize {
+    slack
+        .posts()
+        .iter()
+        .filter(|p| p.channel == channel && p.text.contains(text))
+        .count()
+}
+
+/// The question a conversation's repository is asked with.
+const WHICH_ONE: &str = "which one is this conversation about";
+
+/// A service with two repositories: Alice mentions the bot in a channel neither is served
+/// in. She is asked which repository once, in the mention's thread (Slack sends the mention
+/// twice), without a model call; she answers "web" in the thread, and her next questions
+/// there — a plain reply and another mention — are answered by web's PM (web's own prompt,
+/// not api's), each once.
+#[tokio::test]
+async fn a_mention_elsewhere_with_several_repositories_asks_which_once_then_answers_from_it() {
+    use crate::team::{Team, system_prompt, wait_post_in};
+    let team = Team::new().await;
+    let mut service = team.start().await;
+    let sent = team
+        .slack
+        .mention(OTHER, USER, "where are sessions kept?", None);
+    assert_eq!(sent.len(), 2, "a mention comes as message and app_mention");
+    let thread = sent[0].ts.clone();
+    let question = wait_post_in(&team, OTHER, &thread, WHICH_ONE).await;
+    assert!(
+        question.contains("*api* (<#C0API>), *web* (<#C0WEB>)"),
+        "{question}"
+    );
+    for event in &sent {
+        assert!(team.slack.wait_acked(&event.envelope_id, WAIT).await);
+    }
+    team.slack.user_message(OTHER, USER, "web", Some(&thread));
+    wait_post_in(
+        &team,
+        OTHER,
+        &thread,
+        "This conversation is about *web* (<#C0WEB>)",
+    )
+    .await;
+
+    team.model.script(
+        "MENTION-WEB-Q",
+        vec![
+            Reply::text("Web keeps them in Redis."),
+            Reply::text("For an hour."),
+        ],
+    );
+    team.slack.user_message(
+        OTHER,
+        USER,
+        "MENTION-WEB-Q: where are sessions kept?",
+        Some(&thread),
+    );
+    wait_post_in(&team, OTHER, &thread, "Web keeps them in Redis.").await;
+    let prompt = system_prompt(&team.model, "MENTION-WEB-Q");
+    assert!(prompt.contains("PROMPT-WEB"), "{prompt}");
+    assert!(!prompt.contains("PROMPT-API"), "{prompt}");
+
+    let again = team
+        .slack
+        .mention(OTHER, USER, "and for how long?", Some(&thread));
+    wait_post_in(&team, OTHER, &thread, "For an hour.").await;
+    for event in &again {
+        assert!(team.slack.wait_acked(&event.envelope_id, WAIT).await);
+    }
+
+    assert_eq!(posts_saying(&team.slack, OTHER, WHICH_ONE), 1, "asked once");
+    assert_eq!(
+        posts_saying(&team.slack, OTHER, "This conversation is about"),
+        1
+    );
+    assert_eq!(
+        posts_saying(&team.slack, OTHER, "For an hour."),
+        1,
+        "answered once"
+    );
+    assert_eq!(
+        team.model.requests_for("MENTION-WEB-Q").len(),
+        2,
+        "two turns"
+    );
+    // The first mention and the answer are scripted nowhere: a PM turn for either shows.
+    assert!(
+        team.model.unscripted().is_empty(),
+        "{:?}",
+        team.model.unscripted()
+    );
+    service.signal("TERM");
+    assert_eq!(
+        service.wait_exit(WAIT).await.code(),
+        Some(0),
+        "{}",
+        service.log()
+    );
+    assert!(
+        team.slack.violations().is_empty(),
+        "{:?}",
+        team.slack.violations()
+    );
+}
+
+/// A service with two repositories, each with an open thread. `/codebutler status` typed in
+/// Alice's direct message before her conversation's repository is chosen asks her to name
+/// one there first, listing both; once she has chosen web, it shows web's open thread and
+/// not api's, and `pm cheap` switches the PM model of her direct-message thread with web.
+#[tokio::test]
+async fn the_slash_command_in_a_direct_message_answers_about_its_chosen_repository() {
+    use crate::team::{Team, wait_post_in};
+    let team = Team::new().await;
+    let mut service = team.start().await;
+    team.ask(
+        "C0API",
+        "API-OPEN-THREAD: how is the api built?",
+        "With cargo.",
+    )
+    .await;
+    team.ask(
+        "C0WEB",
+        "WEB-OPEN-THREAD: how is the web built?",
+        "With npm.",
+    )
+    .await;
+    let dm = dm_channel(USER);
+
+    team.slack.slash_command(&dm, USER, "status").unwrap();
+    let answers = team.slack.wait_ephemeral_answers(USER, 1, WAIT).await;
+    assert!(answers[0].contains("name it here first"), "{}", answers[0]);
+    assert!(
+        answers[0].contains("*api* (<#C0API>), *web* (<#C0WEB>)"),
+        "{}",
+        answers[0]
+    );
+
+    let first = team.slack.direct_message(USER, "hello", None).unwrap();
+    wait_post_in(&team, &dm, &first.ts, WHICH_ONE).await;
+    team.slack
+        .direct_message(USER, "web", Some(&first.ts))
+        .unwrap();
+    wait_post_in(&team, &dm, &first.ts, "This conversation is about *web*").await;
+
+    team.slack.slash_command(&dm, USER, "status").unwrap();
+    let answers = team.slack.wait_ephemeral_answers(USER, 2, WAIT).await;
+    assert!(answers[1].contains("WEB-OPEN-THREAD"), "{}", answers[1]);
+    assert!(!answers[1].contains("API-OPEN-THREAD"), "{}", answers[1]);
+    assert!(answers[1].contains("*Coder runs:*"), "{}", answers[1]);
+
+    // `pm` there applies to her latest conversation with web, stored like a thread.
+    team.model
+        .script("DM-PM-Q", vec![Reply::text("With npm, still.")]);
+    let asked = team
+        .slack
+        .direct_message(USER, "DM-PM-Q: what does web build with?", None)
+        .unwrap();
+    wait_post_in(&team, &dm, &asked.ts, "With npm, still.").await;
+    team.slack.slash_command(&dm, USER, "pm cheap").unwrap();
+    let answers = team.slack.wait_ephemeral_answers(USER, 3, WAIT).await;
+    assert!(answers[2].contains("DM-PM-Q"), "{}", answers[2]);
+    assert!(
+        answers[2].contains(&format!("answers with `{PM_MODEL}` from its next turn")),
+        "{}",
+        answers[2]
+    );
+    wait_post_in(&team, &dm, &asked.ts, "PM model is now").await;
+    service.signal("TERM");
+    assert_eq!(
+        service.wait_exit(WAIT).await.code(),
+        Some(0),
+        "{}",
+        service.log()
+    );
+    assert!(
+        team.slack.violations().is_empty(),
+        "{:?}",
+        team.slack.violations()
+    );
+}
+
+/// Two instances serving two repositories on one PostgreSQL store, as on two hosts. Each of
+/// Alice's direct messages is handed to one instance and then, as Slack retries it, to each
+/// of them again: her first message is asked which repository once, her answer "web" is confirmed
+/// once, and her question after it is answered once, by web (stored in web's schema).
+#[tokio::test]
+async fn two_instances_on_postgresql_ask_a_direct_message_which_repository_once() {
+    use crate::hosts::Host;
+    use codebutler_test_support::postgres;
+    use codebutler_test_support::slack::FakeSlack;
+    let cluster = postgres::shared();
+    let database = cluster.create_database("dm_hosts");
+    let url = cluster.url(&database);
+    let slack = FakeSlack::start().await;
+    let model = codebutler_test_support::model::FakeModel::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    codebutler_test_support::gh::install_fake_gh(outside.path());
+    let gh = outside.path().join("gh");
+    let hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(&slack, &model, &gh, &url))
+        .collect();
+    let mut daemons: Vec<_> = hosts
+        .iter()
+        .enumerate()
+        .map(|(n, h)| h.spawn(outside.path(), n))
+        .collect();
+    assert!(
+        slack
+            .wait_until(std::time::Duration::from_secs(60), || slack
+                .open_connections()
+                >= 2)
+            .await,
+        "two instances did not connect"
+    );
+    let dm = dm_channel(USER);
+    // Each event goes to one instance; then Slack retries it twice, and the fake hands the
+    // two retries to the two connections in turn (nothing else is sent between them unless
+    // a retry makes a post), so each instance gets it again.
+    let twice = |sent: &codebutler_test_support::slack::Sent| {
+        let id = sent.envelope_id.clone();
+        let slack = &slack;
+        async move {
+            assert!(slack.wait_acked(&id, WAIT).await, "not acknowledged");
+            for acks in [2, 3] {
+                slack.resend(&id);
+                let acked = slack
+                    .wait_until(WAIT, || {
+                        slack.acks().iter().filter(|a| a.envelope_id == id).count() >= acks
+                    })
+                    .await;
+                assert!(acked, "retry {} was not acknowledged", acks - 1);
+            }
+        }
+    };
+    let posts_in = |thread: &str| -> Vec<String> {
+        slack
+            .posts()
+            .into_iter()
+            .filter(|p| p.channel == dm && p.thread_ts.as_deref() == Some(thread))
+            .map(|p| p.text)
+            .collect()
+    };
+    let wait_in = |thread: String, text: &'static str| {
+        let slack = &slack;
+        let posts_in = &posts_in;
+        async move {
+            let ok = slack
+                .wait_until(WAIT, || posts_in(&thread).iter().any(|p| p.contains(text)))
+                .await;
+            assert!(ok, "no {text:?} in {:?}", posts_in(&thread));
+        }
+    };
+
+    let first = slack.direct_message(USER, "hello there", None).unwrap();
+    wait_in(first.ts.clone(), WHICH_ONE).await;
+    twice(&first).await;
+    let answer = slack.direct_message(USER, "web", Some(&first.ts)).unwrap();
+    wait_in(first.ts.clone(), "This conversation is about *web*").await;
+    twice(&answer).await;
+
+    model.script("DM-PG-Q", vec![Reply::text("Web, on PostgreSQL.")]);
+    let asked = slack
+        .direct_message(USER, "DM-PG-Q: what is this repository?", None)
+        .unwrap();
+    wait_in(asked.ts.clone(), "Web, on PostgreSQL.").await;
+    twice(&asked).await;
+    // A later message of the conversation: the choice is remembered, nothing is asked.
+    model.script("DM-PG-LATER", vec![Reply::text("Still web.")]);
+    let later = slack
+        .direct_message(USER, "DM-PG-LATER: and its tests?", None)
+        .unwrap();
+    wait_in(later.ts.clone(), "Still web.").await;
+
+    assert_eq!(posts_saying(&slack, &dm, WHICH_ONE), 1, "asked once");
+    assert_eq!(
+        posts_saying(&slack, &dm, "This conversation is about"),
+        1,
+        "confirmed once"
+    );
+    assert_eq!(
+        posts_saying(&slack, &dm, "Web, on PostgreSQL."),
+        1,
+        "answered once"
+    );
+    assert_eq!(model.requests_for("DM-PG-Q").len(), 1, "one PM turn");
+    for daemon in &mut daemons {
+        daemon.signal("TERM");
+        assert_eq!(
+            daemon.wait_exit(WAIT).await.code(),
+            Some(0),
+            "{}",
+            daemon.log()
+        );
+    }
+    let stored = |schema: &str| {
+        cluster
+            .psql(
+                &database,
+                &format!(
+                    "SELECT count(*) FROM codebutler_{schema}.messages WHERE channel_id = '{dm}'"
+                ),
+            )
+            .trim()
+            .to_owned()
+    };
+    assert_eq!(
+        stored("web"),
+        "2",
+        "web holds the two questions after the choice"
+    );
+    assert_eq!(stored("api"), "0", "api holds none of the conversation");
+    assert!(slack.violations().is_empty(), "{:?}", slack.violations());
 }

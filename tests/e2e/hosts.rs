@@ -44,14 +44,14 @@ impl Rng {
 }
 
 /// One host: its global config directory and its own checkouts of both repositories.
-struct Host {
+pub(crate) struct Host {
     home: TempDir,
     repos: TempDir,
 }
 
 impl Host {
     /// A host serving both repositories (`CHANNELS`), each a fresh repository of its own.
-    fn new(slack: &FakeSlack, model: &FakeModel, gh: &Path, store_url: &str) -> Host {
+    pub(crate) fn new(slack: &FakeSlack, model: &FakeModel, gh: &Path, store_url: &str) -> Host {
         Host::serving(slack, model, gh, store_url, &CHANNELS, None, json!({}))
     }
 
@@ -102,7 +102,7 @@ impl Host {
         host
     }
 
-    fn spawn(&self, logs: &Path, n: usize) -> Daemon {
+    pub(crate) fn spawn(&self, logs: &Path, n: usize) -> Daemon {
         let mut cmd = codebutler_command(self.home.path());
         cmd.current_dir(self.repos.path());
         Daemon::spawn_logged(cmd, logs.join(format!("instance-{n}.log")))

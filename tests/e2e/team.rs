@@ -23,9 +23,9 @@ const EXTRA: &str = "C0EXTRA";
 /// The fakes, a global config directory listing two repositories (`api`, with its channel
 /// in its entry, and `web`, with its channel in its own config), and a third repository
 /// (`extra`) no entry lists.
-struct Team {
-    slack: FakeSlack,
-    model: FakeModel,
+pub(crate) struct Team {
+    pub(crate) slack: FakeSlack,
+    pub(crate) model: FakeModel,
     home: TempDir,
     outside: TempDir,
     _repos: TempDir,
@@ -35,7 +35,7 @@ struct Team {
 }
 
 impl Team {
-    async fn new() -> Team {
+    pub(crate) async fn new() -> Team {
         let repos = tempfile::tempdir().unwrap();
         let root = repos.path().canonicalize().unwrap();
         let team = Team {
@@ -114,7 +114,7 @@ impl Team {
     }
 
     /// Starts the service for the listed repositories and waits until it has connected.
-    async fn start(&self) -> Daemon {
+    pub(crate) async fn start(&self) -> Daemon {
         let opened = self.slack.connections_opened();
         let daemon = self.spawn(self.home.path(), &[]);
         let connected = self
@@ -128,7 +128,12 @@ impl Team {
     }
 
     /// Asks `question` in `channel` and returns the texts of the bot's answer.
-    async fn ask(&self, channel: &str, question: &str, answer: &str) -> (String, Vec<String>) {
+    pub(crate) async fn ask(
+        &self,
+        channel: &str,
+        question: &str,
+        answer: &str,
+    ) -> (String, Vec<String>) {
         self.model.script(question, vec![Reply::text(answer)]);
         let thread = self.slack.user_message(channel, USER, question, None).ts;
         let ok = self
@@ -140,7 +145,7 @@ impl Team {
         (thread, posts)
     }
 
-    fn posts_in(&self, channel: &str, thread: &str) -> Vec<String> {
+    pub(crate) fn posts_in(&self, channel: &str, thread: &str) -> Vec<String> {
         self.slack
             .posts()
             .into_iter()
@@ -200,7 +205,7 @@ fn write_json(path: &Path, value: &Value) {
 }
 
 /// The system prompt of the first model request for `question`.
-fn system_prompt(model: &FakeModel, question: &str) -> String {
+pub(crate) fn system_prompt(model: &FakeModel, question: &str) -> String {
     let requests = model.requests_for(question);
     assert!(!requests.is_empty(), "no model request for {question:?}");
     content_text(&requests[0].body["messages"][0]["content"])
@@ -600,7 +605,7 @@ async fn runnerctl_finds_a_repository_by_its_name() {
 }
 
 /// Waits until a post of the thread `thread` of `channel` contains `text`; returns it.
-async fn wait_post_in(team: &Team, channel: &str, thread: &str, text: &str) -> String {
+pub(crate) async fn wait_post_in(team: &Team, channel: &str, thread: &str, text: &str) -> String {
     let found = || {
         team.posts_in(channel, thread)
             .into_iter()

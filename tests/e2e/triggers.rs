@@ -303,7 +303,9 @@ async fn the_command_answers_status_and_cost_to_the_person_alone() {
     assert!(refused[0].contains("access.allowedUsers"), "{}", refused[0]);
     assert!(!refused[0].contains('$'), "no figures: {}", refused[0]);
 
-    env.slack.slash_command("D0ALICE", USER, "status").unwrap();
+    // A channel no repository is served in (a direct message is the repository's: it is
+    // tested in tests/e2e/conversations.rs).
+    env.slack.slash_command("C0RANDOM", USER, "status").unwrap();
     let elsewhere = env.slack.wait_ephemeral_answers(USER, 3, WAIT).await;
     assert_eq!(
         elsewhere[2],

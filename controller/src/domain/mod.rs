@@ -29,7 +29,7 @@ pub use overview::{SpendRow, TITLE_CHARS, ThreadOverview, ThreadSpend, thread_ti
 pub use plan::Plan;
 pub use role::{Mention, Role};
 pub use run::{RunRecord, RunState};
-pub use thread::{IncomingMessage, Origin, ThreadKey};
+pub use thread::{Conversation, IncomingMessage, Origin, ThreadKey};
 pub use thread_state::{Closure, PullRequestRef, Stage, ThreadState};
 pub use usage::{ThreadSummary, UsageRecord, UsageTotals};
 pub use watcher_event::{PrEvent, ReviewEvent, WATCHER_USER};

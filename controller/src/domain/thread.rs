@@ -15,6 +15,44 @@ impl std::fmt::Display for ThreadKey {
     }
 }
 
+/// A conversation with the bot outside every repository's channel, whose repository is
+/// chosen once when the service serves several: a person's whole direct-message
+/// conversation, or the one thread a mention started in a channel no repository is served in.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Conversation {
+    /// Every message of this direct-message channel (`D…`), whatever its thread.
+    Direct(String),
+    /// One thread of a channel no repository is served in.
+    Thread(ThreadKey),
+}
+
+impl Conversation {
+    /// The channel it is in.
+    pub fn channel(&self) -> &str {
+        match self {
+            Conversation::Direct(channel) => channel,
+            Conversation::Thread(thread) => &thread.channel,
+        }
+    }
+
+    /// Its thread's ts; empty for a whole direct-message conversation (as the store keys it).
+    pub fn thread_ts(&self) -> &str {
+        match self {
+            Conversation::Direct(_) => "",
+            Conversation::Thread(thread) => &thread.thread_ts,
+        }
+    }
+}
+
+impl std::fmt::Display for Conversation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Conversation::Direct(channel) => f.write_str(channel),
+            Conversation::Thread(thread) => write!(f, "{}/{}", thread.channel, thread.thread_ts),
+        }
+    }
+}
+
 /// Who put a message into its thread's queue, as the store keeps it beside the message.
 ///
 /// What a message *is* — a button click, what the PR watcher saw on GitHub, a coordination

@@ -261,6 +261,12 @@ impl RepoService {
         &self.outbox
     }
 
+    /// Which instance speaks in a thread of the repository's store (with other instances on
+    /// one store: the one holding the thread's lease).
+    pub fn ownership(&self) -> Arc<dyn crate::dispatch::Ownership> {
+        self.dispatcher.ownership()
+    }
+
     /// The store, when other instances may share it (PostgreSQL).
     pub fn shared_store(&self) -> Option<Store> {
         self.shared.as_ref().map(|_| self.store.clone())

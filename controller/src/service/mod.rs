@@ -203,6 +203,7 @@ pub async fn run(
             repos: started.iter().map(RepoService::conversation_repo).collect(),
             store: first.store().clone(),
             outbox: first.outbox().clone(),
+            ownership: first.ownership(),
             bot_user_id: slack.bot_user_id.clone(),
         })),
         _ => router,

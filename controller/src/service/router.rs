@@ -4,9 +4,9 @@
 //! which stores it before it is acknowledged. A person opening the app's Home tab is no
 //! channel's event: it goes to [`AppHome`]. An event of a channel no repository serves
 //! (a direct message, a mention in another channel) goes to the one repository's sink, which
-//! answers it read-only; with several repositories a direct message goes to
-//! [`Conversations`], which asks which repository it is about, and a mention elsewhere is
-//! acknowledged and ignored.
+//! answers it read-only; with several repositories it goes to [`Conversations`], which asks
+//! which repository the conversation is about. A slash command goes to its channel's
+//! repository; typed in a direct message, to the repository of that conversation.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -45,8 +45,9 @@ impl Router {
         }
     }
 
-    /// The router, handing direct messages to `conversations` when it serves several
-    /// repositories (which one a conversation is about is asked there).
+    /// The router, handing the conversations outside every repository's channel (direct
+    /// messages, mentions elsewhere) to `conversations` when it serves several repositories
+    /// (which one a conversation is about is asked there).
     pub fn with_conversations(mut self, conversations: Arc<Conversations>) -> Self {
         self.conversations = Some(conversations);
         self
@@ -64,8 +65,7 @@ impl Router {
 
     /// Where conversations outside every repository's channel go (direct messages, mentions
     /// in other channels): the one repository's sink, which answers them read-only. With
-    /// several repositories none: direct messages go to [`Conversations`], which asks which
-    /// repository; mentions in other channels are not answered.
+    /// several repositories none: they go to [`Conversations`], which asks which repository.
     fn conversations(&self) -> Option<&Arc<dyn EventSink>> {
         match self.routes.len() {
             1 => self.routes.values().next(),
@@ -93,8 +93,8 @@ impl EventSink for Router {
             return sink.accept(event).await;
         }
         match &self.conversations {
-            Some(conversations) if is_direct_message(&event) => conversations.accept(event).await,
-            _ => {
+            Some(conversations) => conversations.accept(event).await,
+            None => {
                 tracing::debug!(event = %event.event_id.0, "ignored event: other channel");
                 Ok(())
             }
@@ -111,11 +111,21 @@ impl EventSink for Router {
         }
     }
 
-    /// A slash command goes to the repository of the channel it was typed in; elsewhere it
-    /// says which channels have one.
+    /// A slash command goes to the repository of the channel it was typed in; in a direct
+    /// message, to the repository of that conversation; elsewhere it says which channels
+    /// have one.
     async fn command(&self, command: SlashCommand) -> String {
-        match self.sink(Some(&command.channel)) {
-            Some(sink) => sink.command(command).await,
+        if let Some(sink) = self.sink(Some(&command.channel)) {
+            return sink.command(command).await;
+        }
+        if !command.channel.starts_with('D') {
+            return self.no_repository_here(&command.command);
+        }
+        if let Some(sink) = self.conversations() {
+            return sink.command(command).await;
+        }
+        match &self.conversations {
+            Some(conversations) => conversations.command(command).await,
             None => self.no_repository_here(&command.command),
         }
     }
@@ -149,21 +159,6 @@ fn push_channel(event: &SlackPushEventCallback) -> Option<&str> {
             SlackReactionsItem::File(_) => None,
         },
         _ => None,
-    }
-}
-
-/// Whether a push event is a message in a direct-message conversation.
-fn is_direct_message(event: &SlackPushEventCallback) -> bool {
-    let SlackEventCallbackBody::Message(message) = &event.event else {
-        return false;
-    };
-    match &message.origin.channel_type {
-        Some(kind) => kind.0 == "im",
-        None => message
-            .origin
-            .channel
-            .as_ref()
-            .is_some_and(|c| c.0.starts_with('D')),
     }
 }
 
@@ -280,5 +275,24 @@ mod tests {
         );
         assert_eq!(*api.0.lock().unwrap(), ["Ev1", "/codebutler in CAPI"]);
         assert_eq!(*web.0.lock().unwrap(), ["Ev2", "Ev4", "click in CWEB"]);
+    }
+
+    #[tokio::test]
+    async fn a_slash_command_in_a_direct_message_goes_to_the_only_repository() {
+        let api = Arc::new(Recording::default());
+        let router = Router::new([("CAPI".to_owned(), api.clone() as Arc<dyn EventSink>)]);
+        let typed = |channel: &str| SlashCommand {
+            channel: channel.to_owned(),
+            user: "U1".to_owned(),
+            command: "/codebutler".to_owned(),
+            text: "status".to_owned(),
+        };
+        assert_eq!(router.command(typed("D0DM")).await, "answered");
+        assert_eq!(
+            router.command(typed("C0OTHER")).await,
+            "No repository is served in this conversation: use /codebutler in a repository's \
+             channel (<#CAPI>)."
+        );
+        assert_eq!(*api.0.lock().unwrap(), ["/codebutler in D0DM"]);
     }
 }

@@ -35,6 +35,13 @@ pub trait EventSink: Send + Sync {
     /// A push event (messages and the like).
     async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored>;
 
+    /// A push event of a conversation outside every repository's channel that the router
+    /// vouches for (its repository was chosen for it): a reply in a mention's thread is
+    /// taken even when this sink has not seen the thread yet. By default, as [`Self::accept`].
+    async fn accept_conversation(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+        self.accept(event).await
+    }
+
     /// An interaction (a button click); ignored unless a sink handles them.
     async fn accept_interaction(&self, _event: SlackInteractionEvent) -> Result<(), NotStored> {
         Ok(())

@@ -10,7 +10,7 @@ use sqlx::AnyConnection;
 use super::bind::BindThread;
 use super::outbox::{NewIntent, enqueue};
 use super::{IncomingMessage, Store, StoreError, ThreadKey, now};
-use crate::domain::{Closure, FileState, Stage};
+use crate::domain::{Closure, Conversation, FileState, Stage};
 
 /// A change recorded by [`Store::commit`].
 #[derive(Clone, Copy, Debug)]
@@ -38,12 +38,14 @@ pub enum Change<'a> {
         model: &'a str,
         user: &'a str,
     },
-    /// The bot asks which repository the direct-message conversation `channel` is about.
-    /// Only once: if it asked already, [`Store::commit`] records nothing and returns false.
-    ConversationAsked { channel: &'a str },
-    /// The conversation `channel` is about `repository` from now on, as `user` said.
+    /// The bot asks which repository the conversation is about. Only once: if it asked
+    /// already, [`Store::commit`] records nothing and returns false.
+    ConversationAsked(&'a Conversation),
+    /// The conversation is about `repository` from now on, as `user` said. Only if that
+    /// changes it: if it was about `repository` already, [`Store::commit`] records nothing
+    /// and returns false (a second delivery of the answer confirms nothing twice).
     ConversationChosen {
-        channel: &'a str,
+        conversation: &'a Conversation,
         repository: &'a str,
         user: &'a str,
     },
@@ -213,12 +215,13 @@ async fn apply(
             .execute(&mut *conn)
             .await?;
         }
-        Change::ConversationAsked { channel } => {
+        Change::ConversationAsked(conversation) => {
             let asked = sqlx::query(
-                "INSERT INTO conversation_choices (channel_id, updated_at) VALUES ($1, $2) \
-                 ON CONFLICT (channel_id) DO NOTHING",
+                "INSERT INTO conversation_choices (channel_id, thread_ts, updated_at) \
+                 VALUES ($1, $2, $3) ON CONFLICT (channel_id, thread_ts) DO NOTHING",
             )
-            .bind(channel)
+            .bind(conversation.channel())
+            .bind(conversation.thread_ts())
             .bind(&now)
             .execute(&mut *conn)
             .await?
@@ -228,22 +231,30 @@ async fn apply(
             }
         }
         Change::ConversationChosen {
-            channel,
+            conversation,
             repository,
             user,
         } => {
-            sqlx::query(
-                "INSERT INTO conversation_choices (channel_id, repository, chosen_by, updated_at) \
-                 VALUES ($1, $2, $3, $4) ON CONFLICT (channel_id) DO UPDATE SET \
+            let chosen = sqlx::query(
+                "INSERT INTO conversation_choices \
+                 (channel_id, thread_ts, repository, chosen_by, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (channel_id, thread_ts) DO UPDATE SET \
                  repository = excluded.repository, chosen_by = excluded.chosen_by, \
-                 updated_at = excluded.updated_at",
+                 updated_at = excluded.updated_at \
+                 WHERE conversation_choices.repository IS NULL \
+                 OR conversation_choices.repository <> excluded.repository",
             )
-            .bind(channel)
+            .bind(conversation.channel())
+            .bind(conversation.thread_ts())
             .bind(repository)
             .bind(user)
             .bind(&now)
             .execute(&mut *conn)
-            .await?;
+            .await?
+            .rows_affected();
+            if chosen == 0 {
+                return Ok(false);
+            }
         }
         Change::WithdrawPlan(thread) => {
             sqlx::query(

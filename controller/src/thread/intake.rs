@@ -56,6 +56,15 @@ pub struct ReactionTrigger {
     pub sender: Sender,
 }
 
+/// Whether the service vouched for an event as a conversation of this repository (one
+/// whose repository was chosen for it): then a reply in a mention's thread is taken though
+/// the store has not seen the thread yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Vouched {
+    Yes,
+    No,
+}
+
 /// Pages of a thread read to find the message reacted to (a reply deep in a long thread).
 const REACTED_MESSAGE_PAGES: usize = 20;
 
@@ -67,41 +76,12 @@ struct ReadReacted(#[source] SlackError);
 #[async_trait]
 impl EventSink for IntakeSink {
     async fn accept(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
-        if let (Some(trigger), SlackEventCallbackBody::ReactionAdded(_)) =
-            (&self.reaction, &event.event)
-        {
-            return match classify_reaction(&event, &self.filter, &trigger.emoji) {
-                Ok(request) => self.accept_reaction(trigger, request, &event).await,
-                Err(reason) => {
-                    tracing::debug!(event = %event.event_id.0, "ignored reaction: {reason}");
-                    Ok(())
-                }
-            };
-        }
-        let msg = match classify(&event, &self.filter) {
-            Intake::Accept(msg) => msg,
-            Intake::Ignore(reason) => match self.elsewhere(&event).await? {
-                Some(msg) => msg,
-                None => {
-                    tracing::debug!(event = %event.event_id.0, "ignored event: {reason}");
-                    return Ok(());
-                }
-            },
-        };
-        let files = shared_files(&event);
-        let new = self
-            .store
-            .record_message_with_files(&msg, &files)
-            .await
-            .map_err(|e| NotStored::new("message", &msg.ts, e))?;
-        if !new {
-            tracing::debug!(event = %event.event_id.0, "duplicate delivery of message {}", msg.ts);
-            return Ok(());
-        }
-        crate::metrics::metrics().messages_received.inc();
-        tracing::info!(tag = "MSG", "{}: {:?}", msg.user, preview(&msg.text));
-        self.dispatcher.notify(&msg.thread());
-        Ok(())
+        self.take(event, Vouched::No).await
+    }
+
+    /// A conversation's event the service routed here: its thread is this repository's.
+    async fn accept_conversation(&self, event: SlackPushEventCallback) -> Result<(), NotStored> {
+        self.take(event, Vouched::Yes).await
     }
 
     /// A button click is stored as a message of its thread, exactly like a typed one.
@@ -156,19 +136,61 @@ impl EventSink for IntakeSink {
 }
 
 impl IntakeSink {
+    /// Stores a push event's message (or takes its reaction); `vouched`: the service routed
+    /// it here as a conversation of this repository.
+    async fn take(&self, event: SlackPushEventCallback, vouched: Vouched) -> Result<(), NotStored> {
+        if let (Some(trigger), SlackEventCallbackBody::ReactionAdded(_)) =
+            (&self.reaction, &event.event)
+        {
+            return match classify_reaction(&event, &self.filter, &trigger.emoji) {
+                Ok(request) => self.accept_reaction(trigger, request, &event).await,
+                Err(reason) => {
+                    tracing::debug!(event = %event.event_id.0, "ignored reaction: {reason}");
+                    Ok(())
+                }
+            };
+        }
+        let msg = match classify(&event, &self.filter) {
+            Intake::Accept(msg) => msg,
+            Intake::Ignore(reason) => match self.elsewhere(&event, vouched).await? {
+                Some(msg) => msg,
+                None => {
+                    tracing::debug!(event = %event.event_id.0, "ignored event: {reason}");
+                    return Ok(());
+                }
+            },
+        };
+        let files = shared_files(&event);
+        let new = self
+            .store
+            .record_message_with_files(&msg, &files)
+            .await
+            .map_err(|e| NotStored::new("message", &msg.ts, e))?;
+        if !new {
+            tracing::debug!(event = %event.event_id.0, "duplicate delivery of message {}", msg.ts);
+            return Ok(());
+        }
+        crate::metrics::metrics().messages_received.inc();
+        tracing::info!(tag = "MSG", "{}: {:?}", msg.user, preview(&msg.text));
+        self.dispatcher.notify(&msg.thread());
+        Ok(())
+    }
+
     /// A conversation's message outside the channel: a mention of the bot in another
     /// channel, or a reply in a thread where it was mentioned before (a thread the store
-    /// holds). A mention and its `message` event share their ts, so whichever comes second is
-    /// a duplicate of the first.
+    /// holds, or one the service vouched for). A mention and its `message` event share their
+    /// ts, so whichever comes second is a duplicate of the first.
     async fn elsewhere(
         &self,
         event: &SlackPushEventCallback,
+        vouched: Vouched,
     ) -> Result<Option<IncomingMessage>, NotStored> {
         let msg = match classify_elsewhere(event, &self.filter) {
             Intake::Accept(msg) => msg,
             Intake::Ignore(_) => return Ok(None),
         };
-        if let SlackEventCallbackBody::AppMention(_) = &event.event {
+        let mention = matches!(&event.event, SlackEventCallbackBody::AppMention(_));
+        if mention || vouched == Vouched::Yes {
             return Ok(Some(msg));
         }
         let known = self
