@@ -3,15 +3,20 @@
 //! otherwise the clip is fetched with the bot token and posted to the configured
 //! provider's `/audio/transcriptions` (`voice.model`, with the controller's key), whose
 //! cost is a Whisper row of the usage report. The thread shows "🎙️ heard: …" once, the
-//! transcript is the message from then on, and a failure is one line.
+//! transcript is the message from then on, and a failure is one line. A voice note is heard
+//! before the thread's rules read its message: "yes" said approves the plan, and what is
+//! said to a running Coder reaches its model as text.
 
 use std::time::Duration;
 
-use codebutler_test_support::model::{Reply, fake_clip};
+use codebutler_test_support::model::{Gate, Reply, fake_clip};
 use codebutler_test_support::slack::{CHANNEL, FakeSlack, SharedFile};
 use serde_json::json;
 
-use crate::harness::{Env, USER, WAIT, content_text, open_store, say_and_wait_post};
+use crate::harness::{
+    Env, USER, WAIT, content_text, open_store, runner_env, say_and_wait_post, thread_with_plan,
+    user_messages,
+};
 
 /// The OpenAI key the tests' configs give (`openai.apiKey`).
 const OPENAI_KEY: &str = "sk-openai-voice-test";
@@ -19,12 +24,17 @@ const OPENAI_KEY: &str = "sk-openai-voice-test";
 /// An environment whose `openai` section points at the fake model server.
 async fn env_with_openai() -> Env {
     let env = Env::new().await;
+    hear_with_openai(&env);
+    env
+}
+
+/// Points `env`'s `openai` section at the fake model server (before the daemon starts).
+fn hear_with_openai(env: &Env) {
     let path = env.repo_path().join(".codebutler/config.json");
     let mut repo: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     repo["openai"] = json!({"baseUrl": env.model.base_url(), "apiKey": OPENAI_KEY});
     env.write_repo_config(&repo.to_string());
-    env
 }
 
 /// Shares `clip` alone as a new thread; returns the thread's ts.
@@ -229,5 +239,115 @@ async fn a_restart_after_hearing_neither_transcribes_nor_says_it_again() {
         last_user_text(&requests[1].body),
         format!("<@{USER}>: {said}")
     );
+    env.assert_clean();
+}
+
+/// Shares `clip` alone in `thread` and returns the message's ts.
+fn say_clip_in(slack: &FakeSlack, thread: &str, clip: SharedFile) -> String {
+    slack
+        .user_message_with_files(CHANNEL, USER, "", Some(thread), &[clip])
+        .ts
+}
+
+#[tokio::test]
+async fn a_yes_said_in_a_voice_note_approves_the_plan_and_starts_the_run() {
+    let env = runner_env(json!({"maxTurns": 4, "timeout": 2})).await;
+    hear_with_openai(&env);
+    env.model
+        .script("Work on VOICE-YES", vec![Reply::text("Nothing to change.")]);
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "tidy the readme", "VOICE-YES").await;
+
+    let yes = say_clip_in(
+        &env.slack,
+        &thread,
+        SharedFile::clip(
+            "audio_message.webm",
+            "audio/webm",
+            fake_clip(2, "yes"),
+            2_000,
+        ),
+    );
+    // The run the spoken "yes" started ended: ✅ on the voice note.
+    assert!(
+        env.wait_reaction(&yes, "white_check_mark").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+    // The runner asked for the Coder's task: the plan ran, as a typed "yes" runs it.
+    assert_eq!(env.model.requests_for("Work on VOICE-YES").len(), 1);
+    assert_eq!(posts_starting(&env, &thread, "🎙️"), ["🎙️ heard: yes"]);
+    assert_eq!(env.model.transcriptions().len(), 1);
+    // The PM was not asked about the "yes": its plan's turn (a call to propose, one to
+    // answer) is all that went to it.
+    assert_eq!(env.model.requests_for("tidy the readme").len(), 2);
+    assert!(
+        env.model.unscripted().is_empty(),
+        "{:?}",
+        env.model.unscripted()
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_voice_note_to_a_running_coder_reaches_its_model_as_text() {
+    let env = runner_env(json!({"maxTurns": 4, "timeout": 2})).await;
+    hear_with_openai(&env);
+    let gate = Gate::new();
+    env.model.script(
+        "Work on VOICE-CODER",
+        vec![
+            Reply::held(&gate, Reply::tool_call("Bash", r#"{"command": "true"}"#)),
+            Reply::text("Used tabs as asked."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "reformat the sources", "VOICE-CODER").await;
+    let approval = env.reply(&thread, "yes");
+    // The Coder's first call waits at the gate while the voice note comes.
+    assert!(env.slack.wait_until(WAIT, || gate.arrived()).await);
+    let said = "use tabs please";
+    let note = say_clip_in(
+        &env.slack,
+        &thread,
+        SharedFile::clip(
+            "audio_message.webm",
+            "audio/webm",
+            fake_clip(3, said),
+            3_000,
+        ),
+    );
+    assert!(env.wait_reaction(&note, "incoming_envelope").await);
+    gate.open();
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+
+    // The Coder's next call carried the transcript as the person's message.
+    let requests = env.model.requests_for("Work on VOICE-CODER");
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let users = user_messages(&requests[1].body);
+    assert_eq!(
+        users.last().unwrap(),
+        &format!("<@{USER}>: {said}"),
+        "{users:?}"
+    );
+    assert_eq!(
+        posts_starting(&env, &thread, "🎙️"),
+        [format!("🎙️ heard: {said}")]
+    );
+    // Heard once, and priced as the PM's voice notes are.
+    assert_eq!(env.model.transcriptions().len(), 1);
+    let pool = open_store(&env).await;
+    let whisper: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM usage WHERE thread_ts = ? AND role = 'whisper'")
+            .bind(&thread)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    assert_eq!(whisper, 1);
     env.assert_clean();
 }

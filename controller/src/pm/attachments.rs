@@ -379,6 +379,25 @@ mod tests {
     }
 
     #[test]
+    fn a_model_that_cannot_see_images_is_named_with_those_that_can() {
+        let images = ["`a.png`".to_owned(), "`b.jpg`".to_owned()];
+        assert_eq!(
+            cannot_see_images(
+                "Coder",
+                "m/text",
+                &images,
+                &["m/eyes".into()],
+                "coder.model"
+            ),
+            "🖼️ The Coder's model `m/text` cannot see images, so it reads only the name of `a.png`, `b.jpg`; `m/eyes` can (`coder.model`)."
+        );
+        assert_eq!(
+            cannot_see_images("PM", "m/text", &images[..1], &[], "productManager.models"),
+            "🖼️ The PM's model `m/text` cannot see images, so it reads only the name of `a.png`; none of the configured models does."
+        );
+    }
+
+    #[test]
     fn names_are_shown_inert_and_stored_under_ours() {
         assert_eq!(shown_name("../../etc/`x`\npasswd"), "../../etc/'x'passwd");
         assert_eq!(shown_name(""), "unnamed");

@@ -147,18 +147,18 @@ impl ThreadHandler {
             ..msg.clone()
         };
         let supervisor = &self.coder.supervisor;
-        let taken =
-            match crate::pm::questions::answer_from_thread(supervisor, &self.store, &passed).await
-            {
-                Some(answered) => answered,
-                None => {
-                    let passed = supervisor.message(thread, &passed.text, &msg.user).await;
-                    if passed {
-                        tracing::info!(tag = "CLD", "thread {thread} → message passed to the coder");
-                    }
-                    passed
+        let taken = match crate::pm::questions::answer_from_thread(supervisor, &self.store, &passed)
+            .await
+        {
+            Some(answered) => answered,
+            None => {
+                let passed = supervisor.message(thread, &passed.text, &msg.user).await;
+                if passed {
+                    tracing::info!(tag = "CLD", "thread {thread} → message passed to the coder");
                 }
-            };
+                passed
+            }
+        };
         if !taken {
             return Settle::NotTaken;
         }
@@ -310,10 +310,22 @@ mod tests {
     #[test]
     fn the_coder_is_told_the_stored_files_by_name_and_stored_name() {
         let files = [
-            file("crash`\n.log", "text/plain", FileState::Stored("1_2-0.txt".into())),
+            file(
+                "crash`\n.log",
+                "text/plain",
+                FileState::Stored("1_2-0.txt".into()),
+            ),
             file("memo.webm", "audio/webm", FileState::Transcribed),
-            file("big.zip", "application/zip", FileState::Refused("too big".into())),
-            file("shot.png", "image/png", FileState::Stored("1_2-3.png".into())),
+            file(
+                "big.zip",
+                "application/zip",
+                FileState::Refused("too big".into()),
+            ),
+            file(
+                "shot.png",
+                "image/png",
+                FileState::Stored("1_2-3.png".into()),
+            ),
         ];
         assert_eq!(
             for_the_coder("look at this\n", &files),
