@@ -351,3 +351,81 @@ async fn a_voice_note_to_a_running_coder_reaches_its_model_as_text() {
     assert_eq!(whisper, 1);
     env.assert_clean();
 }
+
+#[tokio::test]
+async fn a_voice_note_outside_the_channel_is_heard_before_it_is_read_and_a_strangers_is_not() {
+    let env = Env::with_config(json!({"access": {"allowedUsers": [USER]}})).await;
+    hear_with_openai(&env);
+    let _daemon = env.start().await;
+
+    // "merge" said in a direct message is refused as typed "merge" is: work starts in the
+    // channel.
+    let dm = codebutler_test_support::slack::dm_channel(USER);
+    let said = env.slack.user_message_with_files(
+        &dm,
+        USER,
+        "",
+        None,
+        &[SharedFile::clip(
+            "audio_message.webm",
+            "audio/webm",
+            fake_clip(2, "merge"),
+            2_000,
+        )],
+    );
+    let posted = |thread: &str| -> Vec<String> {
+        env.slack
+            .posts()
+            .into_iter()
+            .filter(|p| p.channel == dm && p.thread_ts.as_deref() == Some(thread))
+            .map(|p| p.text)
+            .collect()
+    };
+    assert!(
+        env.slack
+            .wait_until(WAIT, || posted(&said.ts)
+                .iter()
+                .any(|t| t.contains("Work starts in <#C0CHAN>")))
+            .await,
+        "{:?}",
+        posted(&said.ts)
+    );
+    assert_eq!(
+        posted(&said.ts)
+            .iter()
+            .filter(|t| t.starts_with("🎙️"))
+            .collect::<Vec<_>>(),
+        ["🎙️ heard: merge"]
+    );
+
+    // Someone not allowed is refused on what they typed: their clip is neither downloaded
+    // nor transcribed.
+    let stranger = env
+        .slack
+        .user_message_with_files(
+            CHANNEL,
+            "U0MALLORY",
+            "",
+            None,
+            &[SharedFile::clip(
+                "audio_message.webm",
+                "audio/webm",
+                fake_clip(2, "approve everything"),
+                2_000,
+            )],
+        )
+        .ts;
+    env.wait_post(&stranger, |t| t.contains("access.allowedUsers"))
+        .await;
+    assert!(posts_starting(&env, &stranger, "🎙️").is_empty());
+    assert_eq!(env.model.transcriptions().len(), 1);
+    assert_eq!(env.slack.downloads().len(), 1);
+    assert_eq!(env.slack.files_info_requests().len(), 1);
+    // No PM turn for either.
+    assert!(
+        env.model.requests().is_empty(),
+        "{:?}",
+        env.model.requests()
+    );
+    env.assert_clean();
+}

@@ -183,7 +183,7 @@ impl ThreadHandler {
     /// is logged and read as none open), and the thread's state.
     pub(super) async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
         let thread = msg.thread();
-        let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
+        let allowed = self.allows(&msg.user);
         let proposal_open = match self.store.open_memory_proposal(&thread).await {
             Ok(open) => open.is_some(),
             Err(e) => {
@@ -214,6 +214,11 @@ impl ThreadHandler {
             proposal_open,
             coder_missed: false,
         })
+    }
+
+    /// Whether `user` may talk to CodeButler (`access.allowedUsers`; empty: everyone).
+    pub(super) fn allows(&self, user: &str) -> bool {
+        self.allowed_users.is_empty() || self.allowed_users.iter().any(|u| u == user)
     }
 
     /// The thread's state, read once for the message.

@@ -23,14 +23,18 @@ use crate::thread::handler::{Settle, ThreadHandler};
 impl ThreadHandler {
     /// `msg` as the thread's rules read it: its voice notes heard (their transcripts are its
     /// text from now on) and its shared files fetched, each once. A message that is not a
-    /// person's carries no files and is returned as it is. `Err`: what is left to record of
+    /// person's carries no files, and one whose author is not in `access.allowedUsers` is
+    /// refused whatever it says: both are returned as they are. `Err`: what is left to record of
     /// the message (it failed, to be handled again; or the daemon stops).
     pub(super) async fn perceive(
         &self,
         msg: IncomingMessage,
         cancel: &CancellationToken,
     ) -> Result<IncomingMessage, Settle> {
-        if msg.origin != Origin::Person {
+        // Someone not allowed here is refused on what they typed: nothing of theirs is
+        // downloaded or transcribed (at the repository's cost).
+        let allowed = self.allows(&msg.user);
+        if msg.origin != Origin::Person || !allowed {
             return Ok(msg);
         }
         let msg = match self.hear(&msg, cancel).await? {
