@@ -370,7 +370,7 @@ async fn proxy_overhead() -> (Vec<Duration>, Vec<Duration>) {
     let stop = CancellationToken::new();
     let fetch = Arc::new(FetchPolicy::new(vec![], vec![]).unwrap());
     let hub = RunHub {
-        images: tokio::sync::OnceCell::new(),
+        images: Default::default(),
         run_id: "r1".into(),
         ctx: ctx.clone(),
         gateway: gateway.clone(),

@@ -4,7 +4,9 @@
 //! and keeps them under `.codebutler/attachments/` with names of its own. A message that is
 //! only a file is a request. What is too large, of another type, past the count, or served
 //! from a host that is not Slack's is refused with one line in the thread; the bot token
-//! goes to no other host, no model request and no log.
+//! goes to no other host, no model request and no log. A file shared while the Coder runs
+//! is fetched and named to it with the message, an image reaches its model on the next
+//! call, and a Coder's model that cannot see images is said once per run.
 
 use base64::Engine as _;
 use codebutler_test_support::model::{Gate, Reply};
@@ -13,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{
     Env, PM_MODEL, USER, WAIT, content_text, runner_env, say_and_wait_post, say_and_wait_run,
-    tool_results,
+    thread_with_plan, tool_results,
 };
 
 /// A screenshot's bytes: not text, so only an image part can carry them.
@@ -522,5 +524,162 @@ async fn a_screenshot_in_the_thread_reaches_the_coders_model_as_an_image_part_on
         "{kept:?}"
     );
     assert!(kept.iter().all(|c| !c.contains("base64,")), "{kept:?}");
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_log_shared_while_the_coder_runs_is_stored_and_named_to_it() {
+    let env = runner_env(json!({"maxTurns": 4, "timeout": 2})).await;
+    let gate = Gate::new();
+    env.model.script(
+        "Work on LOG-MIDRUN",
+        vec![
+            Reply::held(&gate, Reply::tool_call("Bash", r#"{"command": "true"}"#)),
+            Reply::text("The port is wrong."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "why does the api crash", "LOG-MIDRUN").await;
+    let approval = env.reply(&thread, "yes");
+    assert!(env.slack.wait_until(WAIT, || gate.arrived()).await);
+    let shared = env.slack.user_message_with_files(
+        CHANNEL,
+        USER,
+        "here is the crash",
+        Some(&thread),
+        &[SharedFile::new("crash.log", "text/plain", LOG)],
+    );
+    assert!(env.wait_reaction(&shared.ts, "incoming_envelope").await);
+    gate.open();
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+
+    // Fetched once with the bot token and kept under the controller's name...
+    let stem = shared.ts.replace('.', "_");
+    assert_eq!(
+        stored_files(&env, &thread),
+        [(format!("{stem}-0.txt"), LOG.as_bytes().to_vec())]
+    );
+    let downloads = env.slack.downloads();
+    assert_eq!(downloads.len(), 1, "{downloads:?}");
+    assert!(downloads[0].authorized);
+    // ...and named to the Coder with the message, on its next call.
+    let requests = env.model.requests_for("Work on LOG-MIDRUN");
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let users = crate::harness::user_messages(&requests[1].body);
+    assert_eq!(
+        users.last().unwrap(),
+        &format!(
+            "<@{USER}>: here is the crash\n\n[shared files, read-only in .codebutler-attachments/: `crash.log` as `{stem}-0.txt`]"
+        ),
+        "{users:?}"
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_screenshot_shared_while_the_coder_runs_reaches_its_model_on_the_next_call() {
+    let env = runner_env(json!({"maxTurns": 4, "timeout": 2})).await;
+    env.model.list_vision_model(crate::harness::CODER_MODEL);
+    let gate = Gate::new();
+    env.model.script(
+        "Work on SHOT-MIDRUN",
+        vec![
+            Reply::held(&gate, Reply::tool_call("Bash", r#"{"command": "true"}"#)),
+            Reply::text("Fixed the overlap."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "the menu overlaps the logo", "SHOT-MIDRUN").await;
+    let approval = env.reply(&thread, "yes");
+    assert!(env.slack.wait_until(WAIT, || gate.arrived()).await);
+    let png = screenshot();
+    let shared = env.slack.user_message_with_files(
+        CHANNEL,
+        USER,
+        "",
+        Some(&thread),
+        &[SharedFile::new("menu.png", "image/png", png.clone())],
+    );
+    assert!(env.wait_reaction(&shared.ts, "incoming_envelope").await);
+    gate.open();
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+
+    // The first call had no image; the next carried the very bytes Slack served.
+    let requests = env.model.requests_for("Work on SHOT-MIDRUN");
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert!(image_urls(&requests[0].body).is_empty());
+    let expected = format!(
+        "data:image/png;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&png)
+    );
+    assert_eq!(image_urls(&requests[1].body), [expected]);
+    // The stored conversation stays text.
+    let pool = crate::harness::open_store(&env).await;
+    let kept: Vec<String> = sqlx::query_scalar("SELECT messages FROM run_conversation")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    assert!(kept.iter().all(|c| !c.contains("base64,")), "{kept:?}");
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_coder_model_without_images_gets_the_line_naming_a_model_that_sees_them() {
+    let env = Env::with_runner(json!({
+        "coder": {"maxTurns": 4, "timeout": 2},
+        "productManager": {"models": {"eyes": {"model": "test/vision-model"}}}
+    }))
+    .await;
+    env.model.list_vision_model("test/vision-model");
+    let plan = json!({"summary": "Work on BLIND-CODER", "steps": ["Fix it"], "files": []});
+    env.model.script(
+        "the chart legend is cut",
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready."),
+        ],
+    );
+    env.model.script(
+        "Work on BLIND-CODER",
+        vec![Reply::text("Fixed the legend.")],
+    );
+    let _daemon = env.start().await;
+    let thread = env
+        .slack
+        .user_message_with_files(
+            CHANNEL,
+            USER,
+            "the chart legend is cut",
+            None,
+            &[SharedFile::new("chart.png", "image/png", screenshot())],
+        )
+        .ts;
+    env.wait_post(&thread, |t| t.contains("BLIND-CODER")).await;
+    assert_eq!(
+        say_and_wait_run(&env, &thread, "yes").await,
+        "white_check_mark"
+    );
+
+    let line = format!(
+        "🖼️ The Coder's model `{}` cannot see images, so it reads only the name of `chart.png`; `test/vision-model` can (`coder.model`).",
+        crate::harness::CODER_MODEL
+    );
+    let said: Vec<String> = env
+        .post_texts(&thread)
+        .into_iter()
+        .filter(|t| t.starts_with("🖼️ The Coder's"))
+        .collect();
+    assert_eq!(said, [line]);
+    let requests = env.model.requests_for("Work on BLIND-CODER");
+    assert!(image_urls(&requests[0].body).is_empty());
     env.assert_clean();
 }

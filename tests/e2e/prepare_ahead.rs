@@ -516,7 +516,7 @@ async fn a_runner_without_its_task_is_answered_nothing() {
     let stop = CancellationToken::new();
     let tasked = Arc::new(AtomicBool::new(false));
     let hub = RunHub {
-        images: tokio::sync::OnceCell::new(),
+        images: Default::default(),
         run_id: "standby".into(),
         ctx: CallContext {
             thread,

@@ -4,15 +4,20 @@
 //! provider's `/audio/transcriptions` (`voice.model`, with the controller's key), whose
 //! cost is a Whisper row of the usage report. The thread shows "🎙️ heard: …" once, the
 //! transcript is the message from then on, and a failure is one line. What a transcription
-//! costs counts towards the daily cap of the person who sent the clip.
+//! costs counts towards the daily cap of the person who sent the clip. A voice note is heard
+//! before the thread's rules read its message: "yes" said approves the plan, and what is
+//! said to a running Coder reaches its model as text.
 
 use std::time::Duration;
 
-use codebutler_test_support::model::{Reply, fake_clip};
+use codebutler_test_support::model::{Gate, Reply, fake_clip};
 use codebutler_test_support::slack::{CHANNEL, FakeSlack, SharedFile};
 use serde_json::json;
 
-use crate::harness::{Env, USER, WAIT, content_text, open_store, say_and_wait_post};
+use crate::harness::{
+    Env, USER, WAIT, content_text, open_store, runner_env, say_and_wait_post, thread_with_plan,
+    user_messages,
+};
 
 /// The OpenAI key the tests' configs give (`openai.apiKey`).
 const OPENAI_KEY: &str = "sk-openai-voice-test";
@@ -20,12 +25,17 @@ const OPENAI_KEY: &str = "sk-openai-voice-test";
 /// An environment whose `openai` section points at the fake model server.
 async fn env_with_openai() -> Env {
     let env = Env::new().await;
+    hear_with_openai(&env);
+    env
+}
+
+/// Points `env`'s `openai` section at the fake model server (before the daemon starts).
+fn hear_with_openai(env: &Env) {
     let path = env.repo_path().join(".codebutler/config.json");
     let mut repo: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     repo["openai"] = json!({"baseUrl": env.model.base_url(), "apiKey": OPENAI_KEY});
     env.write_repo_config(&repo.to_string());
-    env
 }
 
 /// Shares `clip` alone as a new thread; returns the thread's ts.
@@ -298,5 +308,193 @@ async fn a_voice_note_counts_towards_its_senders_daily_cap() {
         .map(|r| r.body["model"].as_str().unwrap_or_default().to_owned())
         .collect();
     assert_eq!(asked, [crate::harness::PM_MODEL]);
+    env.assert_clean();
+}
+
+/// Shares `clip` alone in `thread` and returns the message's ts.
+fn say_clip_in(slack: &FakeSlack, thread: &str, clip: SharedFile) -> String {
+    slack
+        .user_message_with_files(CHANNEL, USER, "", Some(thread), &[clip])
+        .ts
+}
+
+#[tokio::test]
+async fn a_yes_said_in_a_voice_note_approves_the_plan_and_starts_the_run() {
+    let env = runner_env(json!({"maxTurns": 4, "timeout": 2})).await;
+    hear_with_openai(&env);
+    env.model
+        .script("Work on VOICE-YES", vec![Reply::text("Nothing to change.")]);
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "tidy the readme", "VOICE-YES").await;
+
+    let yes = say_clip_in(
+        &env.slack,
+        &thread,
+        SharedFile::clip(
+            "audio_message.webm",
+            "audio/webm",
+            fake_clip(2, "yes"),
+            2_000,
+        ),
+    );
+    // The run the spoken "yes" started ended: ✅ on the voice note.
+    assert!(
+        env.wait_reaction(&yes, "white_check_mark").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+    // The runner asked for the Coder's task: the plan ran, as a typed "yes" runs it.
+    assert_eq!(env.model.requests_for("Work on VOICE-YES").len(), 1);
+    assert_eq!(posts_starting(&env, &thread, "🎙️"), ["🎙️ heard: yes"]);
+    assert_eq!(env.model.transcriptions().len(), 1);
+    // The PM was not asked about the "yes": its plan's turn (a call to propose, one to
+    // answer) is all that went to it.
+    assert_eq!(env.model.requests_for("tidy the readme").len(), 2);
+    assert!(
+        env.model.unscripted().is_empty(),
+        "{:?}",
+        env.model.unscripted()
+    );
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_voice_note_to_a_running_coder_reaches_its_model_as_text() {
+    let env = runner_env(json!({"maxTurns": 4, "timeout": 2})).await;
+    hear_with_openai(&env);
+    let gate = Gate::new();
+    env.model.script(
+        "Work on VOICE-CODER",
+        vec![
+            Reply::held(&gate, Reply::tool_call("Bash", r#"{"command": "true"}"#)),
+            Reply::text("Used tabs as asked."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = thread_with_plan(&env, "reformat the sources", "VOICE-CODER").await;
+    let approval = env.reply(&thread, "yes");
+    // The Coder's first call waits at the gate while the voice note comes.
+    assert!(env.slack.wait_until(WAIT, || gate.arrived()).await);
+    let said = "use tabs please";
+    let note = say_clip_in(
+        &env.slack,
+        &thread,
+        SharedFile::clip(
+            "audio_message.webm",
+            "audio/webm",
+            fake_clip(3, said),
+            3_000,
+        ),
+    );
+    assert!(env.wait_reaction(&note, "incoming_envelope").await);
+    gate.open();
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+
+    // The Coder's next call carried the transcript as the person's message.
+    let requests = env.model.requests_for("Work on VOICE-CODER");
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let users = user_messages(&requests[1].body);
+    assert_eq!(
+        users.last().unwrap(),
+        &format!("<@{USER}>: {said}"),
+        "{users:?}"
+    );
+    assert_eq!(
+        posts_starting(&env, &thread, "🎙️"),
+        [format!("🎙️ heard: {said}")]
+    );
+    // Heard once, and priced as the PM's voice notes are.
+    assert_eq!(env.model.transcriptions().len(), 1);
+    let pool = open_store(&env).await;
+    let whisper: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM usage WHERE thread_ts = ? AND role = 'whisper'")
+            .bind(&thread)
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    pool.close().await;
+    assert_eq!(whisper, 1);
+    env.assert_clean();
+}
+
+#[tokio::test]
+async fn a_voice_note_outside_the_channel_is_heard_before_it_is_read_and_a_strangers_is_not() {
+    let env = Env::with_config(json!({"access": {"allowedUsers": [USER]}})).await;
+    hear_with_openai(&env);
+    let _daemon = env.start().await;
+
+    // "merge" said in a direct message is refused as typed "merge" is: work starts in the
+    // channel.
+    let dm = codebutler_test_support::slack::dm_channel(USER);
+    let said = env.slack.user_message_with_files(
+        &dm,
+        USER,
+        "",
+        None,
+        &[SharedFile::clip(
+            "audio_message.webm",
+            "audio/webm",
+            fake_clip(2, "merge"),
+            2_000,
+        )],
+    );
+    let posted = |thread: &str| -> Vec<String> {
+        env.slack
+            .posts()
+            .into_iter()
+            .filter(|p| p.channel == dm && p.thread_ts.as_deref() == Some(thread))
+            .map(|p| p.text)
+            .collect()
+    };
+    assert!(
+        env.slack
+            .wait_until(WAIT, || posted(&said.ts)
+                .iter()
+                .any(|t| t.contains("Work starts in <#C0CHAN>")))
+            .await,
+        "{:?}",
+        posted(&said.ts)
+    );
+    assert_eq!(
+        posted(&said.ts)
+            .iter()
+            .filter(|t| t.starts_with("🎙️"))
+            .collect::<Vec<_>>(),
+        ["🎙️ heard: merge"]
+    );
+
+    // Someone not allowed is refused on what they typed: their clip is neither downloaded
+    // nor transcribed.
+    let stranger = env
+        .slack
+        .user_message_with_files(
+            CHANNEL,
+            "U0MALLORY",
+            "",
+            None,
+            &[SharedFile::clip(
+                "audio_message.webm",
+                "audio/webm",
+                fake_clip(2, "approve everything"),
+                2_000,
+            )],
+        )
+        .ts;
+    env.wait_post(&stranger, |t| t.contains("access.allowedUsers"))
+        .await;
+    assert!(posts_starting(&env, &stranger, "🎙️").is_empty());
+    assert_eq!(env.model.transcriptions().len(), 1);
+    assert_eq!(env.slack.downloads().len(), 1);
+    assert_eq!(env.slack.files_info_requests().len(), 1);
+    // No PM turn for either.
+    assert!(
+        env.model.requests().is_empty(),
+        "{:?}",
+        env.model.requests()
+    );
     env.assert_clean();
 }

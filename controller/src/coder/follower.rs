@@ -43,6 +43,7 @@ impl SlackCoder {
         if let Err(e) = self.outbox.send(&effects).await {
             tracing::error!(thread = %approval.thread(), "record the status message: {e}");
         }
+        self.say_unseen_images(&approval.thread(), &run.id).await;
         let cards = TaskCards::start(
             self.outbox.sender(),
             &self.store,

@@ -17,7 +17,9 @@
 //! its questions handed to [`crate::pm::questions`]), [`report`] (how it ended, once).
 //! [`status`] renders the status message and [`progress`] shows the worktree's preparation;
 //! the task tells the Coder the project's test command, and [`tests_run`] reads from the
-//! run's Bash calls whether it ran the tests and how they ended, for its summary.
+//! run's Bash calls whether it ran the tests and how they ended, for its summary;
+//! [`unseen_images`] tells the thread once per run when the Coder's model cannot see the
+//! thread's images.
 //!
 //! [`Change::RunReported`]: crate::store::Change::RunReported
 
@@ -33,6 +35,7 @@ mod task;
 mod task_cards;
 mod tests_run;
 mod undo;
+mod unseen_images;
 
 use codebutler_proto::runner::v1::runner_event::Event;
 use tokio::sync::broadcast;

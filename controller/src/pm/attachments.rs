@@ -89,6 +89,18 @@ impl Attachments {
         Ok(())
     }
 
+    /// The models the configuration names that take images, each once, in the order the
+    /// configuration names them (for the line saying a model cannot see images).
+    pub async fn image_models(&self, gateway: &crate::gateway::Gateway) -> Vec<String> {
+        let mut image_models = Vec::new();
+        for model in &self.configured_models {
+            if !image_models.contains(model) && gateway.sees_images(model).await {
+                image_models.push(model.clone());
+            }
+        }
+        image_models
+    }
+
     /// The thread's line about `msg`'s files, if there is something to say: those refused
     /// and why, and images the PM's model `model` cannot see (`sees_images` false), with the
     /// configured models that can (`image_models`).
@@ -123,15 +135,12 @@ impl Attachments {
             .map(|f| format!("`{}`", shown_name(&f.file.name)))
             .collect();
         if !images.is_empty() && !sees_images {
-            let can = if image_models.is_empty() {
-                "none of the configured models does".to_owned()
-            } else {
-                let names: Vec<String> = image_models.iter().map(|m| format!("`{m}`")).collect();
-                format!("{} can (`productManager.models`)", names.join(", "))
-            };
-            lines.push(format!(
-                "🖼️ The PM's model `{model}` cannot see images, so it reads only the name of {}; {can}.",
-                images.join(", ")
+            lines.push(cannot_see_images(
+                "PM",
+                model,
+                &images,
+                image_models,
+                "productManager.models",
             ));
         }
         Ok((!lines.is_empty()).then(|| lines.join("\n")))
@@ -276,6 +285,28 @@ impl Attachments {
     }
 }
 
+/// The thread's line saying that `role`'s model `model` cannot see the `images` (their
+/// shown names, each in backticks) and which configured models can (`image_models`, chosen
+/// with the config field `setting`), or that none can.
+pub fn cannot_see_images(
+    role: &str,
+    model: &str,
+    images: &[String],
+    image_models: &[String],
+    setting: &str,
+) -> String {
+    let can = if image_models.is_empty() {
+        "none of the configured models does".to_owned()
+    } else {
+        let names: Vec<String> = image_models.iter().map(|m| format!("`{m}`")).collect();
+        format!("{} can (`{setting}`)", names.join(", "))
+    };
+    format!(
+        "🖼️ The {role}'s model `{model}` cannot see images, so it reads only the name of {}; {can}.",
+        images.join(", ")
+    )
+}
+
 /// A text file as the model reads it: in a fence tagged with its digest, so its text cannot
 /// close the fence, cut past [`MAX_TEXT_CHARS`] with a marker.
 fn text_block(name: &str, bytes: &[u8]) -> String {
@@ -301,7 +332,7 @@ fn text_block(name: &str, bytes: &[u8]) -> String {
 
 /// A file name (or type) as the thread and the model are shown it: without backticks or
 /// line breaks, at most 80 characters.
-fn shown_name(name: &str) -> String {
+pub fn shown_name(name: &str) -> String {
     let cleaned: String = name
         .chars()
         .filter(|c| !c.is_control())
@@ -344,6 +375,25 @@ mod tests {
         assert!(
             block.contains("[… cut here: 5 more characters of 40005]"),
             "{block}"
+        );
+    }
+
+    #[test]
+    fn a_model_that_cannot_see_images_is_named_with_those_that_can() {
+        let images = ["`a.png`".to_owned(), "`b.jpg`".to_owned()];
+        assert_eq!(
+            cannot_see_images(
+                "Coder",
+                "m/text",
+                &images,
+                &["m/eyes".into()],
+                "coder.model"
+            ),
+            "🖼️ The Coder's model `m/text` cannot see images, so it reads only the name of `a.png`, `b.jpg`; `m/eyes` can (`coder.model`)."
+        );
+        assert_eq!(
+            cannot_see_images("PM", "m/text", &images[..1], &[], "productManager.models"),
+            "🖼️ The PM's model `m/text` cannot see images, so it reads only the name of `a.png`; none of the configured models does."
         );
     }
 

@@ -85,9 +85,10 @@ pub struct RunHub {
     /// Why the run's last model call got no answer from any Coder model, if it did not: a
     /// run that ends on it is paused, not failed.
     pub outage: ModelOutage,
-    /// The images shared in the thread, read at the run's first model call and added to
-    /// every call's task ([`super::thread_images`]).
-    pub images: tokio::sync::OnceCell<ThreadImages>,
+    /// The images shared in the thread, added to every call's task; read at the run's
+    /// first model call and again when the thread's images changed
+    /// ([`super::thread_images`]).
+    pub images: std::sync::Mutex<Arc<ThreadImages>>,
 }
 
 /// Whether the provider failed a run's last model call (server errors, timeouts, no model
@@ -331,18 +332,21 @@ impl RunnerHub for RunHub {
                 .map_err(|e| Status::invalid_argument(format!("tools_json: {e}")))?
         };
         let has_tools = !tools.is_empty();
-        let images = self
+        let current = self
             .images
-            .get_or_init(|| {
-                ThreadImages::load(
-                    &self.gateway,
-                    &self.ctx.model,
-                    &self.store,
-                    &self.repo,
-                    &self.ctx.thread,
-                )
-            })
-            .await;
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let images = ThreadImages::refreshed(
+            current,
+            &self.gateway,
+            &self.ctx.model,
+            &self.store,
+            &self.repo,
+            &self.ctx.thread,
+        )
+        .await;
+        *self.images.lock().unwrap_or_else(|e| e.into_inner()) = images.clone();
         let completion = self
             .gateway
             .complete_with_tool_json(&self.ctx, &images.attach(&messages), tools, &self.cancel)

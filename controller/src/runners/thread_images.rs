@@ -4,15 +4,20 @@
 //! out. The runner's conversation and what the store keeps of it stay text: the images live
 //! only in the model request, read from the thread's attachments directory, which only the
 //! controller writes.
+//!
+//! The run's hub holds the images it read and checks the thread's stored files before each
+//! call: an image shared while the Coder runs is read then, and reaches the model on its
+//! next request; otherwise nothing is read again.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use codebutler_agent::conversation::{ChatMessage, ContentPart, UserContent};
 
 use crate::domain::{FileKind, ThreadKey, image_part};
 use crate::gateway::Gateway;
 use crate::layout::Layout;
-use crate::store::Store;
+use crate::store::{KeptFile, Store};
 
 /// The most images given to the Coder (the thread's first ones).
 pub const MAX_IMAGES: usize = 8;
@@ -20,6 +25,9 @@ pub const MAX_IMAGES: usize = 8;
 /// A thread's images as the Coder's model gets them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ThreadImages {
+    /// The names the images were stored under when these were read: the thread's images
+    /// then, whether or not the model takes them.
+    stored: Vec<String>,
     /// The names they were shared with.
     names: Vec<String>,
     /// Each image as a part of the request.
@@ -27,32 +35,41 @@ pub struct ThreadImages {
 }
 
 impl ThreadImages {
-    /// The images shared in `thread` when `model` takes images; empty otherwise, or when
-    /// none was shared (a file that cannot be read is logged and left out).
-    pub async fn load(
+    /// The images shared in `thread` now, when `model` takes images (none otherwise):
+    /// `current` itself when the thread's images are still those it was read from, else
+    /// read again. A failure to read the store keeps `current`; a file that cannot be read
+    /// is logged and left out.
+    pub async fn refreshed(
+        current: Arc<Self>,
         gateway: &Gateway,
         model: &str,
         store: &Store,
         repo: &Path,
         thread: &ThreadKey,
-    ) -> Self {
-        let files = match store.thread_kept_files(thread).await {
-            Ok(files) => files,
+    ) -> Arc<Self> {
+        let images: Vec<KeptFile> = match store.thread_kept_files(thread).await {
+            Ok(files) => files
+                .into_iter()
+                .filter(|f| FileKind::of(&f.mimetype) == Some(FileKind::Image))
+                .take(MAX_IMAGES)
+                .collect(),
             Err(e) => {
                 tracing::warn!(thread = %thread, "read the thread's shared files for the Coder: {e}");
-                return Self::default();
+                return current;
             }
         };
-        let images: Vec<_> = files
-            .into_iter()
-            .filter(|f| FileKind::of(&f.mimetype) == Some(FileKind::Image))
-            .take(MAX_IMAGES)
-            .collect();
+        let stored: Vec<String> = images.iter().map(|i| i.stored_as.clone()).collect();
+        if stored == current.stored {
+            return current;
+        }
+        let mut out = Self {
+            stored,
+            ..Self::default()
+        };
         if images.is_empty() || !gateway.sees_images(model).await {
-            return Self::default();
+            return Arc::new(out);
         }
         let dir = Layout::new(repo).thread_attachments_path(thread);
-        let mut out = Self::default();
         for image in images {
             match std::fs::read(dir.join(&image.stored_as)) {
                 Ok(bytes) => {
@@ -64,7 +81,7 @@ impl ThreadImages {
                 }
             }
         }
-        out
+        Arc::new(out)
     }
 
     /// `messages` with the images added to the first user message (as parts after its
@@ -121,6 +138,7 @@ mod tests {
     #[test]
     fn the_images_follow_the_first_user_messages_text() {
         let images = ThreadImages {
+            stored: vec!["1_2-0.png".into()],
             names: vec!["bug\n`x`.png".into()],
             parts: vec![ContentPart::image_url("data:image/png;base64,AAAA")],
         };

@@ -65,7 +65,7 @@ impl ThreadHandler {
         msg: &IncomingMessage,
         cancel: &CancellationToken,
     ) -> Settle {
-        let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
+        let allowed = self.allows(&msg.user);
         let thread = msg.thread();
         match classify(msg, allowed) {
             Asked::Answer => self.ask_pm_in_conversation(msg, cancel).await,

@@ -4,6 +4,9 @@
 //! `plan_commands`, `pm_turn`, `artist_commands`, `researcher_turn`, `memory_commands`,
 //! `review_commands`, `reviewer_commands`, `rebase_commands`).
 //!
+//! A person's voice notes are heard and shared files fetched before anything else
+//! ([`super::senses`]), so the rules read what was said, not only what was typed.
+//!
 //! What handling a message changes and what it says in Slack are recorded together
 //! ([`Outbox::commit`]): a crash before leaves the message pending and nothing said, a crash
 //! after leaves it processed with its reply waiting in the outbox.
@@ -89,6 +92,14 @@ pub(super) enum LoadError {
 #[async_trait]
 impl MessageHandler for ThreadHandler {
     async fn handle(&self, msg: IncomingMessage, cancel: CancellationToken) {
+        // Voice notes heard and files fetched first: every rule reads the transcript.
+        let msg = match self.perceive(msg.clone(), &cancel).await {
+            Ok(perceived) => perceived,
+            Err(settle) => {
+                self.settle(&msg, settle).await;
+                return;
+            }
+        };
         if msg.channel != self.channel {
             let settle = self.converse(&msg, &cancel).await;
             self.settle(&msg, settle).await;
@@ -172,7 +183,7 @@ impl ThreadHandler {
     /// is logged and read as none open), and the thread's state.
     pub(super) async fn facts(&self, msg: &IncomingMessage) -> Result<Facts, LoadError> {
         let thread = msg.thread();
-        let allowed = self.allowed_users.is_empty() || self.allowed_users.contains(&msg.user);
+        let allowed = self.allows(&msg.user);
         let proposal_open = match self.store.open_memory_proposal(&thread).await {
             Ok(open) => open.is_some(),
             Err(e) => {
@@ -203,6 +214,11 @@ impl ThreadHandler {
             proposal_open,
             coder_missed: false,
         })
+    }
+
+    /// Whether `user` may talk to CodeButler (`access.allowedUsers`; empty: everyone).
+    pub(super) fn allows(&self, user: &str) -> bool {
+        self.allowed_users.is_empty() || self.allowed_users.iter().any(|u| u == user)
     }
 
     /// The thread's state, read once for the message.

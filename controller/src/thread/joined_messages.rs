@@ -13,8 +13,11 @@
 //! ([`classify`]) as [`Command::AskPm`] against the thread's state. The first one that is
 //! anything else ("yes" to a waiting plan, "stop", a close word, the PR watcher's) stops the
 //! taking, so it and everything after it are handled in order once the turn is recorded. A
-//! message with files shared on it stops the taking too: its files are fetched and given to
-//! the PM in a turn of its own ([`crate::pm::attachments`]).
+//! message with files shared on it (a voice note among them) stops the taking too: it is
+//! handled on its own once the turn is recorded, where its voice notes are heard and its
+//! files fetched before it is classified ([`super::senses`]), so a "yes" said in a voice
+//! note approves, and its files reach the PM in a turn of its own
+//! ([`crate::pm::attachments`]).
 
 use std::sync::Mutex;
 

@@ -1,5 +1,6 @@
 //! A Slack thread's handling. Messages come in through [`intake`] and are handled one at a
-//! time per thread ([`crate::dispatch`]) by the [`handler`]: the thread's [`state`] is read once,
+//! time per thread ([`crate::dispatch`]) by the [`handler`]: a person's voice notes are heard and
+//! files fetched (`senses`), the thread's [`state`] is read once,
 //! the message is classified into a [`command`], and the command is applied
 //! (`coder_commands`, `plan_commands`, `pm_turn` with the messages that join a PM's turn
 //! in `joined_messages`, `artist_commands`, [`close_commands`], `memory_commands`,
@@ -35,6 +36,7 @@ mod researcher_turn;
 mod review_commands;
 mod reviewer_commands;
 pub mod routing;
+mod senses;
 pub mod slash_command;
 pub mod state;
 mod status_line;

@@ -33,9 +33,8 @@ use crate::gateway::{GatewayError, Tried, TriedOutcome};
 use crate::pm::activity::Activity;
 use crate::pm::artist_handoff::Handoff;
 use crate::pm::references::{self, Sources};
-use crate::pm::voice::{HearError, heard_line};
 use crate::pm::{Pm, PmError, PmTurn};
-use crate::slack::effects::{Effect, Effects, MessageRef};
+use crate::slack::effects::{Effects, MessageRef};
 use crate::slack::interactive::{plan_blocks, plan_digest};
 use crate::store::Change;
 use crate::thread::handler::{Settle, ThreadHandler, speaker};
@@ -191,15 +190,9 @@ impl ThreadHandler {
         if !status.shown() {
             self.react(msg, "eyes").await;
         }
-        let heard = match self.read_voice(msg, cancel).await {
-            Ok(heard) => heard,
-            Err(settle) => {
-                status.clear().await;
-                return settle;
-            }
-        };
-        let msg = heard.as_ref().unwrap_or(msg);
-        if let Err(settle) = self.read_files(msg).await {
+        // Its voice notes were heard and its files fetched before it was classified
+        // ([`super::senses`]): `msg` carries the transcript.
+        if let Err(settle) = self.say_files_read(msg).await {
             status.clear().await;
             return settle;
         }
@@ -356,72 +349,12 @@ impl ThreadHandler {
         Settle::Settled
     }
 
-    /// Hears the voice notes shared on `msg` ([`crate::pm::voice`]), once: the message's
-    /// new text (its transcripts), each clip's state and the thread's "heard" line are
-    /// recorded in one commit with the step `voice:<ts>`, so a retry or a restart neither
-    /// transcribes again nor says it twice. Returns the message with its new text, or
-    /// `None` when it had no voice note to hear.
-    async fn read_voice(
-        &self,
-        msg: &IncomingMessage,
-        cancel: &CancellationToken,
-    ) -> Result<Option<IncomingMessage>, Settle> {
-        let thread = msg.thread();
-        let heard = match self.pm.attachments.hear(&self.store, msg, cancel).await {
-            Ok(Some(heard)) => heard,
-            Ok(None) => return Ok(None),
-            Err(HearError::Cancelled) => return Err(Settle::Settled),
-            Err(e) => {
-                tracing::error!(thread = %thread, "hear the voice notes of message {}: {e}", msg.ts);
-                return Err(Settle::Failed);
-            }
-        };
-        let step = format!("voice:{}", msg.ts);
-        let changes = [
-            Change::StepDone {
-                thread: &thread,
-                step: &step,
-            },
-            Change::Heard {
-                msg,
-                text: &heard.text,
-                files: &heard.files,
-            },
-        ];
-        let mut effects = Effects::new(&thread);
-        if !heard.transcripts.is_empty() {
-            effects = effects.push(Effect::Post {
-                text: heard_line(&heard.transcripts),
-                blocks: None,
-            });
-        }
-        match self.outbox.commit(&changes, &effects).await {
-            Ok(true) => {}
-            Ok(false) => {
-                tracing::warn!(thread = %thread, "the voice notes of message {} were recorded elsewhere; it is read again", msg.ts);
-                return Err(Settle::Failed);
-            }
-            Err(e) => {
-                tracing::error!(thread = %thread, "record the voice notes of message {}: {e}", msg.ts);
-                return Err(Settle::Failed);
-            }
-        }
-        Ok(Some(IncomingMessage {
-            text: heard.text,
-            ..msg.clone()
-        }))
-    }
-
-    /// Fetches the files shared on `msg` ([`crate::pm::attachments`]) and tells the thread,
-    /// once (the step `files:<ts>`), which were not read and why, and whether the PM's model
-    /// cannot see its images. Only failing to fetch or record fails the message.
-    async fn read_files(&self, msg: &IncomingMessage) -> Result<(), Settle> {
+    /// Tells the thread, once (the step `files:<ts>`), which of the files shared on `msg`
+    /// (fetched before, [`super::senses`]) were not read and why, and whether the PM's model
+    /// cannot see its images. Only failing to read or record fails the message.
+    async fn say_files_read(&self, msg: &IncomingMessage) -> Result<(), Settle> {
         let thread = msg.thread();
         let attachments = &self.pm.attachments;
-        if let Err(e) = attachments.fetch(&self.store, msg).await {
-            tracing::error!(thread = %thread, "fetch the files of message {}: {e}", msg.ts);
-            return Err(Settle::Failed);
-        }
         let step = format!("files:{}", msg.ts);
         match self.store.step_done(&thread, &step).await {
             Ok(false) => {}
@@ -433,14 +366,11 @@ impl ThreadHandler {
         }
         let gateway = &self.pm.gateway;
         let sees_images = gateway.sees_images(&self.pm.model).await;
-        let mut image_models = Vec::new();
-        if !sees_images {
-            for model in &attachments.configured_models {
-                if gateway.sees_images(model).await && !image_models.contains(model) {
-                    image_models.push(model.clone());
-                }
-            }
-        }
+        let image_models = if sees_images {
+            Vec::new()
+        } else {
+            attachments.image_models(gateway).await
+        };
         let line = match attachments
             .line(&self.store, msg, &self.pm.model, sees_images, &image_models)
             .await

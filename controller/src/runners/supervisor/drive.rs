@@ -185,7 +185,7 @@ impl Inner {
         tasked: &Arc<AtomicBool>,
     ) -> RunHub {
         RunHub {
-            images: tokio::sync::OnceCell::new(),
+            images: Default::default(),
             run_id: run_id.to_owned(),
             ctx: CallContext {
                 thread: request.thread.clone(),
