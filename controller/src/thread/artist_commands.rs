@@ -42,7 +42,7 @@ impl ThreadHandler {
         cancel: &CancellationToken,
     ) -> Settle {
         let thread = msg.thread();
-        tracing::info!(tag = "ART", "thread {thread} → artist responding");
+        tracing::info!(tag = "IMG", "thread {thread} → artist responding");
         self.react(msg, "art").await;
         let done = Change::Processed(msg);
         let turn = match self.artist.propose(msg, cancel).await {
@@ -116,7 +116,7 @@ impl ThreadHandler {
         let now = chrono::Utc::now();
         if let Some(refused) = caps::refusal(&self.store, self.caps, &msg.user, now).await {
             tracing::info!(
-                tag = "ART",
+                tag = "IMG",
                 "thread {thread} → drawing {number} refused: {refused:?}"
             );
             let reply = refused.markdown_as(
@@ -126,7 +126,7 @@ impl ThreadHandler {
             );
             return self.answer(msg, Role::Artist, &reply).await;
         }
-        tracing::info!(tag = "ART", "thread {thread} → drawing {number}");
+        tracing::info!(tag = "IMG", "thread {thread} → drawing {number}");
         self.react(msg, "art").await;
         let png = match self.artist.draw(&thread, &msg.user, &drawing).await {
             Ok(png) => png,
@@ -212,7 +212,7 @@ impl ThreadHandler {
             }
         };
         tracing::info!(
-            tag = "ART",
+            tag = "IMG",
             "thread {thread} → drawing {number} at {path} on {}",
             placed.branch
         );
