@@ -433,15 +433,6 @@ fn shared_files_are_read_only_in_the_worktree_and_files_added_later_appear() {
 }
 
 #[test]
-fn without_attachments_there_is_no_mount_point() {
-    let f = Fixture::new();
-    let out = f.run("ls -a");
-    assert_eq!(out.code, Some(0), "{out:?}");
-    assert!(!out.stdout.contains(".codebutler-attachments"), "{out:?}");
-    assert!(!f.worktree.join(".codebutler-attachments").exists());
-}
-
-#[test]
 fn the_sandbox_reports_what_it_enforced() {
     if sandbox_mode() == "none" {
         panic!("no sandbox report without the sandbox");
