@@ -353,7 +353,8 @@ pub struct LandlockRule {
 /// read-write; the character devices read-write. Nothing else, not even listing `/`.
 ///
 /// Landlock cannot take rights away below a directory it grants (the git metadata of a
-/// repository under `/tmp`, `.git` in the worktree): the read-only mounts protect those.
+/// repository under `/tmp`, `.git` and `.codebutler-attachments` in the worktree): the
+/// read-only mounts protect those.
 pub fn landlock_rules(spec: &SandboxSpec, layout: &HostLayout) -> Vec<LandlockRule> {
     let rule = |path: &Path, kind, access| LandlockRule {
         path: path.to_path_buf(),
