@@ -360,6 +360,78 @@ fn worktree_is_readable_and_writable_and_git_reads_work() {
     );
 }
 
+/// The thread's attachments directory of the fixture's repository, as the controller keeps
+/// it, holding `api.log`.
+fn attachments(f: &Fixture) -> PathBuf {
+    let dir = f.repo.join(".codebutler/attachments/C1-1.1");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("api.log"), "ERROR db: connection refused\n").unwrap();
+    dir
+}
+
+/// The entries of `dir` on the host, sorted.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn shared_files_are_read_only_in_the_worktree_and_files_added_later_appear() {
+    let f = Fixture::new();
+    let shared = attachments(&f);
+    let ready = f.worktree.join("ready");
+    let spec = f.spec(json!({ "attachments": shared }));
+    // The run signals once it is inside, then waits for a file the host adds after that.
+    let script = "cat .codebutler-attachments/api.log
+         grep -c refused .codebutler-attachments/api.log
+         echo tampered >> .codebutler-attachments/api.log || echo APPEND-REFUSED
+         touch .codebutler-attachments/new.txt || echo CREATE-REFUSED
+         rm -f .codebutler-attachments/api.log || echo REMOVE-REFUSED
+         mv .codebutler-attachments moved || echo MOVE-REFUSED
+         touch ready
+         for _ in $(seq 600); do [ -e .codebutler-attachments/late.log ] && break; sleep 0.1; done
+         cat .codebutler-attachments/late.log";
+    let child = f.command(&spec, &["bash", "-c", script]).spawn().unwrap();
+    let deadline = Instant::now() + TIMEOUT;
+    while !ready.exists() && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    fs::write(shared.join("late.log"), "shared while the run goes on\n").unwrap();
+    let out = finish(child, TIMEOUT);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        out.stdout.contains("ERROR db: connection refused"),
+        "{out:?}"
+    );
+    for refused in [
+        "APPEND-REFUSED",
+        "CREATE-REFUSED",
+        "REMOVE-REFUSED",
+        "MOVE-REFUSED",
+    ] {
+        assert!(out.stdout.contains(refused), "{refused}: {out:?}");
+    }
+    assert!(
+        out.stdout.contains("shared while the run goes on"),
+        "{out:?}"
+    );
+    // On the host: the shared files are as they were, nothing was added, and the worktree
+    // holds only the empty mount point (git tracks no empty directory).
+    assert_eq!(entries(&shared), ["api.log", "late.log"]);
+    assert_eq!(
+        fs::read_to_string(shared.join("api.log")).unwrap(),
+        "ERROR db: connection refused\n"
+    );
+    let point = f.worktree.join(".codebutler-attachments");
+    assert!(fs::symlink_metadata(&point).unwrap().is_dir());
+    assert!(entries(&point).is_empty());
+    assert!(!f.worktree.join("moved").exists());
+}
+
 #[test]
 fn the_sandbox_reports_what_it_enforced() {
     if sandbox_mode() == "none" {
@@ -634,6 +706,74 @@ fn writes_outside_the_worktree_fail_and_change_nothing() {
     for (p, b) in files.iter().zip(&before) {
         assert_eq!(&fs::read(p).unwrap(), b, "{} changed", p.display());
     }
+}
+
+/// A host directory a run planted a link to: writable on the host, holding a secret.
+fn victim(f: &Fixture) -> PathBuf {
+    let victim = f.root.join("victim");
+    fs::create_dir_all(&victim).unwrap();
+    fs::write(victim.join("secret.txt"), MAIN_ONLY).unwrap();
+    victim
+}
+
+#[test]
+fn a_linked_attachments_mount_point_neither_exposes_nor_covers_its_target() {
+    let f = Fixture::new();
+    let shared = attachments(&f);
+    let victim = victim(&f);
+    fs::create_dir_all(f.worktree.join("src")).unwrap();
+    fs::write(f.worktree.join("src/lib.rs"), "pub fn kept() {}\n").unwrap();
+    let point = f.worktree.join(".codebutler-attachments");
+    // An absolute link to a host directory, then a relative one into the worktree itself.
+    for target in [victim.clone(), PathBuf::from("src")] {
+        let _ = fs::remove_dir(&point);
+        std::os::unix::fs::symlink(&target, &point).unwrap();
+        let out = f.run_with(
+            json!({ "attachments": shared }),
+            &format!(
+                "ls .codebutler-attachments
+                 cat '{victim}/secret.txt' .codebutler-attachments/secret.txt
+                 cat src/lib.rs
+                 touch .codebutler-attachments/planted || echo CREATE-REFUSED",
+                victim = victim.display()
+            ),
+        );
+        assert_eq!(out.code, Some(0), "{}: {out:?}", target.display());
+        out.assert_no_secret();
+        assert!(out.stdout.contains("api.log"), "{out:?}");
+        assert!(out.stdout.contains("pub fn kept"), "{out:?}");
+        assert!(out.stdout.contains("CREATE-REFUSED"), "{out:?}");
+        // From the host: the link became an empty directory of the worktree, and neither
+        // its old target nor the shared files changed.
+        let meta = fs::symlink_metadata(&point).unwrap();
+        assert!(meta.is_dir() && !meta.file_type().is_symlink());
+        assert!(entries(&point).is_empty());
+        assert_eq!(entries(&victim), ["secret.txt"]);
+        assert_eq!(entries(&f.worktree.join("src")), ["lib.rs"]);
+        assert_eq!(entries(&shared), ["api.log"]);
+    }
+}
+
+#[test]
+fn a_filled_attachments_mount_point_is_refused_and_kept() {
+    let f = Fixture::new();
+    let shared = attachments(&f);
+    let point = f.worktree.join(".codebutler-attachments");
+    fs::create_dir_all(&point).unwrap();
+    fs::write(point.join("left.txt"), "left by an earlier run\n").unwrap();
+    let out = f.run_with(json!({ "attachments": shared }), "echo RAN");
+    assert_eq!(out.code, Some(125), "{out:?}");
+    assert!(!out.stdout.contains("RAN"), "{out:?}");
+    assert!(
+        out.stderr.contains("sandbox step `mount` failed")
+            && out.stderr.contains(".codebutler-attachments is not empty"),
+        "{out:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(point.join("left.txt")).unwrap(),
+        "left by an earlier run\n"
+    );
+    assert_eq!(entries(&shared), ["api.log"]);
 }
 
 #[test]

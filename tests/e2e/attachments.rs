@@ -9,13 +9,14 @@
 //! call, and a Coder's model that cannot see images is said once per run.
 
 use base64::Engine as _;
+use codebutler_test_support::git;
 use codebutler_test_support::model::{Gate, Reply};
 use codebutler_test_support::slack::{BOT_TOKEN, CHANNEL, FakeSlack, SharedFile};
 use serde_json::{Value, json};
 
 use crate::harness::{
     Env, PM_MODEL, USER, WAIT, content_text, runner_env, say_and_wait_post, say_and_wait_run,
-    thread_with_plan, tool_results,
+    thread_with_plan, tool_results, write,
 };
 
 /// A screenshot's bytes: not text, so only an image part can carry them.
@@ -309,8 +310,15 @@ async fn a_pm_model_without_images_gets_the_name_and_the_thread_names_a_model_th
 }
 
 #[tokio::test]
-async fn the_coder_reads_the_shared_log_read_only_outside_its_worktree() {
-    let env = runner_env(json!({"maxTurns": 8, "timeout": 2})).await;
+async fn the_coder_greps_the_shared_log_in_its_worktree_and_can_neither_change_nor_commit_it() {
+    let env = Env::with_runner(json!({"coder": {"maxTurns": 12, "timeout": 3}})).await;
+    git::commit_files(
+        env.repo_path(),
+        &[("api/db.conf", "port=5433\n")],
+        "The api",
+    );
+    let origin = env.outside.path().join("origin.git");
+    git::push_to_new_origin(env.repo_path(), &origin);
     let plan = json!({"summary": "Work on SHARED-LOG", "steps": ["Read the log"], "files": []});
     env.model.script(
         "why does the api crash",
@@ -331,40 +339,88 @@ async fn the_coder_reads_the_shared_log_read_only_outside_its_worktree() {
         )
         .ts;
     env.wait_thread_posts(&thread, 1).await;
-    let dir = env
-        .repo_path()
-        .join(".codebutler/attachments")
-        .join(format!("{CHANNEL}-{thread}"));
-    let log = dir.join(format!("{}-0.txt", thread.replace('.', "_")));
-    let read = format!("cat '{}'", log.display());
-    let write = format!("echo tampered >> '{}' || echo WRITE-REFUSED", log.display());
+    let name = format!("{}-0.txt", thread.replace('.', "_"));
+    let shared = format!(".codebutler-attachments/{name}");
+    let bash = |command: &str| Reply::tool_call("Bash", json!({ "command": command }).to_string());
     env.model.script(
         "Work on SHARED-LOG",
         vec![
-            Reply::tool_call("Bash", json!({ "command": read }).to_string()),
-            Reply::tool_call("Bash", json!({ "command": write }).to_string()),
-            Reply::text("The database port is wrong."),
+            Reply::tool_call(
+                "Grep",
+                json!({"pattern": "connection refused", "path": ".codebutler-attachments"})
+                    .to_string(),
+            ),
+            Reply::tool_call("Read", json!({ "file_path": shared }).to_string()),
+            write(".codebutler-attachments/notes.txt", "planted"),
+            bash(&format!(
+                "echo tampered >> {shared} || echo APPEND-REFUSED; \
+                 rm -f {shared} || echo REMOVE-REFUSED"
+            )),
+            // A .gitignore that un-ignores the directory does not get it committed either.
+            write(".gitignore", "!.codebutler-attachments/\n"),
+            write("api/db.conf", "port=5432\n"),
+            Reply::tool_call(
+                "GitCommit",
+                json!({"message": "Use the database's port", "include": []}).to_string(),
+            ),
+            Reply::tool_call(
+                "OpenPR",
+                json!({"title": "Use the database's port", "body": "The log said so."}).to_string(),
+            ),
+            Reply::text("The database port was wrong."),
         ],
     );
     assert_eq!(
         say_and_wait_run(&env, &thread, "yes").await,
-        "white_check_mark"
+        "white_check_mark",
+        "{:?}",
+        env.thread_texts(&thread)
     );
 
     let requests = env.model.requests_for("Work on SHARED-LOG");
-    assert_eq!(requests.len(), 3, "{requests:#?}");
-    // The task names where the files are; the run read the log and could not change it.
+    // The task names where the files are, relative to the worktree.
     let task = crate::harness::user_messages(&requests[0].body)[0].clone();
     assert!(
-        task.contains(&format!(
-            "Files people shared in this thread are in `{}` (read-only",
-            dir.display()
-        )),
+        task.contains(
+            "Files people shared in this thread are in `.codebutler-attachments/` at the top of \
+             the worktree (read-only"
+        ) && task.contains(&format!("`{name}`")),
         "{task}"
     );
-    assert!(tool_results(&requests[1].body).contains("ERROR db: connection refused"));
-    assert!(tool_results(&requests[2].body).contains("WRITE-REFUSED"));
-    assert_eq!(std::fs::read_to_string(&log).unwrap(), LOG);
+    // What the model received: Grep and Read found the log in the worktree; the write
+    // failed and the shell could neither append nor remove.
+    let results: Vec<String> = tool_results(&requests.last().unwrap().body)
+        .split("\n---\n")
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        results[0].contains(&format!("{shared}:2:")) && results[0].contains("connection refused"),
+        "{results:#?}"
+    );
+    assert!(
+        results[1].contains("ERROR db: connection refused (port 5433)"),
+        "{results:#?}"
+    );
+    assert!(!results[2].contains("planted"), "{results:#?}");
+    assert!(
+        results[3].contains("APPEND-REFUSED") && results[3].contains("REMOVE-REFUSED"),
+        "{results:#?}"
+    );
+    // On the host the thread's files are as Slack served them, and nothing was added.
+    assert_eq!(
+        stored_files(&env, &thread),
+        vec![(name.clone(), LOG.as_bytes().to_vec())]
+    );
+    // Origin's branch has the Coder's change and nothing of the shared files.
+    let branch = "codebutler/work-on-shared-log";
+    let paths = git::git(&origin, &["ls-tree", "-r", "--name-only", branch]);
+    assert!(paths.lines().any(|p| p == "api/db.conf"), "{paths}");
+    assert!(paths.lines().any(|p| p == ".gitignore"), "{paths}");
+    assert!(!paths.contains(".codebutler-attachments"), "{paths}");
+    assert_eq!(
+        git::git(&origin, &["show", &format!("{branch}:api/db.conf")]),
+        "port=5432"
+    );
     env.assert_clean();
 }
 

@@ -15,6 +15,7 @@ use super::task::task_text;
 use crate::domain::{IncomingMessage, Plan};
 use crate::runners::supervisor::Workspace;
 use crate::workspace::worktree::{self, PrepareError};
+use codebutler_sandbox::spec::ATTACHMENTS_DIR;
 
 /// What the thread is told when the approved plan's preparation is still under way.
 pub const WAITING_LINE: &str =
@@ -70,7 +71,11 @@ impl SlackCoder {
             .conversation(&approval.thread(), crate::pm::ROLE)
             .await
             .map_err(|e| StartFailure::before_run(format!("read the PM's conversation: {e}")))?;
-        let shared = shared_files_line(&self.layout.repo, &approval.thread());
+        let shared = shared_files_line(
+            &self.layout.repo,
+            &approval.thread(),
+            self.prepare.sandboxed(),
+        );
         let parts = TaskParts {
             plan,
             conversation: &conversation,
@@ -243,8 +248,14 @@ impl SlackCoder {
 }
 
 /// The task's line about the files people shared in `thread`: where the run finds them,
-/// read-only, and their names (the controller's), or `None` when there are none.
-fn shared_files_line(repo: &std::path::Path, thread: &crate::domain::ThreadKey) -> Option<String> {
+/// read-only, and their names (the controller's), or `None` when there are none. In the
+/// sandbox they are at [`ATTACHMENTS_DIR`] in the worktree; without one (`sandbox.mode:
+/// none`) nothing binds them there, so the line names their directory on the host.
+fn shared_files_line(
+    repo: &std::path::Path,
+    thread: &crate::domain::ThreadKey,
+    sandboxed: bool,
+) -> Option<String> {
     let dir = crate::runners::supervisor::shared_files_dir(repo, thread)?;
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .ok()?
@@ -256,13 +267,19 @@ fn shared_files_line(repo: &std::path::Path, thread: &crate::domain::ThreadKey) 
         return None;
     }
     names.sort();
-    Some(format!(
-        "Files people shared in this thread are in `{}` (read-only, outside the worktree: read them, never commit them): {}.",
-        dir.display(),
-        names
-            .iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ))
+    let names = names
+        .iter()
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    Some(if sandboxed {
+        format!(
+            "Files people shared in this thread are in `{ATTACHMENTS_DIR}/` at the top of the worktree (read-only and git-ignored: read and grep them there, never commit them): {names}."
+        )
+    } else {
+        format!(
+            "Files people shared in this thread are in `{}` (outside the worktree: read them, never change or commit them): {names}.",
+            dir.display()
+        )
+    })
 }

@@ -14,6 +14,7 @@ use std::io;
 use std::path::Path;
 
 use super::platform::CACHE_DIR;
+use codebutler_sandbox::spec::ATTACHMENTS_DIR;
 
 /// One ignore pattern: a name (with at most one `*`), for directories only or any entry,
 /// anywhere in the tree or only at its top.
@@ -72,11 +73,12 @@ pub const PATTERNS: &[Pattern] = &[
     dir("node_modules"),
     top_dir(CACHE_DIR),
     top_dir(".target"),
+    top_dir(ATTACHMENTS_DIR),
 ];
 
 /// The worktree's own directories, made by the preparation and documented as never
 /// committed: a commit does not name them among what it left out.
-const OWN_DIRS: &[&str] = &[CACHE_DIR, ".venv", ".target"];
+const OWN_DIRS: &[&str] = &[CACHE_DIR, ".venv", ".target", ATTACHMENTS_DIR];
 
 /// The text of the thread repository's `info/exclude`: a comment, then [`PATTERNS`] in
 /// git's syntax.
@@ -150,6 +152,7 @@ mod tests {
             ".venv/",
             "/.codebutler-cache/",
             "/.target/",
+            "/.codebutler-attachments/",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing:\n{text}");
         }
@@ -179,6 +182,7 @@ mod tests {
             ("sub/.venv/bin/python", true),
             (".codebutler-cache/npm/x", true),
             ("sub/.codebutler-cache/x", false),
+            (".codebutler-attachments/api.log", true),
             ("src/egg-info.md", false),
             ("src/coverage.rs", false),
             ("package-lock.json", false),
@@ -217,6 +221,7 @@ mod tests {
             ".codebutler-cache",
             ".venv",
             ".target",
+            ".codebutler-attachments",
             "dist",
             "build",
             "secrets.txt",

@@ -575,6 +575,42 @@ mod tests {
     }
 
     #[test]
+    fn the_shared_files_directory_is_never_committed_even_where_a_gitignore_unignores_it() {
+        let f = ThreadFixture::new(&[("a.txt", "a\n")]);
+        let wt = f.worktree();
+        // What a run without shared files could leave where a later run sees them, beside a
+        // .gitignore that un-ignores the directory.
+        std::fs::create_dir_all(wt.join(".codebutler-attachments/sub")).unwrap();
+        std::fs::write(wt.join(".codebutler-attachments/notes.txt"), "planted\n").unwrap();
+        std::fs::write(wt.join(".codebutler-attachments/sub/x.log"), "planted\n").unwrap();
+        std::fs::write(wt.join(".gitignore"), "!.codebutler-attachments/\n").unwrap();
+        std::fs::write(wt.join("a.txt"), "b\n").unwrap();
+        let commit = commit_in(&f, "Change a").unwrap();
+        assert_eq!(commit.files_changed, [".gitignore", "a.txt"]);
+        let repo = main_repo(&f);
+        let made = repo
+            .find_commit(git2::Oid::from_str(&commit.sha).unwrap())
+            .unwrap();
+        let tree = made.tree().unwrap();
+        assert!(tree.get_path(Path::new(".codebutler-attachments")).is_err());
+        assert!(tree.get_path(Path::new("a.txt")).is_ok());
+        // Naming it on purpose is refused, with the reason.
+        let err = commit_all(
+            &f.helper(),
+            f.main(),
+            wt,
+            "Add the notes",
+            &[".codebutler-attachments/notes.txt".to_owned()],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the files people shared in the thread are never committed"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn refuses_other_branches_and_empty_messages() {
         let f = ThreadFixture::new(&[("a.txt", "a\n")]);
         assert!(matches!(

@@ -15,6 +15,9 @@ pub const DEFAULT_HOSTNAME: &str = "codebutler";
 pub const HOME_INSIDE: &str = "/tmp/home";
 /// `PATH` inside the sandbox.
 pub const PATH_INSIDE: &str = "/usr/local/bin:/usr/bin:/bin";
+/// Where the spec's [`SandboxSpec::attachments`] appear: this directory at the top of the
+/// worktree (git-ignored, never committed), read-only.
+pub const ATTACHMENTS_DIR: &str = ".codebutler-attachments";
 
 /// What the runner needs to build its sandbox.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,6 +31,11 @@ pub struct SandboxSpec {
     /// Extra host paths exposed read-only at the same path (toolchains such as `/root/.cargo`).
     #[serde(default)]
     pub read_only: Vec<PathBuf>,
+    /// A host directory (the files people shared in the thread) bound read-only at
+    /// [`ATTACHMENTS_DIR`] in the worktree, as a live view: files added to it later appear
+    /// inside. Absent: no such directory inside. Ignored with `mode: none`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attachments: Option<PathBuf>,
     /// The hostname inside (default `codebutler`).
     #[serde(default = "default_hostname")]
     pub hostname: String,
@@ -60,6 +68,7 @@ impl SandboxSpec {
             worktree: worktree.into(),
             mount_point: default_mount_point(),
             read_only: Vec::new(),
+            attachments: None,
             hostname: default_hostname(),
             limits: Limits::default(),
             env: BTreeMap::new(),
@@ -154,6 +163,7 @@ mod tests {
         assert_eq!(spec.keep_fds, vec![3]);
         assert_eq!(spec.mode, SandboxMode::Enforce);
         assert!(!spec.network, "no network unless the spec asks for it");
+        assert_eq!(spec.attachments, None);
         assert_eq!(spec.limits.max_processes, 256);
         assert_eq!(spec.limits.memory_bytes, 2 * 1024 * 1024 * 1024);
         assert_eq!(spec.limits.file_size_bytes, 1024 * 1024 * 1024);
@@ -179,6 +189,9 @@ mod tests {
         let spec: SandboxSpec =
             serde_json::from_str(r#"{"worktree": "/w", "network": true}"#).unwrap();
         assert!(spec.network);
+        let spec: SandboxSpec =
+            serde_json::from_str(r#"{"worktree": "/w", "attachments": "/r/a/t"}"#).unwrap();
+        assert_eq!(spec.attachments, Some(PathBuf::from("/r/a/t")));
         // A string is not a yes: the field is typed, so a sloppy spec fails instead.
         assert!(
             serde_json::from_str::<SandboxSpec>(r#"{"worktree": "/w", "network": "no"}"#).is_err()

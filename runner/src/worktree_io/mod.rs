@@ -13,7 +13,9 @@
 //!   [`wire::Frame`]: unchanged files by their blob id (the controller checks it is already
 //!   in the thread's object store), changed and new ones with their content, read with
 //!   [`beneath`]'s no-symlink opens. The controller builds blobs and trees from the frames
-//!   and reads nothing from the worktree.
+//!   and reads nothing from the worktree. Nothing new under `.codebutler-attachments/`
+//!   (where a run sees the files people shared) is ever sent, whatever the ignore rules say;
+//!   the helper's own sandbox has no bind there, so it would only find what a run wrote.
 //! - [`restore`] puts a tree of the thread's object store back: it removes every symlink and
 //!   every file git does not ignore, then writes the tree's files, never following a symlink
 //!   in any path component whatever the ignore rules say, and reports what it wrote so the
@@ -28,6 +30,7 @@
 //! `sandbox.mode: none`.
 
 pub mod beneath;
+use codebutler_sandbox::spec::ATTACHMENTS_DIR;
 use codebutler_sandbox::worktree_wire as wire;
 
 use std::io::Write;
@@ -146,6 +149,11 @@ pub fn snapshot(root: &Path, options: &Snapshot, out: &mut impl Write) -> Result
         if path.ends_with(b"/") || check_path(&path).is_err() {
             continue;
         }
+        // So does anything new where the run sees the shared files, whatever the ignore
+        // rules say (a file the repository tracks there is the repository's).
+        if in_attachments(&path) && index.get_path(&rel(&path), 0).is_none() {
+            continue;
+        }
         if flags.contains(Status::WT_DELETED) {
             continue;
         }
@@ -198,6 +206,13 @@ pub fn snapshot(root: &Path, options: &Snapshot, out: &mut impl Write) -> Result
     Ok(entries)
 }
 
+/// Whether the worktree-relative `path` is [`ATTACHMENTS_DIR`] or lies in it: where the run
+/// sees the files people shared, which no commit carries.
+fn in_attachments(path: &[u8]) -> bool {
+    path.strip_prefix(ATTACHMENTS_DIR.as_bytes())
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(b"/"))
+}
+
 /// Sends the ignored files under the paths of [`Snapshot::include`] (the others were sent
 /// already) with their content; returns how many entries it sent.
 fn send_included(
@@ -220,6 +235,12 @@ fn send_included(
         check_path(path).map_err(|reason| {
             HelperError::Invalid(format!("include {}: {reason}", wire::show(path)))
         })?;
+        if in_attachments(path) {
+            return Err(HelperError::Invalid(format!(
+                "include {}: the files people shared in the thread are never committed",
+                wire::show(path)
+            )));
+        }
         status.pathspec(std::ffi::OsStr::from_bytes(path));
     }
     let statuses = repo

@@ -9,8 +9,13 @@
 //!   anywhere, so nothing else can reach the hub; that is why the engine must be able to
 //!   pass a descriptor (Podman can; Docker cannot, hence Podman only).
 //! - **Mounts**: the worktree read-write at its own path, the object stores its
-//!   `objects/info/alternates` names (the thread's base history) and the spec's `readOnly`
-//!   paths read-only at theirs; nothing else of the host. The image's root is read-only
+//!   `objects/info/alternates` names (the thread's base history), the spec's `readOnly`
+//!   paths and its `attachments` (the files people shared in the thread) read-only at
+//!   theirs; nothing else of the host. The runner's sandbox inside binds the attachments
+//!   read-only into the worktree at `.codebutler-attachments`, as it does locally: a volume
+//!   of the engine's there would stay outside the sandbox's non-recursive bind of the
+//!   worktree, and would have the engine make its mount point through a directory the
+//!   runner writes. The image's root is read-only
 //!   (`--read-only`), `/etc/hosts` is the image's (`--no-hosts`).
 //! - **No network** (`--network=none`), **no environment** (none is passed; the engine's
 //!   proxy variables are not forwarded), **one capability** (`--cap-drop=all` but
@@ -362,8 +367,9 @@ fn container_name(run_id: &str) -> String {
 }
 
 /// The host paths the container gets, each at its own path, and whether it is writable:
-/// the worktree (read-write), the object stores its repository's alternates name, and
-/// the spec's read-only paths.
+/// the worktree (read-write), the object stores its repository's alternates name, the
+/// spec's read-only paths and its attachments (read-only; the sandbox inside binds them
+/// into the worktree).
 fn mounts(spec: &SandboxSpec) -> Result<Vec<(PathBuf, bool)>, LaunchError> {
     let mut mounts = vec![(spec.worktree.clone(), true)];
     for store in alternates(&spec.worktree)? {
@@ -371,6 +377,9 @@ fn mounts(spec: &SandboxSpec) -> Result<Vec<(PathBuf, bool)>, LaunchError> {
     }
     for path in &spec.read_only {
         mounts.push((path.clone(), false));
+    }
+    if let Some(attachments) = &spec.attachments {
+        mounts.push((attachments.clone(), false));
     }
     Ok(mounts)
 }
@@ -451,6 +460,7 @@ mod tests {
         .unwrap();
         let mut spec = SandboxSpec::for_worktree(&worktree);
         spec.read_only = vec![PathBuf::from("/opt/toolchain")];
+        spec.attachments = Some(PathBuf::from("/srv/repo/.codebutler/attachments/C1-1.1"));
         spec.limits.max_processes = 128;
         spec.limits.memory_bytes = 768 << 20;
         let request = LaunchRequest {
@@ -489,6 +499,7 @@ mod tests {
             &format!("--mount=type=bind,source={w},destination={w}"),
             "--mount=type=bind,source=/srv/repo/.codebutler/git/bases/abc/objects,destination=/srv/repo/.codebutler/git/bases/abc/objects,readonly=true",
             "--mount=type=bind,source=/opt/toolchain,destination=/opt/toolchain,readonly=true",
+            "--mount=type=bind,source=/srv/repo/.codebutler/attachments/C1-1.1,destination=/srv/repo/.codebutler/attachments/C1-1.1,readonly=true",
             "--label=team=api",
             "localhost/codebutler-runner:latest",
         ];

@@ -141,10 +141,9 @@ impl Inner {
     ) -> Result<Runner, RunnerStartError> {
         self.worktrees.ensure_mounted(&request.worktree).await?;
         let mut spec = self.worktrees.run_spec(&request.worktree);
-        // The files people shared in the thread, read-only at their own path.
-        if let Some(shared) = shared_files_dir(&self.worktrees.repo, &request.thread) {
-            spec.read_only.push(shared);
-        }
+        // The files people shared in the thread, read-only at `.codebutler-attachments/`
+        // in the worktree: a live view, so files stored while the run goes on appear too.
+        spec.attachments = shared_files_dir(&self.worktrees.repo, &request.thread);
         let launched = self
             .launcher
             .launch(&LaunchRequest {

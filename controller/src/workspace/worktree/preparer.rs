@@ -183,6 +183,12 @@ impl Preparer {
         disk::size_mb(&disks_dir(&self.repo), worktree)
     }
 
+    /// Whether runs get the sandbox (`sandbox.mode` is not `none`): only then do the files
+    /// people shared appear in the worktree at `.codebutler-attachments/`.
+    pub fn sandboxed(&self) -> bool {
+        self.sandbox.mode == codebutler_sandbox::SandboxMode::Enforce
+    }
+
     /// The sandbox spec of a Coder run in `worktree` (see [`crate::workspace::run_spec`]).
     pub fn run_spec(&self, worktree: &Path) -> codebutler_sandbox::SandboxSpec {
         crate::workspace::run_spec(&self.sandbox, &self.build, &self.toolchains, worktree)

@@ -61,7 +61,9 @@
 //!    `/newroot` from the plan — read-only binds of `/usr`, `/etc` (secrets hidden under
 //!    empty files and tmpfs), `/lib*` (symlinks recreated as symlinks) and the `readOnly`
 //!    paths (cargo `credentials` hidden); a size-capped tmpfs `/tmp` with `/tmp/home`; the
-//!    worktree read-write at the mount point with its `.git` read-only over itself; the
+//!    worktree read-write at the mount point with its `.git` read-only over itself and the
+//!    spec's `attachments` read-only at `.codebutler-attachments` in it (through
+//!    descriptors that resolve no links: the runner writes that directory); the
 //!    object stores of its alternates read-only at their own absolute paths (so git inside
 //!    still finds them); a minimal
 //!    `/dev`; a new `/proc` with its root-owned knobs re-bound read-only — detach the old

@@ -7,14 +7,19 @@
 //! mount left it when it became the root), the old root is detached, and
 //! `pivot_root(".", ".")` in `/newroot` switches to it for good.
 
+use std::ffi::OsStr;
 use std::fs::{self, OpenOptions};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
+use nix::dir::Dir;
 use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat2};
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
 use nix::sys::statvfs::statvfs;
-use nix::unistd::{chdir, pivot_root};
+use nix::unistd::{UnlinkatFlags, chdir, pivot_root, unlinkat};
 
 use super::error::{AtStep, SandboxError, Step};
 use super::plan::{MountOp, Source};
@@ -250,6 +255,12 @@ fn apply(op: &MountOp) -> Result<(), SandboxError> {
             )
             .at(step, || format!("remount {} with {flags:?}", dst.display()))
         }
+        MountOp::BindInto {
+            source,
+            parent,
+            name,
+            flags,
+        } => bind_into(&under(OLD_ROOT, source), parent, name, *flags),
         MountOp::Tmpfs {
             target,
             size_bytes,
@@ -309,6 +320,109 @@ fn apply(op: &MountOp) -> Result<(), SandboxError> {
             .at(step, || format!("remount {} with {flags:?}", dst.display()))
         }
     }
+}
+
+/// Resolution that never leaves the directory it starts from and never follows a link.
+const NO_LINKS: ResolveFlag = ResolveFlag::RESOLVE_BENEATH
+    .union(ResolveFlag::RESOLVE_NO_SYMLINKS)
+    .union(ResolveFlag::RESOLVE_NO_MAGICLINKS);
+
+/// Binds the directory `src` at `name` in `parent` (inside: a directory the sandbox
+/// writes, so holding whatever an earlier run left), then remounts it with `flags`.
+///
+/// Every step goes through descriptors, never through a path the directory's content could
+/// redirect: `name` is made an empty real directory ([`prepare_mount_point`]), opened with
+/// `openat2` resolving no links, and the bind targets that descriptor (`/proc/self/fd/N`
+/// of the old root, which names exactly the opened directory); the remount targets the
+/// bind's own root, opened the same way.
+fn bind_into(src: &Path, parent: &Path, name: &OsStr, flags: MsFlags) -> Result<(), SandboxError> {
+    let step = Step::Mount;
+    let shown = parent.join(name);
+    let dir = nix::fcntl::open(
+        &under(NEW_ROOT, parent),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .at(step, || format!("open {}", parent.display()))?;
+    prepare_mount_point(&dir, name, &shown)?;
+    let open_point = |resolve: ResolveFlag| -> Result<OwnedFd, SandboxError> {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+            .resolve(resolve);
+        openat2(&dir, name, how).at(step, || {
+            format!("open {} without following links", shown.display())
+        })
+    };
+    let point = open_point(NO_LINKS | ResolveFlag::RESOLVE_NO_XDEV)?;
+    let by_fd = |fd: &OwnedFd| {
+        under(
+            OLD_ROOT,
+            &Path::new("/proc/self/fd").join(fd.as_raw_fd().to_string()),
+        )
+    };
+    mount(Some(src), &by_fd(&point), NONE, MsFlags::MS_BIND, NONE).at(step, || {
+        format!("mount --bind {} {}", src.display(), shown.display())
+    })?;
+    let root = open_point(NO_LINKS)?;
+    mount(
+        NONE,
+        &by_fd(&root),
+        NONE,
+        MsFlags::MS_BIND | MsFlags::MS_REMOUNT | flags,
+        NONE,
+    )
+    .at(step, || {
+        format!("remount {} with {flags:?}", shown.display())
+    })
+}
+
+/// Makes `name` in `dir` an empty real directory without following any link: a missing
+/// one is created; a symlink, file or other non-directory is removed first (it names
+/// nothing the sandbox needs: the mount point is the sandbox's own); a directory with
+/// content is refused, since mounting over it would hide what someone put there.
+fn prepare_mount_point(dir: &OwnedFd, name: &OsStr, shown: &Path) -> Result<(), SandboxError> {
+    let step = Step::Mount;
+    match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Err(Errno::ENOENT) => {}
+        Err(e) => return Err(e).at(step, || format!("stat {}", shown.display())),
+        Ok(stat) => {
+            let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+            if kind == SFlag::S_IFDIR {
+                let how = OpenHow::new()
+                    .flags(
+                        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    )
+                    .resolve(NO_LINKS | ResolveFlag::RESOLVE_NO_XDEV);
+                let listed = openat2(dir, name, how)
+                    .and_then(Dir::from_fd)
+                    .at(step, || format!("open {}", shown.display()))?;
+                let mut entries = listed.into_iter();
+                let first = entries.find(|e| {
+                    !matches!(
+                        e.as_ref().map(|e| e.file_name().to_bytes()),
+                        Ok(b".") | Ok(b"..")
+                    )
+                });
+                return match first {
+                    None => Ok(()),
+                    Some(Err(e)) => Err(e).at(step, || format!("list {}", shown.display())),
+                    Some(Ok(_)) => Err(SandboxError::new(
+                        step,
+                        format!(
+                            "{} is not empty: it is where the shared files are mounted, and \
+                             something else was put there (remove it from the worktree)",
+                            shown.display()
+                        ),
+                    )),
+                };
+            }
+            unlinkat(dir, name, UnlinkatFlags::NoRemoveDir).at(step, || {
+                format!("remove {} (not a directory)", shown.display())
+            })?;
+        }
+    }
+    mkdirat(dir, name, Mode::from_bits_truncate(0o755))
+        .at(step, || format!("mkdir {}", shown.display()))
 }
 
 #[cfg(test)]

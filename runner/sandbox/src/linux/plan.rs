@@ -2,13 +2,14 @@
 //! Landlock rules that match them, computed from a [`HostLayout`] by pure functions (tested
 //! by equality below; applied by [`super::mounts`] and [`super::landlock`]).
 
+use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use nix::mount::MsFlags;
 
 use super::resolve::{HostEntry, HostLayout, NodeKind};
-use crate::spec::{HOME_INSIDE, SandboxSpec};
+use crate::spec::{ATTACHMENTS_DIR, HOME_INSIDE, SandboxSpec};
 
 /// Size of the (read-only once populated) tmpfs holding `/dev`'s nodes and symlinks.
 pub const DEV_TMPFS_BYTES: u64 = 64 << 10;
@@ -54,6 +55,21 @@ pub enum MountOp {
         /// Skip silently when the source does not exist (used only for `/proc` entries that
         /// not every kernel has).
         optional: bool,
+    },
+    /// Bind the host directory `source` at `name` in the directory `parent` (inside), a
+    /// directory the sandboxed process can write, so never through a link: whatever is at
+    /// `name` is resolved without following symlinks, a symlink or file there is replaced by
+    /// an empty directory, a directory with content is refused. Then the bind is remounted
+    /// with exactly `flags`.
+    BindInto {
+        /// The canonical host directory.
+        source: PathBuf,
+        /// The directory, inside, that holds the mount point.
+        parent: PathBuf,
+        /// The mount point's name in `parent` (one plain component).
+        name: OsString,
+        /// The flags of the bind remount.
+        flags: MsFlags,
     },
     /// A fresh tmpfs.
     Tmpfs {
@@ -117,6 +133,18 @@ impl fmt::Display for MountOp {
                 };
                 write!(f, "bind {src} at {} ({})", target.display(), ro(flags))
             }
+            MountOp::BindInto {
+                source,
+                parent,
+                name,
+                flags,
+            } => write!(
+                f,
+                "bind host {} at {} ({}, no links)",
+                source.display(),
+                parent.join(name).display(),
+                ro(flags)
+            ),
             MountOp::Tmpfs {
                 target, size_bytes, ..
             } => write!(f, "tmpfs at {} (size {size_bytes})", target.display()),
@@ -142,8 +170,8 @@ const NOEXEC_RO: MsFlags = RO.union(MsFlags::MS_NOEXEC);
 ///
 /// Order matters where targets nest: the private `/tmp` comes before anything bound under
 /// it (git metadata of a repository in `/tmp`), the read-only paths before the secrets
-/// hidden inside them, the worktree before the read-only bind over its `.git`, and `/proc`
-/// before the read-only binds over its entries.
+/// hidden inside them, the worktree before the read-only binds over its `.git` and its
+/// attachments directory, and `/proc` before the read-only binds over its entries.
 pub fn plan_mounts(spec: &SandboxSpec, layout: &HostLayout) -> Vec<MountOp> {
     let locked = |p: &Path| {
         layout
@@ -224,6 +252,14 @@ pub fn plan_mounts(spec: &SandboxSpec, layout: &HostLayout) -> Vec<MountOp> {
             target: spec.mount_point.join(".git"),
             kind,
             optional: false,
+        });
+    }
+    if let Some(attachments) = &layout.attachments {
+        ops.push(MountOp::BindInto {
+            flags: NOEXEC_RO | locked(attachments),
+            source: attachments.clone(),
+            parent: spec.mount_point.clone(),
+            name: OsString::from(ATTACHMENTS_DIR),
         });
     }
     for dir in &layout.git_metadata {
@@ -317,7 +353,8 @@ pub struct LandlockRule {
 /// read-write; the character devices read-write. Nothing else, not even listing `/`.
 ///
 /// Landlock cannot take rights away below a directory it grants (the git metadata of a
-/// repository under `/tmp`, `.git` in the worktree): the read-only mounts protect those.
+/// repository under `/tmp`, `.git` and `.codebutler-attachments` in the worktree): the
+/// read-only mounts protect those.
 pub fn landlock_rules(spec: &SandboxSpec, layout: &HostLayout) -> Vec<LandlockRule> {
     let rule = |path: &Path, kind, access| LandlockRule {
         path: path.to_path_buf(),
@@ -487,6 +524,44 @@ mod tests {
             assert_eq!(src, target);
             assert!(flags.contains(MsFlags::MS_RDONLY));
         }
+    }
+
+    #[test]
+    fn attachments_are_bound_read_only_into_the_worktree_after_it() {
+        let spec = SandboxSpec::for_worktree("/w");
+        let mut l = layout();
+        l.attachments = Some(p("/srv/repo/.codebutler/attachments/C1-1.1"));
+        l.locked_flags.insert(
+            p("/srv/repo/.codebutler/attachments/C1-1.1"),
+            MsFlags::MS_NOATIME,
+        );
+        let plan = plan_mounts(&spec, &l);
+        let at = |want: &dyn Fn(&MountOp) -> bool| plan.iter().position(want).unwrap();
+        let bind = at(&|op| matches!(op, MountOp::BindInto { .. }));
+        assert_eq!(
+            plan[bind],
+            MountOp::BindInto {
+                source: p("/srv/repo/.codebutler/attachments/C1-1.1"),
+                parent: p("/workspace"),
+                name: OsString::from(".codebutler-attachments"),
+                flags: NOEXEC_RO | MsFlags::MS_NOATIME,
+            }
+        );
+        let worktree = at(
+            &|op| matches!(op, MountOp::Bind { target, .. } if target == Path::new("/workspace")),
+        );
+        assert!(worktree < bind);
+        assert_eq!(
+            plan[bind].to_string(),
+            "bind host /srv/repo/.codebutler/attachments/C1-1.1 at \
+             /workspace/.codebutler-attachments (read-only, no links)"
+        );
+        // No attachments: no such mount.
+        assert!(
+            !plan_mounts(&spec, &layout())
+                .iter()
+                .any(|op| matches!(op, MountOp::BindInto { .. }))
+        );
     }
 
     #[test]

@@ -83,6 +83,9 @@ pub struct HostLayout {
     pub git_metadata: Vec<PathBuf>,
     /// The spec's `readOnly` paths, canonical, with their kind.
     pub read_only: Vec<(PathBuf, NodeKind)>,
+    /// The spec's `attachments` directory, canonical: bound read-only at
+    /// [`crate::spec::ATTACHMENTS_DIR`] in the worktree.
+    pub attachments: Option<PathBuf>,
     /// The system paths present on the host.
     pub system: Vec<(PathBuf, HostEntry)>,
     /// Secrets visible through the exposed paths, canonical, with their kind.
@@ -100,6 +103,11 @@ pub fn resolve(spec: &SandboxSpec) -> Result<HostLayout, SandboxError> {
     let worktree = resolve_worktree(&spec.worktree)?;
     let (dot_git, git_metadata) = resolve_git(&worktree)?;
     let read_only = resolve_read_only(&spec.read_only)?;
+    let attachments = spec
+        .attachments
+        .as_deref()
+        .map(resolve_attachments)
+        .transpose()?;
     let system = resolve_system()?;
     let mut exposed: Vec<PathBuf> = system
         .iter()
@@ -116,6 +124,7 @@ pub fn resolve(spec: &SandboxSpec) -> Result<HostLayout, SandboxError> {
     }
     sources.extend(git_metadata.iter().cloned());
     sources.extend(read_only.iter().map(|(p, _)| p.clone()));
+    sources.extend(attachments.iter().cloned());
     sources.extend(exposed.iter().cloned());
     sources.extend(devices.iter().cloned());
     let mut locked_flags = BTreeMap::new();
@@ -129,6 +138,7 @@ pub fn resolve(spec: &SandboxSpec) -> Result<HostLayout, SandboxError> {
         dot_git,
         git_metadata,
         read_only,
+        attachments,
         system,
         secrets,
         devices,
@@ -151,6 +161,11 @@ pub fn validate_spec_shape(spec: &SandboxSpec) -> Result<(), SandboxError> {
         if !p.is_absolute() {
             return err(format!("readOnly path {} is not absolute", p.display()));
         }
+    }
+    if let Some(p) = &spec.attachments
+        && !p.is_absolute()
+    {
+        return err(format!("attachments {} is not absolute", p.display()));
     }
     if spec.hostname.is_empty()
         || spec.hostname.len() > 64
@@ -259,6 +274,17 @@ pub fn validate_against_layout(
                  checkout)",
                 p.display(),
                 g.display()
+            ));
+        }
+    }
+    if let Some(a) = &layout.attachments {
+        // Inside the worktree the runner could have made it; around it, it would expose
+        // the worktree's surroundings.
+        if overlaps(a, &layout.worktree) {
+            return err(format!(
+                "attachments {} overlaps the worktree {}",
+                a.display(),
+                layout.worktree.display()
             ));
         }
     }
@@ -428,6 +454,20 @@ fn resolve_read_only(paths: &[PathBuf]) -> Result<Vec<(PathBuf, NodeKind)>, Sand
     Ok(out)
 }
 
+/// The attachments directory, canonical; it must be a directory.
+fn resolve_attachments(path: &Path) -> Result<PathBuf, SandboxError> {
+    let c = fs::canonicalize(path).at(Step::ResolveReadOnly, || {
+        format!("canonicalize attachments {}", path.display())
+    })?;
+    if !c.is_dir() {
+        return Err(SandboxError::new(
+            Step::ResolveReadOnly,
+            format!("attachments {} is not a directory", c.display()),
+        ));
+    }
+    Ok(c)
+}
+
 fn resolve_system() -> Result<Vec<(PathBuf, HostEntry)>, SandboxError> {
     let mut out = Vec::new();
     for p in SYSTEM_PATHS {
@@ -581,6 +621,7 @@ pub(crate) mod tests {
             dot_git: Some(NodeKind::File),
             git_metadata: vec![PathBuf::from("/srv/repo/.git")],
             read_only: vec![(PathBuf::from("/root/.cargo"), NodeKind::Dir)],
+            attachments: None,
             system: vec![
                 (PathBuf::from("/usr"), HostEntry::Dir),
                 (
@@ -652,6 +693,29 @@ pub(crate) mod tests {
         l.worktree = PathBuf::from("/elsewhere/w");
         l.read_only = vec![(PathBuf::from("/srv/repo"), NodeKind::Dir)];
         refused(&spec, &l, "contains the git metadata");
+    }
+
+    #[test]
+    fn attachments_must_lie_apart_from_the_worktree() {
+        let spec = SandboxSpec::for_worktree("/srv/repo/.codebutler/branches/t");
+        for (dir, needle) in [
+            (
+                "/srv/repo/.codebutler/branches/t/logs",
+                "overlaps the worktree",
+            ),
+            ("/srv/repo", "overlaps the worktree"),
+            ("/", "overlaps the worktree"),
+        ] {
+            let mut l = layout();
+            l.attachments = Some(PathBuf::from(dir));
+            refused(&spec, &l, needle);
+        }
+        let mut l = layout();
+        l.attachments = Some(PathBuf::from("/srv/repo/.codebutler/attachments/C1-1.1"));
+        validate_against_layout(&spec, &l).unwrap();
+        let mut spec = SandboxSpec::for_worktree("/w");
+        spec.attachments = Some(PathBuf::from("relative"));
+        refused(&spec, &layout(), "not absolute");
     }
 
     #[test]
