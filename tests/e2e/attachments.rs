@@ -584,13 +584,17 @@ async fn a_screenshot_in_the_thread_reaches_the_coders_model_as_an_image_part_on
 }
 
 #[tokio::test]
-async fn a_log_shared_while_the_coder_runs_is_stored_and_named_to_it() {
+async fn a_log_shared_while_the_coder_runs_is_stored_named_to_it_and_read_in_its_worktree() {
     let env = runner_env(json!({"maxTurns": 4, "timeout": 2})).await;
     let gate = Gate::new();
     env.model.script(
         "Work on LOG-MIDRUN",
         vec![
             Reply::held(&gate, Reply::tool_call("Bash", r#"{"command": "true"}"#)),
+            Reply::tool_call(
+                "Bash",
+                r#"{"command": "cat .codebutler-attachments/*.txt"}"#,
+            ),
             Reply::text("The port is wrong."),
         ],
     );
@@ -624,7 +628,7 @@ async fn a_log_shared_while_the_coder_runs_is_stored_and_named_to_it() {
     assert!(downloads[0].authorized);
     // ...and named to the Coder with the message, on its next call.
     let requests = env.model.requests_for("Work on LOG-MIDRUN");
-    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(requests.len(), 3, "{requests:#?}");
     let users = crate::harness::user_messages(&requests[1].body);
     assert_eq!(
         users.last().unwrap(),
@@ -633,6 +637,10 @@ async fn a_log_shared_while_the_coder_runs_is_stored_and_named_to_it() {
         ),
         "{users:?}"
     );
+    // The run started before the thread had any file, yet it reads the log in its
+    // worktree: the read-only view there is live.
+    let read = tool_results(&requests[2].body);
+    assert!(read.contains(LOG.trim_end()), "{read}");
     env.assert_clean();
 }
 

@@ -22,6 +22,7 @@ use super::deadline::KillClock;
 use super::{Inner, RunEvent, RunLimits, RunRequest};
 use crate::domain::RunState;
 use crate::gateway::CallContext;
+use crate::layout::Layout;
 use crate::workspace::worktree::WorktreeError;
 
 /// Why a run's runner could not be started (the run's ending).
@@ -143,7 +144,16 @@ impl Inner {
         let mut spec = self.worktrees.run_spec(&request.worktree);
         // The files people shared in the thread, read-only at `.codebutler-attachments/`
         // in the worktree: a live view, so files stored while the run goes on appear too.
-        spec.attachments = shared_files_dir(&self.worktrees.repo, &request.thread);
+        // The directory is made now (a real one, never a link) so that a run whose thread
+        // has no file yet sees those shared later.
+        spec.attachments =
+            match Layout::new(&self.worktrees.repo).thread_attachments(&request.thread) {
+                Ok(dir) => Some(dir),
+                Err(e) => {
+                    tracing::warn!(thread = %request.thread, "the shared files' directory: {e}");
+                    shared_files_dir(&self.worktrees.repo, &request.thread)
+                }
+            };
         let launched = self
             .launcher
             .launch(&LaunchRequest {
