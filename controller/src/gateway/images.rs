@@ -136,21 +136,30 @@ impl ImagesApi {
                     .body(body)
             }
         };
-        let call = async {
-            let response = builder
-                .bearer_auth(key.expose())
-                .send()
-                .await
-                .map_err(transport)?;
-            let status = response.status().as_u16();
-            let text = response.text().await.map_err(transport)?;
-            Ok::<_, ImagesError>((status, text))
-        };
-        let (status, text) = tokio::time::timeout(IMAGES_TIMEOUT, call)
-            .await
-            .map_err(|_| ImagesError::Timeout)??;
+        let (status, text) = send(builder, key).await?;
         decode_answer(status, &text)
     }
+}
+
+/// Sends `request` with the key `key`, within [`IMAGES_TIMEOUT`]: the answer's status and
+/// text.
+pub(crate) async fn send(
+    request: reqwest::RequestBuilder,
+    key: &Secret,
+) -> Result<(u16, String), ImagesError> {
+    let call = async {
+        let response = request
+            .bearer_auth(key.expose())
+            .send()
+            .await
+            .map_err(transport)?;
+        let status = response.status().as_u16();
+        let text = response.text().await.map_err(transport)?;
+        Ok::<_, ImagesError>((status, text))
+    };
+    tokio::time::timeout(IMAGES_TIMEOUT, call)
+        .await
+        .map_err(|_| ImagesError::Timeout)?
 }
 
 pub(crate) fn transport(e: reqwest::Error) -> ImagesError {

@@ -18,7 +18,7 @@ use base64::Engine as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::images::{IMAGES_TIMEOUT, ImageRequest, ImagesError, decode_png, http_error, transport};
+use super::images::{ImageRequest, ImagesError, decode_png, http_error, send, transport};
 use crate::config::OpenRouterConfig;
 use crate::secret::Secret;
 
@@ -91,22 +91,8 @@ impl OpenRouterImages {
     /// Draws `request`'s image (an edit of its base when it has one).
     pub async fn draw(&self, request: &ImageRequest<'_>) -> Result<Drawn, ImagesError> {
         let body = request_body(request);
-        let call = async {
-            let response = self
-                .http
-                .post(&self.url)
-                .bearer_auth(self.api_key.expose())
-                .json(&body)
-                .send()
-                .await
-                .map_err(transport)?;
-            let status = response.status().as_u16();
-            let text = response.text().await.map_err(transport)?;
-            Ok::<_, ImagesError>((status, text))
-        };
-        let (status, text) = tokio::time::timeout(IMAGES_TIMEOUT, call)
-            .await
-            .map_err(|_| ImagesError::Timeout)??;
+        let request = self.http.post(&self.url).json(&body);
+        let (status, text) = send(request, &self.api_key).await?;
         decode_answer(status, &text)
     }
 }
