@@ -229,6 +229,58 @@ async fn from_a_slack_thread_to_a_pull_request_in_a_container() {
     env.assert_clean();
 }
 
+/// A log shared in the thread is read-only at `.codebutler-attachments/` in the worktree of
+/// a run in a container too: the Coder reads it there and cannot change it.
+#[tokio::test]
+async fn a_shared_log_is_read_only_in_the_worktree_of_a_run_in_a_container() {
+    const LOG: &str = "ERROR db: connection refused (port 5433)\n";
+    let env = container_env(json!({"coder": {"maxTurns": 6, "timeout": 2}})).await;
+    let plan = json!({"summary": "Work on BOXED-LOG", "steps": ["Read the log"], "files": []});
+    env.model.script(
+        "why does the boxed api crash",
+        vec![
+            Reply::tool_call("ProposePlan", plan.to_string()),
+            Reply::text("Plan ready."),
+        ],
+    );
+    env.model.script(
+        "Work on BOXED-LOG",
+        vec![
+            bash(
+                "cat .codebutler-attachments/*.txt; \
+                 echo tampered >> .codebutler-attachments/*.txt || echo APPEND-REFUSED",
+            ),
+            Reply::text("The port is wrong."),
+        ],
+    );
+    let _daemon = env.start().await;
+    let thread = env
+        .slack
+        .user_message_with_files(
+            codebutler_test_support::slack::CHANNEL,
+            crate::harness::USER,
+            "why does the boxed api crash?",
+            None,
+            &[codebutler_test_support::slack::SharedFile::new(
+                "api.log",
+                "text/plain",
+                LOG,
+            )],
+        )
+        .ts;
+    env.wait_thread_posts(&thread, 1).await;
+    let approval = env.reply(&thread, "yes");
+    assert!(
+        env.wait_reaction(&approval.ts, "white_check_mark").await,
+        "{:?}",
+        env.post_texts(&thread)
+    );
+    let results = tool_results(&env.model.requests_for("Work on BOXED-LOG")[1].body);
+    assert!(results.contains(LOG.trim_end()), "{results}");
+    assert!(results.contains("APPEND-REFUSED"), "{results}");
+    env.assert_clean();
+}
+
 /// Runs `plan` with `runnerctl run` to its end; returns its output.
 async fn run_plan(env: &Env, plan: &str) -> String {
     let path = env
