@@ -27,7 +27,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::domain::{IncomingMessage, ThreadKey};
-use crate::store::{Store, StoreError};
+use crate::slack::effects::Effects;
+use crate::slack::outbox::{Outbox, OutboxError};
+use crate::store::{Change, Store, StoreError};
 
 /// How long an idle thread task lives.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -76,6 +78,40 @@ pub trait Ownership: Send + Sync + 'static {
     async fn waiting(&self, store: &Store) -> Result<Vec<ThreadKey>, StoreError> {
         store.threads_with_pending().await
     }
+}
+
+/// Why [`commit_holding`] recorded nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum HoldError {
+    #[error("take the thread for the moment: {0}")]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+    #[error("another instance holds the thread {0} just now")]
+    Elsewhere(ThreadKey),
+}
+
+/// Records `changes` with `effects` in `thread` through `outbox`, holding the thread for
+/// the moment (given back after, if this took it). This is how what arrives from outside
+/// the thread's own messages (a slash command, a direct message's repository choice) is
+/// recorded when instances share a store, whose outbox records only for the thread's
+/// holder. Returns whether it was recorded (what was recorded already records nothing).
+pub async fn commit_holding(
+    ownership: &dyn Ownership,
+    outbox: &Outbox,
+    thread: &ThreadKey,
+    changes: &[Change<'_>],
+    effects: &Effects,
+) -> Result<bool, HoldError> {
+    let claim = ownership.claim(thread).await?;
+    if claim == Claim::Elsewhere {
+        return Err(HoldError::Elsewhere(thread.clone()));
+    }
+    let recorded = outbox.commit(changes, effects).await;
+    if claim == Claim::Fresh {
+        ownership.release(thread).await;
+    }
+    Ok(recorded?)
 }
 
 /// The only instance on its store: it owns every thread.

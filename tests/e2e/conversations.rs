@@ -639,3 +639,76 @@ async fn two_instances_on_postgresql_ask_a_direct_message_which_repository_once(
     assert_eq!(stored("api"), "0", "api holds none of the conversation");
     assert!(slack.violations().is_empty(), "{:?}", slack.violations());
 }
+
+/// Two instances on one PostgreSQL store. The instance that answered a thread stops (and
+/// gives its leases up); the other gets `/codebutler pm cheap` for that thread, which no
+/// instance holds: it takes the thread for the moment and records the choice, told in the
+/// thread once (before, it said another instance held the thread, however often typed).
+#[tokio::test]
+async fn on_postgresql_the_pm_command_records_for_a_thread_no_instance_holds() {
+    use crate::hosts::Host;
+    use codebutler_test_support::postgres;
+    use codebutler_test_support::slack::FakeSlack;
+    const WEB: &str = "C0WEB";
+    let cluster = postgres::shared();
+    let database = cluster.create_database("pm_hosts");
+    let url = cluster.url(&database);
+    let slack = FakeSlack::start().await;
+    let model = codebutler_test_support::model::FakeModel::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    codebutler_test_support::gh::install_fake_gh(outside.path());
+    let gh = outside.path().join("gh");
+    let hosts: Vec<Host> = (0..2)
+        .map(|_| Host::new(&slack, &model, &gh, &url))
+        .collect();
+    let mut first = hosts[0].spawn(outside.path(), 0);
+    assert!(
+        slack
+            .wait_until(std::time::Duration::from_secs(60), || slack
+                .open_connections()
+                >= 1)
+            .await,
+        "the first instance did not connect"
+    );
+    model.script("PG-PM-Q", vec![Reply::text("First answer.")]);
+    let thread = slack
+        .user_message(WEB, USER, "PG-PM-Q: what is this repository?", None)
+        .ts;
+    let answered = slack
+        .wait_until(WAIT, || posts_saying(&slack, WEB, "First answer.") == 1)
+        .await;
+    assert!(answered, "no answer: {:?}", slack.posts());
+    first.signal("TERM");
+    assert!(first.wait_exit(WAIT).await.success(), "{}", first.log());
+    let _second = hosts[1].spawn(outside.path(), 1);
+
+    // Typed until an instance records it (the second may still be connecting).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut answers = Vec::new();
+    while !answers
+        .last()
+        .is_some_and(|a: &String| a.contains("answers with"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never recorded: {answers:?}"
+        );
+        if slack.slash_command(WEB, USER, "pm cheap").is_some() {
+            answers = slack
+                .wait_ephemeral_answers(USER, answers.len() + 1, WAIT)
+                .await;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    let told = slack
+        .wait_until(WAIT, || posts_saying(&slack, WEB, "PM model is now") == 1)
+        .await;
+    assert!(told, "{:?}", slack.posts());
+    let in_thread = slack
+        .posts()
+        .into_iter()
+        .filter(|p| p.channel == WEB && p.text.contains("PM model is now"))
+        .all(|p| p.thread_ts.as_deref() == Some(thread.as_str()));
+    assert!(in_thread, "{:?}", slack.posts());
+    assert!(slack.violations().is_empty(), "{:?}", slack.violations());
+}

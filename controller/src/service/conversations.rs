@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use slack_morphism::prelude::{SlackEventCallbackBody, SlackPushEventCallback};
 
-use crate::dispatch::{Claim, Ownership};
+use crate::dispatch::{HoldError, Ownership, commit_holding};
 use crate::domain::{Conversation, IncomingMessage, ThreadKey};
 use crate::slack::effects::Effects;
 use crate::slack::intake::{Intake, IntakeFilter, classify, classify_elsewhere};
@@ -87,9 +87,7 @@ enum ChoiceError {
     #[error("read the conversation's repository: {0}")]
     Store(#[from] crate::store::StoreError),
     #[error("record the conversation's repository: {0}")]
-    Outbox(#[from] crate::slack::outbox::OutboxError),
-    #[error("another instance holds the thread {0} just now")]
-    Elsewhere(ThreadKey),
+    Record(#[from] HoldError),
 }
 
 /// What a message says of the repository its conversation is about (a message that is a
@@ -331,15 +329,14 @@ impl Conversations {
         change: Change<'_>,
         effects: &Effects,
     ) -> Result<bool, ChoiceError> {
-        let claim = self.ownership.claim(thread).await?;
-        if claim == Claim::Elsewhere {
-            return Err(ChoiceError::Elsewhere(thread.clone()));
-        }
-        let recorded = self.outbox.commit(&[change], effects).await;
-        if claim == Claim::Fresh {
-            self.ownership.release(thread).await;
-        }
-        Ok(recorded?)
+        Ok(commit_holding(
+            self.ownership.as_ref(),
+            &self.outbox,
+            thread,
+            &[change],
+            effects,
+        )
+        .await?)
     }
 }
 

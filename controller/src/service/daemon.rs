@@ -477,6 +477,7 @@ impl LockedRepo {
                 pm: PmChoice {
                     store: store.clone(),
                     outbox: outbox.clone(),
+                    ownership: dispatcher.ownership(),
                     pool: config
                         .product_manager
                         .models

@@ -15,12 +15,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::dispatch::{HoldError, Ownership, commit_holding};
 use crate::domain::{ThreadKey, ThreadOverview, thread_title};
 use crate::gateway::Gateway;
 use crate::pm::references::{Reference, detect};
 use crate::slack::effects::Effects;
 use crate::slack::format::escape_text;
-use crate::slack::outbox::{Outbox, OutboxError};
+use crate::slack::outbox::Outbox;
 use crate::store::{Change, Store, StoreError};
 use crate::thread::model_switch::{PmModelSwitch, check_pm_model};
 
@@ -28,11 +29,13 @@ use crate::thread::model_switch::{PmModelSwitch, check_pm_model};
 const READ_THREADS: i64 = 200;
 
 /// What choosing a thread's PM model needs: the repository's store and outbox, and its pool.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct PmChoice {
     pub store: Store,
     /// Posts the line that tells the thread.
     pub outbox: Outbox,
+    /// Holds the thread while the choice is recorded (instances sharing a store).
+    pub ownership: Arc<dyn Ownership>,
     /// The PM's pool: key → OpenRouter id (`productManager.models`).
     pub pool: BTreeMap<String, String>,
     /// The OpenRouter id the PM uses when a thread chose none (`productManager.default`).
@@ -47,7 +50,16 @@ pub enum PmChoiceError {
     #[error("read the threads for /codebutler pm: {0}")]
     Store(#[from] StoreError),
     #[error("record the thread's pm model: {0}")]
-    Outbox(#[from] OutboxError),
+    Record(HoldError),
+}
+
+impl std::fmt::Debug for PmChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PmChoice")
+            .field("pool", &self.pool)
+            .field("default_model", &self.default_model)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The words after `pm`: the model asked for (if any) and what names the thread (if any).
@@ -151,10 +163,19 @@ impl PmChoice {
             model: &model,
             user,
         };
-        if !self.outbox.commit(&[change], &effects).await? {
-            return Ok(
-                "Another instance holds that thread just now: try again in a moment.".to_owned(),
-            );
+        let busy = "Another instance holds that thread just now: try again in a moment.";
+        match commit_holding(
+            self.ownership.as_ref(),
+            &self.outbox,
+            &thread.key,
+            &[change],
+            &effects,
+        )
+        .await
+        {
+            Ok(true) => {}
+            Ok(false) | Err(HoldError::Elsewhere(_)) => return Ok(busy.to_owned()),
+            Err(e) => return Err(PmChoiceError::Record(e)),
         }
         tracing::info!(
             tag = "CMD",
