@@ -417,18 +417,8 @@ async fn a_mention_elsewhere_with_several_repositories_asks_which_once_then_answ
         "{:?}",
         team.model.unscripted()
     );
-    service.signal("TERM");
-    assert_eq!(
-        service.wait_exit(WAIT).await.code(),
-        Some(0),
-        "{}",
-        service.log()
-    );
-    assert!(
-        team.slack.violations().is_empty(),
-        "{:?}",
-        team.slack.violations()
-    );
+    Team::stop(&mut service).await;
+    team.assert_slack_clean();
 }
 
 /// A service with two repositories, each with an open thread. `/codebutler status` typed in
@@ -493,18 +483,8 @@ async fn the_slash_command_in_a_direct_message_answers_about_its_chosen_reposito
         answers[2]
     );
     wait_post_in(&team, &dm, &asked.ts, "PM model is now").await;
-    service.signal("TERM");
-    assert_eq!(
-        service.wait_exit(WAIT).await.code(),
-        Some(0),
-        "{}",
-        service.log()
-    );
-    assert!(
-        team.slack.violations().is_empty(),
-        "{:?}",
-        team.slack.violations()
-    );
+    Team::stop(&mut service).await;
+    team.assert_slack_clean();
 }
 
 /// Two instances serving two repositories on one PostgreSQL store, as on two hosts. Each of

@@ -127,6 +127,26 @@ impl Team {
         daemon
     }
 
+    /// Stops `service` with SIGTERM and checks it exited cleanly.
+    pub(crate) async fn stop(service: &mut Daemon) {
+        service.signal("TERM");
+        assert_eq!(
+            service.wait_exit(WAIT).await.code(),
+            Some(0),
+            "{}",
+            service.log()
+        );
+    }
+
+    /// Checks Slack saw no call break its rules.
+    pub(crate) fn assert_slack_clean(&self) {
+        assert!(
+            self.slack.violations().is_empty(),
+            "{:?}",
+            self.slack.violations()
+        );
+    }
+
     /// Asks `question` in `channel` and returns the texts of the bot's answer.
     pub(crate) async fn ask(
         &self,
@@ -269,13 +289,7 @@ async fn one_service_answers_each_channel_from_its_own_repository() {
     assert!(log.contains("api: listening in channel C0API"), "{log}");
     assert!(log.contains("web: listening in channel C0WEB"), "{log}");
 
-    service.signal("TERM");
-    assert_eq!(
-        service.wait_exit(WAIT).await.code(),
-        Some(0),
-        "{}",
-        service.log()
-    );
+    Team::stop(&mut service).await;
     // Each repository's store holds its own thread, and nothing of the other's.
     let t = |table: &str, channel: &str, ts: &str| (table.into(), channel.into(), ts.to_owned());
     assert_eq!(
@@ -310,8 +324,7 @@ async fn an_event_in_a_channel_no_repository_serves_is_acked_and_ignored() {
             .requests_for("is anyone serving this channel?")
             .is_empty()
     );
-    service.signal("TERM");
-    assert_eq!(service.wait_exit(WAIT).await.code(), Some(0));
+    Team::stop(&mut service).await;
     for repo in [&team.api, &team.web] {
         let rows = stored_threads(repo).await;
         assert!(
@@ -319,11 +332,7 @@ async fn an_event_in_a_channel_no_repository_serves_is_acked_and_ignored() {
             "{rows:?}"
         );
     }
-    assert!(
-        team.slack.violations().is_empty(),
-        "{:?}",
-        team.slack.violations()
-    );
+    team.assert_slack_clean();
 }
 
 /// Among several repositories, one whose channel the bot is not in does not stop the others:
@@ -354,8 +363,7 @@ async fn a_channel_the_bot_is_not_in_is_said_once_and_the_others_are_served() {
     team.slack.invite_bot_to(WEB);
     team.ask(WEB, "how do we deploy the web app?", "With npm.")
         .await;
-    service.signal("TERM");
-    assert_eq!(service.wait_exit(WAIT).await.code(), Some(0));
+    Team::stop(&mut service).await;
 }
 
 #[tokio::test]
@@ -660,13 +668,7 @@ async fn a_direct_message_asks_which_repository_once_and_remembers_it_across_a_r
     wait_post_in(&team, &dm, &asked.ts, "Web answers.").await;
     assert!(system_prompt(&team.model, "DM-WEB-Q").contains("PROMPT-WEB"));
 
-    service.signal("TERM");
-    assert_eq!(
-        service.wait_exit(WAIT).await.code(),
-        Some(0),
-        "{}",
-        service.log()
-    );
+    Team::stop(&mut service).await;
     let mut service = team.start().await;
     team.model
         .script("DM-AFTER", vec![Reply::text("Still web.")]);
@@ -689,11 +691,6 @@ async fn a_direct_message_asks_which_repository_once_and_remembers_it_across_a_r
         "{:?}",
         team.model.unscripted()
     );
-    service.signal("TERM");
-    assert_eq!(service.wait_exit(WAIT).await.code(), Some(0));
-    assert!(
-        team.slack.violations().is_empty(),
-        "{:?}",
-        team.slack.violations()
-    );
+    Team::stop(&mut service).await;
+    team.assert_slack_clean();
 }

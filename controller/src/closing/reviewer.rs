@@ -23,7 +23,7 @@ use serde::Deserialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::closing::review_input;
-use crate::gateway::{CallContext, Gateway, GatewayError};
+use crate::gateway::{CallContext, FallbackSeen, Gateway, GatewayError};
 use crate::workspace::pr_diff::PrDiff;
 
 /// The role the reviewer's calls are recorded under.
@@ -186,7 +186,7 @@ pub struct CappedModel<'a> {
     cap: Option<f64>,
     spent: Mutex<f64>,
     /// The model other than `ctx.model` that answered a call (the fallback), if one did.
-    fallback_answered: Mutex<Option<String>>,
+    fallback_answered: FallbackSeen,
 }
 
 impl std::fmt::Debug for CappedModel<'_> {
@@ -212,7 +212,7 @@ impl<'a> CappedModel<'a> {
             cancel,
             cap,
             spent: Mutex::new(0.0),
-            fallback_answered: Mutex::new(None),
+            fallback_answered: FallbackSeen::default(),
         }
     }
 
@@ -222,10 +222,7 @@ impl<'a> CappedModel<'a> {
 
     /// The fallback model that answered one of its calls, if one did.
     pub fn fallback_answered(&self) -> Option<String> {
-        self.fallback_answered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.fallback_answered.get()
     }
 }
 
@@ -249,12 +246,8 @@ impl ChatModel for CappedModel<'_> {
             .await?;
         *self.spent.lock().unwrap_or_else(|e| e.into_inner()) +=
             completion.usage.cost.unwrap_or(0.0);
-        if completion.usage.model != self.ctx.model {
-            *self
-                .fallback_answered
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(completion.usage.model);
-        }
+        self.fallback_answered
+            .note(&self.ctx.model, &completion.usage.model);
         Ok(completion.reply)
     }
 }

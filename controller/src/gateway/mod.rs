@@ -779,6 +779,25 @@ fn parse_response(
     ))
 }
 
+/// The model other than the one asked for that answered a role's call (its fallback), once
+/// one did: the last such.
+#[derive(Debug, Default)]
+pub struct FallbackSeen(std::sync::Mutex<Option<String>>);
+
+impl FallbackSeen {
+    /// Notes the model that answered (`answered`) a call that asked for `asked`.
+    pub fn note(&self, asked: &str, answered: &str) {
+        if answered != asked {
+            *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(answered.to_owned());
+        }
+    }
+
+    /// The fallback that answered, if one did.
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 /// One role's view of the gateway inside one thread, as the tool loop's model.
 pub struct RoleModel<'a> {
     pub gateway: &'a Gateway,
@@ -786,7 +805,7 @@ pub struct RoleModel<'a> {
     pub cancel: CancellationToken,
     /// The last model other than `ctx.model` that answered one of its calls (the role's
     /// fallback), if any did.
-    pub fallback_answered: std::sync::Mutex<Option<String>>,
+    pub fallback_answered: FallbackSeen,
     /// Where the answers' text goes as the model writes it, if anywhere (the calls are then
     /// streamed).
     pub sink: Option<&'a dyn TextSink>,
@@ -808,7 +827,7 @@ impl<'a> RoleModel<'a> {
             gateway,
             ctx,
             cancel,
-            fallback_answered: std::sync::Mutex::new(None),
+            fallback_answered: FallbackSeen::default(),
             sink: None,
         }
     }
@@ -823,10 +842,7 @@ impl<'a> RoleModel<'a> {
 
     /// The fallback model that answered one of its calls, if one did.
     pub fn fallback_answered(&self) -> Option<String> {
-        self.fallback_answered
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.fallback_answered.get()
     }
 }
 
@@ -851,12 +867,8 @@ impl ChatModel for RoleModel<'_> {
                     .await?
             }
         };
-        if completion.usage.model != self.ctx.model {
-            *self
-                .fallback_answered
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(completion.usage.model);
-        }
+        self.fallback_answered
+            .note(&self.ctx.model, &completion.usage.model);
         Ok(completion.reply)
     }
 }
